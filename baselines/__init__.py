@@ -1,0 +1,95 @@
+"""The solver registry: every way of solving a :class:`piper.Problem`, behind one signature.
+
+    solve(problem, options=None, solver="dp") -> Result
+
+Each entry is ``name -> SolverInfo`` holding the import path of a function
+``f(problem: Problem, options: Options) -> Result``; modules load lazily, so the
+registry is cheap to import. A solver is added here, in one place, and every
+experiment and the conformance tests pick it up.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from piper.options import Options
+from piper.problem import Problem
+from piper.result import Result
+
+__all__ = ["SolverInfo", "SOLVERS", "register", "get_solver", "solve", "solver_names"]
+
+SolverFunc = Callable[[Problem, Options], Result]
+
+
+@dataclass(frozen=True)
+class SolverInfo:
+    name: str
+    #: "module:function" of a SolverFunc
+    target: str
+    #: True when an "optimal" status is a proof (the solver is exact)
+    exact: bool
+    description: str
+    #: options fields forced for this entry, e.g. {"knapsack": "greedy"}
+    fixed: dict[str, Any] = field(default_factory=dict)
+    #: largest graph (layers) the solver accepts; None = any
+    max_nodes: int | None = None
+
+    def load(self) -> SolverFunc:
+        module, func = self.target.split(":")
+        return getattr(importlib.import_module(module), func)
+
+    def __call__(self, problem: Problem, options: Options | None = None) -> Result:
+        options = options or Options()
+        if self.fixed:
+            params = dict(options.params)
+            fields = {}
+            for key, val in self.fixed.items():
+                if hasattr(options, key):
+                    fields[key] = val
+                else:
+                    params[key] = val
+            options = replace(options, params=params, **fields)
+        res = self.load()(problem, options)
+        return res if res.solver == self.name else replace(res, solver=self.name)
+
+
+SOLVERS: dict[str, SolverInfo] = {}
+
+
+def register(info: SolverInfo) -> SolverInfo:
+    if info.name in SOLVERS:
+        raise ValueError(f"solver {info.name!r} is already registered")
+    SOLVERS[info.name] = info
+    return info
+
+
+def unregister(name: str) -> None:
+    SOLVERS.pop(name, None)
+
+
+def solver_names() -> list[str]:
+    return list(SOLVERS)
+
+
+def get_solver(name: str) -> SolverInfo:
+    try:
+        return SOLVERS[name]
+    except KeyError:
+        raise KeyError(f"unknown solver {name!r}; known: {', '.join(SOLVERS)}") from None
+
+
+def solve(problem: Problem, options: Options | None = None, solver: str = "dp") -> Result:
+    """Solve ``problem`` with the registered ``solver``."""
+    return get_solver(solver)(problem, options)
+
+
+register(SolverInfo("dp", "piper.dp:solve_dp", True, "Piper's two-level DP, exact knapsack", {"knapsack": "exact"}))
+register(SolverInfo("dp-greedy", "piper.dp:solve_dp", False, "Piper's DP with the reference greedy knapsack", {"knapsack": "greedy"}))
+register(SolverInfo("milp", "baselines.milp:solve_milp", True, "exact MILP (PuLP + CBC)", {"backend": "cbc"}))
+register(SolverInfo("milp-highs", "baselines.milp:solve_milp", True, "exact MILP (PuLP + HiGHS)", {"backend": "highs"}))
+register(SolverInfo("cpsat", "baselines.cpsat:solve_cpsat", True, "exact CP-SAT model (OR-Tools)"))
+register(SolverInfo("brute", "baselines.brute:solve_brute", True, "exhaustive enumeration (tiny graphs)", max_nodes=8))
+register(SolverInfo("equi", "baselines.equi:solve_equi", False, "PipeDream-2BW-like equi-partition baseline"))

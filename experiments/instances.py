@@ -1,0 +1,140 @@
+"""Seeded instance generators: random small DAGs for cross-checks and benchmarks.
+
+``random_problem(seed, ...)`` is deterministic for a given seed and arguments.
+Memory limits are drawn so that memory often binds (and some instances are
+infeasible), activation-recomputation TMPCs trade memory for time, and some
+layers lack some tensor-parallel degrees.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+from piper.problem import ACTIVATION_RECOMP, VANILLA, Problem, problem_from_dict
+
+__all__ = ["random_problem", "random_dag", "SHAPES"]
+
+SHAPES = ("chain", "branchy")
+
+
+def random_dag(rng: random.Random, n: int, shape: str) -> list[tuple[int, int]]:
+    """Edges of a DAG on nodes 0..n-1 whose topological order is 0..n-1.
+
+    chain: 0->1->...->n-1 plus a few skip edges; branchy: each node takes 0-2
+    random earlier predecessors (several sources and sinks, many ideals).
+    """
+    edges: set[tuple[int, int]] = set()
+    if shape == "chain":
+        for i in range(n - 1):
+            edges.add((i, i + 1))
+        for i in range(n):
+            for j in range(i + 2, n):
+                if rng.random() < 0.12:
+                    edges.add((i, j))
+    elif shape == "branchy":
+        for j in range(1, n):
+            npred = rng.choice((0, 1, 1, 1, 2, 2))
+            for _ in range(npred):
+                edges.add((rng.randrange(0, j), j))
+    else:
+        raise ValueError(f"unknown shape {shape!r}; known: {SHAPES}")
+    return sorted(edges)
+
+
+def random_problem(
+    seed: int,
+    n: int | None = None,
+    shape: str | None = None,
+    *,
+    devices: int | None = None,
+    microbatches: int | None = None,
+    degrees: tuple[int, ...] = (1, 2),
+    max_tmpcs: int = 2,
+    realistic: bool | None = None,
+    memory_tightness: float | None = None,
+) -> Problem:
+    """A random instance. Unset arguments are drawn from the seed:
+    n in 3..7, shape chain/branchy, k in 1..6, N in {1, 2, 4, 6}, 1..max_tmpcs TMPCs per (v, t).
+
+    ``realistic`` uses profiler-like magnitudes (ms-scale times, ~1e7-byte tensors,
+    1e10 B/s, MiB-multiple memory); otherwise small integers (exact in binary).
+    ``memory_tightness`` scales the memory limit (smaller = tighter; ~1 binds often).
+    """
+    rng = random.Random(seed)
+    n = n if n is not None else 3 + seed % 5
+    shape = shape if shape is not None else SHAPES[(seed // 5) % 2]
+    k = devices if devices is not None else rng.randint(1, 6)
+    n_mb = microbatches if microbatches is not None else rng.choice((1, 2, 4, 6))
+    realistic = realistic if realistic is not None else (seed % 5 == 4)
+    tight = memory_tightness if memory_tightness is not None else rng.uniform(0.25, 1.1)
+    edges = random_dag(rng, n, shape)
+    preds: dict[int, list[int]] = {v: [] for v in range(n)}
+    succs: dict[int, list[int]] = {v: [] for v in range(n)}
+    for u, v in edges:
+        preds[v].append(u)
+        succs[u].append(v)
+
+    time_unit = 1e-3 if realistic else 1.0
+    byte_unit = 2**20 if realistic else 1
+    bandwidth = 1e10 if realistic else 8.0
+
+    nodes: list[dict[str, Any]] = []
+    min_mem_total = 0.0
+    for v in range(n):
+        ts = [t for t in degrees if t == 1 or rng.random() < 0.8]
+        if rng.random() < 0.15 and len(ts) > 1:
+            ts.remove(1)  # some layers lack t = 1
+        base_p = rng.randint(2, 12)
+        base_w = rng.randint(0, 16)
+        base_a = rng.randint(1, 12)
+        base_b = rng.randint(0, 8)
+        tm: dict[str, list[dict[str, Any]]] = {}
+        node_min = None
+        for t in ts:
+            count = rng.randint(1, max_tmpcs)
+            p = max(1, round(base_p * (1.15 / t + 0.05 * t)))
+            a = max(1, round(base_a / t)) if rng.random() < 0.9 else base_a
+            b = round(base_b / t) + rng.randint(0, 2)
+            w = round(base_w / t)
+            sync = (lambda: 0) if t == 1 else (lambda: rng.randint(0, 4))
+            lst = []
+            for j in range(count):
+                if j == 0:
+                    tid, pj, aj, bj = VANILLA, p, a, b
+                elif j == 1:
+                    tid = ACTIVATION_RECOMP
+                    pj, aj, bj = p + max(1, round(p * rng.uniform(0.2, 0.5))), max(0, a // 3), b + rng.randint(0, 2)
+                else:
+                    tid = f"variant{j}"
+                    pj, aj, bj = p + rng.randint(0, 4), rng.randint(0, a), b + rng.randint(0, 3)
+                lst.append(
+                    {
+                        "id": tid,
+                        "timePerSample": pj * time_unit,
+                        "parameterSize": float(w * byte_unit),
+                        "memoryUsageA": float(aj * byte_unit),
+                        "memoryUsageB": float(bj * byte_unit),
+                        "syncTimeFw": {str(u): float(sync() * byte_unit) for u in preds[v]},
+                        "syncTimeBw": {str(x): float(sync() * byte_unit) for x in succs[v]},
+                    }
+                )
+                m = aj + bj
+                node_min = m if node_min is None else min(node_min, m)
+            tm[str(t)] = lst
+        min_mem_total += node_min or 0
+        nodes.append({"id": v, "name": f"layer{v}", "TMPCs": tm})
+    raw_edges = [
+        {"sourceId": u, "destId": v, "communicationCost": float(rng.randint(0, 6) * byte_unit)} for u, v in edges
+    ]
+    memory = max(1, round(min_mem_total * tight * rng.uniform(0.6, 1.6)))
+    raw = {
+        "maxDevices": k,
+        "maxMemoryPerDevice": float(memory * byte_unit),
+        "mbsInBatch": n_mb,
+        "bandwidth": bandwidth,
+        "name": f"random-{shape}-n{n}-seed{seed}",
+        "nodes": nodes,
+        "edges": raw_edges,
+    }
+    return problem_from_dict(raw)

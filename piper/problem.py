@@ -1,0 +1,588 @@
+"""The problem spec every solver shares: a profiled layer graph and a cluster.
+
+Follows ``PROBLEM.md`` (the reference JSON format of msr-fiddle/piper).
+Units: times are in the profiler's units (seconds for BERT, milliseconds
+for GNMT/ResNet; the model takes them as given), sizes in bytes, bandwidth
+in bytes/second.
+
+Loading validates everything and raises :class:`ProblemError` naming the
+node, edge or key at fault; a loaded :class:`Problem` is immutable.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "ProblemError",
+    "TMPC",
+    "Node",
+    "Edge",
+    "Problem",
+    "load_problem",
+    "problem_from_dict",
+    "problem_to_dict",
+    "dump_problem",
+    "insert_bert_layers",
+    "ACTIVATION_RECOMP",
+    "VANILLA",
+]
+
+ACTIVATION_RECOMP = "activation recomp"
+VANILLA = "vanilla"
+
+#: first label given to BERT layers inserted by :func:`insert_bert_layers`
+#: (what the authors' code uses)
+INSERTED_LAYER_FIRST_ID = 123456790
+
+
+class ProblemError(ValueError):
+    """An invalid workload: the message names the node / edge / key at fault."""
+
+
+@dataclass(frozen=True)
+class TMPC:
+    """A tensor-model-parallel configuration of one layer at one degree t.
+
+    All per-device quantities are for each of the t devices of the layer.
+    """
+
+    id: str
+    #: forward + backward compute time per sample (profiler time units)
+    time_per_sample: float
+    #: bytes of weights on each device (drives data-parallel resync)
+    parameter_size: float
+    #: memory bytes per microbatch in flight (memory = a*y + b bytes)
+    memory_a: float
+    #: memory bytes independent of the microbatches in flight
+    memory_b: float
+    #: extra bytes per sample on each in-edge (keyed by the edge's tail)
+    sync_fw: Mapping[int, float]
+    #: extra bytes per sample on each out-edge (keyed by the edge's head)
+    sync_bw: Mapping[int, float]
+    #: unknown JSON keys, kept for round trips
+    extra: Mapping[str, Any] = field(default_factory=dict, compare=False)
+
+
+@dataclass(frozen=True)
+class Node:
+    """A layer: for each supported tensor-parallel degree t, its TMPCs (in file order)."""
+
+    id: int
+    tmpcs: Mapping[int, tuple[TMPC, ...]]
+    name: str | None = None
+    extra: Mapping[str, Any] = field(default_factory=dict, compare=False)
+
+    @property
+    def label(self) -> str:
+        return f"{self.id}" if self.name is None else f"{self.id} ({self.name})"
+
+    def tmpc(self, t: int, tmpc_id: str) -> TMPC | None:
+        for c in self.tmpcs.get(t, ()):
+            if c.id == tmpc_id:
+                return c
+        return None
+
+
+@dataclass(frozen=True)
+class Edge:
+    """A directed edge u -> v carrying ``communication_cost`` bytes per sample."""
+
+    u: int
+    v: int
+    communication_cost: float
+    extra: Mapping[str, Any] = field(default_factory=dict, compare=False)
+
+
+@dataclass(frozen=True)
+class Problem:
+    """A validated workload: DAG of layers plus cluster numbers.
+
+    ``nodes`` keep the file order; node ids are the file's integer ids.
+    """
+
+    nodes: tuple[Node, ...]
+    edges: tuple[Edge, ...]
+    #: k, number of identical accelerators
+    devices: int
+    #: M, memory of one accelerator, bytes
+    memory_per_device: float
+    #: N, microbatches in one batch
+    microbatches: int
+    #: B, bandwidth from each device to the outside, bytes/second
+    bandwidth: float
+    #: unknown top-level JSON keys, kept for round trips
+    extra: Mapping[str, Any] = field(default_factory=dict, compare=False)
+
+    # ---- derived views (computed once, on demand) -------------------------------
+    @cached_property
+    def index(self) -> dict[int, int]:
+        """node id -> position in ``nodes``."""
+        return {n.id: i for i, n in enumerate(self.nodes)}
+
+    @cached_property
+    def node_by_id(self) -> dict[int, Node]:
+        return {n.id: n for n in self.nodes}
+
+    @cached_property
+    def in_edges(self) -> dict[int, tuple[Edge, ...]]:
+        res: dict[int, list[Edge]] = {n.id: [] for n in self.nodes}
+        for e in self.edges:
+            res[e.v].append(e)
+        return {k: tuple(v) for k, v in res.items()}
+
+    @cached_property
+    def out_edges(self) -> dict[int, tuple[Edge, ...]]:
+        res: dict[int, list[Edge]] = {n.id: [] for n in self.nodes}
+        for e in self.edges:
+            res[e.u].append(e)
+        return {k: tuple(v) for k, v in res.items()}
+
+    @cached_property
+    def topological_order(self) -> tuple[int, ...]:
+        """Node ids in a topological order (Kahn, ties by file order)."""
+        return _topological_order(self.nodes, self.edges)
+
+    @cached_property
+    def degrees(self) -> tuple[int, ...]:
+        """All tensor-parallel degrees t that some layer supports, sorted."""
+        return tuple(sorted({t for n in self.nodes for t in n.tmpcs}))
+
+    @property
+    def n(self) -> int:
+        return len(self.nodes)
+
+    @property
+    def max_stage_sum_d(self) -> int:
+        """S = min(N, k): a bound on the sum of data-parallel degrees."""
+        return min(self.microbatches, self.devices)
+
+    def node(self, node_id: int) -> Node:
+        try:
+            return self.node_by_id[node_id]
+        except KeyError:
+            raise ProblemError(f"no node with id {node_id}") from None
+
+    def with_cluster(
+        self,
+        devices: int | None = None,
+        memory: float | None = None,
+        microbatches: int | None = None,
+        bandwidth: float | None = None,
+    ) -> "Problem":
+        """A copy with some cluster numbers replaced (validated like the file's)."""
+        p = replace(
+            self,
+            devices=self.devices if devices is None else devices,
+            memory_per_device=self.memory_per_device if memory is None else memory,
+            microbatches=self.microbatches if microbatches is None else microbatches,
+            bandwidth=self.bandwidth if bandwidth is None else bandwidth,
+        )
+        _validate_cluster(p.devices, p.memory_per_device, p.microbatches, p.bandwidth)
+        return p
+
+    def to_dict(self) -> dict[str, Any]:
+        return problem_to_dict(self)
+
+
+# ---------------------------------------------------------------------------------
+# loading and validation
+# ---------------------------------------------------------------------------------
+
+
+def _number(value: Any, where: str, *, integer: bool = False, positive: bool = False) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ProblemError(f"{where}: expected a number, got {value!r}")
+    if not math.isfinite(value):
+        raise ProblemError(f"{where}: must be finite, got {value!r}")
+    if integer:
+        if isinstance(value, float) and not value.is_integer():
+            raise ProblemError(f"{where}: must be an integer, got {value!r}")
+        value = int(value)
+        if value < 1:
+            raise ProblemError(f"{where}: must be >= 1, got {value}")
+        return value
+    if positive and value <= 0:
+        raise ProblemError(f"{where}: must be > 0, got {value!r}")
+    if value < 0:
+        raise ProblemError(f"{where}: must be >= 0, got {value!r}")
+    return float(value)
+
+
+def _validate_cluster(k: Any, m: Any, n: Any, b: Any) -> tuple[int, float, int, float]:
+    return (
+        int(_number(k, "maxDevices", integer=True)),
+        _number(m, "maxMemoryPerDevice", positive=True),
+        int(_number(n, "mbsInBatch", integer=True)),
+        _number(b, "bandwidth", positive=True),
+    )
+
+
+def _node_id(value: Any, where: str) -> int:
+    if isinstance(value, bool):
+        raise ProblemError(f"{where}: node id must be an integer, got {value!r}")
+    if isinstance(value, str):
+        try:
+            return int(value.strip())
+        except ValueError:
+            raise ProblemError(f"{where}: node id must be an integer, got {value!r}") from None
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if not isinstance(value, int):
+        raise ProblemError(f"{where}: node id must be an integer, got {value!r}")
+    return value
+
+
+def _sync_map(raw: Any, where: str) -> dict[int, float]:
+    if not isinstance(raw, Mapping):
+        raise ProblemError(f"{where}: expected an object keyed by node id, got {type(raw).__name__}")
+    out: dict[int, float] = {}
+    for key, val in raw.items():
+        nid = _node_id(key, f"{where} key {key!r}")
+        if nid in out:
+            raise ProblemError(f"{where}: node {nid} appears twice")
+        out[nid] = _number(val, f"{where}[{key!r}]")
+    return out
+
+
+_TMPC_KEYS = ("id", "timePerSample", "parameterSize", "memoryUsageA", "memoryUsageB", "syncTimeFw", "syncTimeBw")
+
+
+def _tmpc_from_dict(raw: Any, where: str) -> TMPC:
+    if not isinstance(raw, Mapping):
+        raise ProblemError(f"{where}: a TMPC must be an object, got {type(raw).__name__}")
+    for key in _TMPC_KEYS:
+        if key not in raw:
+            raise ProblemError(f"{where}: missing key {key!r}")
+    tid = raw["id"]
+    if not isinstance(tid, str) or not tid:
+        raise ProblemError(f"{where}: 'id' must be a non-empty string, got {tid!r}")
+    where = f"{where} (TMPC {tid!r})"
+    return TMPC(
+        id=tid,
+        time_per_sample=_number(raw["timePerSample"], f"{where} timePerSample"),
+        parameter_size=_number(raw["parameterSize"], f"{where} parameterSize"),
+        memory_a=_number(raw["memoryUsageA"], f"{where} memoryUsageA"),
+        memory_b=_number(raw["memoryUsageB"], f"{where} memoryUsageB"),
+        sync_fw=_sync_map(raw["syncTimeFw"], f"{where} syncTimeFw"),
+        sync_bw=_sync_map(raw["syncTimeBw"], f"{where} syncTimeBw"),
+        extra={k: v for k, v in raw.items() if k not in _TMPC_KEYS},
+    )
+
+
+def _node_from_dict(raw: Any, pos: int) -> Node:
+    if not isinstance(raw, Mapping):
+        raise ProblemError(f"nodes[{pos}]: a node must be an object, got {type(raw).__name__}")
+    if "id" not in raw:
+        raise ProblemError(f"nodes[{pos}]: missing key 'id'")
+    nid = _node_id(raw["id"], f"nodes[{pos}] id")
+    where = f"node {nid}"
+    if "TMPCs" not in raw:
+        raise ProblemError(f"{where}: missing key 'TMPCs'")
+    tm = raw["TMPCs"]
+    if not isinstance(tm, Mapping):
+        raise ProblemError(f"{where}: 'TMPCs' must be an object keyed by degree t")
+    tmpcs: dict[int, tuple[TMPC, ...]] = {}
+    for tkey, lst in tm.items():
+        try:
+            t = int(str(tkey).strip())
+        except ValueError:
+            raise ProblemError(f"{where}: TMPCs key {tkey!r} is not an integer degree t") from None
+        if t < 1:
+            raise ProblemError(f"{where}: TMPCs key {tkey!r}: degree t must be >= 1")
+        if t in tmpcs:
+            raise ProblemError(f"{where}: degree t={t} given twice")
+        if not isinstance(lst, list) or not lst:
+            raise ProblemError(f"{where}: TMPCs[{tkey!r}] must be a non-empty list")
+        items = tuple(_tmpc_from_dict(c, f"{where} t={t} TMPCs[{i}]") for i, c in enumerate(lst))
+        seen: set[str] = set()
+        for c in items:
+            if c.id in seen:
+                raise ProblemError(f"{where} t={t}: TMPC id {c.id!r} appears twice")
+            seen.add(c.id)
+        tmpcs[t] = items
+    if not tmpcs:
+        raise ProblemError(f"{where}: 'TMPCs' is empty (a layer needs at least one degree t)")
+    name = raw.get("name")
+    return Node(
+        id=nid,
+        tmpcs=dict(sorted(tmpcs.items())),
+        name=None if name is None else str(name),
+        extra={k: v for k, v in raw.items() if k not in ("id", "TMPCs", "name")},
+    )
+
+
+def _topological_order(nodes: tuple[Node, ...], edges: tuple[Edge, ...]) -> tuple[int, ...]:
+    import heapq
+
+    pos = {n.id: i for i, n in enumerate(nodes)}
+    indeg = {n.id: 0 for n in nodes}
+    succ: dict[int, list[int]] = {n.id: [] for n in nodes}
+    for e in edges:
+        indeg[e.v] += 1
+        succ[e.u].append(e.v)
+    heap = [pos[v] for v, d in indeg.items() if d == 0]
+    heapq.heapify(heap)
+    order: list[int] = []
+    while heap:
+        v = nodes[heapq.heappop(heap)].id
+        order.append(v)
+        for x in succ[v]:
+            indeg[x] -= 1
+            if indeg[x] == 0:
+                heapq.heappush(heap, pos[x])
+    if len(order) != len(nodes):
+        stuck = [nodes[i].id for i in sorted(pos[v] for v, d in indeg.items() if d > 0)]
+        raise ProblemError(f"the graph has a cycle through nodes {stuck[:10]}")
+    return tuple(order)
+
+
+def problem_from_dict(raw: Any) -> Problem:
+    """Build and validate a :class:`Problem` from the reference JSON structure."""
+    if not isinstance(raw, Mapping):
+        raise ProblemError(f"the workload must be a JSON object, got {type(raw).__name__}")
+    for key in ("maxDevices", "maxMemoryPerDevice", "bandwidth", "nodes", "edges"):
+        if key not in raw:
+            raise ProblemError(f"missing top-level key {key!r}")
+    if "mbsInBatch" in raw and "maxBatchSize" in raw and raw["mbsInBatch"] != raw["maxBatchSize"]:
+        raise ProblemError(
+            f"'mbsInBatch' ({raw['mbsInBatch']!r}) and its alias 'maxBatchSize' "
+            f"({raw['maxBatchSize']!r}) disagree"
+        )
+    if "mbsInBatch" in raw:
+        mbs = raw["mbsInBatch"]
+    elif "maxBatchSize" in raw:
+        mbs = raw["maxBatchSize"]
+    else:
+        raise ProblemError("missing top-level key 'mbsInBatch' (or its alias 'maxBatchSize')")
+    k, m, n, b = _validate_cluster(raw["maxDevices"], raw["maxMemoryPerDevice"], mbs, raw["bandwidth"])
+
+    if not isinstance(raw["nodes"], list):
+        raise ProblemError("'nodes' must be a list")
+    if not isinstance(raw["edges"], list):
+        raise ProblemError("'edges' must be a list")
+    nodes = tuple(_node_from_dict(x, i) for i, x in enumerate(raw["nodes"]))
+    if not nodes:
+        raise ProblemError("'nodes' is empty: a workload needs at least one layer")
+    ids: set[int] = set()
+    for nd in nodes:
+        if nd.id in ids:
+            raise ProblemError(f"node id {nd.id} appears twice")
+        ids.add(nd.id)
+
+    edges: list[Edge] = []
+    seen_edges: set[tuple[int, int]] = set()
+    for i, e in enumerate(raw["edges"]):
+        if not isinstance(e, Mapping):
+            raise ProblemError(f"edges[{i}]: an edge must be an object")
+        for key in ("sourceId", "destId", "communicationCost"):
+            if key not in e:
+                raise ProblemError(f"edges[{i}]: missing key {key!r}")
+        u = _node_id(e["sourceId"], f"edges[{i}] sourceId")
+        v = _node_id(e["destId"], f"edges[{i}] destId")
+        where = f"edge {u}->{v}"
+        if u not in ids:
+            raise ProblemError(f"{where}: source node {u} does not exist")
+        if v not in ids:
+            raise ProblemError(f"{where}: destination node {v} does not exist")
+        if u == v:
+            raise ProblemError(f"{where}: a self-loop makes the graph cyclic")
+        if (u, v) in seen_edges:
+            raise ProblemError(f"{where}: duplicate edge")
+        seen_edges.add((u, v))
+        cost = _number(e["communicationCost"], f"{where} communicationCost")
+        extra = {k2: v2 for k2, v2 in e.items() if k2 not in ("sourceId", "destId", "communicationCost")}
+        edges.append(Edge(u, v, cost, extra))
+    edges_t = tuple(edges)
+    _topological_order(nodes, edges_t)  # raises on a cycle
+
+    preds: dict[int, set[int]] = {nd.id: set() for nd in nodes}
+    succs: dict[int, set[int]] = {nd.id: set() for nd in nodes}
+    for e in edges_t:
+        preds[e.v].add(e.u)
+        succs[e.u].add(e.v)
+    for nd in nodes:
+        for t, lst in nd.tmpcs.items():
+            for c in lst:
+                where = f"node {nd.id} t={t} TMPC {c.id!r}"
+                _check_keys(set(c.sync_fw), preds[nd.id], f"{where} syncTimeFw", "in-neighbours")
+                _check_keys(set(c.sync_bw), succs[nd.id], f"{where} syncTimeBw", "out-neighbours")
+
+    extra = {
+        key: val
+        for key, val in raw.items()
+        if key not in ("maxDevices", "maxMemoryPerDevice", "bandwidth", "mbsInBatch", "maxBatchSize", "nodes", "edges")
+    }
+    return Problem(nodes, edges_t, k, m, n, b, extra)
+
+
+def _check_keys(have: set[int], want: set[int], where: str, what: str) -> None:
+    if have != want:
+        missing = sorted(want - have)
+        unexpected = sorted(have - want)
+        parts = []
+        if missing:
+            parts.append(f"missing {missing}")
+        if unexpected:
+            parts.append(f"unexpected {unexpected}")
+        raise ProblemError(f"{where}: keys must be exactly the node's {what} {sorted(want)}; " + ", ".join(parts))
+
+
+def load_problem(source: str | Path | Mapping[str, Any]) -> Problem:
+    """Load a workload from a JSON file path or an already-parsed dict."""
+    if isinstance(source, Mapping):
+        return problem_from_dict(source)
+    path = Path(source)
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise ProblemError(f"cannot read workload file {str(path)!r}: {exc.strerror or exc}") from None
+    try:
+        raw = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ProblemError(f"{path}: not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+    except RecursionError:
+        raise ProblemError(f"{path}: JSON nested too deeply") from None
+    return problem_from_dict(raw)
+
+
+def _num_out(x: float) -> float | int:
+    return x
+
+
+def problem_to_dict(problem: Problem) -> dict[str, Any]:
+    """The reference JSON structure (round-trips through :func:`problem_from_dict`)."""
+
+    def tmpc(c: TMPC) -> dict[str, Any]:
+        d: dict[str, Any] = {
+            "id": c.id,
+            "timePerSample": c.time_per_sample,
+            "parameterSize": c.parameter_size,
+            "memoryUsageA": c.memory_a,
+            "memoryUsageB": c.memory_b,
+            "syncTimeFw": {str(k): v for k, v in c.sync_fw.items()},
+            "syncTimeBw": {str(k): v for k, v in c.sync_bw.items()},
+        }
+        d.update(c.extra)
+        return d
+
+    nodes = []
+    for nd in problem.nodes:
+        d: dict[str, Any] = {"id": nd.id}
+        if nd.name is not None:
+            d["name"] = nd.name
+        d["TMPCs"] = {str(t): [tmpc(c) for c in lst] for t, lst in nd.tmpcs.items()}
+        d.update(nd.extra)
+        nodes.append(d)
+    edges = []
+    for e in problem.edges:
+        d = {"sourceId": e.u, "destId": e.v, "communicationCost": e.communication_cost}
+        d.update(e.extra)
+        edges.append(d)
+    out: dict[str, Any] = {
+        "maxDevices": problem.devices,
+        "maxMemoryPerDevice": problem.memory_per_device,
+        "bandwidth": problem.bandwidth,
+        "mbsInBatch": problem.microbatches,
+    }
+    out.update(problem.extra)
+    out["nodes"] = nodes
+    out["edges"] = edges
+    return out
+
+
+def dump_problem(problem: Problem, path: str | Path | None = None, *, indent: int | None = 1) -> str:
+    """Serialise to JSON; also write it to ``path`` if given. Returns the text."""
+    text = json.dumps(problem_to_dict(problem), indent=indent)
+    if path is not None:
+        Path(path).write_text(text + "\n")
+    return text
+
+
+# ---------------------------------------------------------------------------------
+# BERT-48/64/96 from BERT-32 by transformer-layer insertion
+# ---------------------------------------------------------------------------------
+
+
+def _is_transformer(node: Node) -> bool:
+    return node.name == "ParallelTransformerLayer"
+
+
+def insert_bert_layers(problem: Problem, transformer_layers: int) -> Problem:
+    """BERT with ``transformer_layers`` layers, made from BERT-32 as the authors do.
+
+    Copies of the last transformer layer whose successor is also a transformer
+    layer (layer 34 in bert32a100.json) are inserted in a chain between it and
+    that successor; see ``workloads/README.md``. Copies are numbered
+    123456790, 123456791, ... along the chain.
+    """
+    have = sum(1 for nd in problem.nodes if _is_transformer(nd))
+    if have == 0:
+        raise ProblemError("insert_bert_layers: the workload has no 'ParallelTransformerLayer' nodes")
+    extra_layers = transformer_layers - have
+    if extra_layers < 0:
+        raise ProblemError(f"insert_bert_layers: the workload already has {have} transformer layers, more than {transformer_layers}")
+    if extra_layers == 0:
+        return problem
+    # the anchor: the last transformer layer (in topological order) with a transformer successor
+    anchor = succ = None
+    for nid in problem.topological_order:
+        nd = problem.node(nid)
+        if not _is_transformer(nd):
+            continue
+        for e in problem.out_edges[nid]:
+            if _is_transformer(problem.node(e.v)):
+                anchor, succ = nd, problem.node(e.v)
+    if anchor is None or succ is None:
+        raise ProblemError("insert_bert_layers: no transformer layer is followed by another one")
+    anchor_pred = None
+    for e in problem.in_edges[anchor.id]:
+        if _is_transformer(problem.node(e.u)):
+            anchor_pred = e.u
+    if anchor_pred is None:
+        raise ProblemError(f"insert_bert_layers: layer {anchor.id} has no transformer predecessor")
+    link = next(e for e in problem.out_edges[anchor.id] if e.v == succ.id)
+    ids = {nd.id for nd in problem.nodes}
+    copies = [INSERTED_LAYER_FIRST_ID + i for i in range(extra_layers)]
+    clash = ids.intersection(copies)
+    if clash:
+        raise ProblemError(f"insert_bert_layers: node id {min(clash)} already exists")
+    chain = [anchor.id, *copies, succ.id]
+
+    def with_sync(c: TMPC, fw: dict[int, float] | None, bw: dict[int, float] | None) -> TMPC:
+        return replace(c, sync_fw=c.sync_fw if fw is None else fw, sync_bw=c.sync_bw if bw is None else bw)
+
+    new_nodes: list[Node] = []
+    for nd in problem.nodes:
+        if nd.id == anchor.id:
+            tm = {
+                t: tuple(with_sync(c, None, {(copies[0] if k == succ.id else k): v for k, v in c.sync_bw.items()}) for c in lst)
+                for t, lst in nd.tmpcs.items()
+            }
+            new_nodes.append(replace(nd, tmpcs=tm))
+        elif nd.id == succ.id:
+            tm = {
+                t: tuple(with_sync(c, {(copies[-1] if k == anchor.id else k): v for k, v in c.sync_fw.items()}, None) for c in lst)
+                for t, lst in nd.tmpcs.items()
+            }
+            new_nodes.append(replace(nd, tmpcs=tm))
+        else:
+            new_nodes.append(nd)
+    for i, cid in enumerate(copies):
+        prev, nxt = chain[i], chain[i + 2]
+        tm = {
+            t: tuple(with_sync(c, {prev: c.sync_fw[anchor_pred]}, {nxt: c.sync_bw[succ.id]}) for c in lst)
+            for t, lst in anchor.tmpcs.items()
+        }
+        new_nodes.append(Node(cid, tm, anchor.name, dict(anchor.extra)))
+    new_edges = [e for e in problem.edges if not (e.u == anchor.id and e.v == succ.id)]
+    for a, b in zip(chain, chain[1:]):
+        new_edges.append(Edge(a, b, link.communication_cost, dict(link.extra)))
+    # re-validate through the dict form so the result is checked like any input
+    return problem_from_dict(problem_to_dict(replace(problem, nodes=tuple(new_nodes), edges=tuple(new_edges))))

@@ -1,0 +1,113 @@
+"""The common result every solver returns, built through :func:`make_result` so
+that the reported TPS is always the evaluator's score of the returned plan."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+from .evaluate import Score, evaluate
+from .plan import Plan
+from .problem import Problem
+
+__all__ = ["Status", "Result", "SolverError", "make_result"]
+
+
+class SolverError(RuntimeError):
+    """A solver cannot handle this instance (too large, missing backend, ...);
+    the message says why and what to change."""
+
+
+class Status(str, Enum):
+    #: the plan is proven optimal (for heuristics: never used)
+    OPTIMAL = "optimal"
+    #: a plan, not proven optimal (time limit hit, or a heuristic)
+    FEASIBLE = "feasible"
+    #: proven: no plan fits in memory / on the devices
+    INFEASIBLE = "infeasible"
+    #: stopped (time limit) with neither a plan nor a proof
+    UNKNOWN = "unknown"
+
+    def __str__(self) -> str:  # so f-strings print "optimal"
+        return self.value
+
+
+@dataclass(frozen=True)
+class Result:
+    solver: str
+    status: Status
+    #: the returned plan (None when infeasible / unknown)
+    plan: Plan | None
+    #: the evaluator's TPS of ``plan`` (+inf without a plan or when OOM)
+    tps: float
+    #: the solver's own claim of the objective (may differ from ``tps`` by rounding;
+    #: a large difference is a bug that ``experiments.compare`` reports)
+    objective: float | None
+    #: best proven lower bound on the optimal TPS (inf = proven infeasible, 0 = nothing proven)
+    bound: float
+    #: wall-clock seconds spent in the solver
+    time_s: float
+    #: the evaluator's full breakdown of ``plan``
+    score: Score | None = None
+    #: solver-specific statistics (model size, ideals, curve, ...)
+    stats: Mapping[str, Any] = field(default_factory=dict)
+    message: str = ""
+
+    @property
+    def devices_used(self) -> int | None:
+        return None if self.plan is None else self.plan.devices_used
+
+    def to_dict(self) -> dict[str, Any]:
+        def num(x: float | None) -> float | None:
+            return None if x is None or not math.isfinite(x) else x
+
+        return {
+            "solver": self.solver,
+            "status": self.status.value,
+            "tps": num(self.tps),
+            "objective": num(self.objective),
+            "bound": None if self.bound is None else (self.bound if math.isfinite(self.bound) else "inf"),
+            "time_s": self.time_s,
+            "devices_used": self.devices_used,
+            "plan": None if self.plan is None else self.plan.to_dict(),
+            "message": self.message,
+            "stats": dict(self.stats),
+        }
+
+
+def make_result(
+    problem: Problem,
+    solver: str,
+    status: Status,
+    plan: Plan | None,
+    *,
+    time_s: float,
+    objective: float | None = None,
+    bound: float | None = None,
+    stats: Mapping[str, Any] | None = None,
+    message: str = "",
+) -> Result:
+    """Score ``plan`` with the evaluator and package a :class:`Result`.
+
+    ``bound`` defaults to the plan's TPS when ``status`` is optimal, +inf when
+    infeasible, and 0 otherwise.
+    """
+    score = evaluate(problem, plan) if plan is not None else None
+    tps = score.tps if score is not None else math.inf
+    if bound is None:
+        bound = {Status.OPTIMAL: tps, Status.INFEASIBLE: math.inf}.get(status, 0.0)
+    return Result(
+        solver=solver,
+        status=status,
+        plan=plan,
+        tps=tps,
+        objective=objective,
+        bound=bound,
+        time_s=time_s,
+        score=score,
+        stats=dict(stats or {}),
+        message=message,
+    )
