@@ -67,7 +67,7 @@ def random_problem(
     k = devices if devices is not None else rng.randint(1, 6)
     n_mb = microbatches if microbatches is not None else rng.choice((1, 2, 4, 6))
     realistic = realistic if realistic is not None else (seed % 5 == 4)
-    tight = memory_tightness if memory_tightness is not None else rng.uniform(0.25, 1.1)
+    tight = memory_tightness if memory_tightness is not None else rng.uniform(1.6, 4.0)
     edges = random_dag(rng, n, shape)
     preds: dict[int, list[int]] = {v: [] for v in range(n)}
     succs: dict[int, list[int]] = {v: [] for v in range(n)}
@@ -81,6 +81,7 @@ def random_problem(
 
     nodes: list[dict[str, Any]] = []
     min_mem_total = 0.0
+    max_node_min = 0.0
     for v in range(n):
         ts = [t for t in degrees if t == 1 or rng.random() < 0.8]
         if rng.random() < 0.15 and len(ts) > 1:
@@ -123,11 +124,14 @@ def random_problem(
                 node_min = m if node_min is None else min(node_min, m)
             tm[str(t)] = lst
         min_mem_total += node_min or 0
+        max_node_min = max(max_node_min, node_min or 0)
         nodes.append({"id": v, "name": f"layer{v}", "TMPCs": tm})
     raw_edges = [
         {"sourceId": u, "destId": v, "communicationCost": float(rng.randint(0, 6) * byte_unit)} for u, v in edges
     ]
-    memory = max(1, round(min_mem_total * tight * rng.uniform(0.6, 1.6)))
+    # per-stage memory need ~ total / (number of stages there is room for), at y ~ 1..2
+    base = max(max_node_min, min_mem_total / max(1, min(k, n)))
+    memory = max(1, round(base * tight * rng.uniform(0.8, 1.6)))
     raw = {
         "maxDevices": k,
         "maxMemoryPerDevice": float(memory * byte_unit),
