@@ -1,0 +1,173 @@
+"""``python -m piper info|evaluate|solve FILE ...``: the planner's command line.
+
+User errors (bad file, bad JSON, invalid problem or plan, bad flag) exit with
+status 2 and a one-line message on stderr.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from collections.abc import Sequence
+
+from .cli import (
+    ArgumentParser,
+    UsageError,
+    add_ablation_args,
+    add_cluster_args,
+    apply_cluster_args,
+    options_from_args,
+    positive_int,
+    run_main,
+)
+from .evaluate import evaluate
+from .plan import load_plan, render_plan
+from .problem import Problem, load_problem
+
+
+def _parser() -> ArgumentParser:
+    p = ArgumentParser(prog="python -m piper", description="Piper: plan data / pipeline / tensor parallelism for DNN training.")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=ArgumentParser)
+    sub.required = True
+
+    info = sub.add_parser("info", help="describe a workload: layers, edges, degrees, TMPCs, ideals, cluster")
+    info.add_argument("file", help="workload JSON")
+    add_cluster_args(info)
+    info.add_argument("--max-ideals", type=positive_int, default=200_000, metavar="N", help="stop counting ideals past N")
+    info.add_argument("--json", action="store_true", help="print one JSON object")
+
+    ev = sub.add_parser("evaluate", help="score a plan: TPS and per-stage breakdown")
+    ev.add_argument("file", help="workload JSON")
+    ev.add_argument("plan", help="plan JSON (reference output shape)")
+    add_cluster_args(ev)
+    ev.add_argument("--json", action="store_true", help="print one JSON object")
+
+    so = sub.add_parser("solve", help="find the best plan (Piper's DP by default)")
+    so.add_argument("file", help="workload JSON")
+    add_cluster_args(so)
+    add_ablation_args(so)
+    so.add_argument("--solver", default="dp", help="registered solver name (dp, dp-greedy, milp, milp-highs, cpsat, brute, equi)")
+    so.add_argument("--knapsack", choices=("exact", "greedy"), default=None, help="the DP's per-stage TMPC choice (default exact)")
+    so.add_argument("--max-ideals", type=positive_int, default=200_000, metavar="N", help="refuse graphs with more ideals")
+    so.add_argument("--linearize", action="store_true", help="DP: stages are segments of one topological order")
+    so.add_argument("--no-curve", action="store_true", help="DP: skip the best-TPS-per-device-count curve")
+    so.add_argument("--out", metavar="PLAN.json", help="write the plan here")
+    so.add_argument("--json", action="store_true", help="print one JSON object")
+    so.add_argument("--quiet", "-q", action="store_true", help="no progress on stderr")
+    return p
+
+
+def _load(args) -> Problem:
+    return apply_cluster_args(load_problem(args.file), args)
+
+
+def _count_ideals(problem: Problem, limit: int) -> int | None:
+    """Number of successor-closed node sets (None when above ``limit``)."""
+    from .ideals import count_ideals
+
+    return count_ideals(problem, limit)
+
+
+def cmd_info(args) -> int:
+    problem = _load(args)
+    tmpc_ids = sorted({c.id for nd in problem.nodes for lst in nd.tmpcs.values() for c in lst})
+    ideals = _count_ideals(problem, args.max_ideals)
+    names: dict[str, int] = {}
+    for nd in problem.nodes:
+        key = nd.name or "(unnamed)"
+        names[key] = names.get(key, 0) + 1
+    info = {
+        "layers": problem.n,
+        "edges": len(problem.edges),
+        "degrees": list(problem.degrees),
+        "tmpc_ids": tmpc_ids,
+        "max_tmpcs_per_degree": max(len(lst) for nd in problem.nodes for lst in nd.tmpcs.values()),
+        "ideals": ideals,
+        "layer_kinds": names,
+        "devices": problem.devices,
+        "memory_per_device_bytes": problem.memory_per_device,
+        "microbatches": problem.microbatches,
+        "bandwidth_bytes_per_s": problem.bandwidth,
+    }
+    if args.json:
+        print(json.dumps(info))
+        return 0
+    print(f"workload      {args.file}")
+    print(f"layers        {problem.n} ({', '.join(f'{n}x {k}' for k, n in names.items())})")
+    print(f"edges         {len(problem.edges)}")
+    print(f"degrees t     {', '.join(map(str, problem.degrees))}")
+    print(f"TMPC ids      {', '.join(tmpc_ids)} (at most {info['max_tmpcs_per_degree']} per layer and degree)")
+    print(f"ideals        {ideals if ideals is not None else f'more than {args.max_ideals}'}")
+    print(
+        f"cluster       k={problem.devices} devices, M={problem.memory_per_device:.6g} bytes "
+        f"({problem.memory_per_device / 2**30:.4g} GiB), N={problem.microbatches} microbatches, "
+        f"B={problem.bandwidth:.6g} bytes/s ({problem.bandwidth / 2**30:.4g} GiB/s)"
+    )
+    return 0
+
+
+def cmd_evaluate(args) -> int:
+    problem = _load(args)
+    plan = load_plan(args.plan)
+    score = evaluate(problem, plan)
+    if args.json:
+        print(json.dumps(score.to_dict()))
+    else:
+        print(render_plan(problem, plan, score))
+    return 0
+
+
+def cmd_solve(args) -> int:
+    from baselines import get_solver
+
+    problem = _load(args)
+    try:
+        info = get_solver(args.solver)
+    except KeyError as exc:
+        raise UsageError(str(exc.args[0])) from None
+    params = {"curve": not args.no_curve}
+    overrides = dict(max_ideals=args.max_ideals, linearize=args.linearize, progress=not args.quiet, params=params)
+    if args.knapsack is not None:
+        if args.solver not in ("dp", "dp-greedy"):
+            raise UsageError("--knapsack applies to the DP solvers only")
+        info = get_solver("dp" if args.knapsack == "exact" else "dp-greedy")
+    options = options_from_args(args, **overrides)
+    result = info(problem, options)
+    if args.out and result.plan is not None:
+        result.plan.dump(args.out)
+    if args.json:
+        out = {
+            "tps": result.tps if math.isfinite(result.tps) else None,
+            "status": result.status.value,
+            "solver": result.solver,
+            "plan": None if result.plan is None else result.plan.to_dict(),
+            "devices_used": result.devices_used,
+            "bound": result.bound if math.isfinite(result.bound) else None,
+            "time_s": result.time_s,
+            "ideals": result.stats.get("ideals"),
+            "ideal_pairs": result.stats.get("ideal_pairs"),
+            "curve": result.stats.get("curve"),
+            "message": result.message,
+        }
+        print(json.dumps(out))
+        return 0
+    if result.plan is not None:
+        print(render_plan(problem, result.plan, result.score))
+    tps = f"{result.tps:.10g}" if math.isfinite(result.tps) else "none (no plan)"
+    print(f"solver {result.solver}: status {result.status.value}, TPS {tps}, "
+          f"devices used {result.devices_used if result.plan else 0} of {problem.devices}, time {result.time_s:.3f} s")
+    if result.message:
+        print(f"note: {result.message}")
+    if args.out and result.plan is None:
+        print(f"no plan written to {args.out}", file=sys.stderr)
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    return {"info": cmd_info, "evaluate": cmd_evaluate, "solve": cmd_solve}[args.command](args)
+
+
+if __name__ == "__main__":
+    sys.exit(run_main(main, prog="piper"))

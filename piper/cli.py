@@ -1,0 +1,166 @@
+"""Shared command-line plumbing: size parsing, cluster overrides, ablation flags,
+and the error contract (user errors -> one line on stderr, exit status 2, no traceback)."""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any, NoReturn
+
+from .evaluate import PlanError
+from .options import NO_AR, Options
+from .plan import PlanFormatError
+from .problem import ACTIVATION_RECOMP, Problem, ProblemError
+from .result import SolverError
+
+__all__ = [
+    "UsageError",
+    "ArgumentParser",
+    "parse_size",
+    "add_cluster_args",
+    "apply_cluster_args",
+    "add_ablation_args",
+    "options_from_args",
+    "run_main",
+    "USER_ERRORS",
+]
+
+
+class UsageError(ValueError):
+    """A bad command line (unknown flag, bad value, ...)."""
+
+
+#: exceptions that are the user's to fix: reported in one line with exit status 2
+USER_ERRORS: tuple[type[BaseException], ...] = (ProblemError, PlanError, PlanFormatError, SolverError, UsageError)
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse whose errors raise :class:`UsageError` (one line, exit 2 via :func:`run_main`)."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{message} (see {self.prog} --help)")
+
+
+_UNITS = {
+    "": 1,
+    "b": 1,
+    "kb": 10**3,
+    "mb": 10**6,
+    "gb": 10**9,
+    "tb": 10**12,
+    "kib": 2**10,
+    "mib": 2**20,
+    "gib": 2**30,
+    "tib": 2**40,
+}
+_SIZE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*([a-zA-Z]*)\s*(?:/\s*s)?\s*$")
+
+
+def parse_size(text: str) -> float:
+    """Bytes (or bytes/second) from '8GiB', '25 GiB/s', '80e9', '1.5GB', '512MiB', '1024'.
+
+    Decimal units KB/MB/GB/TB are powers of 1000, binary KiB/MiB/GiB/TiB powers of 1024.
+    """
+    m = _SIZE.match(str(text))
+    if not m:
+        raise UsageError(f"bad size {text!r}: expected a number with an optional unit B, KB, MB, GB, KiB, MiB, GiB")
+    value, unit = float(m.group(1)), m.group(2).lower()
+    if unit not in _UNITS:
+        raise UsageError(f"bad size {text!r}: unknown unit {m.group(2)!r} (use B, KB, MB, GB, TB, KiB, MiB, GiB, TiB)")
+    out = value * _UNITS[unit]
+    if out <= 0:
+        raise UsageError(f"bad size {text!r}: must be > 0")
+    return out
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
+
+
+def _size_arg(text: str) -> float:
+    try:
+        return parse_size(text)
+    except UsageError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be > 0 seconds, got {text!r}")
+    return value
+
+
+positive_int = _positive_int
+size_arg = _size_arg
+seconds_arg = _seconds
+
+
+def add_cluster_args(parser: argparse.ArgumentParser) -> None:
+    """--devices, --memory, --microbatches, --bandwidth: each overrides the file's value."""
+    g = parser.add_argument_group("cluster overrides (default: the file's values)")
+    g.add_argument("--devices", "-k", type=_positive_int, metavar="K", help="number of accelerators k")
+    g.add_argument("--memory", "-M", type=_size_arg, metavar="SIZE", help="memory per device, e.g. 8GiB or 80e9 (bytes)")
+    g.add_argument("--microbatches", "-N", type=_positive_int, metavar="N", help="microbatches per batch")
+    g.add_argument("--bandwidth", "-B", type=_size_arg, metavar="SIZE", help="bytes/second per device, e.g. 25GiB")
+
+
+def apply_cluster_args(problem: Problem, args: argparse.Namespace) -> Problem:
+    return problem.with_cluster(
+        devices=getattr(args, "devices", None),
+        memory=getattr(args, "memory", None),
+        microbatches=getattr(args, "microbatches", None),
+        bandwidth=getattr(args, "bandwidth", None),
+    )
+
+
+def add_ablation_args(parser: argparse.ArgumentParser) -> None:
+    """--no-dp, --no-tp, --no-ar, --exclude-tmpc ID (repeatable), --time-limit, --threads."""
+    g = parser.add_argument_group("ablations and limits")
+    g.add_argument("--no-dp", action="store_true", help="no data parallelism (every d = 1)")
+    g.add_argument("--no-tp", action="store_true", help="no tensor parallelism (every t = 1)")
+    g.add_argument("--no-ar", action="store_true", help=f"no activation recomputation (exclude TMPC {ACTIVATION_RECOMP!r})")
+    g.add_argument("--exclude-tmpc", action="append", default=[], metavar="ID", help="exclude TMPCs with this id (repeatable)")
+    g.add_argument("--time-limit", type=_seconds, metavar="S", help="solver time limit, seconds")
+    g.add_argument("--threads", type=_positive_int, default=2, metavar="N", help="solver threads (default 2)")
+
+
+def options_from_args(args: argparse.Namespace, **overrides: Any) -> Options:
+    exclude = set(getattr(args, "exclude_tmpc", []) or [])
+    if getattr(args, "no_ar", False):
+        exclude |= NO_AR
+    fields: dict[str, Any] = dict(
+        data_parallel=not getattr(args, "no_dp", False),
+        tensor_parallel=not getattr(args, "no_tp", False),
+        exclude_tmpcs=frozenset(exclude),
+        time_limit_s=getattr(args, "time_limit", None),
+        threads=getattr(args, "threads", 2) or 2,
+    )
+    fields.update(overrides)
+    return Options(**fields)
+
+
+def run_main(func: Callable[[Sequence[str] | None], int], argv: Sequence[str] | None = None, prog: str = "piper") -> int:
+    """Run a CLI entry point with the error contract: user errors -> one line, exit 2."""
+    try:
+        return func(argv)
+    except USER_ERRORS as exc:
+        msg = str(exc).replace("\n", " ")
+        print(f"{prog}: error: {msg}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"{prog}: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0
