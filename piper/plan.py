@@ -156,7 +156,9 @@ def load_plan(source: str | Path | Mapping[str, Any]) -> Plan:
         return plan_from_dict(source)
     path = Path(source)
     try:
-        text = path.read_text()
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise PlanFormatError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     except OSError as exc:
         raise PlanFormatError(f"cannot read plan file {str(path)!r}: {exc.strerror or exc}") from None
     try:

@@ -440,7 +440,9 @@ def load_problem(source: str | Path | Mapping[str, Any]) -> Problem:
         return problem_from_dict(source)
     path = Path(source)
     try:
-        text = path.read_text()
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise ProblemError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     except OSError as exc:
         raise ProblemError(f"cannot read workload file {str(path)!r}: {exc.strerror or exc}") from None
     try:
