@@ -1,0 +1,912 @@
+"""``python -m experiments.compare``: run every solver on every instance, score every
+plan with the one evaluator, and prove or refute that the solvers agree.
+
+    python -m experiments.compare                      # the default suite, every solver
+    python -m experiments.compare --suite tiny,small --solvers dp,milp-highs,brute
+    python -m experiments.compare FILE.json -k 4 -M 8GiB --slice 10 --time-limit 30
+    python -m experiments.compare --list               # suites and solvers
+
+Checks, per instance (``rtol`` = ``--rtol``, default 1e-6 relative; two numbers
+a, b "agree" when |a - b| <= rtol * max(|a|, |b|)). Only evaluated TPS values are
+compared (``Result.tps``, the evaluator's score of the returned plan), never a
+solver's own claim, except in check 1 which compares the two:
+
+1. ``claimed-tps``: a returned plan's claimed objective (``Result.objective``) agrees
+   with its evaluated TPS. 1e-6 covers the MILP's feasibility tolerance (a claim up
+   to ~1e-6 below the plan's value was observed) and CP-SAT's integer scaling of
+   times (within 2^-30 of the largest time, well under 1e-6 of the TPS).
+2. ``plan``: a solver that reports a plan (optimal / feasible) returns one, and it
+   fits in memory (an OOM plan has TPS +inf).
+3. ``optimality``: no plan found by any solver (exact or heuristic) beats a proven
+   optimum: an exact solver's "optimal" value is at most rtol above the best
+   evaluated plan, and an exact "infeasible" holds only if nobody found a plan.
+   Two exact solvers that disagree always trip this check (the worse one is
+   named, the better one holds an evaluated plan that refutes it).
+4. ``bound``: no exact solver's lower bound exceeds the best evaluated plan.
+5. ``exception``: a solver raised something other than ``SolverError``.
+
+A ``SolverError`` ("too large", missing backend, ...) marks the run ``skipped``
+with the reason, as does a graph larger than the registry's ``max_nodes``; a
+solver whose module does not import is ``unavailable``. An exact solver that
+stops without a proof (status feasible / unknown: its time limit) is reported with
+its incumbent and bound (``limit`` in the table) and never counted as disagreeing.
+The gap of a plan is TPS / optimum - 1 against the proven optimum, or against the
+best plan found (marked ``~``) when nobody proved one.
+
+Exit status: 0 when every check passed; 1 when any check failed (each offending
+instance is written to ``OUT/failed/NAME.json`` so that
+``python -m experiments.compare OUT/failed/NAME.json`` re-runs it alone); 2 for
+usage errors; 130 when interrupted (the reports keep every finished instance:
+they are rewritten, atomically, after each one).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import json
+import math
+import os
+import re
+import sys
+import tempfile
+import time
+import traceback
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import Executor, Future, ProcessPoolExecutor, as_completed
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any, TextIO
+
+import baselines
+from baselines import SolverInfo
+from experiments.suites import Instance, build_suite, problem_name, slice_problem, suite_names, unique_names
+from piper.cli import (
+    ArgumentParser,
+    UsageError,
+    add_ablation_args,
+    add_cluster_args,
+    apply_cluster_args,
+    options_from_args,
+    positive_int,
+    run_main,
+)
+from piper.options import Options
+from piper.problem import dump_problem, load_problem
+from piper.result import Result, SolverError, Status
+
+__all__ = [
+    "RTOL",
+    "SolverRun",
+    "Failure",
+    "InstanceReport",
+    "run_solver",
+    "check_instance",
+    "compare_instance",
+    "SerialExecutor",
+    "make_executor",
+    "run_compare",
+    "write_reports",
+    "render_table",
+    "render_summary",
+    "main",
+]
+
+#: default relative tolerance on TPS comparisons (see the module docstring)
+RTOL = 1e-6
+DEFAULT_OUT = Path("out/compare")
+#: default per-solve time limit, seconds
+DEFAULT_TIME_LIMIT = 10.0
+
+#: statuses of a run that are not a Result status
+SKIPPED, UNAVAILABLE, ERROR = "skipped", "unavailable", "error"
+PROOF_STATUSES = (Status.OPTIMAL.value, Status.INFEASIBLE.value)
+PLAN_STATUSES = (Status.OPTIMAL.value, Status.FEASIBLE.value)
+
+
+# ---------------------------------------------------------------------------------
+# one solve
+# ---------------------------------------------------------------------------------
+
+
+@dataclass
+class SolverRun:
+    """What one solver did on one instance (a row of the report)."""
+
+    solver: str
+    exact: bool
+    #: a Result status ("optimal", "feasible", "infeasible", "unknown") or
+    #: "skipped" / "unavailable" / "error"
+    status: str
+    #: the evaluator's TPS of the returned plan (+inf without a plan or when OOM)
+    tps: float = math.inf
+    #: the solver's own claim of the objective
+    objective: float | None = None
+    #: the solver's proven lower bound (None when not run)
+    bound: float | None = None
+    #: wall-clock seconds around the call (model building included)
+    time_s: float = 0.0
+    #: the solver's own time (Result.time_s)
+    solver_time_s: float | None = None
+    message: str = ""
+    plan: dict[str, Any] | None = None
+    devices_used: int | None = None
+    #: filled by the checks
+    gap: float | None = None
+    gap_vs_proof: bool = False
+    failures: list[str] = field(default_factory=list)
+
+    @property
+    def has_plan(self) -> bool:
+        return self.plan is not None
+
+    @property
+    def limit(self) -> bool:
+        """An exact solver that stopped without a proof (its time limit)."""
+        return self.exact and self.status in (Status.FEASIBLE.value, Status.UNKNOWN.value)
+
+    @property
+    def proof(self) -> bool:
+        return self.exact and self.status in PROOF_STATUSES
+
+
+def _one_line(text: str, limit: int = 300) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def run_solver(problem: Any, info: SolverInfo, options: Options) -> SolverRun:
+    """Run one registered solver; never raises (except KeyboardInterrupt)."""
+    base = SolverRun(info.name, info.exact, SKIPPED)
+    if info.max_nodes is not None and problem.n > info.max_nodes:
+        base.message = f"graph has {problem.n} layers > {info.max_nodes} (the solver's max_nodes)"
+        return base
+    try:
+        info.load()
+    except Exception as exc:  # ImportError, SyntaxError of a module being written, ...
+        base.status, base.message = UNAVAILABLE, _one_line(f"{type(exc).__name__}: {exc}")
+        return base
+    start = time.perf_counter()
+    try:
+        result = info(problem, options)
+    except SolverError as exc:
+        base.message = _one_line(str(exc))
+        base.time_s = time.perf_counter() - start
+        return base
+    except Exception as exc:
+        base.status, base.time_s = ERROR, time.perf_counter() - start
+        where = traceback.extract_tb(exc.__traceback__)[-1]
+        base.message = _one_line(f"{type(exc).__name__}: {exc} (at {Path(where.filename).name}:{where.lineno})")
+        base.failures.append(f"exception: {base.message}")
+        return base
+    wall = time.perf_counter() - start
+    if not isinstance(result, Result):
+        base.status, base.time_s = ERROR, wall
+        base.message = f"returned {type(result).__name__}, not a Result"
+        base.failures.append(f"exception: {base.message}")
+        return base
+    return _run_from_result(info, result, wall)
+
+
+def _run_from_result(info: SolverInfo, result: Result, wall: float) -> SolverRun:
+    status = result.status.value if isinstance(result.status, Status) else str(result.status)
+    tps = result.tps if result.tps is not None else math.inf
+    return SolverRun(
+        solver=info.name,
+        exact=info.exact,
+        status=status,
+        tps=float(tps),
+        objective=None if result.objective is None else float(result.objective),
+        bound=None if result.bound is None else float(result.bound),
+        time_s=wall,
+        solver_time_s=result.time_s,
+        message=_one_line(result.message),
+        plan=None if result.plan is None else result.plan.to_dict(),
+        devices_used=result.devices_used,
+    )
+
+
+# ---------------------------------------------------------------------------------
+# the checks
+# ---------------------------------------------------------------------------------
+
+
+def close(a: float, b: float, rtol: float) -> bool:
+    """a and b agree within ``rtol`` relative (infinities agree only with themselves)."""
+    if a == b:
+        return True
+    if not (math.isfinite(a) and math.isfinite(b)):
+        return False
+    return abs(a - b) <= rtol * max(abs(a), abs(b))
+
+
+def exceeds(value: float, ref: float, rtol: float) -> bool:
+    """value > ref beyond the tolerance."""
+    return value > ref and not close(value, ref, rtol)
+
+
+@dataclass
+class Failure:
+    solver: str
+    check: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.solver}: {self.check}: {self.message}"
+
+
+@dataclass
+class InstanceReport:
+    name: str
+    suite: str
+    note: str
+    layers: int
+    edges: int
+    devices: int
+    microbatches: int
+    memory: float
+    runs: list[SolverRun]
+    #: proven optimum (inf = proven infeasible; None = nothing proven)
+    optimum: float | None = None
+    #: the best evaluated plan's TPS (inf = no plan) and who found it
+    best: float = math.inf
+    best_by: str = ""
+    #: "agree" (>= 2 exact proofs, all agree), "single" (one proof), "unproven", "FAIL"
+    verdict: str = "unproven"
+    failures: list[Failure] = field(default_factory=list)
+    wall_s: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return not self.failures
+
+
+def _check_run(run: SolverRun, rtol: float) -> list[Failure]:
+    out = []
+    if run.status == ERROR:
+        out.append(Failure(run.solver, "exception", run.message))
+    if run.status in PLAN_STATUSES and not run.has_plan:
+        out.append(Failure(run.solver, "plan", f"status {run.status} but no plan returned"))
+    if run.has_plan and run.status in PLAN_STATUSES and not math.isfinite(run.tps):
+        out.append(Failure(run.solver, "plan", "the returned plan is out of memory (evaluated TPS = inf)"))
+    if run.has_plan and run.objective is not None and math.isfinite(run.tps) and not close(run.objective, run.tps, rtol):
+        rel = abs(run.objective - run.tps) / max(abs(run.tps), 1e-300)
+        out.append(
+            Failure(run.solver, "claimed-tps", f"claims {run.objective:.9g} but its plan evaluates to {run.tps:.9g} (rel {rel:.2g})")
+        )
+    return out
+
+
+def _check_proofs(runs: Sequence[SolverRun], best: float, best_by: str, rtol: float) -> list[Failure]:
+    out = []
+    for run in runs:
+        if not run.exact:
+            continue
+        if run.status == Status.OPTIMAL.value and run.has_plan and exceeds(run.tps, best, rtol):
+            out.append(Failure(run.solver, "optimality", f"claims optimal {run.tps:.9g} but {best_by} found {best:.9g}"))
+        if run.status == Status.INFEASIBLE.value and math.isfinite(best):
+            out.append(Failure(run.solver, "optimality", f"claims infeasible but {best_by} found a plan with TPS {best:.9g}"))
+        if run.bound is not None and math.isfinite(best) and exceeds(run.bound, best, rtol):
+            out.append(Failure(run.solver, "bound", f"lower bound {run.bound:.9g} exceeds the plan of {best_by} ({best:.9g})"))
+    return out
+
+
+def _fill_gaps(runs: Sequence[SolverRun], ref: float, proven: bool) -> None:
+    for run in runs:
+        if run.status in (SKIPPED, UNAVAILABLE, ERROR) or not math.isfinite(ref):
+            continue
+        run.gap_vs_proof = proven
+        if not math.isfinite(run.tps):
+            run.gap = math.inf
+        elif ref > 0:
+            run.gap = run.tps / ref - 1.0
+        else:
+            run.gap = 0.0 if run.tps == 0 else math.inf
+
+
+def check_instance(report: InstanceReport, rtol: float = RTOL) -> InstanceReport:
+    """Run every check on ``report.runs``; fill optimum, best, verdict, gaps, failures."""
+    runs = report.runs
+    failures: list[Failure] = []
+    for run in runs:
+        failures += _check_run(run, rtol)
+    plans = [r for r in runs if r.has_plan and math.isfinite(r.tps)]
+    if plans:
+        top = min(plans, key=lambda r: r.tps)
+        report.best, report.best_by = top.tps, top.solver
+    failures += _check_proofs(runs, report.best, report.best_by, rtol)
+    proofs = [r for r in runs if r.proof]
+    if proofs:
+        values = [r.tps if r.status == Status.OPTIMAL.value else math.inf for r in proofs]
+        report.optimum = min(min(values), report.best)
+    _fill_gaps(runs, report.optimum if report.optimum is not None else report.best, report.optimum is not None)
+    for f in failures:
+        runs_by_name = [r for r in runs if r.solver == f.solver]
+        for r in runs_by_name:
+            r.failures.append(f"{f.check}: {f.message}")
+    report.failures = failures
+    if failures:
+        report.verdict = "FAIL"
+    else:
+        report.verdict = {0: "unproven", 1: "single"}.get(len(proofs), "agree")
+    return report
+
+
+# ---------------------------------------------------------------------------------
+# one instance (the unit of work handed to an executor)
+# ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Task:
+    index: int
+    instance: Instance
+    solvers: tuple[SolverInfo, ...]
+    options: Options
+    rtol: float
+
+
+def compare_instance(task: Task) -> tuple[int, InstanceReport]:
+    """Run every solver on one instance and check the results (picklable for process pools)."""
+    inst = task.instance
+    problem = inst.problem
+    start = time.perf_counter()
+    runs = [run_solver(problem, info, task.options) for info in task.solvers]
+    report = InstanceReport(
+        name=inst.name,
+        suite=inst.suite,
+        note=inst.note,
+        layers=problem.n,
+        edges=len(problem.edges),
+        devices=problem.devices,
+        microbatches=problem.microbatches,
+        memory=problem.memory_per_device,
+        runs=runs,
+    )
+    check_instance(report, task.rtol)
+    report.wall_s = time.perf_counter() - start
+    return task.index, report
+
+
+# ---------------------------------------------------------------------------------
+# execution backends: anything with the concurrent.futures.Executor interface
+# ---------------------------------------------------------------------------------
+
+
+class SerialExecutor(Executor):
+    """Runs each task in this process when it is submitted (the ``--jobs 1`` backend)."""
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future:
+        future: Future = Future()
+        try:
+            future.set_result(fn(*args, **kwargs))
+        except BaseException as exc:  # KeyboardInterrupt must stop the run
+            if not isinstance(exc, Exception):
+                raise
+            future.set_exception(exc)
+        return future
+
+
+def make_executor(jobs: int) -> Executor:
+    """Serial for one job, a process pool otherwise."""
+    return SerialExecutor() if jobs <= 1 else ProcessPoolExecutor(max_workers=jobs)
+
+
+def _results_lazily(executor: Executor, tasks: Sequence[Task]) -> Iterator[tuple[int, InstanceReport]]:
+    """Reports as they finish. A serial executor runs each task only when asked for
+    its result, so that progress and partial reports follow every instance."""
+    if isinstance(executor, SerialExecutor):
+        for task in tasks:
+            yield executor.submit(compare_instance, task).result()
+        return
+    futures = [executor.submit(compare_instance, task) for task in tasks]
+    try:
+        for future in as_completed(futures):
+            yield future.result()
+    finally:
+        for future in futures:
+            future.cancel()
+
+
+def run_compare(
+    instances: Sequence[Instance],
+    solvers: Sequence[SolverInfo],
+    options: Options,
+    *,
+    rtol: float = RTOL,
+    executor: Executor | None = None,
+    on_report: Callable[[InstanceReport, list[InstanceReport]], None] | None = None,
+) -> list[InstanceReport]:
+    """Compare ``solvers`` on ``instances``. After each instance, ``on_report`` gets
+    its report and every finished report so far (in instance order)."""
+    tasks = [Task(i, inst, tuple(solvers), options, rtol) for i, inst in enumerate(instances)]
+    done: dict[int, InstanceReport] = {}
+    executor = executor or SerialExecutor()
+    for index, report in _results_lazily(executor, tasks):
+        done[index] = report
+        if on_report is not None:
+            on_report(report, [done[i] for i in sorted(done)])
+    return [done[i] for i in sorted(done)]
+
+
+# ---------------------------------------------------------------------------------
+# output: table, summary, reports, plots
+# ---------------------------------------------------------------------------------
+
+CSV_FIELDS = [
+    "instance", "suite", "layers", "edges", "k", "N", "solver", "exact", "status", "limit", "tps", "objective",
+    "bound", "gap", "gap_vs", "time_s", "solver_time_s", "devices_used", "check", "message",
+]  # fmt: skip
+
+
+def _num(x: float | None) -> float | str | None:
+    """JSON/CSV-safe number: inf -> "inf"."""
+    if x is None:
+        return None
+    if math.isnan(x):
+        return "nan"
+    if math.isinf(x):
+        return "inf" if x > 0 else "-inf"
+    return x
+
+
+def run_row(report: InstanceReport, run: SolverRun) -> dict[str, Any]:
+    return {
+        "instance": report.name,
+        "suite": report.suite,
+        "layers": report.layers,
+        "edges": report.edges,
+        "k": report.devices,
+        "N": report.microbatches,
+        "solver": run.solver,
+        "exact": run.exact,
+        "status": run.status,
+        "limit": run.limit,
+        "tps": _num(run.tps) if run.status not in (SKIPPED, UNAVAILABLE, ERROR) else None,
+        "objective": _num(run.objective),
+        "bound": _num(run.bound),
+        "gap": _num(run.gap),
+        "gap_vs": None if run.gap is None else ("optimum" if run.gap_vs_proof else "best"),
+        "time_s": run.time_s,
+        "solver_time_s": run.solver_time_s,
+        "devices_used": run.devices_used,
+        "check": "FAIL" if run.failures else "ok",
+        "message": "; ".join([*run.failures, run.message] if run.message else run.failures),
+    }
+
+
+def instance_dict(report: InstanceReport) -> dict[str, Any]:
+    return {
+        "name": report.name,
+        "suite": report.suite,
+        "note": report.note,
+        "layers": report.layers,
+        "edges": report.edges,
+        "k": report.devices,
+        "N": report.microbatches,
+        "memory": report.memory,
+        "verdict": report.verdict,
+        "optimum": _num(report.optimum),
+        "best": _num(report.best),
+        "best_by": report.best_by,
+        "failures": [asdict(f) for f in report.failures],
+        "wall_s": report.wall_s,
+    }
+
+
+def _fmt_tps(run: SolverRun) -> str:
+    if run.status in (SKIPPED, UNAVAILABLE, ERROR):
+        return "-"
+    if not run.has_plan:
+        return "inf" if run.status == Status.INFEASIBLE.value else "-"
+    return f"{run.tps:.6g}" if math.isfinite(run.tps) else "OOM"
+
+
+def _fmt_gap(run: SolverRun) -> str:
+    if run.gap is None:
+        return ""
+    mark = "" if run.gap_vs_proof else "~"
+    if math.isinf(run.gap):
+        return f"{mark}inf"
+    return f"{mark}{100 * run.gap:+.2f}%" if abs(run.gap) > 1e-12 else f"{mark}0"
+
+
+def _fmt_status(run: SolverRun) -> str:
+    if run.limit:
+        return f"{run.status} (limit)"
+    return run.status
+
+
+def _fmt_note(run: SolverRun) -> str:
+    if run.failures:
+        return "FAIL " + run.failures[0]
+    if run.limit and run.bound is not None:
+        return f"bound {run.bound:.6g}"
+    if run.status in (SKIPPED, UNAVAILABLE):
+        return run.message
+    return ""
+
+
+def render_table(reports: Sequence[InstanceReport], note_width: int = 70) -> str:
+    header = ["instance", "layers", "k", "solver", "status", "TPS", "gap", "time", "note"]
+    rows = [header]
+    for rep in reports:
+        for run in rep.runs:
+            note = _fmt_note(run)
+            if len(note) > note_width:
+                note = note[: note_width - 3] + "..."
+            rows.append(
+                [rep.name, str(rep.layers), str(rep.devices), run.solver, _fmt_status(run), _fmt_tps(run),
+                 _fmt_gap(run), f"{run.time_s:.2f}s", note]  # fmt: skip
+            )
+    widths = [max(len(r[i]) for r in rows) for i in range(len(header) - 1)]
+    right = {1, 2, 5, 6, 7}
+    lines = []
+    for j, r in enumerate(rows):
+        cells = [c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths))]
+        lines.append("  ".join([*cells, r[-1]]).rstrip())
+        if j == 0:
+            lines.append("  ".join("-" * w for w in widths) + "  ----")
+    return "\n".join(lines)
+
+
+def summarize(reports: Sequence[InstanceReport]) -> dict[str, Any]:
+    verdicts: dict[str, int] = {}
+    for rep in reports:
+        verdicts[rep.verdict] = verdicts.get(rep.verdict, 0) + 1
+    infeasible = sum(1 for r in reports if r.optimum is not None and math.isinf(r.optimum))
+    per_solver: dict[str, dict[str, Any]] = {}
+    for rep in reports:
+        for run in rep.runs:
+            s = per_solver.setdefault(
+                run.solver,
+                {"exact": run.exact, "runs": 0, "statuses": {}, "limit": 0, "failed": 0, "time_s": 0.0, "gaps": []},
+            )
+            s["runs"] += 1
+            s["statuses"][run.status] = s["statuses"].get(run.status, 0) + 1
+            s["limit"] += run.limit
+            s["failed"] += bool(run.failures)
+            s["time_s"] += run.time_s
+            if run.gap is not None and run.gap_vs_proof and rep.optimum is not None and math.isfinite(rep.optimum):
+                s["gaps"].append(run.gap)
+    for s in per_solver.values():
+        gaps = s.pop("gaps")
+        finite = [g for g in gaps if math.isfinite(g)]
+        s["gap"] = {
+            "instances": len(gaps),
+            "optimal": sum(1 for g in gaps if abs(g) <= 1e-9),
+            "no_plan": len(gaps) - len(finite),
+            "mean": sum(finite) / len(finite) if finite else None,
+            "max": max(finite) if finite else None,
+        }
+    return {
+        "instances": len(reports),
+        "verdicts": verdicts,
+        "proven_infeasible": infeasible,
+        "failed_instances": [r.name for r in reports if not r.ok],
+        "failures": [str(f) for r in reports for f in r.failures],
+        "solvers": per_solver,
+    }
+
+
+def render_summary(summary: dict[str, Any], wall_s: float | None = None) -> str:
+    v = summary["verdicts"]
+    lines = [
+        f"instances: {summary['instances']} (proven infeasible: {summary['proven_infeasible']})",
+        "exact solvers: "
+        f"{v.get('agree', 0)} instances with >= 2 proofs, all agreeing; {v.get('single', 0)} with one proof; "
+        f"{v.get('unproven', 0)} unproven; {v.get('FAIL', 0)} with failed checks",
+    ]
+    for name, s in summary["solvers"].items():
+        statuses = ", ".join(f"{k} {n}" for k, n in sorted(s["statuses"].items()))
+        line = f"  {name:<11} {'exact' if s['exact'] else 'heur.'}  {statuses}; {s['time_s']:.1f}s total"
+        if s["limit"]:
+            line += f"; hit the time limit {s['limit']}x"
+        g = s["gap"]
+        if not s["exact"] and g["instances"]:
+            mean = "-" if g["mean"] is None else f"{100 * g['mean']:+.2f}%"
+            worst = "-" if g["max"] is None else f"{100 * g['max']:+.2f}%"
+            line += f"; gap vs optimum on {g['instances']}: {g['optimal']} optimal, mean {mean}, max {worst}"
+            if g["no_plan"]:
+                line += f", no plan on {g['no_plan']}"
+        if s["failed"]:
+            line += f"; FAILED {s['failed']}"
+        lines.append(line)
+    for f in summary["failures"]:
+        lines.append(f"FAIL {f}")
+    if wall_s is not None:
+        lines.append(f"wall time: {wall_s:.1f}s")
+    return "\n".join(lines)
+
+
+def atomic_write(path: Path, data: str | bytes) -> None:
+    """Write via a temporary file in the same directory and os.replace."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    mode = "wb" if isinstance(data, bytes) else "w"
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, mode) as fh:
+            fh.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _csv_text(reports: Sequence[InstanceReport]) -> str:
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=CSV_FIELDS)
+    writer.writeheader()
+    for rep in reports:
+        for run in rep.runs:
+            writer.writerow({k: ("" if v is None else v) for k, v in run_row(rep, run).items()})
+    return buf.getvalue()
+
+
+def write_reports(out: Path, reports: Sequence[InstanceReport], meta: dict[str, Any]) -> None:
+    """report.json (meta, summary, instances, one row per (instance, solver) with its
+    plan) and report.csv (the rows), both atomically."""
+    rows = []
+    for rep in reports:
+        for run in rep.runs:
+            rows.append({**run_row(rep, run), "plan": run.plan})
+    doc = {"meta": meta, "summary": summarize(reports), "instances": [instance_dict(r) for r in reports], "rows": rows}
+    atomic_write(out / "report.json", json.dumps(doc, indent=1) + "\n")
+    atomic_write(out / "report.csv", _csv_text(reports))
+
+
+def _safe_name(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("_") or "instance"
+
+
+def write_failed(out: Path, reports: Sequence[InstanceReport], instances: dict[str, Instance]) -> list[Path]:
+    """Each instance with a failed check, as a workload JSON under OUT/failed/."""
+    paths = []
+    for rep in reports:
+        if rep.ok or rep.name not in instances:
+            continue
+        problem = instances[rep.name].problem
+        if problem_name(problem, "") != rep.name:
+            problem = replace(problem, extra={**problem.extra, "name": rep.name})
+        path = out / "failed" / f"{_safe_name(rep.name)}.json"
+        atomic_write(path, dump_problem(problem) + "\n")
+        paths.append(path)
+    return paths
+
+
+def write_plots(out: Path, reports: Sequence[InstanceReport]) -> list[Path]:
+    """times.png (solve time vs layers per solver, log scale) and gaps.png (heuristic
+    gaps to the proven optimum). Needs matplotlib; returns the files written."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return []
+    written = []
+    solvers = list(dict.fromkeys(run.solver for rep in reports for run in rep.runs))
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for j, name in enumerate(solvers):
+        pts = [
+            (rep.layers + 0.08 * (j - len(solvers) / 2), max(run.time_s, 1e-4), run.limit)
+            for rep in reports
+            for run in rep.runs
+            if run.solver == name and run.status not in (SKIPPED, UNAVAILABLE)
+        ]
+        if not pts:
+            continue
+        xs, ys, lim = zip(*pts)
+        line = ax.scatter(xs, ys, s=18, label=name)
+        hit = [(x, y) for x, y, l in pts if l]
+        if hit:
+            ax.scatter(*zip(*hit), s=60, facecolors="none", edgecolors=line.get_facecolor(), linewidths=1.2)
+    ax.set_yscale("log")
+    ax.set_xlabel("layers")
+    ax.set_ylabel("wall time per solve (s)")
+    ax.set_title("solve time vs graph size (circled: time limit hit)")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    written.append(_save_fig(fig, out / "times.png"))
+    plt.close(fig)
+
+    gaps: dict[str, list[float]] = {}
+    for rep in reports:
+        for run in rep.runs:
+            if not run.exact and run.gap is not None and run.gap_vs_proof and math.isfinite(run.gap):
+                gaps.setdefault(run.solver, []).append(100 * run.gap)
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    if gaps:
+        ax.boxplot(list(gaps.values()), showmeans=True)
+        ax.set_xticks(range(1, len(gaps) + 1), list(gaps))
+        for i, vals in enumerate(gaps.values(), start=1):
+            ax.scatter([i + 0.15] * len(vals), vals, s=10, alpha=0.6)
+    else:
+        ax.text(0.5, 0.5, "no heuristic gap measured", ha="center", va="center", transform=ax.transAxes)
+    ax.set_ylabel("gap to proven optimum (%)")
+    ax.set_title("heuristic gap distribution")
+    ax.grid(True, axis="y", alpha=0.3)
+    written.append(_save_fig(fig, out / "gaps.png"))
+    plt.close(fig)
+    return written
+
+
+def _save_fig(fig: Any, path: Path) -> Path:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
+    atomic_write(path, buf.getvalue())
+    return path
+
+
+class Progress:
+    """A one-line progress bar on a terminal; one line per instance otherwise."""
+
+    def __init__(self, total: int, stream: TextIO, enabled: bool = True, width: int = 28) -> None:
+        self.total, self.stream, self.enabled, self.width = total, stream, enabled, width
+        self.done = 0
+        self.start = time.perf_counter()
+        self.tty = enabled and hasattr(stream, "isatty") and stream.isatty()
+
+    def update(self, report: InstanceReport) -> None:
+        self.done += 1
+        if not self.enabled:
+            return
+        elapsed = time.perf_counter() - self.start
+        mark = "ok" if report.ok else "FAIL"
+        if self.tty:
+            filled = int(self.width * self.done / max(self.total, 1))
+            bar = "#" * filled + "." * (self.width - filled)
+            text = f"\r[{bar}] {self.done}/{self.total} {elapsed:5.0f}s  {report.name[:30]} {mark}"
+            self.stream.write(text.ljust(100)[:100])
+        else:
+            self.stream.write(f"[{self.done}/{self.total}] {elapsed:.0f}s {report.name} {report.verdict}\n")
+        self.stream.flush()
+
+    def close(self) -> None:
+        if self.tty and self.done:
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+# ---------------------------------------------------------------------------------
+# command line
+# ---------------------------------------------------------------------------------
+
+
+def build_parser() -> ArgumentParser:
+    p = ArgumentParser(
+        prog="python -m experiments.compare",
+        description="Run solvers on instances, score every plan with the evaluator, and check that they agree.",
+        epilog="Exit status: 0 all checks passed, 1 a check failed, 2 usage error.",
+    )
+    p.add_argument("files", nargs="*", metavar="FILE", help="workload JSON files (cluster overrides apply to these)")
+    p.add_argument("--suite", action="append", default=[], metavar="NAME",
+                   help=f"instance suite(s), comma-separated: {', '.join(suite_names())} "
+                   "(default: 'default' when no FILE is given)")  # fmt: skip
+    p.add_argument("--solvers", action="append", default=[], metavar="A,B",
+                   help="solvers to run, comma-separated (default: every registered one)")  # fmt: skip
+    p.add_argument("--slice", type=positive_int, metavar="L", help="keep only the first L layers of each FILE")
+    p.add_argument("--jobs", "-j", type=positive_int, default=1, metavar="N", help="instances in parallel processes")
+    p.add_argument("--out", "-o", type=Path, default=DEFAULT_OUT, metavar="DIR", help=f"report directory ({DEFAULT_OUT})")
+    p.add_argument("--rtol", type=float, default=RTOL, help=f"relative tolerance on TPS checks ({RTOL:g})")
+    p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
+    p.add_argument("--no-progress", action="store_true", help="no progress on stderr")
+    p.add_argument("--list", action="store_true", help="list suites and solvers, then exit")
+    add_cluster_args(p)
+    add_ablation_args(p)
+    p.set_defaults(time_limit=DEFAULT_TIME_LIMIT)
+    return p
+
+
+def _split(values: Iterable[str]) -> list[str]:
+    return [x.strip() for v in values for x in v.split(",") if x.strip()]
+
+
+def select_solvers(names: Sequence[str]) -> list[SolverInfo]:
+    if not names:
+        return list(baselines.SOLVERS.values())
+    out = []
+    for name in dict.fromkeys(names):
+        if name not in baselines.SOLVERS:
+            raise UsageError(f"unknown solver {name!r}; known: {', '.join(baselines.SOLVERS)}")
+        out.append(baselines.SOLVERS[name])
+    return out
+
+
+def select_instances(args: argparse.Namespace) -> list[Instance]:
+    suites = _split(args.suite) or ([] if args.files else ["default"])
+    instances: list[Instance] = []
+    for name in suites:
+        if name not in suite_names():
+            raise UsageError(f"unknown suite {name!r}; known: {', '.join(suite_names())}")
+        instances += build_suite(name)
+    cluster_given = any(getattr(args, k) is not None for k in ("devices", "memory", "microbatches", "bandwidth"))
+    if (cluster_given or args.slice) and not args.files:
+        raise UsageError("--devices/--memory/--microbatches/--bandwidth/--slice apply to FILE arguments; none given")
+    for path in args.files:
+        problem = load_problem(path)
+        name = Path(path).stem
+        if args.slice:
+            problem = slice_problem(problem, args.slice)
+            name = f"{name}[:{args.slice}]"
+        problem = apply_cluster_args(problem, args)
+        instances.append(Instance(name, problem, "file", str(path)))
+    return unique_names(instances)
+
+
+def _list_text() -> str:
+    from experiments.suites import SUITES
+
+    lines = ["suites:"]
+    lines += [f"  {name:<13} {desc}" for name, (desc, _) in SUITES.items()]
+    lines.append("solvers:")
+    for info in baselines.SOLVERS.values():
+        extra = f" (<= {info.max_nodes} layers)" if info.max_nodes else ""
+        lines.append(f"  {info.name:<13} {'exact' if info.exact else 'heuristic':<9} {info.description}{extra}")
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.list:
+        print(_list_text())
+        return 0
+    if not args.rtol >= 0:
+        raise UsageError(f"--rtol must be >= 0, got {args.rtol}")
+    solvers = select_solvers(_split(args.solvers))
+    instances = select_instances(args)
+    options = options_from_args(args)
+    out: Path = args.out
+    meta = {
+        "command": ["python", "-m", "experiments.compare", *(sys.argv[1:] if argv is None else argv)],
+        "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "solvers": [s.name for s in solvers],
+        "time_limit_s": options.time_limit_s,
+        "threads": options.threads,
+        "jobs": args.jobs,
+        "rtol": args.rtol,
+        "instances": len(instances),
+    }
+    by_name = {inst.name: inst for inst in instances}
+    progress = Progress(len(instances), sys.stderr, enabled=not args.no_progress)
+    start = time.perf_counter()
+    finished: list[InstanceReport] = []
+
+    def on_report(report: InstanceReport, reports: list[InstanceReport]) -> None:
+        finished[:] = reports
+        progress.update(report)
+        write_reports(out, reports, {**meta, "complete": False, "wall_s": time.perf_counter() - start})
+
+    executor = make_executor(args.jobs)
+    try:
+        reports = run_compare(instances, solvers, options, rtol=args.rtol, executor=executor, on_report=on_report)
+    except KeyboardInterrupt:
+        executor.shutdown(wait=False, cancel_futures=True)
+        progress.close()
+        write_reports(out, finished, {**meta, "complete": False, "interrupted": True, "wall_s": time.perf_counter() - start})
+        write_failed(out, finished, by_name)
+        print(f"interrupted: {len(finished)}/{len(instances)} instances kept in {out}", file=sys.stderr)
+        raise
+    executor.shutdown()
+    progress.close()
+    wall = time.perf_counter() - start
+    write_reports(out, reports, {**meta, "complete": True, "wall_s": wall})
+    if not args.no_plots:
+        write_plots(out, reports)
+    failed = write_failed(out, reports, by_name)
+    print(render_table(reports))
+    print()
+    print(render_summary(summarize(reports), wall))
+    print(f"reports: {out / 'report.json'}, {out / 'report.csv'}")
+    for path in failed:
+        print(f"re-run a failed instance: python -m experiments.compare {path}", file=sys.stderr)
+    return 0 if all(r.ok for r in reports) else 1
+
+
+def cli(argv: Sequence[str] | None = None) -> int:
+    return run_main(main, argv, prog="python -m experiments.compare")
+
+
+if __name__ == "__main__":
+    sys.exit(cli())

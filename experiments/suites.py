@@ -1,0 +1,267 @@
+"""Named instance suites for ``python -m experiments.compare``.
+
+A suite is a deterministic list of :class:`Instance` (seeded: the same names and
+the same problems on every machine). Suites:
+
+* ``tiny``: random DAGs with 3-7 layers (chains with skip edges and branchy DAGs),
+  k <= 6, memory often binding; every exact solver, brute force included, proves these.
+* ``small``: random DAGs with 8-10 layers, k = 4, N = 8, t in {1, 2, 4}.
+* ``paper-slices``: the first layers of BERT-32, GNMT and ResNet-50
+  (``experiments/workloads``), on a small cluster whose memory binds.
+* ``infeasible``: instances with no plan, each provably so (see the builders).
+* ``medium``: larger random DAGs (12-16 layers, k = 8); exact solvers may hit
+  the time limit here. Not in the default suite.
+* ``default``: what ``python -m experiments.compare`` runs with no arguments:
+  a slice of each of the above sized to finish in about 3 minutes on 2 cores.
+
+A slice (:func:`slice_problem`) is the induced subgraph on a prefix of the
+topological order, with the ``syncTimeFw``/``syncTimeBw`` maps restricted to the
+kept neighbours, so it is again a valid :class:`~piper.problem.Problem`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from experiments.instances import random_problem
+from piper.problem import Problem, load_problem, problem_from_dict, problem_to_dict
+
+__all__ = [
+    "Instance",
+    "SUITES",
+    "WORKLOADS_DIR",
+    "suite_names",
+    "build_suite",
+    "slice_problem",
+    "binding_memory",
+    "paper_workload",
+    "problem_name",
+]
+
+WORKLOADS_DIR = Path(__file__).resolve().parent / "workloads"
+PAPER_FILES = {"bert": "bert32a100.json", "gnmt": "gnmt.json", "resnet": "resnet.json"}
+
+
+@dataclass(frozen=True)
+class Instance:
+    """One problem to compare solvers on."""
+
+    name: str
+    problem: Problem
+    #: the suite it came from ("file" for command-line workloads)
+    suite: str
+    #: what the instance is for, e.g. "provably infeasible: ..."
+    note: str = ""
+
+
+# ---------------------------------------------------------------------------------
+# slicing and cluster sizing
+# ---------------------------------------------------------------------------------
+
+
+def problem_name(problem: Problem, default: str = "problem") -> str:
+    name = problem.extra.get("name")
+    return name if isinstance(name, str) and name else default
+
+
+def slice_problem(problem: Problem, layers: int, name: str | None = None) -> Problem:
+    """The induced subgraph on the first ``layers`` nodes of the topological order.
+
+    Edges leaving the kept set are dropped, and every TMPC's sync maps are
+    restricted to the kept neighbours, so the result is a valid Problem. The
+    cluster numbers are kept. ``layers`` >= the node count returns all of it.
+    """
+    if layers < 1:
+        raise ValueError(f"a slice needs at least one layer, got {layers}")
+    keep = set(problem.topological_order[:layers])
+    raw = problem_to_dict(problem)
+    raw["nodes"] = [_slice_node(nd, keep) for nd in raw["nodes"] if nd["id"] in keep]
+    raw["edges"] = [e for e in raw["edges"] if e["sourceId"] in keep and e["destId"] in keep]
+    if name is not None:
+        raw["name"] = name
+    return problem_from_dict(raw)
+
+
+def _slice_node(node: dict[str, Any], keep: set[int]) -> dict[str, Any]:
+    def restrict(sync: dict[str, float]) -> dict[str, float]:
+        return {key: val for key, val in sync.items() if int(key) in keep}
+
+    tmpcs = {
+        t: [{**c, "syncTimeFw": restrict(c["syncTimeFw"]), "syncTimeBw": restrict(c["syncTimeBw"])} for c in lst]
+        for t, lst in node["TMPCs"].items()
+    }
+    return {**node, "TMPCs": tmpcs}
+
+
+def _min_node_memory(problem: Problem) -> dict[int, float]:
+    """node id -> the least memory it can take on a device (any t, any TMPC, y = 1)."""
+    return {nd.id: min(c.memory_a + c.memory_b for lst in nd.tmpcs.values() for c in lst) for nd in problem.nodes}
+
+
+def _vanilla_memory(problem: Problem, y: int) -> float:
+    """Memory of the whole graph on one device at ``y`` microbatches in flight, with
+    each layer's first TMPC at its smallest degree (the fast, memory-hungry choice)."""
+    total = 0.0
+    for nd in problem.nodes:
+        c = nd.tmpcs[min(nd.tmpcs)][0]
+        total += c.memory_a * y + c.memory_b
+    return total
+
+
+def binding_memory(problem: Problem, fraction: float) -> float:
+    """A per-device memory between the largest single layer's minimum (below it no
+    plan exists) and the whole graph on one device with vanilla TMPCs and
+    y = min(N, k) in flight (above it memory rarely matters): lo + fraction*(hi - lo),
+    rounded up to a whole MiB when the numbers are that large."""
+    lo = max(_min_node_memory(problem).values())
+    hi = _vanilla_memory(problem, problem.max_stage_sum_d)
+    mem = lo + fraction * max(hi - lo, 0.0)
+    unit = 2.0**20 if lo >= 2**24 else 1.0
+    return max(math.ceil(mem / unit) * unit, lo)
+
+
+def paper_workload(key: str) -> Problem:
+    """One of the paper's workloads by short name: bert, gnmt or resnet."""
+    return load_problem(WORKLOADS_DIR / PAPER_FILES[key])
+
+
+def _paper_slice(key: str, layers: int, *, devices: int, microbatches: int, fraction: float) -> Instance:
+    name = f"{key}[:{layers}]-k{devices}"
+    sliced = slice_problem(paper_workload(key), layers, name=name)
+    problem = sliced.with_cluster(devices=devices, microbatches=microbatches)
+    problem = problem.with_cluster(memory=binding_memory(problem, fraction))
+    return Instance(name, problem, "paper-slices", f"first {layers} layers of {PAPER_FILES[key]}, memory binds")
+
+
+# ---------------------------------------------------------------------------------
+# suites
+# ---------------------------------------------------------------------------------
+
+
+def _random(suite: str, seed: int, **kwargs: Any) -> Instance:
+    problem = random_problem(seed, **kwargs)
+    return Instance(problem_name(problem, f"random-seed{seed}"), problem, suite)
+
+
+def tiny_suite() -> list[Instance]:
+    """random_problem seeds 0..11: n = 3..7, both shapes, k in 1..6, N in {1,2,4,6}
+    (seeds 4 and 9 use profiler-like magnitudes)."""
+    return [_random("tiny", seed) for seed in range(12)]
+
+
+def small_suite() -> list[Instance]:
+    out = []
+    for i, (n, shape) in enumerate([(8, "chain"), (8, "branchy"), (10, "chain"), (10, "branchy")]):
+        seed = 500 + i
+        out.append(_random("small", seed, n=n, shape=shape, devices=4, microbatches=8, degrees=(1, 2, 4)))
+    return out
+
+
+def medium_suite() -> list[Instance]:
+    out = []
+    for i, (n, shape) in enumerate([(12, "chain"), (12, "branchy"), (16, "chain"), (16, "branchy")]):
+        seed = 900 + i
+        out.append(_random("medium", seed, n=n, shape=shape, devices=8, microbatches=16, degrees=(1, 2, 4)))
+    return out
+
+
+def paper_slices_suite() -> list[Instance]:
+    """Fractions chosen (with the brute force / exact DP) so that the optimum with this
+    memory is worse than with unlimited memory, i.e. memory binds."""
+    return [
+        _paper_slice("bert", 6, devices=4, microbatches=8, fraction=0.3),
+        _paper_slice("gnmt", 8, devices=4, microbatches=8, fraction=0.3),
+        _paper_slice("resnet", 8, devices=4, microbatches=8, fraction=0.1),
+        _paper_slice("bert", 8, devices=4, microbatches=8, fraction=0.2),
+        _paper_slice("gnmt", 12, devices=4, microbatches=8, fraction=0.3),
+    ]
+
+
+def _below_largest_layer(instance: Instance) -> Instance:
+    """Memory just below the largest layer's least memory: that layer fits nowhere."""
+    problem = instance.problem
+    lo = max(_min_node_memory(problem).values())
+    problem = problem.with_cluster(memory=lo * (1 - 1e-3))
+    note = "provably infeasible: the largest layer does not fit on a device even alone"
+    return Instance(f"{instance.name}-oom", problem, "infeasible", note)
+
+
+def _too_few_devices(n: int = 4) -> Instance:
+    """A chain of n identical layers; each fits alone but no two fit together, so
+    every stage holds one layer and n stages need n > k = n-1 devices."""
+    nodes = []
+    for v in range(n):
+        preds = [v - 1] if v > 0 else []
+        succs = [v + 1] if v < n - 1 else []
+        tmpcs = [
+            {"id": "vanilla", "timePerSample": 3.0, "parameterSize": 2.0, "memoryUsageA": 1.0, "memoryUsageB": 1.0},
+            {"id": "activation recomp", "timePerSample": 4.0, "parameterSize": 2.0, "memoryUsageA": 0.0, "memoryUsageB": 1.6},
+        ]
+        for c in tmpcs:
+            c["syncTimeFw"] = {str(u): 0.0 for u in preds}
+            c["syncTimeBw"] = {str(x): 0.0 for x in succs}
+        nodes.append({"id": v, "name": f"layer{v}", "TMPCs": {"1": tmpcs}})
+    raw = {
+        "name": f"chain{n}-too-few-devices",
+        "maxDevices": n - 1,
+        "maxMemoryPerDevice": 3.0,
+        "mbsInBatch": 1,
+        "bandwidth": 8.0,
+        "nodes": nodes,
+        "edges": [{"sourceId": v, "destId": v + 1, "communicationCost": 1.0} for v in range(n - 1)],
+    }
+    note = "provably infeasible: each layer needs its own stage (memory) and there are fewer devices than layers"
+    return Instance(raw["name"], problem_from_dict(raw), "infeasible", note)
+
+
+def infeasible_suite() -> list[Instance]:
+    return [
+        _below_largest_layer(_random("infeasible", 7, n=6, shape="branchy")),
+        _below_largest_layer(_paper_slice("bert", 5, devices=2, microbatches=4, fraction=0.3)),
+        _too_few_devices(4),
+    ]
+
+
+def default_suite() -> list[Instance]:
+    """The embedded default: every kind of instance, sized for ~3 minutes on 2 cores."""
+    return [*tiny_suite()[:8], *small_suite()[:2], *paper_slices_suite()[:2], *infeasible_suite()]
+
+
+SUITES: dict[str, tuple[str, Callable[[], list[Instance]]]] = {
+    "default": ("the embedded default (tiny + small + paper slices + infeasible)", default_suite),
+    "tiny": ("12 random DAGs, 3-7 layers, k <= 6", tiny_suite),
+    "small": ("4 random DAGs, 8-10 layers, k = 4, N = 8, t in {1,2,4}", small_suite),
+    "paper-slices": ("5 slices: first 6-12 layers of BERT-32, GNMT, ResNet-50; k = 4, memory binds", paper_slices_suite),
+    "infeasible": ("3 provably infeasible instances", infeasible_suite),
+    "medium": ("4 random DAGs, 12-16 layers, k = 8 (exact solvers may time out)", medium_suite),
+}
+
+
+def suite_names() -> list[str]:
+    return list(SUITES)
+
+
+def build_suite(name: str) -> list[Instance]:
+    """The instances of a named suite; KeyError (naming the known suites) otherwise."""
+    try:
+        _, builder = SUITES[name]
+    except KeyError:
+        raise KeyError(f"unknown suite {name!r}; known: {', '.join(SUITES)}") from None
+    return builder()
+
+
+def unique_names(instances: Iterable[Instance]) -> list[Instance]:
+    """Rename repeated instance names to name#2, name#3, ... (reports key on the name)."""
+    seen: dict[str, int] = {}
+    out = []
+    for inst in instances:
+        count = seen.get(inst.name, 0) + 1
+        seen[inst.name] = count
+        if count > 1:
+            inst = Instance(f"{inst.name}#{count}", inst.problem, inst.suite, inst.note)
+        out.append(inst)
+    return out

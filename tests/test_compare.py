@@ -1,0 +1,361 @@
+"""experiments.compare and experiments.suites, with fake solvers registered here only
+(so these tests depend on no other solver module)."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import baselines
+from baselines import SolverInfo
+from experiments import compare
+from experiments.compare import InstanceReport, SolverRun, check_instance
+from experiments.suites import Instance, build_suite, slice_problem, suite_names
+from piper.options import Options
+from piper.plan import Plan, Stage
+from piper.problem import Problem, dump_problem, load_problem, problem_from_dict
+from piper.result import Result, SolverError, Status, make_result
+
+# ---------------------------------------------------------------------------------
+# a hand-made instance: k = 1, so the only plans are one stage with d = t = 1;
+# vanilla (p = 2 per layer) is optimal (TPS 4), activation recomp (p = 3) is not (TPS 6)
+# ---------------------------------------------------------------------------------
+
+
+def two_layer_problem(name: str = "two-layers") -> Problem:
+    def tmpcs(v: int) -> list[dict]:
+        fw = {"0": 0.0} if v == 1 else {}
+        bw = {"1": 0.0} if v == 0 else {}
+        return [
+            {"id": "vanilla", "timePerSample": 2.0, "parameterSize": 1.0, "memoryUsageA": 1.0, "memoryUsageB": 0.0,
+             "syncTimeFw": fw, "syncTimeBw": bw},
+            {"id": "activation recomp", "timePerSample": 3.0, "parameterSize": 1.0, "memoryUsageA": 0.0,
+             "memoryUsageB": 0.5, "syncTimeFw": fw, "syncTimeBw": bw},
+        ]  # fmt: skip
+
+    return problem_from_dict(
+        {
+            "name": name,
+            "maxDevices": 1,
+            "maxMemoryPerDevice": 100.0,
+            "mbsInBatch": 1,
+            "bandwidth": 1.0,
+            "nodes": [{"id": v, "TMPCs": {"1": tmpcs(v)}} for v in (0, 1)],
+            "edges": [{"sourceId": 0, "destId": 1, "communicationCost": 5.0}],
+        }
+    )
+
+
+def one_stage(problem: Problem, tmpc: str) -> Plan:
+    ids = tuple(nd.id for nd in problem.nodes)
+    return Plan((Stage(ids, 1, 1, {v: tmpc for v in ids}),))
+
+
+def _result(problem: Problem, name: str, status: Status, tmpc: str | None, **kw: object) -> Result:
+    plan = None if tmpc is None else one_stage(problem, tmpc)
+    res = make_result(problem, name, status, plan, time_s=0.0, **kw)  # type: ignore[arg-type]
+    if plan is not None and "objective" not in kw:
+        res = make_result(problem, name, status, plan, time_s=0.0, objective=res.tps, **kw)  # type: ignore[arg-type]
+    return res
+
+
+def solve_good(problem: Problem, options: Options) -> Result:
+    return _result(problem, "fake-good", Status.OPTIMAL, "vanilla")
+
+
+def solve_suboptimal(problem: Problem, options: Options) -> Result:
+    """Wrong: a worse plan, claimed optimal."""
+    return _result(problem, "fake-suboptimal", Status.OPTIMAL, "activation recomp")
+
+
+def solve_liar(problem: Problem, options: Options) -> Result:
+    """Wrong: the optimal plan, but a claimed objective 1% off."""
+    good = solve_good(problem, options)
+    return _result(problem, "fake-liar", Status.OPTIMAL, "vanilla", objective=good.tps * 1.01)
+
+
+def solve_slow(problem: Problem, options: Options) -> Result:
+    """Stops at its time limit with an incumbent and a weak bound (legitimately)."""
+    return _result(problem, "fake-slow", Status.FEASIBLE, "activation recomp", bound=1.0, message="time limit reached")
+
+
+def solve_bad_bound(problem: Problem, options: Options) -> Result:
+    """Wrong: a lower bound above the optimum."""
+    return _result(problem, "fake-bad-bound", Status.FEASIBLE, "activation recomp", bound=5.0)
+
+
+def solve_crash(problem: Problem, options: Options) -> Result:
+    raise ZeroDivisionError("boom")
+
+
+def solve_too_large(problem: Problem, options: Options) -> Result:
+    raise SolverError("this fake refuses every graph")
+
+
+def solve_heuristic(problem: Problem, options: Options) -> Result:
+    return _result(problem, "fake-heuristic", Status.FEASIBLE, "activation recomp")
+
+
+FAKES = {
+    "fake-good": ("solve_good", True),
+    "fake-suboptimal": ("solve_suboptimal", True),
+    "fake-liar": ("solve_liar", True),
+    "fake-slow": ("solve_slow", True),
+    "fake-bad-bound": ("solve_bad_bound", True),
+    "fake-crash": ("solve_crash", True),
+    "fake-too-large": ("solve_too_large", True),
+    "fake-heuristic": ("solve_heuristic", False),
+}
+
+
+@pytest.fixture()
+def fakes() -> Iterator[None]:
+    for name, (func, exact) in FAKES.items():
+        baselines.register(SolverInfo(name, f"tests.test_compare:{func}", exact, f"test fake {func}"))
+    baselines.register(SolverInfo("fake-missing", "tests.no_such_module:solve", True, "module does not import"))
+    baselines.register(SolverInfo("fake-tiny-only", "tests.test_compare:solve_good", True, "max 1 layer", max_nodes=1))
+    try:
+        yield
+    finally:
+        for name in [*FAKES, "fake-missing", "fake-tiny-only"]:
+            baselines.unregister(name)
+
+
+@pytest.fixture()
+def workload(tmp_path: Path) -> Path:
+    path = tmp_path / "two.json"
+    dump_problem(two_layer_problem(), path)
+    return path
+
+
+def run(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    code = compare.cli([*args, "--no-plots"])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def read_report(out: Path) -> tuple[dict, list[dict]]:
+    doc = json.loads((out / "report.json").read_text())
+    with (out / "report.csv").open(newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    return doc, rows
+
+
+# ---------------------------------------------------------------------------------
+# end to end through the command line
+# ---------------------------------------------------------------------------------
+
+
+def test_agreeing_solvers_exit_0_and_reports_have_one_row_per_instance_and_solver(
+    fakes: None, workload: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "out"
+    solvers = "fake-good,fake-heuristic,fake-too-large,fake-missing,fake-tiny-only"
+    code, stdout, _ = run([str(workload), str(workload), "--solvers", solvers, "--out", str(out)], capsys)
+    assert code == 0, stdout
+    doc, rows = read_report(out)
+    pairs = [(r["instance"], r["solver"]) for r in rows]
+    assert len(pairs) == len(set(pairs)) == 2 * 5
+    assert [(r["instance"], r["solver"]) for r in doc["rows"]] == pairs
+    by_solver = {r["solver"]: r for r in rows if r["instance"] == "two"}
+    assert by_solver["fake-good"]["status"] == "optimal"
+    assert float(by_solver["fake-good"]["tps"]) == pytest.approx(4.0)
+    assert by_solver["fake-heuristic"]["status"] == "feasible"
+    assert float(by_solver["fake-heuristic"]["gap"]) == pytest.approx(0.5)
+    assert by_solver["fake-too-large"]["status"] == "skipped"
+    assert "refuses" in by_solver["fake-too-large"]["message"]
+    assert by_solver["fake-missing"]["status"] == "unavailable"
+    assert by_solver["fake-tiny-only"]["status"] == "skipped"
+    assert all(r["check"] == "ok" for r in rows)
+    assert doc["meta"]["complete"] is True
+    assert [i["verdict"] for i in doc["instances"]] == ["single", "single"]
+    assert "fake-heuristic" in stdout and "+50.00%" in stdout
+
+
+def test_suboptimal_plan_claimed_optimal_exits_1_names_the_solver_and_dumps_the_instance(
+    fakes: None, workload: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "out"
+    code, stdout, err = run([str(workload), "--solvers", "fake-good,fake-suboptimal", "--out", str(out)], capsys)
+    assert code == 1
+    assert "FAIL fake-suboptimal: optimality" in stdout
+    _, rows = read_report(out)
+    checks = {r["solver"]: r["check"] for r in rows}
+    assert checks == {"fake-good": "ok", "fake-suboptimal": "FAIL"}
+    dumped = out / "failed" / "two.json"
+    assert dumped.exists() and str(dumped) in err
+    assert load_problem(dumped) == two_layer_problem()
+    # the dumped instance re-runs alone and fails the same way
+    code2, stdout2, _ = run([str(dumped), "--solvers", "fake-suboptimal,fake-good", "--out", str(tmp_path / "o2")], capsys)
+    assert code2 == 1 and "FAIL fake-suboptimal: optimality" in stdout2
+
+
+def test_wrong_claimed_objective_exits_1(
+    fakes: None, workload: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, stdout, _ = run([str(workload), "--solvers", "fake-liar", "--out", str(tmp_path / "o")], capsys)
+    assert code == 1
+    assert "FAIL fake-liar: claimed-tps" in stdout
+
+
+def test_time_limited_solver_is_reported_with_its_bound_not_as_disagreeing(
+    fakes: None, workload: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "out"
+    code, stdout, _ = run([str(workload), "--solvers", "fake-good,fake-slow", "--out", str(out), "--time-limit", "1"], capsys)
+    assert code == 0, stdout
+    _, rows = read_report(out)
+    slow = next(r for r in rows if r["solver"] == "fake-slow")
+    assert slow["status"] == "feasible" and slow["limit"] == "True" and slow["check"] == "ok"
+    assert float(slow["bound"]) == 1.0 and float(slow["gap"]) == pytest.approx(0.5)
+    assert "feasible (limit)" in stdout and "bound 1" in stdout
+    assert "hit the time limit 1x" in stdout
+
+
+def test_bound_above_the_best_plan_and_exceptions_fail_without_crashing(
+    fakes: None, workload: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    solvers = "fake-good,fake-bad-bound,fake-crash"
+    code, stdout, _ = run([str(workload), "--solvers", solvers, "--out", str(tmp_path / "o")], capsys)
+    assert code == 1
+    assert "FAIL fake-bad-bound: bound" in stdout
+    assert "FAIL fake-crash: exception: ZeroDivisionError: boom" in stdout
+
+
+def test_process_pool_gives_the_same_rows(
+    fakes: None, workload: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = [str(workload)] * 3 + ["--solvers", "fake-good,fake-heuristic"]
+    code1, _, _ = run([*args, "--out", str(tmp_path / "a")], capsys)
+    code2, _, _ = run([*args, "--out", str(tmp_path / "b"), "--jobs", "2"], capsys)
+    assert code1 == code2 == 0
+    strip = lambda rows: [{k: v for k, v in r.items() if not k.endswith("time_s")} for r in rows]  # noqa: E731
+    assert strip(read_report(tmp_path / "a")[1]) == strip(read_report(tmp_path / "b")[1])
+
+
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (["--solvers", "nope"], "unknown solver 'nope'"),
+        (["--suite", "nope"], "unknown suite 'nope'"),
+        (["--devices", "4"], "apply to FILE arguments"),
+        (["no/such/file.json"], "cannot read workload file"),
+        (["--jobs", "0"], "--jobs"),
+    ],
+)
+def test_usage_errors_exit_2_with_one_line(args: list[str], words: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, stdout, err = run([*args, "--out", str(tmp_path / "o")], capsys)
+    assert code == 2
+    assert stdout == ""
+    assert err.count("\n") == 1 and words in err and "Traceback" not in err
+
+
+def test_cluster_overrides_and_slice_apply_to_files(
+    fakes: None, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "two.json"
+    dump_problem(two_layer_problem(), path)
+    out = tmp_path / "o"
+    code, _, _ = run([str(path), "--slice", "1", "-k", "3", "-M", "1KiB", "--solvers", "fake-good", "--out", str(out)], capsys)
+    assert code == 0
+    doc, _ = read_report(out)
+    inst = doc["instances"][0]
+    assert (inst["name"], inst["layers"], inst["k"], inst["memory"]) == ("two[:1]", 1, 3, 1024.0)
+
+
+def test_list(capsys: pytest.CaptureFixture[str]) -> None:
+    code, stdout, _ = run(["--list"], capsys)
+    assert code == 0
+    assert "paper-slices" in stdout and "dp-greedy" in stdout
+
+
+# ---------------------------------------------------------------------------------
+# the checks on synthetic runs
+# ---------------------------------------------------------------------------------
+
+
+def _report(*runs: SolverRun) -> InstanceReport:
+    return InstanceReport("x", "t", "", 2, 1, 1, 1, 1.0, list(runs))
+
+
+def _run(solver: str, status: str, tps: float = math.inf, exact: bool = True, **kw: object) -> SolverRun:
+    plan = {"stages": []} if math.isfinite(tps) else None
+    return SolverRun(solver, exact, status, tps=tps, objective=kw.pop("objective", tps if plan else None), plan=plan, **kw)  # type: ignore[arg-type]
+
+
+def test_checks_agreement_within_tolerance() -> None:
+    rep = check_instance(_report(_run("a", "optimal", 1.0), _run("b", "optimal", 1.0 + 5e-7), _run("h", "feasible", 1.1, exact=False)))
+    assert rep.ok and rep.verdict == "agree" and rep.optimum == 1.0
+    assert rep.runs[2].gap == pytest.approx(0.1) and rep.runs[2].gap_vs_proof
+
+
+def test_checks_disagreeing_exact_solvers_blame_the_worse_one() -> None:
+    rep = check_instance(_report(_run("a", "optimal", 1.0), _run("b", "optimal", 1.01)))
+    assert [(f.solver, f.check) for f in rep.failures] == [("b", "optimality")]
+    assert rep.verdict == "FAIL"
+
+
+def test_checks_infeasible_claim_refuted_by_a_heuristic_plan() -> None:
+    rep = check_instance(_report(_run("a", "infeasible", bound=math.inf), _run("h", "feasible", 2.0, exact=False)))
+    assert {(f.solver, f.check) for f in rep.failures} == {("a", "optimality"), ("a", "bound")}
+
+
+def test_checks_all_infeasible_and_unproven() -> None:
+    rep = check_instance(_report(_run("a", "infeasible", bound=math.inf), _run("b", "infeasible"), _run("h", "unknown", exact=False)))
+    assert rep.ok and rep.verdict == "agree" and rep.optimum == math.inf
+    rep = check_instance(_report(_run("a", "feasible", 3.0, bound=2.0), _run("b", "unknown", bound=0.0)))
+    assert rep.ok and rep.verdict == "unproven" and rep.optimum is None and rep.runs[0].gap == 0.0
+    assert rep.runs[0].limit and rep.runs[1].limit and not rep.runs[0].gap_vs_proof
+
+
+def test_checks_oom_plan_and_missing_plan() -> None:
+    oom = SolverRun("a", True, "optimal", tps=math.inf, plan={"stages": []})
+    missing = SolverRun("b", True, "feasible")
+    rep = check_instance(_report(oom, missing))
+    assert {(f.solver, f.check) for f in rep.failures} == {("a", "plan"), ("b", "plan")}
+
+
+def test_run_compare_reports_after_every_instance(fakes: None) -> None:
+    seen: list[int] = []
+    inst = Instance("two", two_layer_problem(), "t")
+    reports = compare.run_compare(
+        [inst, inst], [baselines.get_solver("fake-good")], Options(), on_report=lambda r, done: seen.append(len(done))
+    )
+    assert seen == [1, 2] and all(r.ok for r in reports)
+
+
+# ---------------------------------------------------------------------------------
+# suites and slices
+# ---------------------------------------------------------------------------------
+
+
+def test_slice_is_a_valid_induced_prefix() -> None:
+    from experiments.suites import paper_workload
+
+    bert = paper_workload("bert")
+    sl = slice_problem(bert, 6, name="b6")
+    keep = set(bert.topological_order[:6])
+    assert {nd.id for nd in sl.nodes} == keep and sl.extra["name"] == "b6"
+    assert all(e.u in keep and e.v in keep for e in sl.edges)
+    assert len(sl.edges) == sum(1 for e in bert.edges if e.u in keep and e.v in keep)
+    for nd in sl.nodes:
+        for lst in nd.tmpcs.values():
+            for c in lst:
+                assert set(c.sync_fw) == {e.u for e in sl.in_edges[nd.id]}
+                assert set(c.sync_bw) == {e.v for e in sl.out_edges[nd.id]}
+    assert slice_problem(bert, 1000) == bert
+
+
+def test_suites_are_deterministic_and_named_uniquely() -> None:
+    for name in suite_names():
+        a, b = build_suite(name), build_suite(name)
+        assert [i.name for i in a] == [i.name for i in b]
+        assert [i.problem for i in a] == [i.problem for i in b]
+        assert len({i.name for i in a}) == len(a) > 0
+    default = build_suite("default")
+    assert {i.suite for i in default} >= {"tiny", "small", "paper-slices", "infeasible"}
