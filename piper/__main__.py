@@ -64,9 +64,13 @@ def _load(args) -> Problem:
 
 def _count_ideals(problem: Problem, limit: int) -> int | None:
     """Number of successor-closed node sets (None when above ``limit``)."""
-    from .ideals import count_ideals
+    from .ideals import enumerate_ideals
+    from .result import SolverError
 
-    return count_ideals(problem, limit)
+    try:
+        return len(enumerate_ideals(problem, limit))
+    except SolverError:
+        return None
 
 
 def cmd_info(args) -> int:
@@ -94,7 +98,11 @@ def cmd_info(args) -> int:
         print(json.dumps(info))
         return 0
     print(f"workload      {args.file}")
-    print(f"layers        {problem.n} ({', '.join(f'{n}x {k}' for k, n in names.items())})")
+    kinds = sorted(names.items(), key=lambda kv: -kv[1])
+    shown = ", ".join(f"{n}x {k}" for k, n in kinds[:4])
+    if len(kinds) > 4:
+        shown += f", {len(kinds) - 4} other names"
+    print(f"layers        {problem.n} ({shown})")
     print(f"edges         {len(problem.edges)}")
     print(f"degrees t     {', '.join(map(str, problem.degrees))}")
     print(f"TMPC ids      {', '.join(tmpc_ids)} (at most {info['max_tmpcs_per_degree']} per layer and degree)")
