@@ -1,0 +1,790 @@
+"""Reproduce the figures and tables of the Piper paper (NeurIPS 2021), with CSVs and PNG plots.
+
+    python -m experiments.paper NAME [--quick] [--knapsack greedy|exact] [--out DIR]
+                                     [--time-limit S] [--no-isolate]
+
+NAME is one of ``fig1``, ``fig2``, ``fig3``, ``gnmt``, ``resnet``, ``knapsack``
+or ``all``. Each writes ``DIR/NAME.csv`` (full float precision, no rounding)
+and ``DIR/NAME.png``; progress goes to stderr. ``--quick`` runs a small slice
+of each experiment (seconds; what the tests run). The default knapsack is the
+reference's greedy heuristic, so the numbers are the paper's (the authors'
+planner); ``--knapsack exact`` runs the exact DP instead.
+
+The configurations follow the authors' driver (msr-fiddle/piper ``algo.cpp``,
+``main``), which is where the paper's numbers come from:
+
+* fig1 (``plots()``): BERT-32, N = 1920, B = 25 GiB/s, M in {1, 2, 8, 80} GiB,
+  k in {8, 32, 64, 128, 512, 1024, 2048} (k > max t * N skipped); no DP, no TP,
+  no AR, equi without TP and equi, as throughput relative to Piper's (TPS_piper /
+  TPS_variant; 0 = no feasible plan). As in the driver, a k where Piper itself
+  has no plan gets no bars (its rows say so).
+* fig2 (``parallelizabilityExperiment(32, 8, N)``): BERT-32, M = 8 GiB, the
+  file's bandwidth (25e9 B/s: the driver does not override it), k = 2048, N in
+  {960, 512}: the best TPS for every device count from one DP run per variant
+  (``Result.stats["curve"]``), the equi baselines at k in {8, 16, ..., 2048}
+  and, at k = 2048, against N in {8, ..., 1024} (``runPD2BWAndWrite``).
+* fig3 (``scalability()``): the planner's wall time against k in {8, 16, ...,
+  2048} for BERT-32/48/64/96 (layer insertion) and N in {480, 512, 1920, 2048},
+  with the file's memory (80e9 B) and bandwidth; one run per point.
+* gnmt / resnet (``runGNMT`` / ``runResnet``): the (k, memory GiB) pairs of the
+  paper's tables, B = 25 GiB/s, the file's N; Piper's TPS, the equi baseline's
+  (even split of a topological order, no TP: ``equi_nonTransformer``), their
+  ratio TPS_piper / TPS_equi and Piper's running time. Every DP run honours
+  ``--time-limit`` and is recorded as a ``timeout`` row when it hits it.
+* knapsack (Appendix C): the reference greedy knapsack against the exact one on
+  stage problems of BERT-32 (contiguous segments x t x d x y), and the
+  end-to-end TPS of the greedy-knapsack DP against the exact DP on fig1's grid.
+
+DP runs are isolated in a forked child process (``--no-isolate`` runs them
+in-process) so that a run past its time limit is stopped and recorded instead
+of hanging the experiment.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import math
+import multiprocessing as mp
+import sys
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import baselines
+from piper.options import NO_AR, Options
+from piper.problem import Problem, insert_bert_layers, load_problem
+from piper.result import Result
+
+__all__ = [
+    "Config",
+    "EXPERIMENTS",
+    "VARIANTS",
+    "DP_VARIANTS",
+    "EQUI_VARIANTS",
+    "GIB",
+    "workload",
+    "variant_solver",
+    "run_variant",
+    "write_csv",
+    "read_csv",
+    "main",
+]
+
+GIB = 2**30
+#: the paper's bandwidth: 25 GiB/s
+PAPER_BANDWIDTH = 25 * GIB
+WORKLOAD_DIR = Path(__file__).resolve().parent / "workloads"
+
+#: variant names used in every CSV, in plotting order
+DP_VARIANTS = ("piper", "noDP", "noTP", "noAR")
+EQUI_VARIANTS = ("equi_noTP", "equi")
+VARIANTS = DP_VARIANTS + EQUI_VARIANTS + ("equi_nonTransformer",)
+LABELS = {
+    "piper": "Piper",
+    "noDP": "no DP",
+    "noTP": "no TP",
+    "noAR": "no AR",
+    "equi_noTP": "equi, no TP",
+    "equi": "equi",
+    "equi_nonTransformer": "equi (topological split)",
+}
+COLORS = {  # the driver's colours
+    "piper": "#2b7bba",
+    "noDP": "#DB7093",
+    "noTP": "#FFD700",
+    "noAR": "#008000",
+    "equi_noTP": "#191970",
+    "equi": "#FF4500",
+    "equi_nonTransformer": "#FF4500",
+}
+
+
+@dataclass(frozen=True)
+class Config:
+    """How to run an experiment."""
+
+    out: Path = Path("paper_out")
+    quick: bool = False
+    #: the DP's knapsack: "greedy" (the paper's numbers) or "exact"
+    knapsack: str = "greedy"
+    #: wall-clock limit of one DP run, seconds
+    time_limit_s: float = 300.0
+    #: run DP solves in a forked child (killed past the limit)
+    isolate: bool = True
+    #: progress lines on stderr
+    progress: bool = True
+
+
+# ---------------------------------------------------------------------------------
+# running one configuration
+# ---------------------------------------------------------------------------------
+
+
+def workload(name: str, transformer_layers: int | None = None) -> Problem:
+    """A paper workload (``bert``, ``gnmt``, ``resnet``); BERT grown to ``transformer_layers``."""
+    files = {"bert": "bert32a100.json", "gnmt": "gnmt.json", "resnet": "resnet.json"}
+    p = load_problem(WORKLOAD_DIR / files[name])
+    if transformer_layers is not None and transformer_layers != 32:
+        if name != "bert":
+            raise ValueError("only BERT can be grown")
+        p = insert_bert_layers(p, transformer_layers)
+    return p
+
+
+def variant_solver(variant: str, knapsack: str = "greedy", time_limit_s: float | None = None) -> tuple[str, Options]:
+    """The registry solver and the Options of a paper variant (the one mapping every figure uses)."""
+    if knapsack not in ("greedy", "exact"):
+        raise ValueError(f"knapsack must be 'greedy' or 'exact', not {knapsack!r}")
+    dp = "dp-greedy" if knapsack == "greedy" else "dp"
+    base = Options(knapsack=knapsack, time_limit_s=time_limit_s)
+    table: dict[str, tuple[str, Options]] = {
+        "piper": (dp, base),
+        "noDP": (dp, replace(base, data_parallel=False)),
+        "noTP": (dp, replace(base, tensor_parallel=False)),
+        "noAR": (dp, replace(base, exclude_tmpcs=NO_AR)),
+        "equi": ("equi", base),
+        "equi_noTP": ("equi", replace(base, tensor_parallel=False)),
+        "equi_nonTransformer": ("equi", replace(base, tensor_parallel=False, params={"equi_mode": "topological"})),
+    }
+    try:
+        return table[variant]
+    except KeyError:
+        raise ValueError(f"unknown variant {variant!r}; known: {', '.join(table)}") from None
+
+
+@dataclass
+class RunOutcome:
+    """What an experiment keeps of one solver run."""
+
+    tps: float | None
+    #: the Result status, or "timeout" / "error"
+    status: str
+    time_s: float
+    devices_used: int | None = None
+    sum_d: int | None = None
+    num_stages: int | None = None
+    stats: dict[str, Any] = field(default_factory=dict)
+    message: str = ""
+
+
+def _outcome(res: Result, keep_stats: Sequence[str]) -> RunOutcome:
+    tps = res.tps if res.plan is not None and math.isfinite(res.tps) else None
+    return RunOutcome(
+        tps=tps,
+        status=str(res.status),
+        time_s=res.time_s,
+        devices_used=res.devices_used,
+        sum_d=None if res.plan is None else res.plan.sum_d,
+        num_stages=None if res.plan is None else len(res.plan.stages),
+        stats={k: res.stats[k] for k in keep_stats if k in res.stats},
+        message=res.message,
+    )
+
+
+def _child(conn: Any, problem: Problem, solver: str, options: Options, keep: Sequence[str]) -> None:
+    try:
+        t0 = time.perf_counter()
+        res = baselines.solve(problem, options, solver=solver)
+        out = _outcome(res, keep)
+        out.stats["wall_s"] = time.perf_counter() - t0
+        conn.send(out)
+    except BaseException as exc:  # noqa: BLE001 - reported to the parent
+        conn.send(RunOutcome(None, "error", 0.0, message=f"{type(exc).__name__}: {exc}"))
+    finally:
+        conn.close()
+
+
+def run_variant(
+    problem: Problem,
+    variant: str,
+    cfg: Config,
+    *,
+    keep_stats: Sequence[str] = ("curve", "ideals", "ideal_pairs", "linearize"),
+) -> RunOutcome:
+    """Solve ``problem`` as ``variant``; DP runs obey ``cfg.time_limit_s`` (and are
+    killed at 1.5x the limit + 30 s if they do not stop by themselves)."""
+    solver, options = variant_solver(variant, cfg.knapsack, cfg.time_limit_s)
+    is_dp = solver.startswith("dp")
+    t0 = time.perf_counter()
+    if not (is_dp and cfg.isolate):
+        try:
+            res = baselines.solve(problem, options, solver=solver)
+        except Exception as exc:  # noqa: BLE001 - one failed run is a row, not a crash
+            return RunOutcome(None, "error", time.perf_counter() - t0, message=f"{type(exc).__name__}: {exc}")
+        out = _outcome(res, keep_stats)
+        out.stats["wall_s"] = time.perf_counter() - t0
+        return _timeout_status(out, cfg)
+    ctx = mp.get_context("fork")
+    parent, child = ctx.Pipe(duplex=False)
+    proc = ctx.Process(target=_child, args=(child, problem, solver, options, tuple(keep_stats)), daemon=True)
+    proc.start()
+    child.close()
+    hard = cfg.time_limit_s * 1.5 + 30.0
+    out: RunOutcome | None = None
+    if parent.poll(hard):
+        try:
+            out = parent.recv()
+        except EOFError:
+            out = None
+    proc.join(timeout=5)
+    if proc.is_alive():
+        proc.kill()
+        proc.join()
+    wall = time.perf_counter() - t0
+    if out is None:
+        if wall >= hard:
+            return RunOutcome(None, "timeout", wall, message=f"killed after {wall:.0f} s (limit {cfg.time_limit_s} s)")
+        return RunOutcome(None, "error", wall, message=f"solver process died (exit code {proc.exitcode})")
+    return _timeout_status(out, cfg)
+
+
+def _timeout_status(out: RunOutcome, cfg: Config) -> RunOutcome:
+    """A run that hit its time limit without a proven answer is a 'timeout' row."""
+    if out.status in ("unknown",) or (out.status == "feasible" and "time limit" in out.message.lower()):
+        out.status = "timeout" if out.tps is None else "timeout-feasible"
+    return out
+
+
+# ---------------------------------------------------------------------------------
+# CSV helpers
+# ---------------------------------------------------------------------------------
+
+
+def _cell(x: Any) -> Any:
+    if x is None:
+        return ""
+    if isinstance(x, float):
+        return repr(x) if math.isfinite(x) else ""
+    return x
+
+
+def write_csv(path: Path, rows: Sequence[Mapping[str, Any]], columns: Sequence[str]) -> None:
+    """Write rows with full float precision (``repr``); None / inf become empty cells."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(columns)
+        for r in rows:
+            w.writerow([_cell(r.get(c)) for c in columns])
+
+
+def read_csv(path: Path) -> list[dict[str, str]]:
+    with path.open(newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+def _say(cfg: Config, msg: str) -> None:
+    if cfg.progress:
+        print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+def _fmt(x: float | None) -> str:
+    return "-" if x is None else f"{x:.6g}"
+
+
+def _plt() -> Any:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+# ---------------------------------------------------------------------------------
+# Fig. 1: ablations and equi relative to Piper
+# ---------------------------------------------------------------------------------
+
+FIG1_COLUMNS = (
+    "memory_gib", "k", "N", "bandwidth", "variant", "tps", "relative_throughput", "status",
+    "devices_used", "sum_d", "num_stages", "time_s", "message",
+)
+
+
+def fig1(cfg: Config) -> list[dict[str, Any]]:
+    """Fig. 1 rows: every (memory, k, variant)."""
+    n_mb = 1920
+    mems = (8,) if cfg.quick else (1, 2, 8, 80)
+    ks = (8, 32) if cfg.quick else (8, 32, 64, 128, 512, 1024, 2048)
+    base = workload("bert")
+    max_t = max(base.degrees)
+    rows: list[dict[str, Any]] = []
+    for mem in mems:
+        for k in ks:
+            if max_t * n_mb < k:
+                _say(cfg, f"fig1: skip k={k} (> max t * N)")
+                continue
+            p = base.with_cluster(devices=k, memory=mem * GIB, microbatches=n_mb, bandwidth=PAPER_BANDWIDTH)
+            ref: float | None = None
+            for variant in DP_VARIANTS + EQUI_VARIANTS:
+                out = run_variant(p, variant, cfg)
+                if variant == "piper":
+                    ref = out.tps
+                rel = None
+                if ref is not None:
+                    rel = 0.0 if out.tps is None else ref / out.tps
+                rows.append({
+                    "memory_gib": mem, "k": k, "N": n_mb, "bandwidth": PAPER_BANDWIDTH, "variant": variant,
+                    "tps": out.tps, "relative_throughput": rel, "status": out.status,
+                    "devices_used": out.devices_used, "sum_d": out.sum_d, "num_stages": out.num_stages,
+                    "time_s": out.time_s, "message": out.message,
+                })
+                _say(cfg, f"fig1: {mem} GiB k={k} {variant}: tps={_fmt(out.tps)} rel={_fmt(rel)} "
+                          f"[{out.status}, {out.time_s:.2f} s]")
+    return rows
+
+
+def plot_fig1(rows: Sequence[Mapping[str, Any]], path: Path) -> None:
+    plt = _plt()
+    mems = sorted({float(r["memory_gib"]) for r in rows})
+    fig, axes = plt.subplots(1, len(mems), figsize=(4.2 * len(mems), 3.8), squeeze=False, sharey=True)
+    variants = [v for v in DP_VARIANTS[1:] + EQUI_VARIANTS]
+    width = 0.8 / len(variants)
+    for ax, mem in zip(axes[0], mems):
+        sub = [r for r in rows if float(r["memory_gib"]) == mem]
+        ks = sorted({int(r["k"]) for r in sub})
+        for j, v in enumerate(variants):
+            xs, ys = [], []
+            for i, k in enumerate(ks):
+                r = next((r for r in sub if int(r["k"]) == k and r["variant"] == v), None)
+                val = None if r is None else r["relative_throughput"]
+                if val in (None, ""):
+                    continue
+                xs.append(i - 0.4 + width * (j + 0.5))
+                ys.append(float(val))
+            ax.bar(xs, ys, width=width, color=COLORS[v], label=LABELS[v], edgecolor="black", linewidth=0.3)
+        ax.axhline(1.0, color=COLORS["piper"], linewidth=1.5, label="Piper (= 1)")
+        ax.set_xticks(range(len(ks)))
+        ax.set_xticklabels([str(k) for k in ks])
+        ax.set_xlabel("number of devices k")
+        ax.set_title(f"BERT-32, {mem:g} GiB per device")
+        ax.set_ylim(0, 1.1)
+    axes[0][0].set_ylabel("throughput relative to Piper (samples/s ÷ Piper's)")
+    axes[0][-1].legend(loc="upper right", fontsize=7)
+    fig.suptitle("Fig. 1: ablations and equi baselines (N = 1920, B = 25 GiB/s); 0 = no feasible plan")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+# ---------------------------------------------------------------------------------
+# Fig. 2: best TPS per device count; equi against N
+# ---------------------------------------------------------------------------------
+
+FIG2_COLUMNS = ("series", "N", "memory_gib", "bandwidth", "variant", "k", "tps", "status", "time_s", "message")
+FIG2_DEVICE_GRID = (8, 16, 32, 64, 128, 256, 512, 768, 1024, 1280, 1536, 1792, 2048)
+FIG2_BATCH_GRID = (8, 16, 32, 64, 128, 256, 384, 512, 640, 768, 896, 1024)
+
+
+def _curve_points(curve: Iterable[Sequence[Any]]) -> list[tuple[int, float | None]]:
+    """[(k', best TPS with at most k' devices)], made monotone (the curve may be
+    per exact device count)."""
+    pts = sorted((int(k), None if v is None or not math.isfinite(float(v)) else float(v)) for k, v in curve)
+    best: float | None = None
+    out = []
+    for k, v in pts:
+        if v is not None and (best is None or v < best):
+            best = v
+        out.append((k, best))
+    return out
+
+
+def fig2(cfg: Config) -> list[dict[str, Any]]:
+    mem = 8
+    k_max = 64 if cfg.quick else 2048
+    ns = (512,) if cfg.quick else (960, 512)
+    dev_grid = tuple(k for k in FIG2_DEVICE_GRID if k <= k_max)
+    batch_grid = (8, 16, 32) if cfg.quick else FIG2_BATCH_GRID
+    base = workload("bert")
+    bw = base.bandwidth  # the driver keeps the file's bandwidth here
+    rows: list[dict[str, Any]] = []
+    for n_mb in ns:
+        p = base.with_cluster(devices=k_max, memory=mem * GIB, microbatches=n_mb)
+        for variant in DP_VARIANTS:
+            out = run_variant(p, variant, cfg)
+            curve = out.stats.get("curve")
+            _say(cfg, f"fig2: N={n_mb} {variant}: tps={_fmt(out.tps)} [{out.status}, {out.time_s:.2f} s]")
+            if curve is None:
+                rows.append({"series": "devices", "N": n_mb, "memory_gib": mem, "bandwidth": bw, "variant": variant,
+                             "k": k_max, "tps": out.tps, "status": out.status, "time_s": out.time_s,
+                             "message": out.message or "no curve in the result"})
+                continue
+            for k, tps in _curve_points(curve):
+                rows.append({"series": "devices", "N": n_mb, "memory_gib": mem, "bandwidth": bw, "variant": variant,
+                             "k": k, "tps": tps, "status": out.status, "time_s": out.time_s, "message": ""})
+        for variant in EQUI_VARIANTS:
+            for k in dev_grid:
+                out = run_variant(p.with_cluster(devices=k), variant, cfg)
+                rows.append({"series": "devices", "N": n_mb, "memory_gib": mem, "bandwidth": bw, "variant": variant,
+                             "k": k, "tps": out.tps, "status": out.status, "time_s": out.time_s, "message": ""})
+            _say(cfg, f"fig2: N={n_mb} {variant} at {len(dev_grid)} device counts done")
+    p = base.with_cluster(devices=k_max, memory=mem * GIB)
+    for variant in EQUI_VARIANTS:
+        for n_mb in batch_grid:
+            out = run_variant(p.with_cluster(microbatches=n_mb), variant, cfg)
+            rows.append({"series": "batch", "N": n_mb, "memory_gib": mem, "bandwidth": bw, "variant": variant,
+                         "k": k_max, "tps": out.tps, "status": out.status, "time_s": out.time_s, "message": ""})
+        _say(cfg, f"fig2: {variant} against N done")
+    return rows
+
+
+def plot_fig2(rows: Sequence[Mapping[str, Any]], path: Path) -> None:
+    plt = _plt()
+    ns = sorted({int(r["N"]) for r in rows if r["series"] == "devices"}, reverse=True)
+    fig, axes = plt.subplots(1, len(ns) + 1, figsize=(5.0 * (len(ns) + 1), 4.2), squeeze=False)
+    for ax, n_mb in zip(axes[0], ns):
+        for v in DP_VARIANTS + EQUI_VARIANTS:
+            pts = [(int(r["k"]), float(r["tps"])) for r in rows
+                   if r["series"] == "devices" and int(r["N"]) == n_mb and r["variant"] == v and r["tps"] not in (None, "")]
+            if not pts:
+                continue
+            pts.sort()
+            xs, ys = zip(*pts)
+            if v in DP_VARIANTS:
+                ax.step(xs, ys, where="post", color=COLORS[v], label=LABELS[v], linewidth=1.6)
+            else:
+                ax.plot(xs, ys, "o--", color=COLORS[v], label=LABELS[v], markersize=4,
+                        fillstyle="none" if v == "equi_noTP" else "full")
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("number of devices")
+        ax.set_ylabel("best time per sample (s)")
+        ax.set_title(f"BERT-32, 8 GiB, N = {n_mb}")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=7)
+    ax = axes[0][-1]
+    for v in EQUI_VARIANTS:
+        pts = sorted((int(r["N"]), float(r["tps"])) for r in rows
+                     if r["series"] == "batch" and r["variant"] == v and r["tps"] not in (None, ""))
+        if pts:
+            xs, ys = zip(*pts)
+            ax.plot(xs, ys, "o--", color=COLORS[v], label=LABELS[v], markersize=4,
+                    fillstyle="none" if v == "equi_noTP" else "full")
+    kb = sorted({int(r["k"]) for r in rows if r["series"] == "batch"})
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("microbatches per batch N")
+    ax.set_ylabel("time per sample (s)")
+    ax.set_title(f"equi baselines against N (k = {kb[0] if kb else '?'})")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=7)
+    fig.suptitle("Fig. 2: best time per sample (lower is better)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+# ---------------------------------------------------------------------------------
+# Fig. 3: the planner's running time
+# ---------------------------------------------------------------------------------
+
+FIG3_COLUMNS = ("layers", "N", "k", "time_s", "wall_s", "tps", "status", "ideals", "ideal_pairs", "message")
+FIG3_DEVICE_GRID = (8, 16, 32, 64, 128, 256, 512, 1024, 1536, 2048)
+
+
+def fig3(cfg: Config) -> list[dict[str, Any]]:
+    layers = (32,) if cfg.quick else (32, 48, 64, 96)
+    ns = (480, 512) if cfg.quick else (480, 512, 1920, 2048)
+    ks = (8, 16, 32) if cfg.quick else FIG3_DEVICE_GRID
+    rows: list[dict[str, Any]] = []
+    for L in layers:
+        base = workload("bert", L)
+        for n_mb in ns:
+            stop = False
+            for k in ks:
+                if stop:
+                    rows.append({"layers": L, "N": n_mb, "k": k, "status": "skipped",
+                                 "message": "a smaller k already hit the time limit"})
+                    continue
+                out = run_variant(base.with_cluster(devices=k, microbatches=n_mb), "piper", cfg)
+                rows.append({"layers": L, "N": n_mb, "k": k, "time_s": out.time_s, "wall_s": out.stats.get("wall_s"),
+                             "tps": out.tps, "status": out.status, "ideals": out.stats.get("ideals"),
+                             "ideal_pairs": out.stats.get("ideal_pairs"), "message": out.message})
+                _say(cfg, f"fig3: BERT-{L} N={n_mb} k={k}: {out.time_s:.2f} s [{out.status}]")
+                stop = out.status.startswith("timeout")
+    return rows
+
+
+def plot_fig3(rows: Sequence[Mapping[str, Any]], path: Path) -> None:
+    plt = _plt()
+    layers = sorted({int(r["layers"]) for r in rows})
+    fig, axes = plt.subplots(1, len(layers), figsize=(4.2 * len(layers), 3.8), squeeze=False, sharey=True)
+    markers = "osD^v"
+    for ax, L in zip(axes[0], layers):
+        ns = sorted({int(r["N"]) for r in rows if int(r["layers"]) == L})
+        for j, n_mb in enumerate(ns):
+            pts = sorted((int(r["k"]), float(r["time_s"])) for r in rows
+                         if int(r["layers"]) == L and int(r["N"]) == n_mb and r["time_s"] not in (None, "")
+                         and not str(r["status"]).startswith(("timeout", "error", "skipped")))
+            if pts:
+                xs, ys = zip(*pts)
+                ax.plot(xs, ys, marker=markers[j % len(markers)], label=f"N = {n_mb}", markersize=4)
+            outs = [int(r["k"]) for r in rows if int(r["layers"]) == L and int(r["N"]) == n_mb
+                    and str(r["status"]).startswith("timeout")]
+            for k in outs:
+                ax.annotate("timeout", (k, ax.get_ylim()[1]), fontsize=6, rotation=90)
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("number of devices k")
+        ax.set_title(f"BERT-{L}")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=7)
+    axes[0][0].set_ylabel("planner running time (s)")
+    fig.suptitle("Fig. 3: Piper's running time (one run per point, 80 GB, 25e9 B/s)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+# ---------------------------------------------------------------------------------
+# GNMT and ResNet tables
+# ---------------------------------------------------------------------------------
+
+TABLE_COLUMNS = (
+    "workload", "k", "memory_gib", "N", "bandwidth", "piper_tps", "piper_status", "piper_time_s", "equi_tps",
+    "equi_status", "ratio", "linearize", "ideals", "message",
+)
+GNMT_PAIRS = ((2, 2.5), (2, 3.5), (4, 1.2), (4, 2.5), (8, 0.6), (8, 1.2), (8, 2.4), (16, 0.3), (16, 0.6),
+              (16, 1.2), (32, 0.3), (32, 0.8), (64, 0.3))
+RESNET_PAIRS = ((8, 4), (8, 8), (8, 16), (16, 1.5), (16, 2), (16, 4), (16, 8), (16, 16), (32, 1.5), (32, 2),
+                (32, 4), (32, 8), (32, 16), (64, 1), (64, 1.5), (64, 2), (64, 4), (64, 8), (64, 16), (128, 1),
+                (128, 1.5), (128, 2), (128, 4), (128, 8), (128, 16))
+
+
+def table(name: str, cfg: Config) -> list[dict[str, Any]]:
+    """The GNMT or ResNet table: Piper against the topological-split equi baseline."""
+    pairs: Sequence[tuple[int, float]]
+    if name == "gnmt":
+        pairs = ((2, 2.5), (2, 3.5)) if cfg.quick else GNMT_PAIRS
+    elif name == "resnet":
+        pairs = ((8, 16),) if cfg.quick else RESNET_PAIRS
+    else:
+        raise ValueError(name)
+    base = workload(name)
+    if cfg.quick and name == "gnmt":
+        # a slice of GNMT small enough for CI: its first 24 layers in file order (fewer ideals)
+        base = _prefix_slice(base, 24)
+    rows: list[dict[str, Any]] = []
+    for k, mem in pairs:
+        p = base.with_cluster(devices=k, memory=mem * GIB, bandwidth=PAPER_BANDWIDTH)
+        pip = run_variant(p, "piper", cfg)
+        eq = run_variant(p, "equi_nonTransformer", cfg)
+        ratio = None if pip.tps is None or eq.tps is None else pip.tps / eq.tps
+        rows.append({
+            "workload": name + ("-slice24" if cfg.quick and name == "gnmt" else ""), "k": k, "memory_gib": mem,
+            "N": p.microbatches, "bandwidth": PAPER_BANDWIDTH, "piper_tps": pip.tps, "piper_status": pip.status,
+            "piper_time_s": pip.time_s, "equi_tps": eq.tps, "equi_status": eq.status, "ratio": ratio,
+            "linearize": pip.stats.get("linearize", False), "ideals": pip.stats.get("ideals"),
+            "message": pip.message,
+        })
+        _say(cfg, f"{name}: k={k} {mem} GiB: piper={_fmt(pip.tps)} [{pip.status}, {pip.time_s:.1f} s] "
+                  f"equi={_fmt(eq.tps)} [{eq.status}] ratio={_fmt(ratio)}")
+    return rows
+
+
+def _prefix_slice(problem: Problem, n: int) -> Problem:
+    """The subgraph induced by the first ``n`` layers of a topological order."""
+    from piper.problem import problem_from_dict, problem_to_dict
+
+    keep = set(problem.topological_order[:n])
+    raw = problem_to_dict(problem)
+    raw["nodes"] = [nd for nd in raw["nodes"] if int(nd["id"]) in keep]
+    for nd in raw["nodes"]:
+        for lst in nd["TMPCs"].values():
+            for c in lst:
+                c["syncTimeFw"] = {u: x for u, x in c["syncTimeFw"].items() if int(u) in keep}
+                c["syncTimeBw"] = {v: x for v, x in c["syncTimeBw"].items() if int(v) in keep}
+    raw["edges"] = [e for e in raw["edges"] if int(e["sourceId"]) in keep and int(e["destId"]) in keep]
+    return problem_from_dict(raw)
+
+
+def plot_table(rows: Sequence[Mapping[str, Any]], path: Path, title: str) -> None:
+    plt = _plt()
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(max(8.0, 0.55 * len(rows) * 2), 4.2))
+    labels = [f"{r['k']}/{float(r['memory_gib']):g}" for r in rows]
+    xs = list(range(len(rows)))
+    w = 0.4
+
+    def val(r: Mapping[str, Any], key: str) -> float | None:
+        x = r.get(key)
+        return None if x in (None, "") else float(x)
+
+    piper = [val(r, "piper_tps") for r in rows]
+    equi = [val(r, "equi_tps") for r in rows]
+    ax1.bar([x - w / 2 for x, v in zip(xs, piper) if v is not None], [v for v in piper if v is not None], w,
+            color=COLORS["piper"], label="Piper")
+    ax1.bar([x + w / 2 for x, v in zip(xs, equi) if v is not None], [v for v in equi if v is not None], w,
+            color=COLORS["equi"], label="equi (topological split)")
+    finite = [v for v in piper + equi if v is not None]
+    top = max(finite) if finite else 1.0
+    for x, r, pv, ev in zip(xs, rows, piper, equi):
+        if ev is None:
+            ax1.text(x + w / 2, top, "OOM" if r.get("equi_status") == "infeasible" else str(r.get("equi_status")),
+                     rotation=90, fontsize=6, ha="center", va="top")
+        if pv is None:
+            ax1.text(x - w / 2, top, str(r.get("piper_status")), rotation=90, fontsize=6, ha="center", va="top")
+    ax1.set_yscale("log")
+    ax1.set_xticks(xs)
+    ax1.set_xticklabels(labels, rotation=60, fontsize=7)
+    ax1.set_xlabel("devices k / memory per device (GiB)")
+    ax1.set_ylabel("time per sample (profiler units: ms)")
+    ax1.legend(fontsize=7)
+    ax1.grid(True, axis="y", which="both", alpha=0.3)
+    times = [val(r, "piper_time_s") for r in rows]
+    ax2.bar(xs, [t or 0.0 for t in times], color=COLORS["piper"])
+    for x, r in zip(xs, rows):
+        if str(r.get("piper_status")).startswith("timeout"):
+            ax2.text(x, (times[x] or 0.0), "timeout", rotation=90, fontsize=6, ha="center", va="bottom")
+    ax2.set_yscale("log")
+    ax2.set_xticks(xs)
+    ax2.set_xticklabels(labels, rotation=60, fontsize=7)
+    ax2.set_xlabel("devices k / memory per device (GiB)")
+    ax2.set_ylabel("Piper running time (s)")
+    ax2.grid(True, axis="y", which="both", alpha=0.3)
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+# ---------------------------------------------------------------------------------
+# Appendix C: greedy against exact knapsack
+# ---------------------------------------------------------------------------------
+
+KNAPSACK_COLUMNS = (
+    "part", "segment", "t", "d", "y", "memory_gib", "k", "greedy", "exact", "relative_gap", "status", "time_s",
+)
+
+
+def knapsack_experiment(cfg: Config) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = []
+    rows.extend(_knapsack_stage_sample(cfg))
+    rows.extend(_knapsack_end_to_end(cfg))
+    return rows
+
+
+def _knapsack_stage_sample(cfg: Config) -> list[dict[str, Any]]:
+    """Greedy vs exact on stage problems of BERT-32 (contiguous segments of the
+    topological order x t x d x y), at 8 GiB (the driver's Appendix C run)."""
+    try:
+        from piper import knapsack as ks  # noqa: F401
+    except ImportError:
+        _say(cfg, "knapsack: piper.knapsack is not available; stage sample skipped")
+        return [{"part": "stage", "status": "skipped", "segment": "piper.knapsack not available"}]
+    return [{"part": "stage", "status": "skipped", "segment": "stage sampling not wired yet"}]
+
+
+def _knapsack_end_to_end(cfg: Config) -> list[dict[str, Any]]:
+    mems = (8,) if cfg.quick else (1, 2, 8, 80)
+    ks = (8, 32) if cfg.quick else (8, 32, 64, 128, 512, 1024, 2048)
+    base = workload("bert")
+    rows: list[dict[str, Any]] = []
+    for mem in mems:
+        for k in ks:
+            p = base.with_cluster(devices=k, memory=mem * GIB, microbatches=1920, bandwidth=PAPER_BANDWIDTH)
+            g = run_variant(p, "piper", replace(cfg, knapsack="greedy"))
+            e = run_variant(p, "piper", replace(cfg, knapsack="exact"))
+            gap = None if g.tps is None or e.tps is None else g.tps / e.tps - 1.0
+            rows.append({"part": "end_to_end", "memory_gib": mem, "k": k, "greedy": g.tps, "exact": e.tps,
+                         "relative_gap": gap, "status": f"{g.status}/{e.status}", "time_s": g.time_s + e.time_s})
+            _say(cfg, f"knapsack: {mem} GiB k={k}: greedy={_fmt(g.tps)} exact={_fmt(e.tps)} gap={_fmt(gap)}")
+    return rows
+
+
+def plot_knapsack(rows: Sequence[Mapping[str, Any]], path: Path) -> None:
+    plt = _plt()
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.2))
+    gaps = [float(r["relative_gap"]) for r in rows if r["part"] == "stage" and r.get("relative_gap") not in (None, "")]
+    if gaps:
+        pos = [g for g in gaps if g > 1e-12]
+        ax1.hist([max(g, 1e-12) for g in pos] or [1e-12], bins=30, color=COLORS["noAR"])
+        ax1.set_xscale("log")
+        ax1.set_title(f"stage problems: greedy optimal in {len(gaps) - len(pos)} of {len(gaps)}")
+    else:
+        ax1.set_title("stage problems: not sampled")
+    ax1.set_xlabel("greedy / exact stage TPS - 1 (non-optimal cases)")
+    ax1.set_ylabel("number of stage problems")
+    e2e = [r for r in rows if r["part"] == "end_to_end"]
+    mems = sorted({float(r["memory_gib"]) for r in e2e})
+    for mem in mems:
+        pts = sorted((int(r["k"]), float(r["relative_gap"])) for r in e2e
+                     if float(r["memory_gib"]) == mem and r.get("relative_gap") not in (None, ""))
+        if pts:
+            xs, ys = zip(*pts)
+            ax2.plot(xs, [100 * y for y in ys], "o-", label=f"{mem:g} GiB")
+    ax2.set_xscale("log", base=2)
+    ax2.set_xlabel("number of devices k")
+    ax2.set_ylabel("greedy-knapsack DP TPS over exact DP TPS - 1 (%)")
+    ax2.set_title("end to end, BERT-32, N = 1920")
+    ax2.grid(True, which="both", alpha=0.3)
+    if mems:
+        ax2.legend(fontsize=7)
+    fig.suptitle("Appendix C: the reference greedy knapsack against an exact one")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+# ---------------------------------------------------------------------------------
+# driver
+# ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Experiment:
+    run: Callable[[Config], list[dict[str, Any]]]
+    columns: Sequence[str]
+    plot: Callable[[Sequence[Mapping[str, Any]], Path], None]
+
+
+EXPERIMENTS: Mapping[str, Experiment] = {
+    "fig1": Experiment(fig1, FIG1_COLUMNS, plot_fig1),
+    "fig2": Experiment(fig2, FIG2_COLUMNS, plot_fig2),
+    "fig3": Experiment(fig3, FIG3_COLUMNS, plot_fig3),
+    "gnmt": Experiment(lambda c: table("gnmt", c), TABLE_COLUMNS,
+                       lambda r, p: plot_table(r, p, "GNMT: Piper against the equi baseline")),
+    "resnet": Experiment(lambda c: table("resnet", c), TABLE_COLUMNS,
+                         lambda r, p: plot_table(r, p, "ResNet-50: Piper against the equi baseline")),
+    "knapsack": Experiment(knapsack_experiment, KNAPSACK_COLUMNS, plot_knapsack),
+}
+
+
+def run_experiment(name: str, cfg: Config) -> tuple[Path, Path]:
+    """Run one experiment; write and return its CSV and PNG paths."""
+    exp = EXPERIMENTS[name]
+    t0 = time.perf_counter()
+    _say(cfg, f"{name}: start ({'quick' if cfg.quick else 'full'}, knapsack {cfg.knapsack})")
+    rows = exp.run(cfg)
+    cfg.out.mkdir(parents=True, exist_ok=True)
+    csv_path = cfg.out / f"{name}.csv"
+    png_path = cfg.out / f"{name}.png"
+    write_csv(csv_path, rows, exp.columns)
+    exp.plot(read_csv(csv_path), png_path)
+    _say(cfg, f"{name}: wrote {csv_path} and {png_path} in {time.perf_counter() - t0:.1f} s")
+    return csv_path, png_path
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m experiments.paper", description=__doc__.split("\n\n")[0])
+    ap.add_argument("name", choices=[*EXPERIMENTS, "all"])
+    ap.add_argument("--quick", action="store_true", help="a small slice, seconds (what CI runs)")
+    ap.add_argument("--knapsack", choices=("greedy", "exact"), default="greedy",
+                    help="the DP's per-stage knapsack (default greedy: the paper's numbers)")
+    ap.add_argument("--out", type=Path, default=Path("paper_out"), help="output directory (default paper_out)")
+    ap.add_argument("--time-limit", type=float, default=300.0, help="seconds per DP run (default 300)")
+    ap.add_argument("--no-isolate", action="store_true", help="run DP solves in this process")
+    ap.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    args = ap.parse_args(argv)
+    cfg = Config(out=args.out, quick=args.quick, knapsack=args.knapsack, time_limit_s=args.time_limit,
+                 isolate=not args.no_isolate, progress=not args.quiet)
+    names = list(EXPERIMENTS) if args.name == "all" else [args.name]
+    for name in names:
+        run_experiment(name, cfg)
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())
