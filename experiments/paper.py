@@ -655,7 +655,9 @@ def plot_table(rows: Sequence[Mapping[str, Any]], path: Path, title: str) -> Non
 # ---------------------------------------------------------------------------------
 
 KNAPSACK_COLUMNS = (
-    "part", "segment", "t", "d", "y", "memory_gib", "k", "greedy", "exact", "relative_gap", "status", "time_s",
+    "part", "sample", "memory_gib", "k", "t", "d", "y", "segment", "instances", "greedy_optimal",
+    "infeasible", "max_relative_gap", "mean_relative_gap_when_worse", "greedy", "exact", "relative_gap",
+    "status", "time_s",
 )
 
 
@@ -666,15 +668,168 @@ def knapsack_experiment(cfg: Config) -> list[dict[str, Any]]:
     return rows
 
 
+def _ideal_masks(problem: Problem) -> list[int]:
+    """Every successor-closed node set of ``problem`` as a bitmask over node positions."""
+    pos = problem.index
+    succ = [0] * problem.n
+    for e in problem.edges:
+        succ[pos[e.u]] |= 1 << pos[e.v]
+    seen = {0}
+    frontier = [0]
+    while frontier:
+        nxt = []
+        for mask in frontier:
+            for i in range(problem.n):
+                bit = 1 << i
+                if not mask & bit and succ[i] & ~mask == 0 and (mask | bit) not in seen:
+                    seen.add(mask | bit)
+                    nxt.append(mask | bit)
+        frontier = nxt
+    return sorted(seen, key=lambda m: (bin(m).count("1"), m))
+
+
+@dataclass(frozen=True)
+class _StageData:
+    """One contiguous segment at one t: per node (file order) and option, the
+    cut-edge bytes E, parameter bytes w, compute p and memory a, b."""
+
+    label: str
+    off: Any
+    edge: Any
+    w: Any
+    p: Any
+    a: Any
+    b: Any
+
+
+def _stage_data(problem: Problem, members: list[int], t: int) -> _StageData | None:
+    import numpy as np
+
+    inside = set(members)
+    off = [0]
+    edge, w, p, a, b = [], [], [], [], []
+    for v in members:
+        lst = problem.node(v).tmpcs.get(t)
+        if not lst:
+            return None
+        for c in lst:
+            e_bytes = 0.0
+            for e in problem.in_edges[v]:
+                if e.u not in inside:
+                    e_bytes += 2 * (e.communication_cost + c.sync_fw[e.u])
+            for e in problem.out_edges[v]:
+                if e.v not in inside:
+                    e_bytes += 2 * (e.communication_cost + c.sync_bw[e.v])
+            edge.append(e_bytes)
+            w.append(c.parameter_size)
+            p.append(c.time_per_sample)
+            a.append(c.memory_a)
+            b.append(c.memory_b)
+        off.append(len(edge))
+    lab = f"{members[0]}..{members[-1]} ({len(members)} layers)"
+    f = np.asarray
+    return _StageData(lab, f(off, dtype=np.int64), f(edge), f(w), f(p), f(a), f(b))
+
+
 def _knapsack_stage_sample(cfg: Config) -> list[dict[str, Any]]:
-    """Greedy vs exact on stage problems of BERT-32 (contiguous segments of the
-    topological order x t x d x y), at 8 GiB (the driver's Appendix C run)."""
+    """Greedy vs exact on the stage problems of BERT-32 that the DP solves.
+
+    Sample "paper": the Appendix C run (``single()`` in the driver: M = 8 GiB,
+    k = 512, N = 1920, B = 25 GiB/s, y = 2), every contiguous segment (pair of
+    nested ideals) x t x d (d | N, d t <= k). Sample "wide": a seeded random
+    sample over M in {1, 2, 8, 80} GiB and y in 1..32 as well. One aggregate
+    row per (sample, M, y) and one row per instance where greedy is not optimal.
+    """
     try:
-        from piper import knapsack as ks  # noqa: F401
-    except ImportError:
-        _say(cfg, "knapsack: piper.knapsack is not available; stage sample skipped")
-        return [{"part": "stage", "status": "skipped", "segment": "piper.knapsack not available"}]
-    return [{"part": "stage", "status": "skipped", "segment": "stage sampling not wired yet"}]
+        from piper.knapsack import exact_knapsack, greedy_knapsack
+    except ImportError as exc:
+        _say(cfg, f"knapsack: piper.knapsack is not available ({exc}); stage sample skipped")
+        return [{"part": "stage_summary", "status": "skipped", "segment": f"piper.knapsack not available: {exc}"}]
+    import random
+
+    import numpy as np
+
+    n_mb, k = 1920, 512
+    bw = float(PAPER_BANDWIDTH)
+    problem = workload("bert").with_cluster(devices=k, microbatches=n_mb, bandwidth=bw)
+    order = [nd.id for nd in problem.nodes]
+    masks = _ideal_masks(problem)
+    pairs = [(big, small) for big in masks for small in masks if small != big and small & ~big == 0]
+    if cfg.quick:
+        pairs = random.Random(1).sample(pairs, 40)
+    ts = problem.degrees
+    ds = [d for d in range(1, min(n_mb, k) + 1) if n_mb % d == 0]
+    t0 = time.perf_counter()
+    jobs: list[tuple[str, int, int, float, int]] = []  # (sample, pair index, t, M, y) -> d loop inside
+    cache: dict[tuple[int, int], _StageData | None] = {}
+
+    def data(pi: int, t: int) -> _StageData | None:
+        if (pi, t) not in cache:
+            big, small = pairs[pi]
+            diff = big & ~small
+            cache[(pi, t)] = _stage_data(problem, [order[i] for i in range(len(order)) if diff >> i & 1], t)
+        return cache[(pi, t)]
+
+    for pi in range(len(pairs)):
+        for t in ts:
+            jobs.append(("paper", pi, t, 8.0 * GIB, 2))
+    rng = random.Random(7)
+    n_wide = 300 if cfg.quick else 12000
+    for _ in range(n_wide):
+        jobs.append(("wide", rng.randrange(len(pairs)), rng.choice(ts), rng.choice((1, 2, 8, 80)) * float(GIB),
+                     rng.randint(1, 32)))
+    agg: dict[tuple[str, float, int], list[float]] = {}
+    infeasible: dict[tuple[str, float, int], int] = {}
+    detail: list[dict[str, Any]] = []
+    for sample, pi, t, mem, y in jobs:
+        sd = data(pi, t)
+        if sd is None:
+            continue
+        n_nodes = sd.off.shape[0] - 1
+        choice = np.zeros(n_nodes, dtype=np.int64)
+        memv = sd.a * y + sd.b
+        d_list = [d for d in ds if d * t <= k] if sample == "paper" else [rng.choice([d for d in ds if d * t <= k])]
+        for d in d_list:
+            cost = (sd.edge / d + 4.0 * (d - 1) * sd.w / (d * n_mb)) / bw + sd.p / d
+            g = float(greedy_knapsack(sd.off, cost, memv, mem, choice))
+            e = float(exact_knapsack(sd.off, cost, memv, mem, choice))
+            key = (sample, mem, y)
+            if math.isinf(e) or math.isinf(g):
+                infeasible[key] = infeasible.get(key, 0) + 1
+                if math.isinf(g) != math.isinf(e):
+                    detail.append({"part": "stage", "sample": sample, "memory_gib": mem / GIB, "k": k, "t": t,
+                                   "d": d, "y": y, "segment": sd.label, "greedy": g, "exact": e,
+                                   "status": "feasibility differs"})
+                continue
+            gap = g / e - 1.0 if e > 0 else 0.0
+            agg.setdefault(key, []).append(gap)
+            if gap > 1e-12:
+                detail.append({"part": "stage", "sample": sample, "memory_gib": mem / GIB, "k": k, "t": t, "d": d,
+                               "y": y, "segment": sd.label, "greedy": g, "exact": e, "relative_gap": gap,
+                               "status": "greedy worse"})
+            elif gap < -1e-12:
+                detail.append({"part": "stage", "sample": sample, "memory_gib": mem / GIB, "k": k, "t": t, "d": d,
+                               "y": y, "segment": sd.label, "greedy": g, "exact": e, "relative_gap": gap,
+                               "status": "greedy better than exact?!"})
+    elapsed = time.perf_counter() - t0
+    rows: list[dict[str, Any]] = []
+    for key in sorted(set(agg) | set(infeasible)):
+        sample, mem, y = key
+        gaps = agg.get(key, [])
+        worse = [x for x in gaps if x > 1e-12]
+        rows.append({
+            "part": "stage_summary", "sample": sample, "memory_gib": mem / GIB, "k": k, "y": y,
+            "instances": len(gaps) + infeasible.get(key, 0), "greedy_optimal": len(gaps) - len(worse),
+            "infeasible": infeasible.get(key, 0), "max_relative_gap": max(gaps) if gaps else None,
+            "mean_relative_gap_when_worse": sum(worse) / len(worse) if worse else 0.0, "status": "ok",
+            "time_s": elapsed,
+        })
+    for sample in ("paper", "wide"):
+        gaps = [x for key, v in agg.items() if key[0] == sample for x in v]
+        worse = [x for x in gaps if x > 1e-12]
+        _say(cfg, f"knapsack: {sample} sample: {len(gaps)} feasible stage problems, greedy optimal in "
+                  f"{len(gaps) - len(worse)}, worst gap {max(gaps, default=0.0):.3g}")
+    return rows + detail
 
 
 def _knapsack_end_to_end(cfg: Config) -> list[dict[str, Any]]:
@@ -697,15 +852,21 @@ def _knapsack_end_to_end(cfg: Config) -> list[dict[str, Any]]:
 def plot_knapsack(rows: Sequence[Mapping[str, Any]], path: Path) -> None:
     plt = _plt()
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.2))
-    gaps = [float(r["relative_gap"]) for r in rows if r["part"] == "stage" and r.get("relative_gap") not in (None, "")]
-    if gaps:
-        pos = [g for g in gaps if g > 1e-12]
-        ax1.hist([max(g, 1e-12) for g in pos] or [1e-12], bins=30, color=COLORS["noAR"])
+    summ = [r for r in rows if r["part"] == "stage_summary" and r.get("instances") not in (None, "")]
+    worse = [float(r["relative_gap"]) for r in rows if r["part"] == "stage" and r.get("relative_gap") not in (None, "")
+             and float(r["relative_gap"]) > 0]
+    n_inst = sum(int(r["instances"]) - int(r["infeasible"]) for r in summ)
+    n_opt = sum(int(r["greedy_optimal"]) for r in summ)
+    if worse:
+        import numpy as np
+
+        bins = np.logspace(math.log10(min(worse)), math.log10(max(worse)) + 1e-9, 30)
+        ax1.hist(worse, bins=bins, color=COLORS["noAR"], edgecolor="black", linewidth=0.3)
         ax1.set_xscale("log")
-        ax1.set_title(f"stage problems: greedy optimal in {len(gaps) - len(pos)} of {len(gaps)}")
     else:
-        ax1.set_title("stage problems: not sampled")
-    ax1.set_xlabel("greedy / exact stage TPS - 1 (non-optimal cases)")
+        ax1.text(0.5, 0.5, "greedy optimal on every sampled stage problem", ha="center", transform=ax1.transAxes)
+    ax1.set_title(f"stage problems: greedy optimal in {n_opt} of {n_inst} feasible")
+    ax1.set_xlabel("greedy stage TPS / exact stage TPS - 1 (non-optimal cases)")
     ax1.set_ylabel("number of stage problems")
     e2e = [r for r in rows if r["part"] == "end_to_end"]
     mems = sorted({float(r["memory_gib"]) for r in e2e})
