@@ -47,8 +47,10 @@ import csv
 import io
 import json
 import math
+import multiprocessing
 import os
 import re
+import signal
 import sys
 import tempfile
 import time
@@ -100,7 +102,9 @@ DEFAULT_OUT = Path("out/compare")
 DEFAULT_TIME_LIMIT = 10.0
 
 #: statuses of a run that are not a Result status
-SKIPPED, UNAVAILABLE, ERROR = "skipped", "unavailable", "error"
+SKIPPED, UNAVAILABLE, ERROR, KILLED = "skipped", "unavailable", "error", "killed"
+#: statuses of a run that returned nothing to score
+NOT_RUN = (SKIPPED, UNAVAILABLE, ERROR, KILLED)
 PROOF_STATUSES = (Status.OPTIMAL.value, Status.INFEASIBLE.value)
 PLAN_STATUSES = (Status.OPTIMAL.value, Status.FEASIBLE.value)
 
@@ -144,7 +148,7 @@ class SolverRun:
     @property
     def limit(self) -> bool:
         """An exact solver that stopped without a proof (its time limit)."""
-        return self.exact and self.status in (Status.FEASIBLE.value, Status.UNKNOWN.value)
+        return self.exact and self.status in (Status.FEASIBLE.value, Status.UNKNOWN.value, KILLED)
 
     @property
     def proof(self) -> bool:
@@ -156,8 +160,14 @@ def _one_line(text: str, limit: int = 300) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def run_solver(problem: Any, info: SolverInfo, options: Options) -> SolverRun:
-    """Run one registered solver; never raises (except KeyboardInterrupt)."""
+def run_solver(problem: Any, info: SolverInfo, options: Options, hard_timeout: float | None = None) -> SolverRun:
+    """Run one registered solver; never raises (except KeyboardInterrupt).
+
+    With ``hard_timeout`` (seconds) the solve runs in a forked child process (in its
+    own process group, so that a MILP backend's subprocess goes too) that is killed
+    when it has not answered in time: status ``killed``, not a failed check. A child
+    that dies without answering (a crash of native code) is a failed check.
+    """
     base = SolverRun(info.name, info.exact, SKIPPED)
     if info.max_nodes is not None and problem.n > info.max_nodes:
         base.message = f"graph has {problem.n} layers > {info.max_nodes} (the solver's max_nodes)"
@@ -167,6 +177,13 @@ def run_solver(problem: Any, info: SolverInfo, options: Options) -> SolverRun:
     except Exception as exc:  # ImportError, SyntaxError of a module being written, ...
         base.status, base.message = UNAVAILABLE, _one_line(f"{type(exc).__name__}: {exc}")
         return base
+    if hard_timeout is None or not _can_fork():
+        return _call_solver(problem, info, options)
+    return _call_isolated(problem, info, options, hard_timeout)
+
+
+def _call_solver(problem: Any, info: SolverInfo, options: Options) -> SolverRun:
+    base = SolverRun(info.name, info.exact, SKIPPED)
     start = time.perf_counter()
     try:
         result = info(problem, options)
@@ -178,15 +195,57 @@ def run_solver(problem: Any, info: SolverInfo, options: Options) -> SolverRun:
         base.status, base.time_s = ERROR, time.perf_counter() - start
         where = traceback.extract_tb(exc.__traceback__)[-1]
         base.message = _one_line(f"{type(exc).__name__}: {exc} (at {Path(where.filename).name}:{where.lineno})")
-        base.failures.append(f"exception: {base.message}")
         return base
     wall = time.perf_counter() - start
     if not isinstance(result, Result):
         base.status, base.time_s = ERROR, wall
         base.message = f"returned {type(result).__name__}, not a Result"
-        base.failures.append(f"exception: {base.message}")
         return base
     return _run_from_result(info, result, wall)
+
+
+def _can_fork() -> bool:
+    return "fork" in multiprocessing.get_all_start_methods()
+
+
+def _child_main(conn: Any, problem: Any, info: SolverInfo, options: Options) -> None:
+    os.setpgrp()  # its own process group: killed as a whole, deaf to the terminal's Ctrl-C
+    try:
+        conn.send(_call_solver(problem, info, options))
+    finally:
+        conn.close()
+
+
+def _call_isolated(problem: Any, info: SolverInfo, options: Options, hard_timeout: float) -> SolverRun:
+    ctx = multiprocessing.get_context("fork")
+    recv, send = ctx.Pipe(duplex=False)
+    proc = ctx.Process(target=_child_main, args=(send, problem, info, options))
+    start = time.perf_counter()
+    proc.start()
+    send.close()
+    try:
+        if recv.poll(hard_timeout):
+            return recv.recv()
+        run = SolverRun(info.name, info.exact, KILLED, time_s=time.perf_counter() - start)
+        run.message = f"killed after {hard_timeout:g}s without an answer (time limit {options.time_limit_s}s not honoured)"
+        return run
+    except EOFError:
+        proc.join(5)
+        run = SolverRun(info.name, info.exact, ERROR, time_s=time.perf_counter() - start)
+        run.message = f"the solver process died without an answer (exit code {proc.exitcode})"
+        return run
+    finally:
+        recv.close()
+        _kill_group(proc)
+
+
+def _kill_group(proc: Any) -> None:
+    if proc.is_alive() or proc.exitcode is None:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            proc.kill()
+    proc.join()
 
 
 def _run_from_result(info: SolverInfo, result: Result, wall: float) -> SolverRun:
@@ -294,7 +353,7 @@ def _check_proofs(runs: Sequence[SolverRun], best: float, best_by: str, rtol: fl
 
 def _fill_gaps(runs: Sequence[SolverRun], ref: float, proven: bool) -> None:
     for run in runs:
-        if run.status in (SKIPPED, UNAVAILABLE, ERROR) or not math.isfinite(ref):
+        if run.status in NOT_RUN or not math.isfinite(ref):
             continue
         run.gap_vs_proof = proven
         if not math.isfinite(run.tps):
@@ -345,6 +404,8 @@ class Task:
     solvers: tuple[SolverInfo, ...]
     options: Options
     rtol: float
+    #: seconds before a solve is killed (None: solve in-process, no watchdog)
+    hard_timeout: float | None = None
 
 
 def compare_instance(task: Task) -> tuple[int, InstanceReport]:
@@ -352,7 +413,7 @@ def compare_instance(task: Task) -> tuple[int, InstanceReport]:
     inst = task.instance
     problem = inst.problem
     start = time.perf_counter()
-    runs = [run_solver(problem, info, task.options) for info in task.solvers]
+    runs = [run_solver(problem, info, task.options, task.hard_timeout) for info in task.solvers]
     report = InstanceReport(
         name=inst.name,
         suite=inst.suite,
@@ -415,12 +476,13 @@ def run_compare(
     options: Options,
     *,
     rtol: float = RTOL,
+    hard_timeout: float | None = None,
     executor: Executor | None = None,
     on_report: Callable[[InstanceReport, list[InstanceReport]], None] | None = None,
 ) -> list[InstanceReport]:
     """Compare ``solvers`` on ``instances``. After each instance, ``on_report`` gets
     its report and every finished report so far (in instance order)."""
-    tasks = [Task(i, inst, tuple(solvers), options, rtol) for i, inst in enumerate(instances)]
+    tasks = [Task(i, inst, tuple(solvers), options, rtol, hard_timeout) for i, inst in enumerate(instances)]
     done: dict[int, InstanceReport] = {}
     executor = executor or SerialExecutor()
     for index, report in _results_lazily(executor, tasks):
@@ -463,7 +525,7 @@ def run_row(report: InstanceReport, run: SolverRun) -> dict[str, Any]:
         "exact": run.exact,
         "status": run.status,
         "limit": run.limit,
-        "tps": _num(run.tps) if run.status not in (SKIPPED, UNAVAILABLE, ERROR) else None,
+        "tps": _num(run.tps) if run.status not in NOT_RUN else None,
         "objective": _num(run.objective),
         "bound": _num(run.bound),
         "gap": _num(run.gap),
@@ -496,7 +558,7 @@ def instance_dict(report: InstanceReport) -> dict[str, Any]:
 
 
 def _fmt_tps(run: SolverRun) -> str:
-    if run.status in (SKIPPED, UNAVAILABLE, ERROR):
+    if run.status in NOT_RUN:
         return "-"
     if not run.has_plan:
         return "inf" if run.status == Status.INFEASIBLE.value else "-"
@@ -523,7 +585,7 @@ def _fmt_note(run: SolverRun) -> str:
         return "FAIL " + run.failures[0]
     if run.limit and run.bound is not None:
         return f"bound {run.bound:.6g}"
-    if run.status in (SKIPPED, UNAVAILABLE):
+    if run.status in (SKIPPED, UNAVAILABLE, KILLED):
         return run.message
     return ""
 
@@ -590,7 +652,7 @@ def summarize(reports: Sequence[InstanceReport]) -> dict[str, Any]:
     }
 
 
-def render_summary(summary: dict[str, Any], wall_s: float | None = None) -> str:
+def render_summary(summary: dict[str, Any], wall_s: float | None = None, max_failures: int = 20) -> str:
     v = summary["verdicts"]
     lines = [
         f"instances: {summary['instances']} (proven infeasible: {summary['proven_infeasible']})",
@@ -613,8 +675,10 @@ def render_summary(summary: dict[str, Any], wall_s: float | None = None) -> str:
         if s["failed"]:
             line += f"; FAILED {s['failed']}"
         lines.append(line)
-    for f in summary["failures"]:
-        lines.append(f"FAIL {f}")
+    shown = summary["failures"][:max_failures]
+    lines += [f"FAIL {f}" for f in shown]
+    if len(summary["failures"]) > len(shown):
+        lines.append(f"... and {len(summary['failures']) - len(shown)} more failures (see the JSON report)")
     if wall_s is not None:
         lines.append(f"wall time: {wall_s:.1f}s")
     return "\n".join(lines)
@@ -789,6 +853,9 @@ def build_parser() -> ArgumentParser:
     p.add_argument("--slice", type=positive_int, metavar="L", help="keep only the first L layers of each FILE")
     p.add_argument("--jobs", "-j", type=positive_int, default=1, metavar="N", help="instances in parallel processes")
     p.add_argument("--out", "-o", type=Path, default=DEFAULT_OUT, metavar="DIR", help=f"report directory ({DEFAULT_OUT})")
+    p.add_argument("--hard-timeout", type=float, metavar="S",
+                   help="kill a solve (forked child) after S seconds; 0 = solve in-process without a watchdog "
+                   "(default: 2 x the time limit + 30)")  # fmt: skip
     p.add_argument("--rtol", type=float, default=RTOL, help=f"relative tolerance on TPS checks ({RTOL:g})")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
     p.add_argument("--no-progress", action="store_true", help="no progress on stderr")
@@ -847,6 +914,26 @@ def _list_text() -> str:
     return "\n".join(lines)
 
 
+def _hard_timeout(given: float | None, time_limit: float | None) -> float | None:
+    if given is not None:
+        if given < 0:
+            raise UsageError(f"--hard-timeout must be >= 0 seconds, got {given:g}")
+        return given or None
+    return None if time_limit is None else 2 * time_limit + 30
+
+
+def _versions() -> dict[str, str | None]:
+    from importlib import metadata
+
+    out: dict[str, str | None] = {"python": sys.version.split()[0]}
+    for dist in ("ortools", "PuLP", "highspy", "numpy", "numba"):
+        try:
+            out[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            out[dist] = None
+    return out
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.list:
@@ -857,6 +944,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     solvers = select_solvers(_split(args.solvers))
     instances = select_instances(args)
     options = options_from_args(args)
+    hard_timeout = _hard_timeout(args.hard_timeout, options.time_limit_s)
     out: Path = args.out
     meta = {
         "command": ["python", "-m", "experiments.compare", *(sys.argv[1:] if argv is None else argv)],
@@ -866,7 +954,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         "threads": options.threads,
         "jobs": args.jobs,
         "rtol": args.rtol,
+        "hard_timeout_s": hard_timeout,
         "instances": len(instances),
+        "versions": _versions(),
     }
     by_name = {inst.name: inst for inst in instances}
     progress = Progress(len(instances), sys.stderr, enabled=not args.no_progress)
@@ -880,7 +970,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     executor = make_executor(args.jobs)
     try:
-        reports = run_compare(instances, solvers, options, rtol=args.rtol, executor=executor, on_report=on_report)
+        reports = run_compare(instances, solvers, options, rtol=args.rtol, hard_timeout=hard_timeout, executor=executor, on_report=on_report)
     except KeyboardInterrupt:
         executor.shutdown(wait=False, cancel_futures=True)
         progress.close()
@@ -899,8 +989,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     print()
     print(render_summary(summarize(reports), wall))
     print(f"reports: {out / 'report.json'}, {out / 'report.csv'}")
-    for path in failed:
-        print(f"re-run a failed instance: python -m experiments.compare {path}", file=sys.stderr)
+    if failed:
+        hint = "python -m experiments.compare FILE --solvers ..." if len(failed) > 1 else f"python -m experiments.compare {failed[0]}"
+        print(f"{len(failed)} failed instance(s) written to {out / 'failed'}; re-run one alone: {hint}", file=sys.stderr)
     return 0 if all(r.ok for r in reports) else 1
 
 

@@ -97,6 +97,21 @@ def solve_too_large(problem: Problem, options: Options) -> Result:
     raise SolverError("this fake refuses every graph")
 
 
+def solve_hang(problem: Problem, options: Options) -> Result:
+    """Ignores its time limit."""
+    import time
+
+    time.sleep(120)
+    raise AssertionError("not reached: the watchdog kills this solve")
+
+
+def solve_die(problem: Problem, options: Options) -> Result:
+    """Native code crashing: the process vanishes."""
+    import os
+
+    os._exit(3)
+
+
 def solve_heuristic(problem: Problem, options: Options) -> Result:
     return _result(problem, "fake-heuristic", Status.FEASIBLE, "activation recomp")
 
@@ -110,6 +125,8 @@ FAKES = {
     "fake-crash": ("solve_crash", True),
     "fake-too-large": ("solve_too_large", True),
     "fake-heuristic": ("solve_heuristic", False),
+    "fake-hang": ("solve_hang", True),
+    "fake-die": ("solve_die", True),
 }
 
 
@@ -225,6 +242,21 @@ def test_bound_above_the_best_plan_and_exceptions_fail_without_crashing(
     assert code == 1
     assert "FAIL fake-bad-bound: bound" in stdout
     assert "FAIL fake-crash: exception: ZeroDivisionError: boom" in stdout
+
+
+def test_a_solve_that_ignores_its_time_limit_is_killed_and_a_dying_one_fails(
+    fakes: None, workload: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "out"
+    args = [str(workload), "--time-limit", "0.1", "--hard-timeout", "1", "--out", str(out)]
+    code, stdout, _ = run([*args, "--solvers", "fake-good,fake-hang"], capsys)
+    assert code == 0, stdout
+    _, rows = read_report(out)
+    hang = next(r for r in rows if r["solver"] == "fake-hang")
+    assert hang["status"] == "killed" and hang["limit"] == "True" and hang["check"] == "ok"
+    assert "not honoured" in hang["message"]
+    code, stdout, _ = run([*args, "--solvers", "fake-good,fake-die"], capsys)
+    assert code == 1 and "FAIL fake-die: exception: the solver process died" in stdout and "exit code 3" in stdout
 
 
 def test_process_pool_gives_the_same_rows(
