@@ -1,0 +1,411 @@
+"""Coefficients shared by the exact MILP (``baselines.milp``) and CP-SAT (``baselines.cpsat``) models.
+
+Both models assign every layer to one of L *slots* (slot i, when used, is the
+i-th pipeline stage), give every used slot one *option* o = (t_o, d_o), and
+every layer one TMPC at its slot's t. This module computes, once per instance,
+everything both models need, with the notation of ``FORMULATIONS.md``:
+
+* S = min(N, k); 𝒟 = allowed d (divisors of N, <= S); options 𝒪 = {(t, d): t·d <= k}.
+* L = min(k, N, n) slots suffice (fact F2: some optimal plan has only non-empty stages).
+* Domain reductions, all implied by "used slots first, and every used slot non-empty":
+
+  - slot i is used only if slots 1..i-1 are, each with d >= 1 and t >= 1, so an
+    option at slot i needs d_o·t_o <= k - (i-1) and d_o <= S - (i-1);
+  - D_i = Σ_{j>=i} d_j <= S - (i-1), so y_i = ⌈D_i/d_i⌉ <= Y[i,o] = ⌈(S-(i-1))/d_o⌉;
+  - the slots before v's slot are non-empty and hold no descendant of v, so
+    slot(v) <= n - |desc(v)| (for a chain, layer j can only sit in slots 1..j+1);
+  - a TMPC with a + b > M never fits (y >= 1) and is dropped.
+
+* Per-term coefficients (times already divided by τ, see below), for a stage with
+  option o and TMPC ℓ of v:
+
+  - node term   κ(v,o,ℓ) = p_ℓ/d + 4(d-1)·w_ℓ/(d·N·B)
+  - in-edge e=(u,v), charged to v's stage when u is elsewhere:
+    γin(e,o,ℓ) = 2(c_e + sfw_ℓ[u])/(d·B)
+  - out-edge e=(v,x), charged to v's stage when x is elsewhere:
+    γout(e,o,ℓ) = 2(c_e + sbw_ℓ[x])/(d·B)
+
+  TPS_i = Σ_{v∈S_i} κ + Σ_{cut in-edges} γin + Σ_{cut out-edges} γout, exactly the
+  evaluator's formula regrouped per term.
+
+* Numerics: τ = the largest stage time of a single layer (d = 1, every edge cut,
+  any TMPC), so every coefficient is in [0, 1] and the optimum in (0, n + 2m];
+  memories are divided by M (so the limit is 1).
+
+The module also maps a :class:`~piper.plan.Plan` to slot values (warm starts)
+and slot values back to a plan, and holds the guards that every exact model's
+answer goes through (:func:`guarded_result`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from piper.evaluate import PlanError, evaluate
+from piper.options import Candidates, Options, candidates
+from piper.plan import Plan, Stage
+from piper.problem import TMPC, Problem
+from piper.result import Result, Status, make_result
+
+__all__ = ["Option", "Choice", "ModelData", "build_model_data", "WarmStart", "guarded_result"]
+
+
+@dataclass(frozen=True)
+class Option:
+    """A stage's (t, d)."""
+
+    t: int
+    d: int
+
+
+@dataclass(frozen=True, eq=False)
+class Choice:
+    """One value of x[v, i, o, ℓ] (the slot i is not part of it): layer v, option o, TMPC ℓ."""
+
+    node: int  # node id
+    opt: int  # index into ModelData.options
+    tmpc_index: int  # index of ℓ in the node's list at t_o (file order)
+    tmpc: TMPC
+    #: κ(v,o,ℓ)/τ
+    kappa: float
+    #: memory a/M and b/M
+    mem_a: float
+    mem_b: float
+    #: edge index -> γin(e,o,ℓ)/τ for every in-edge e of v
+    gin: dict[int, float]
+    #: edge index -> γout(e,o,ℓ)/τ for every out-edge e of v
+    gout: dict[int, float]
+
+
+@dataclass
+class ModelData:
+    """Everything both exact models need about one instance (see the module docstring)."""
+
+    problem: Problem
+    options: Options
+    cand: Candidates
+    #: S = min(N, k)
+    s_max: int
+    #: L, the number of slots
+    slots: int
+    opts: list[Option]
+    #: τ, seconds (profiler units) per model time unit
+    tau: float
+    #: node id -> its choices (over all options)
+    choices: dict[int, list[Choice]]
+    #: node id -> largest slot (1-based) it may occupy
+    max_slot: dict[int, int]
+    #: 1-based slot -> indices of the options allowed there
+    slot_opts: dict[int, list[int]]
+    #: (slot, option) -> Y[i,o], the largest possible y
+    y_max: dict[tuple[int, int], int]
+    #: None, or why no plan exists (found before building any model)
+    infeasible_reason: str | None
+    edges: list[tuple[int, int]] = field(default_factory=list)
+    #: M is multiplied by this in the model (1, or slightly less on a re-solve)
+    memory_factor: float = 1.0
+
+    @property
+    def option_of_slot_choices(self) -> dict[int, dict[int, list[Choice]]]:
+        """node -> option index -> its choices under that option."""
+        out: dict[int, dict[int, list[Choice]]] = {}
+        for v, lst in self.choices.items():
+            per: dict[int, list[Choice]] = {}
+            for c in lst:
+                per.setdefault(c.opt, []).append(c)
+            out[v] = per
+        return out
+
+    def slot_allows(self, v: int, i: int, o: int) -> bool:
+        return i <= self.max_slot[v] and o in self._slot_opt_sets[i]
+
+    def __post_init__(self) -> None:
+        self._slot_opt_sets = {i: set(v) for i, v in self.slot_opts.items()}
+
+    # ------------------------------------------------------------------ plans
+    def plan_from_slots(self, assign: dict[int, tuple[int, Choice]]) -> Plan:
+        """node -> (slot, choice) to a Plan: used slots in order, empty slots skipped.
+
+        Raises ValueError if two layers of one slot disagree on the option (a model bug).
+        """
+        by_slot: dict[int, list[tuple[int, Choice]]] = {}
+        for v, (i, c) in assign.items():
+            by_slot.setdefault(i, []).append((v, c))
+        stages = []
+        order = {nd.id: p for p, nd in enumerate(self.problem.nodes)}
+        for i in sorted(by_slot):
+            members = sorted(by_slot[i], key=lambda vc: order[vc[0]])
+            opts = {c.opt for _, c in members}
+            if len(opts) != 1:
+                raise ValueError(f"slot {i} mixes options {sorted(opts)}: model bug")
+            o = self.opts[opts.pop()]
+            stages.append(
+                Stage(
+                    nodes=tuple(v for v, _ in members),
+                    d=o.d,
+                    t=o.t,
+                    tmpcs={v: c.tmpc.id for v, c in members},
+                )
+            )
+        return Plan(tuple(stages))
+
+    def slots_from_plan(self, plan: Plan) -> "WarmStart | None":
+        """A plan as slot values (for warm starts / hints), or None with a reason in
+        ``self.warm_message`` when the plan is not representable in this model
+        (structurally invalid, OOM, an option or TMPC excluded by the options...)."""
+        self.warm_message = ""
+        try:
+            score = evaluate(self.problem, plan)
+        except PlanError as exc:
+            self.warm_message = f"warm start ignored: invalid plan ({exc})"
+            return None
+        if score.oom:
+            self.warm_message = "warm start ignored: the plan is out of memory"
+            return None
+        if len(plan.stages) > self.slots:
+            self.warm_message = f"warm start ignored: {len(plan.stages)} stages > {self.slots} slots"
+            return None
+        opt_index = {(o.t, o.d): j for j, o in enumerate(self.opts)}
+        assign: dict[int, tuple[int, Choice]] = {}
+        slot_opt: dict[int, int] = {}
+        slot_y: dict[int, int] = {}
+        for pos, st in enumerate(plan.stages):
+            i = pos + 1
+            o = opt_index.get((st.t, st.d))
+            if o is None or o not in self._slot_opt_sets.get(i, set()):
+                self.warm_message = f"warm start ignored: stage {i} (t={st.t}, d={st.d}) is not allowed here"
+                return None
+            slot_opt[i] = o
+            slot_y[i] = score.stages[pos].y
+            for v in st.nodes:
+                found = None
+                for c in self.choices[v]:
+                    if c.opt == o and c.tmpc.id == st.tmpcs[v]:
+                        found = c
+                        break
+                if found is None or i > self.max_slot[v]:
+                    self.warm_message = f"warm start ignored: layer {v}'s choice in stage {i} is excluded"
+                    return None
+                assign[v] = (i, found)
+        return WarmStart(plan=plan, tps=score.tps, assign=assign, slot_opt=slot_opt, slot_y=slot_y)
+
+    # ------------------------------------------------------------------ stats
+    def stage_value(self, assign: dict[int, tuple[int, Choice]], i: int) -> tuple[float, dict[int, float]]:
+        """(scaled TPS of slot i, edge index -> scaled cut cost charged to slot i)."""
+        total = 0.0
+        r: dict[int, float] = {}
+        for v, (j, c) in assign.items():
+            if j != i:
+                continue
+            total += c.kappa
+            for e, g in c.gin.items():
+                if assign[self.edges[e][0]][0] != i:
+                    r[e] = r.get(e, 0.0) + g
+            for e, g in c.gout.items():
+                if assign[self.edges[e][1]][0] != i:
+                    r[e] = r.get(e, 0.0) + g
+        return total + sum(r.values()), r
+
+
+@dataclass(frozen=True)
+class WarmStart:
+    """A plan expressed as slot values."""
+
+    plan: Plan
+    tps: float
+    #: node -> (slot, choice)
+    assign: dict[int, tuple[int, Choice]]
+    #: slot -> option index (used slots only)
+    slot_opt: dict[int, int]
+    #: slot -> y
+    slot_y: dict[int, int]
+
+
+def _descendant_counts(problem: Problem) -> dict[int, int]:
+    desc: dict[int, set[int]] = {}
+    for v in reversed(problem.topological_order):
+        s: set[int] = set()
+        for e in problem.out_edges[v]:
+            s.add(e.v)
+            s |= desc[e.v]
+        desc[v] = s
+    return {v: len(s) for v, s in desc.items()}
+
+
+def build_model_data(problem: Problem, options: Options, *, memory_factor: float = 1.0) -> ModelData:
+    """Options, slots, pruned choices and scaled coefficients (module docstring).
+
+    ``memory_factor`` < 1 shrinks M (used to re-solve when a floating-point model
+    accepted a plan that the evaluator calls out of memory).
+    """
+    cand = candidates(problem, options)
+    k, n_mb, bw = problem.devices, problem.microbatches, problem.bandwidth
+    mem = problem.memory_per_device * memory_factor
+    s_max = min(n_mb, k)
+    n = problem.n
+    slots = max(1, min(k, n_mb, n))
+    opts = [Option(t, d) for t in cand.ts for d in cand.ds if t * d <= k]
+    edges = [(e.u, e.v) for e in problem.edges]
+    eidx = {(e.u, e.v): j for j, e in enumerate(problem.edges)}
+
+    # raw per-choice numbers (unscaled)
+    raw: dict[int, list[tuple[int, int, TMPC, float, dict[int, float], dict[int, float]]]] = {}
+    tau = 0.0
+    for nd in problem.nodes:
+        v = nd.id
+        lst = []
+        for j, o in enumerate(opts):
+            for idx, c in cand.tmpcs[v].get(o.t, ()):
+                if c.memory_a + c.memory_b > mem:
+                    continue  # never fits, whatever y >= 1
+                kappa = c.time_per_sample / o.d + 4.0 * (o.d - 1) * c.parameter_size / (o.d * n_mb * bw)
+                gin = {
+                    eidx[(e.u, v)]: 2.0 * (e.communication_cost + c.sync_fw[e.u]) / (o.d * bw)
+                    for e in problem.in_edges[v]
+                }
+                gout = {
+                    eidx[(v, e.v)]: 2.0 * (e.communication_cost + c.sync_bw[e.v]) / (o.d * bw)
+                    for e in problem.out_edges[v]
+                }
+                if o.d == 1:
+                    tau = max(tau, kappa + sum(gin.values()) + sum(gout.values()))
+                lst.append((j, idx, c, kappa, gin, gout))
+        raw[v] = lst
+    if tau <= 0 or not math.isfinite(tau):
+        # only d>1 options (impossible: d=1 always allowed) or all-zero times
+        tau = max([kp for lst in raw.values() for (_, _, _, kp, _, _) in lst] + [0.0]) or 1.0
+
+    choices: dict[int, list[Choice]] = {}
+    reason = cand.infeasible_reason
+    for nd in problem.nodes:
+        v = nd.id
+        choices[v] = [
+            Choice(
+                node=v,
+                opt=j,
+                tmpc_index=idx,
+                tmpc=c,
+                kappa=kp / tau,
+                mem_a=c.memory_a / mem,
+                mem_b=c.memory_b / mem,
+                gin={e: g / tau for e, g in gin.items()},
+                gout={e: g / tau for e, g in go.items()},
+            )
+            for (j, idx, c, kp, gin, go) in raw[v]
+        ]
+        if not choices[v] and reason is None:
+            reason = f"layer {nd.label} has no TMPC that fits in memory (a + b > M for every allowed TMPC)"
+
+    ndesc = _descendant_counts(problem)
+    max_slot = {v: max(1, min(slots, n - ndesc[v])) for v in choices}
+    slot_opts: dict[int, list[int]] = {}
+    y_max: dict[tuple[int, int], int] = {}
+    for i in range(1, slots + 1):
+        ok = [j for j, o in enumerate(opts) if o.t * o.d <= k - (i - 1) and o.d <= s_max - (i - 1)]
+        slot_opts[i] = ok
+        for j in ok:
+            y_max[(i, j)] = -(-(s_max - (i - 1)) // opts[j].d)
+    return ModelData(
+        problem=problem,
+        options=options,
+        cand=cand,
+        s_max=s_max,
+        slots=slots,
+        opts=opts,
+        tau=tau,
+        choices=choices,
+        max_slot=max_slot,
+        slot_opts=slot_opts,
+        y_max=y_max,
+        infeasible_reason=reason,
+        edges=edges,
+        memory_factor=memory_factor,
+    )
+
+
+def guarded_result(
+    data: ModelData,
+    solver: str,
+    status: Status,
+    plan: Plan | None,
+    *,
+    time_s: float,
+    objective: float | None,
+    bound: float,
+    tolerance: float,
+    warm: WarmStart | None,
+    stats: dict,
+    message: str = "",
+) -> Result:
+    """Package an exact model's answer, after the checks a solver bug would fail.
+
+    ``objective`` and ``bound`` are in the problem's time units; ``tolerance`` is the
+    absolute amount by which the model's objective may differ from the evaluator's
+    TPS of the same plan (rounding in CP-SAT, feasibility tolerances in a MILP).
+
+    Guards (each one records what it did in ``stats["guards"]``):
+
+    1. the plan is re-scored by the evaluator (``make_result``); an OOM or invalid
+       plan is never returned as a solution;
+    2. if a known plan (the warm start) is better than the solver's by more than the
+       tolerance, it is returned instead, and an "optimal" claim is downgraded to
+       "feasible": the solver's proof contradicts a plan we hold (the OR-Tools 9.15
+       wrong-OPTIMAL bug looks exactly like this);
+    3. the reported bound never exceeds the evaluated TPS of the returned plan,
+       and a solver objective that disagrees with the evaluator by more than the
+       tolerance downgrades "optimal" to "feasible";
+    4. "infeasible" while holding a feasible warm start is a contradiction: the
+       warm start is returned with status "feasible".
+    """
+    guards: list[str] = list(stats.get("guards", []))
+    problem = data.problem
+    tps = math.inf
+    if plan is not None:
+        try:
+            score = evaluate(problem, plan)
+        except PlanError as exc:  # a model bug: never return an invalid plan
+            guards.append(f"solver plan invalid ({exc}); dropped")
+            plan, status = None, Status.UNKNOWN if status != Status.INFEASIBLE else status
+        else:
+            if score.oom:
+                guards.append("solver plan is out of memory under the evaluator; dropped")
+                plan = None
+                status = Status.UNKNOWN
+            else:
+                tps = score.tps
+    if warm is not None and warm.tps < tps - tolerance:
+        if status == Status.OPTIMAL:
+            guards.append(
+                f"solver claimed optimal {tps!r} but the warm start has TPS {warm.tps!r}: solver bug, "
+                "returning the warm start as feasible"
+            )
+            bound = min(bound, warm.tps)
+        elif status == Status.INFEASIBLE:
+            guards.append("solver claimed infeasible but the warm start is a feasible plan: solver bug")
+            bound = 0.0
+        status = Status.FEASIBLE
+        plan, tps = warm.plan, warm.tps
+    if plan is None and status in (Status.OPTIMAL, Status.FEASIBLE):
+        status = Status.UNKNOWN
+    if status == Status.OPTIMAL and objective is not None and abs(objective - tps) > tolerance:
+        guards.append(f"objective {objective!r} differs from evaluated TPS {tps!r} by more than {tolerance:g}")
+        status = Status.FEASIBLE
+    if status == Status.INFEASIBLE:
+        bound = math.inf
+    else:
+        if not math.isfinite(bound) or bound < 0:
+            bound = 0.0
+        if bound > tps:
+            if math.isfinite(tps) and bound > tps + tolerance:
+                guards.append(f"bound {bound!r} above the evaluated TPS {tps!r} of a plan: clamped")
+            bound = tps
+        if status == Status.OPTIMAL:
+            bound = min(bound, tps)
+    stats = dict(stats)
+    stats["guards"] = guards
+    if guards and not message:
+        message = "; ".join(guards)
+    return make_result(
+        problem, solver, status, plan, time_s=time_s, objective=objective, bound=bound, stats=stats, message=message
+    )

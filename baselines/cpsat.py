@@ -1,0 +1,457 @@
+r"""Exact CP-SAT model for Piper's partitioning problem (OR-Tools).
+
+``solve_cpsat(problem, options)``. Same slots, options and choices as the MILP
+(:mod:`baselines._model_data`: slots i = 1..L, options O_i allowed at slot i, layer v
+in slots i <= m_v, choices (o, ℓ) with node term κ, edge terms γin / γout), but
+CP-SAT's reification (``OnlyEnforceIf``) replaces every big-M and y is a division.
+
+Variables::
+
+    x[v,i,o,ℓ], z[i,o], in[v,i], used_i, yb[i,y]          Booleans
+    dd_i ∈ [1, S]    = Σ_o d_o z[i,o] + 1 - used_i          (d_i, or 1 in an unused slot)
+    D_i  ∈ [0, S]    = Σ_{j>=i} Σ_o d_o z[j,o]              (suffix sum of d)
+    y_i  ∈ [0, S-i+1] = (D_i + dd_i - 1) div dd_i = ⌈D_i/d_i⌉ (0 in an unused slot)
+    r[e,i] ∈ [0, max γ]     cut cost of edge e charged to slot i
+    T ∈ [0, T_ub]           the objective
+
+Constraints::
+
+    ExactlyOne(in[v,·]);  in[v,i] = Σ_{o,ℓ} x[v,i,o,ℓ];  Σ_ℓ x[v,i,o,ℓ] <= z[i,o]
+    used_i = Σ_o z[i,o];  used_{i+1} <= used_i;  z[i,o] <= Σ_{v,ℓ} x[v,i,o,ℓ]
+    Σ_{j<=i} in[v,j] <= Σ_{j<=i} in[u,j]                 ∀ (u,v) ∈ E, i < L
+    Σ t_o d_o z <= k;  Σ d_o z <= N
+    y_i = (D_i + dd_i - 1) div dd_i;  Σ_y yb[i,y] = used_i;  y_i = Σ_y y·yb[i,y]
+    Σ_{v,o,ℓ} (a_ℓ y + b_ℓ) x[v,i,o,ℓ] <= M          OnlyEnforceIf(yb[i,y])
+    r[e,i] >= Σ γin(e,o,ℓ) x[v,i,o,ℓ]                 OnlyEnforceIf(¬in[u,i])   e = (u,v), i >= 2
+    r[e,i] >= Σ γout(e,o,ℓ) x[u,i,o,ℓ]                OnlyEnforceIf(¬in[v,i])
+    T >= Σ κ x[·,i,·,·] + Σ_e r[e,i]                  ∀ i
+    S·T >= Σ d_o κ x;  k·T >= Σ t_o d_o κ x;  T >= Σ_i Σ κ x[v,i,·,·]  ∀ v
+    minimise T
+
+Integer scaling (chosen per instance, reported in ``stats``):
+
+* **Times.** Coefficients are already divided by τ (the largest one-layer stage time,
+  so each is in [0, 1]); CP-SAT gets round(c·2^P) with P = 30, lowered when
+  S·(n+m+1)·(number of x + 1)·2^P would come near 2^62 (no overflow in any row). A
+  stage's time is a sum of at most n + m rounded terms (its layers, and each edge at
+  most once: an edge is cut-charged to a stage holding exactly one of its ends), so
+  for every plan |T_int·τ/2^P - TPS| <= ε := (n + m)·τ·2^-(P+1). Hence:
+  the returned plan's evaluated TPS is <= OPT + 2ε (``stats["tolerance"]`` = 2ε), and
+  the reported bound is the solver's bound·τ/2^P - ε, a true lower bound on OPT.
+* **Memory.** a, b and M are multiplied by 10^j (j <= 6, the first j that makes all
+  of them integers within 1e-9 relative) and divided by their gcd: exact for byte
+  counts. Otherwise M is scaled to 2^30 units, a and b rounded up and M down:
+  conservative, a plan with slack below (n·(S+1)+1) units (about n·S·M·2^-30) may be
+  rejected (``stats["memory_exact"]`` says which).
+
+Guards against solver bugs (OR-Tools 9.15 certifies wrong optima on this model,
+google/or-tools#5293, ``FORMULATIONS.md`` section 4):
+
+* ``presolve_inclusion_work_limit = 0`` is always set (unless the caller overrides it
+  in ``params["cp_params"]``, which the regression test does on purpose);
+* the returned plan is re-scored by the evaluator, its objective must match it within
+  2ε, the bound never exceeds its TPS, and a warm-start plan better than a claimed
+  optimum turns the claim into "feasible" (``_model_data.guarded_result``);
+* ``params["verify"] = True`` re-solves with T <= T_opt - 1 and presolve off: any
+  solution found there refutes the OPTIMAL claim (the better plan is then kept).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from fractions import Fraction
+from functools import reduce
+from typing import Any
+
+from ortools.sat.python import cp_model
+
+from piper.options import Options
+from piper.problem import Problem
+from piper.result import Result, SolverError, Status
+
+from ._model_data import Choice, ModelData, WarmStart, build_model_data, guarded_result
+
+__all__ = ["solve_cpsat", "CpsatModel", "solver_parameters", "memory_scaling"]
+
+#: the parameter that avoids OR-Tools 9.15's wrong-OPTIMAL bug on this model
+GUARD_PARAMETERS: dict[str, Any] = {"presolve_inclusion_work_limit": 0}
+
+
+def memory_scaling(values: list[float], limit: float) -> tuple[list[int], int, bool]:
+    """Integers for memory coefficients ``values`` and the limit (see module docstring).
+
+    Returns (scaled values, scaled limit, exact?).
+    """
+    allv = values + [limit]
+    for j in range(7):
+        f = 10**j
+        scaled = [v * f for v in allv]
+        if all(abs(s - round(s)) <= 1e-9 * max(1.0, abs(s)) for s in scaled):
+            ints = [int(round(s)) for s in scaled]
+            g = reduce(math.gcd, ints) or 1
+            ints = [i // g for i in ints]
+            return ints[:-1], ints[-1], True
+    unit = limit / 2**30
+    return [math.ceil(v / unit - 1e-12) for v in values], 2**30, False
+
+
+class CpsatModel:
+    """The CP-SAT model of one instance (see the module docstring)."""
+
+    def __init__(self, data: ModelData, *, precision_bits: int = 30) -> None:
+        self.data = data
+        self.m = cp_model.CpModel()
+        self.x: dict[tuple[int, int, Choice], cp_model.IntVar] = {}
+        n, m_edges = data.problem.n, len(data.edges)
+        nx = sum(len(c) for c in data.choices.values()) * data.slots
+        mass = max(data.s_max, data.problem.devices) * (n + m_edges + 1) * (nx + 1)
+        p = precision_bits
+        while p > 8 and mass * 2**p > 2**60:
+            p -= 1
+        self.precision_bits = p
+        self.unit = 2**p  # model units per τ
+        #: |T_int·τ/2^P - TPS| <= epsilon for every plan (problem time units)
+        self.epsilon = (n + m_edges) * data.tau / 2 ** (p + 1)
+        self._build()
+
+    def q(self, c: float) -> int:
+        """A time coefficient (in units of τ) as a model integer."""
+        return int(round(c * self.unit))
+
+    def _build(self) -> None:
+        d, m, q = self.data, self.m, self.q
+        L, S = d.slots, d.s_max
+        k, N = d.problem.devices, d.problem.microbatches
+        opts = d.opts
+        nodes = [nd.id for nd in d.problem.nodes]
+        pos = {v: p for p, v in enumerate(nodes)}
+
+        # memory integers
+        allc = [c for v in nodes for c in d.choices[v]]
+        mem_vals = [c.tmpc.memory_a for c in allc] + [c.tmpc.memory_b for c in allc]
+        ints, mint, exact = memory_scaling(mem_vals, d.problem.memory_per_device * (d.memory_factor))
+        self.memory_exact = exact
+        ma = {id(c): ints[j] for j, c in enumerate(allc)}
+        mb = {id(c): ints[len(allc) + j] for j, c in enumerate(allc)}
+
+        x = self.x
+        xs_vio: dict[tuple[int, int, int], list[tuple[Choice, cp_model.IntVar]]] = {}
+        for v in nodes:
+            for i in range(1, d.max_slot[v] + 1):
+                allowed = set(d.slot_opts[i])
+                for c in d.choices[v]:
+                    if c.opt in allowed:
+                        var = m.NewBoolVar(f"x_{pos[v]}_{i}_{c.opt}_{c.tmpc_index}")
+                        x[(v, i, c)] = var
+                        xs_vio.setdefault((v, i, c.opt), []).append((c, var))
+        z = {(i, o): m.NewBoolVar(f"z_{i}_{o}") for i in range(1, L + 1) for o in d.slot_opts[i]}
+        used = {i: m.NewBoolVar(f"used_{i}") for i in range(1, L + 1)}
+        inv: dict[tuple[int, int], cp_model.IntVar] = {}
+        for v in nodes:
+            for i in range(1, d.max_slot[v] + 1):
+                inv[(v, i)] = m.NewBoolVar(f"in_{pos[v]}_{i}")
+        self.z, self.used, self.inv = z, used, inv
+
+        for v in nodes:
+            m.AddExactlyOne([inv[(v, i)] for i in range(1, d.max_slot[v] + 1)])
+            for i in range(1, d.max_slot[v] + 1):
+                m.Add(inv[(v, i)] == sum(var for o in d.slot_opts[i] for _, var in xs_vio.get((v, i, o), ())))
+        for i in range(1, L + 1):
+            for o in d.slot_opts[i]:
+                members = []
+                for v in nodes:
+                    lst = xs_vio.get((v, i, o))
+                    if lst:
+                        m.Add(sum(var for _, var in lst) <= z[(i, o)])
+                        members += [var for _, var in lst]
+                m.Add(z[(i, o)] <= sum(members)) if members else m.Add(z[(i, o)] == 0)
+            m.Add(used[i] == sum(z[(i, o)] for o in d.slot_opts[i]))
+            if i < L:
+                m.Add(used[i + 1] <= used[i])
+        # precedence, cumulative
+        for a, b in d.edges:
+            for i in range(1, L):
+                m.Add(
+                    sum(inv[(b, h)] for h in range(1, min(i, d.max_slot[b]) + 1))
+                    <= sum(inv[(a, h)] for h in range(1, min(i, d.max_slot[a]) + 1))
+                )
+        # resources
+        m.Add(sum(opts[o].t * opts[o].d * var for (i, o), var in z.items()) <= k)
+        m.Add(sum(opts[o].d * var for (i, o), var in z.items()) <= N)
+        # y = ceil(D / d)
+        dd, Dv, yv, yb = {}, {}, {}, {}
+        for i in range(1, L + 1):
+            dd[i] = m.NewIntVar(1, S, f"dd_{i}")
+            m.Add(dd[i] == sum(opts[o].d * z[(i, o)] for o in d.slot_opts[i]) + 1 - used[i])
+        for i in range(1, L + 1):
+            Dv[i] = m.NewIntVar(0, S, f"D_{i}")
+            m.Add(Dv[i] == sum(opts[o].d * z[(j, o)] for j in range(i, L + 1) for o in d.slot_opts[j]))
+            ymax = S - (i - 1)
+            yv[i] = m.NewIntVar(0, ymax, f"y_{i}")
+            num = m.NewIntVar(0, 2 * S, f"num_{i}")
+            m.Add(num == Dv[i] + dd[i] - 1)
+            m.AddDivisionEquality(yv[i], num, dd[i])
+            for y in range(1, ymax + 1):
+                yb[(i, y)] = m.NewBoolVar(f"yb_{i}_{y}")
+            m.Add(sum(yb[(i, y)] for y in range(1, ymax + 1)) == used[i])
+            m.Add(yv[i] == sum(y * yb[(i, y)] for y in range(1, ymax + 1)))
+        self.dd, self.D, self.y, self.yb = dd, Dv, yv, yb
+        # memory, reified on the exact y
+        self.mem_rows = 0
+        for i in range(1, L + 1):
+            members = [(c, var) for (v, h, c), var in x.items() if h == i]
+            per_node: dict[int, list[Choice]] = {}
+            for c, _ in members:
+                per_node.setdefault(c.node, []).append(c)
+            for y in range(1, S - i + 2):
+                worst = sum(max(ma[id(c)] * y + mb[id(c)] for c in cs) for cs in per_node.values())
+                if worst <= mint:
+                    continue
+                m.Add(sum((ma[id(c)] * y + mb[id(c)]) * var for c, var in members) <= mint).OnlyEnforceIf(yb[(i, y)])
+                self.mem_rows += 1
+        # cut edges
+        r: dict[tuple[int, int], cp_model.IntVar] = {}
+        edge_top: dict[int, int] = {}
+        for j, (a, b) in enumerate(d.edges):
+            for i in range(1, L + 1):
+                rows = []
+                if i >= 2:
+                    terms = [(q(c.gin[j]), var) for o in d.slot_opts[i] for c, var in xs_vio.get((b, i, o), ())]
+                    terms = [(g, var) for g, var in terms if g > 0]
+                    if terms:
+                        rows.append((terms, a))
+                terms = [(q(c.gout[j]), var) for o in d.slot_opts[i] for c, var in xs_vio.get((a, i, o), ())]
+                terms = [(g, var) for g, var in terms if g > 0]
+                if terms:
+                    rows.append((terms, b))
+                if not rows:
+                    continue
+                top = max(g for terms, _ in rows for g, _ in terms)
+                edge_top[j] = max(edge_top.get(j, 0), top)
+                rv = r[(j, i)] = m.NewIntVar(0, top, f"r_{j}_{i}")
+                for terms, other in rows:
+                    ct = m.Add(rv >= sum(g * var for g, var in terms))
+                    if (other, i) in inv:
+                        ct.OnlyEnforceIf(inv[(other, i)].Not())
+        self.r = r
+        # objective
+        # no stage is slower than all layers' slowest terms plus every edge's largest charge
+        t_ub = sum(max((q(c.kappa) for c in d.choices[v]), default=0) for v in nodes) + sum(edge_top.values())
+        self.t_ub = t_ub
+        T = self.T = m.NewIntVar(0, max(1, t_ub), "T")
+        r_i: dict[int, list[cp_model.IntVar]] = {}
+        for (j, i), rv in r.items():
+            r_i.setdefault(i, []).append(rv)
+        for i in range(1, L + 1):
+            m.Add(T >= sum(q(c.kappa) * var for (v, h, c), var in x.items() if h == i) + sum(r_i.get(i, [])))
+        m.Add(S * T >= sum(opts[c.opt].d * q(c.kappa) * var for (v, i, c), var in x.items()))
+        m.Add(k * T >= sum(opts[c.opt].t * opts[c.opt].d * q(c.kappa) * var for (v, i, c), var in x.items()))
+        xs_v: dict[int, list[tuple[Choice, cp_model.IntVar]]] = {}
+        for (v, i, c), var in x.items():
+            xs_v.setdefault(v, []).append((c, var))
+        for v in nodes:
+            m.Add(T >= sum(q(c.kappa) * var for c, var in xs_v.get(v, [])))
+        m.Minimize(T)
+
+    # ------------------------------------------------------------------ hints
+    def stage_int(self, warm: WarmStart) -> tuple[int, dict[tuple[int, int], int]]:
+        """The warm start's scaled objective and r values, computed like the model does."""
+        q, d = self.q, self.data
+        worst = 0
+        rvals: dict[tuple[int, int], int] = {}
+        for i in range(1, d.slots + 1):
+            tot = 0
+            for v, (h, c) in warm.assign.items():
+                if h != i:
+                    continue
+                tot += q(c.kappa)
+                for e, g in c.gin.items():
+                    if warm.assign[d.edges[e][0]][0] != i and (e, i) in self.r:
+                        rvals[(e, i)] = rvals.get((e, i), 0) + q(g)
+                for e, g in c.gout.items():
+                    if warm.assign[d.edges[e][1]][0] != i and (e, i) in self.r:
+                        rvals[(e, i)] = rvals.get((e, i), 0) + q(g)
+            tot += sum(val for (e, h), val in rvals.items() if h == i)
+            worst = max(worst, tot)
+        return worst, rvals
+
+    def add_hint(self, warm: WarmStart) -> int:
+        """Hint every decision variable with the warm start; returns its scaled objective."""
+        m, d = self.m, self.data
+        for (v, i, c), var in self.x.items():
+            m.AddHint(var, 1 if warm.assign[v] == (i, c) else 0)
+        for (v, i), var in self.inv.items():
+            m.AddHint(var, 1 if warm.assign[v][0] == i else 0)
+        for (i, o), var in self.z.items():
+            m.AddHint(var, 1 if warm.slot_opt.get(i) == o else 0)
+        for i, var in self.used.items():
+            m.AddHint(var, 1 if i in warm.slot_opt else 0)
+        for (i, y), var in self.yb.items():
+            m.AddHint(var, 1 if warm.slot_y.get(i) == y else 0)
+        suffix = 0
+        for i in range(d.slots, 0, -1):
+            di = d.opts[warm.slot_opt[i]].d if i in warm.slot_opt else 0
+            suffix += di
+            m.AddHint(self.D[i], suffix)
+            m.AddHint(self.dd[i], di if di else 1)
+            m.AddHint(self.y[i], warm.slot_y.get(i, 0))
+        worst, rvals = self.stage_int(warm)
+        for key, var in self.r.items():
+            m.AddHint(var, rvals.get(key, 0))
+        m.AddHint(self.T, worst)
+        return worst
+
+    # ------------------------------------------------------------------ reading
+    def read_plan(self, solver: cp_model.CpSolver):
+        assign: dict[int, tuple[int, Choice]] = {}
+        for (v, i, c), var in self.x.items():
+            if solver.BooleanValue(var):
+                if v in assign:
+                    raise SolverError(f"CP-SAT solution puts layer {v} in two places: model bug")
+                assign[v] = (i, c)
+        if len(assign) != len(self.data.choices):
+            return None
+        return self.data.plan_from_slots(assign)
+
+    def size(self) -> dict[str, int]:
+        proto = self.m.Proto()
+        return {
+            "variables": len(proto.variables),
+            "constraints": len(proto.constraints),
+            "booleans": len(self.x) + len(self.z) + len(self.used) + len(self.inv) + len(self.yb),
+            "memory_rows": self.mem_rows,
+            "slots": self.data.slots,
+            "options": len(self.data.opts),
+        }
+
+
+def solver_parameters(options: Options, time_limit: float | None) -> cp_model.CpSolver:
+    """A CpSolver configured from ``options`` (threads, time limit, seed, guard)."""
+    solver = cp_model.CpSolver()
+    p = solver.parameters
+    params = dict(options.params)
+    p.num_workers = int(params.get("num_workers", max(1, int(options.threads))))
+    p.random_seed = int(options.seed)
+    p.relative_gap_limit = 0.0
+    p.absolute_gap_limit = 0.0
+    p.log_search_progress = bool(params.get("msg", options.progress))
+    if time_limit is not None:
+        p.max_time_in_seconds = max(0.01, float(time_limit))
+    for key, val in {**GUARD_PARAMETERS, **dict(params.get("cp_params", {}))}.items():
+        if val is None:
+            continue  # None = leave the OR-Tools default (the regression test's "no guard")
+        try:
+            setattr(p, key, val)
+        except AttributeError:  # pragma: no cover - a field this OR-Tools does not have
+            if key not in GUARD_PARAMETERS:
+                raise SolverError(f"unknown CP-SAT parameter {key!r}") from None
+    return solver
+
+
+_STATUS = {
+    cp_model.OPTIMAL: Status.OPTIMAL,
+    cp_model.FEASIBLE: Status.FEASIBLE,
+    cp_model.INFEASIBLE: Status.INFEASIBLE,
+    cp_model.UNKNOWN: Status.UNKNOWN,
+}
+
+
+def solve_cpsat(problem: Problem, options: Options | None = None) -> Result:
+    """Solve ``problem`` exactly (up to the documented 2ε) with CP-SAT.
+
+    ``options.params``: ``num_workers`` (default ``options.threads``), ``msg`` (search
+    log), ``precision_bits`` (P, default 30), ``verify`` (re-prove an optimum with
+    presolve off), ``cp_params`` (extra CP-SAT parameters; a value None leaves the
+    default, e.g. {"presolve_inclusion_work_limit": None} switches the guard off).
+    """
+    options = options or Options()
+    start = time.perf_counter()
+    deadline = None if options.time_limit_s is None else start + float(options.time_limit_s)
+    data = build_model_data(problem, options)
+    if data.infeasible_reason is not None:
+        return guarded_result(
+            data, "cpsat", Status.INFEASIBLE, None, time_s=time.perf_counter() - start, objective=None,
+            bound=math.inf, tolerance=0.0, warm=None, stats={"variables": 0, "constraints": 0},
+            message=data.infeasible_reason,
+        )
+    model = CpsatModel(data, precision_bits=int(options.params.get("precision_bits", 30)))
+    warm = None
+    stats: dict[str, Any] = {}
+    if options.warm_start is not None:
+        warm = data.slots_from_plan(options.warm_start)
+        if warm is None:
+            stats["warm_start"] = data.warm_message
+        else:
+            worst = model.add_hint(warm)
+            model.m.Add(model.T <= worst)  # the hint stays feasible; worse plans are cut
+            stats["warm_start"] = f"hinted (TPS {warm.tps!r})"
+    build_s = time.perf_counter() - start
+    remaining = None if deadline is None else max(0.01, deadline - time.perf_counter())
+    solver = solver_parameters(options, remaining)
+    code = solver.Solve(model.m)
+    if code == cp_model.MODEL_INVALID:
+        raise SolverError(f"CP-SAT rejected the model: {model.m.Validate()}")
+    status = _STATUS.get(code, Status.UNKNOWN)
+    unit = data.tau / model.unit
+    eps = model.epsilon
+    plan = objective = None
+    bound = 0.0
+    if status in (Status.OPTIMAL, Status.FEASIBLE):
+        plan = model.read_plan(solver)
+        objective = solver.ObjectiveValue() * unit
+        bound = max(0.0, solver.BestObjectiveBound() * unit - eps)
+    elif status == Status.INFEASIBLE:
+        bound = math.inf
+    stats.update(
+        {
+            **model.size(),
+            "build_s": build_s,
+            "solve_s": solver.WallTime(),
+            "precision_bits": model.precision_bits,
+            "tau": data.tau,
+            "epsilon": eps,
+            "tolerance": 2 * eps,
+            "memory_exact": model.memory_exact,
+            "num_workers": solver.parameters.num_workers,
+            "presolve_inclusion_work_limit": solver.parameters.presolve_inclusion_work_limit,
+            "cp_status": solver.StatusName(code),
+        }
+    )
+    if status == Status.OPTIMAL and options.params.get("verify"):
+        status, plan, objective, bound = _verify(model, solver, options, deadline, status, plan, objective, bound, stats)
+    return guarded_result(
+        data, "cpsat", status, plan, time_s=time.perf_counter() - start, objective=objective, bound=bound,
+        tolerance=2 * eps, warm=warm, stats=stats,
+    )
+
+
+def _verify(model: CpsatModel, solver: cp_model.CpSolver, options: Options, deadline: float | None,
+            status: Status, plan, objective, bound, stats: dict[str, Any]):
+    """Second opinion on an OPTIMAL claim: is there a plan with T <= T_opt - 1 (presolve off)?"""
+    t_opt = int(round(solver.ObjectiveValue()))
+    unit = model.data.tau / model.unit
+    check = model.m.Clone()
+    check.ClearObjective()
+    t_var = check.GetIntVarFromProtoIndex(model.T.Index())
+    check.Add(t_var <= t_opt - 1)
+    remaining = None if deadline is None else max(0.01, deadline - time.perf_counter())
+    s2 = solver_parameters(options, remaining)
+    s2.parameters.cp_model_presolve = False
+    code = s2.Solve(check)
+    stats["verify"] = s2.StatusName(code)
+    if code == cp_model.INFEASIBLE:
+        return status, plan, objective, bound
+    if code in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        stats.setdefault("guards", []).append(
+            f"verify: CP-SAT claimed optimum {t_opt} but a plan with T = {s2.Value(t_var)} "
+            "exists: solver bug; returning the better plan as feasible"
+        )
+        assign: dict[int, tuple[int, Choice]] = {}
+        for (v, i, c), var in model.x.items():
+            if s2.BooleanValue(check.GetBoolVarFromProtoIndex(var.Index())):
+                assign[v] = (i, c)
+        better = model.data.plan_from_slots(assign)
+        return Status.FEASIBLE, better, s2.Value(t_var) * unit, 0.0
+    stats.setdefault("guards", []).append("verify: the second opinion ran out of time; optimum unconfirmed")
+    return Status.FEASIBLE, plan, objective, bound

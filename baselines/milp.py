@@ -1,0 +1,537 @@
+r"""Exact MILP for Piper's partitioning problem (PuLP; CBC by default, HiGHS selectable).
+
+``solve_milp(problem, options)``; ``options.params["backend"]`` is ``"cbc"`` (default)
+or ``"highs"``. ``write_lp`` / ``write_mps`` write the model for other solvers.
+
+The model (``FORMULATIONS.md`` section 3, tightened). Coefficients and the domain
+reductions come from :mod:`baselines._model_data`: slots i = 1..L, L = min(k, N, n);
+options o = (t_o, d_o) allowed at slot i (O_i); per layer v its choices (o, ℓ) with
+scaled node term κ, in-edge terms γin, out-edge terms γout, memory a, b (divided by M);
+v may only sit in slots i <= m_v = n - |desc(v)|; Y_io = ⌈(S - i + 1)/d_o⌉.
+Times are divided by τ (the largest one-layer stage time), memory by M.
+
+Variables::
+
+    x[v,i,o,ℓ] ∈ {0,1}     v in slot i, slot i uses option o, v uses TMPC ℓ
+    u[i,o,y]   ∈ {0,1}     slot i uses option o and y_i = y   (y = 1..Y_io)
+    r[e,i]     >= 0        cut cost of edge e charged to slot i
+    T          >= 0        max stage time (the objective)
+
+    z[i,o] = Σ_y u[i,o,y],  used_i = Σ_o z[i,o],  in[v,i] = Σ_{o,ℓ} x[v,i,o,ℓ]
+    d_i = Σ_o d_o z[i,o],   D_i = Σ_{j>=i} d_j,   U[i,o,>=y] = Σ_{y'>=y} u[i,o,y']
+
+Constraints::
+
+    (A) Σ_i in[v,i] = 1                                          every layer once
+    (B) Σ_ℓ x[v,i,o,ℓ] <= z[i,o];   used_i <= 1                  one option per slot
+    (C) used_{i+1} <= used_i;  z[i,o] <= Σ_{v,ℓ} x[v,i,o,ℓ]      used slots first, none empty
+    (D) Σ_{j<=i} in[v,j] <= Σ_{j<=i} in[u,j]     ∀(u,v)∈E, i<L   stage(u) <= stage(v)
+    (E) Σ_{i,o} t_o d_o z[i,o] <= k;   Σ_{i,o} d_o z[i,o] <= N
+    (F) Σ_{o,y} (d_o(y-1)+1) u[i,o,y] <= D_i <= Σ_{o,y} d_o y u[i,o,y]      y_i = ⌈D_i/d_i⌉
+    (G) Σ_{v,ℓ} (a_ℓ y + b_ℓ) x[v,i,o,ℓ] <= z[i,o] + BM_ioy (z[i,o] - U[i,o,>=y])
+                                                 ∀ i, o, y = 1..Y_io      memory <= M
+    (H) r[e,i] >= Σ_{o,ℓ} γin(e,o,ℓ) x[v,i,o,ℓ] - Σ_o Γin(e,o) Σ_ℓ' x[u,i,o,ℓ']   e=(u,v), i>=2
+        r[e,i] >= Σ_{o,ℓ} γout(e,o,ℓ) x[u,i,o,ℓ] - Σ_o Γout(e,o) Σ_ℓ' x[v,i,o,ℓ']
+    (I) T >= Σ_{v,o,ℓ} κ(v,o,ℓ) x[v,i,o,ℓ] + Σ_e r[e,i]          ∀ i
+    (J) S·T >= Σ d_o κ x;   k·T >= Σ t_o d_o κ x;   T >= Σ_{i,o,ℓ} κ(v,o,ℓ) x[v,i,o,ℓ]  ∀ v
+
+    minimise T
+
+with Γin(e,o) = max_ℓ γin(e,o,ℓ), Γout likewise, and
+BM_ioy = Σ_v max_ℓ (a_ℓ y + b_ℓ) - 1 (the row is dropped when BM_ioy <= 0).
+
+What changed against FORMULATIONS.md, and why it is still exact:
+
+* (G) is written per option and with the cumulative indicator U[i,o,>=y] instead of
+  one big-M row per (i, y) over all options. Memory is non-decreasing in y (a >= 0),
+  so a plan with y_i = y satisfies every row y' <= y, and the row for y' is relaxed
+  exactly when y_i < y'. Multiplying M by z[i,o] is valid because x[v,i,o,·] <= z[i,o].
+  The rows are shorter (only option o's x) and tighter in the LP; the y = 1 row has
+  no big-M at all.
+* (C) per option: an option is only switched on when some layer uses it (summing
+  over o gives the old "used slot is not empty").
+* The domain reductions of :mod:`baselines._model_data` (slot/option/y/slot-of-v
+  bounds, TMPCs that never fit) remove variables, not solutions of the "used slots
+  first, none empty" form, which contains an optimal plan (fact F2).
+* (H) for i = 1 with e = (u,v) is dropped: v in slot 1 forces u into slot 1 by (D).
+* (J) adds the per-layer bound (a stage is at least as slow as any one of its layers).
+
+Solver settings: gapRel = 0 and gapAbs = 1e-9 (scaled units; HiGHS's defaults would
+stop 1e-4 short); PuLP's ``sol_status`` tells "proven optimal" (1) from "has a plan"
+(2); the proven bound comes from HiGHS's ``mip_dual_bound`` or CBC's log. The plan is
+read from x > 0.5 and re-scored by the evaluator; if the evaluator finds it out of
+memory (a row accepted within the solver's feasibility tolerance), the model is
+solved once more with M·(1 - 1e-6).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import tempfile
+import time
+import warnings
+from contextlib import contextmanager
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pulp
+
+from piper.options import Options
+from piper.problem import Problem
+from piper.result import Result, SolverError, Status
+
+from ._model_data import Choice, ModelData, WarmStart, build_model_data, guarded_result
+
+__all__ = ["solve_milp", "build_milp", "write_lp", "write_mps", "MilpModel"]
+
+BACKENDS = ("cbc", "highs")
+
+
+@contextmanager
+def _quiet_pulp() -> Iterator[None]:
+    """PuLP 3.3 warns about its own v3 API (which this module uses so that PuLP 2.8+ works)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        yield
+
+
+class MilpModel:
+    """The PuLP problem and its variables for one instance (see the module docstring)."""
+
+    def __init__(self, data: ModelData) -> None:
+        with _quiet_pulp():
+            self._init(data)
+
+    def _init(self, data: ModelData) -> None:
+        self.data = data
+        self.prob = pulp.LpProblem("piper", pulp.LpMinimize)
+        self.x: dict[tuple[int, int, Choice], pulp.LpVariable] = {}
+        self.u: dict[tuple[int, int, int], pulp.LpVariable] = {}
+        self.r: dict[tuple[int, int], pulp.LpVariable] = {}
+        self.T = pulp.LpVariable("T", lowBound=0)
+        self._build()
+
+    # ------------------------------------------------------------------ model
+    def _build(self) -> None:
+        d, prob = self.data, self.prob
+        L, S = d.slots, d.s_max
+        k, N = d.problem.devices, d.problem.microbatches
+        opts = d.opts
+        nodes = [nd.id for nd in d.problem.nodes]
+        pos = {v: p for p, v in enumerate(nodes)}
+        lsum = pulp.lpSum
+
+        # variables
+        x = self.x
+        for v in nodes:
+            for i in range(1, d.max_slot[v] + 1):
+                allowed = set(d.slot_opts[i])
+                for c in d.choices[v]:
+                    if c.opt in allowed:
+                        x[(v, i, c)] = pulp.LpVariable(f"x_{pos[v]}_{i}_{c.opt}_{c.tmpc_index}", cat="Binary")
+        u = self.u
+        for (i, o), ymax in d.y_max.items():
+            for y in range(1, ymax + 1):
+                u[(i, o, y)] = pulp.LpVariable(f"u_{i}_{o}_{y}", cat="Binary")
+        T = self.T
+
+        # index helpers
+        xs_vio: dict[tuple[int, int, int], list[tuple[Choice, pulp.LpVariable]]] = {}
+        for (v, i, c), var in x.items():
+            xs_vio.setdefault((v, i, c.opt), []).append((c, var))
+        xs_i: dict[int, list[tuple[int, Choice, pulp.LpVariable]]] = {}
+        for (v, i, c), var in x.items():
+            xs_i.setdefault(i, []).append((v, c, var))
+        z = {(i, o): lsum(u[(i, o, y)] for y in range(1, d.y_max[(i, o)] + 1)) for (i, o) in d.y_max}
+        used = {i: lsum(z[(i, o)] for o in d.slot_opts[i]) for i in range(1, L + 1)}
+        inv = {
+            (v, i): lsum(var for o in d.slot_opts[i] for _, var in xs_vio.get((v, i, o), ()))
+            for v in nodes
+            for i in range(1, L + 1)
+        }
+        dsum = {i: lsum(opts[o].d * z[(i, o)] for o in d.slot_opts[i]) for i in range(1, L + 1)}
+        self.z, self.used, self.inv = z, used, inv
+
+        prob += T  # objective
+
+        # (A)
+        for v in nodes:
+            prob += lsum(inv[(v, i)] for i in range(1, d.max_slot[v] + 1)) == 1, f"A_{pos[v]}"
+        # (B) and (C)
+        for i in range(1, L + 1):
+            for o in d.slot_opts[i]:
+                members = [var for v in nodes for _, var in xs_vio.get((v, i, o), ())]
+                for v in nodes:
+                    lst = xs_vio.get((v, i, o))
+                    if lst:
+                        prob += lsum(var for _, var in lst) <= z[(i, o)], f"B_{pos[v]}_{i}_{o}"
+                prob += z[(i, o)] <= lsum(members), f"Cne_{i}_{o}"
+            prob += used[i] <= 1, f"Bused_{i}"
+            if i < L:
+                prob += used[i + 1] <= used[i], f"Cord_{i}"
+        # (D)
+        for j, (a, b) in enumerate(d.edges):
+            for i in range(1, L):
+                prob += (
+                    lsum(inv[(b, h)] for h in range(1, i + 1)) <= lsum(inv[(a, h)] for h in range(1, i + 1)),
+                    f"D_{j}_{i}",
+                )
+        # (E)
+        prob += lsum(opts[o].t * opts[o].d * z[(i, o)] for (i, o) in z) <= k, "E_devices"
+        prob += lsum(opts[o].d * z[(i, o)] for (i, o) in z) <= N, "E_microbatches"
+        # (F)
+        for i in range(1, L + 1):
+            D_i = lsum(dsum[j] for j in range(i, L + 1))
+            hi = lsum(opts[o].d * y * u[(i, o, y)] for o in d.slot_opts[i] for y in range(1, d.y_max[(i, o)] + 1))
+            lo = lsum(
+                (opts[o].d * (y - 1) + 1) * u[(i, o, y)]
+                for o in d.slot_opts[i]
+                for y in range(1, d.y_max[(i, o)] + 1)
+            )
+            prob += D_i <= hi, f"Fhi_{i}"
+            prob += D_i >= lo, f"Flo_{i}"
+        # (G)
+        for (i, o), ymax in d.y_max.items():
+            per_node = [(v, xs_vio.get((v, i, o), [])) for v in nodes]
+            per_node = [(v, lst) for v, lst in per_node if lst]
+            if not per_node:
+                continue
+            for y in range(1, ymax + 1):
+                worst = sum(max(c.mem_a * y + c.mem_b for c, _ in lst) for _, lst in per_node)
+                bm = worst - 1.0
+                if bm <= 0:
+                    continue
+                lhs = lsum((c.mem_a * y + c.mem_b) * var for _, lst in per_node for c, var in lst)
+                ge = lsum(u[(i, o, yy)] for yy in range(y, ymax + 1))
+                if y == 1:
+                    prob += lhs <= z[(i, o)], f"G_{i}_{o}_{y}"
+                else:
+                    prob += lhs <= z[(i, o)] + bm * (z[(i, o)] - ge), f"G_{i}_{o}_{y}"
+        # (H)
+        r = self.r
+        for j, (a, b) in enumerate(d.edges):
+            for i in range(1, L + 1):
+                terms = []
+                # in-side: charged to the head b's slot when a is elsewhere (i >= 2 only)
+                if i >= 2:
+                    pos_terms, neg_terms = [], []
+                    for o in d.slot_opts[i]:
+                        lst = xs_vio.get((b, i, o), [])
+                        if not lst:
+                            continue
+                        gmax = max(c.gin[j] for c, _ in lst)
+                        if gmax <= 0:
+                            continue
+                        pos_terms += [(c.gin[j], var) for c, var in lst if c.gin[j] > 0]
+                        neg_terms += [(gmax, var) for _, var in xs_vio.get((a, i, o), [])]
+                    if pos_terms:
+                        terms.append((pos_terms, neg_terms, "in"))
+                pos_terms, neg_terms = [], []
+                for o in d.slot_opts[i]:
+                    lst = xs_vio.get((a, i, o), [])
+                    if not lst:
+                        continue
+                    gmax = max(c.gout[j] for c, _ in lst)
+                    if gmax <= 0:
+                        continue
+                    pos_terms += [(c.gout[j], var) for c, var in lst if c.gout[j] > 0]
+                    neg_terms += [(gmax, var) for _, var in xs_vio.get((b, i, o), [])]
+                if pos_terms:
+                    terms.append((pos_terms, neg_terms, "out"))
+                if not terms:
+                    continue
+                rv = r[(j, i)] = pulp.LpVariable(f"r_{j}_{i}", lowBound=0)
+                for pos_terms, neg_terms, side in terms:
+                    prob += (
+                        rv >= lsum(g * var for g, var in pos_terms) - lsum(g * var for g, var in neg_terms),
+                        f"H{side}_{j}_{i}",
+                    )
+        # (I)
+        r_i: dict[int, list[pulp.LpVariable]] = {}
+        for (j, h), rv in r.items():
+            r_i.setdefault(h, []).append(rv)
+        for i in range(1, L + 1):
+            prob += T >= lsum(c.kappa * var for _, c, var in xs_i.get(i, [])) + lsum(r_i.get(i, [])), f"I_{i}"
+
+        # (J)
+        prob += S * T >= lsum(d.opts[c.opt].d * c.kappa * var for (v, i, c), var in x.items()), "J_batch"
+        prob += k * T >= lsum(d.opts[c.opt].t * d.opts[c.opt].d * c.kappa * var for (v, i, c), var in x.items()), "J_devices"
+        xs_v: dict[int, list[tuple[Choice, pulp.LpVariable]]] = {}
+        for (v, i, c), var in x.items():
+            xs_v.setdefault(v, []).append((c, var))
+        for v in nodes:
+            prob += T >= lsum(c.kappa * var for c, var in xs_v.get(v, [])), f"J_node_{pos[v]}"
+
+    # ------------------------------------------------------------------ warm start
+    def set_warm_start(self, warm: WarmStart) -> None:
+        """Give every variable its value in ``warm`` (CBC mipstart / HiGHS setSolution)."""
+        d = self.data
+        for key, var in self.x.items():
+            v, i, c = key
+            var.setInitialValue(1 if warm.assign[v] == (i, c) else 0)
+        for (i, o, y), var in self.u.items():
+            var.setInitialValue(1 if warm.slot_opt.get(i) == o and warm.slot_y.get(i) == y else 0)
+        worst = 0.0
+        for i in range(1, d.slots + 1):
+            val, rcost = d.stage_value(warm.assign, i)
+            worst = max(worst, val)
+            for (j, h), var in self.r.items():
+                if h == i:
+                    var.setInitialValue(rcost.get(j, 0.0))
+        self.T.setInitialValue(worst)
+
+    # ------------------------------------------------------------------ reading
+    def read_plan(self):
+        assign: dict[int, tuple[int, Choice]] = {}
+        for (v, i, c), var in self.x.items():
+            val = var.value()
+            if val is not None and val > 0.5:
+                if v in assign:
+                    raise SolverError(f"MILP solution puts layer {v} in two places: model bug")
+                assign[v] = (i, c)
+        if len(assign) != len(self.data.choices):
+            return None
+        return self.data.plan_from_slots(assign)
+
+    def size(self) -> dict[str, int]:
+        with _quiet_pulp():
+            nnz = sum(len(c) for c in self.prob.constraints.values())
+        return {
+            "variables": len(self.prob.variables()),
+            "binaries": len(self.x) + len(self.u),
+            "constraints": len(self.prob.constraints),
+            "nonzeros": nnz,
+            "slots": self.data.slots,
+            "options": len(self.data.opts),
+        }
+
+
+def build_milp(problem: Problem, options: Options | None = None) -> MilpModel:
+    """The MILP for ``problem`` (raises SolverError if no plan can exist at all)."""
+    options = options or Options()
+    data = build_model_data(problem, options)
+    if data.infeasible_reason is not None:
+        raise SolverError(f"no model to write: the instance is infeasible ({data.infeasible_reason})")
+    return MilpModel(data)
+
+
+def write_lp(problem: Problem, options: Options | None, path: str | Path) -> Path:
+    """Write the MILP in CPLEX LP format (times divided by τ, memory by M)."""
+    model = build_milp(problem, options)
+    with _quiet_pulp():
+        model.prob.writeLP(str(path))
+    return Path(path)
+
+
+def write_mps(problem: Problem, options: Options | None, path: str | Path) -> Path:
+    """Write the MILP in MPS format (times divided by τ, memory by M)."""
+    model = build_milp(problem, options)
+    with _quiet_pulp():
+        model.prob.writeMPS(str(path))
+    return Path(path)
+
+
+# --------------------------------------------------------------------------- backends
+
+
+class _HiGHSWarm(pulp.HiGHS):  # type: ignore[misc,valid-type]
+    """PuLP's HiGHS interface plus a MIP start from the variables' initial values."""
+
+    def __init__(self, *args: Any, warm: bool = False, **kw: Any) -> None:
+        super().__init__(*args, **kw)
+        self.use_warm = warm
+        self.info: dict[str, float] = {}
+
+    def createAndConfigureSolver(self, lp: pulp.LpProblem) -> None:  # noqa: N802 (PuLP's name)
+        # highspy prints its banner on stdout when the first Highs() is made, before
+        # PuLP can switch the output off; keep stdout clean (``--json``) unless msg.
+        if self.msg:
+            super().createAndConfigureSolver(lp)
+            return
+        import sys
+
+        sys.stdout.flush()
+        saved = os.dup(1)
+        try:
+            with open(os.devnull, "w") as null:
+                os.dup2(null.fileno(), 1)
+                super().createAndConfigureSolver(lp)
+        finally:
+            os.dup2(saved, 1)
+            os.close(saved)
+
+    def callSolver(self, lp: pulp.LpProblem) -> None:  # noqa: N802 (PuLP's name)
+        import highspy
+
+        h = lp.solverModel
+        if self.use_warm:
+            sol = highspy.HighsSolution()
+            variables = lp.variables()
+            sol.col_value = [float(v.varValue or 0.0) for v in variables]
+            sol.value_valid = True
+            try:
+                h.setSolution(sol)
+            except Exception:  # pragma: no cover - older highspy
+                pass
+        h.run()
+        info = h.getInfo()
+        self.info = {
+            "mip_dual_bound": float(info.mip_dual_bound),
+            "objective": float(info.objective_function_value),
+            "mip_node_count": float(info.mip_node_count),
+        }
+
+
+def _cbc_log_numbers(text: str) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for key, pat in (
+        ("objective", r"Objective value:\s*([-+0-9.eE]+)"),
+        ("bound", r"Lower bound:\s*([-+0-9.eE]+)"),
+        ("nodes", r"Enumerated nodes:\s*([0-9]+)"),
+    ):
+        m = re.findall(pat, text)
+        if m:
+            try:
+                out[key] = float(m[-1])
+            except ValueError:
+                pass
+    if "Result - Optimal solution found" in text:
+        out["proven"] = 1.0
+    if "Result - Problem proven infeasible" in text or "Problem is infeasible" in text:
+        out["infeasible"] = 1.0
+    return out
+
+
+def _solve_once(
+    data: ModelData, options: Options, backend: str, warm: WarmStart | None, deadline: float | None
+) -> tuple[Status, Any, float | None, float, dict[str, Any]]:
+    """Build and solve; returns (status, plan or None, objective, bound (problem units), stats)."""
+    t0 = time.perf_counter()
+    model = MilpModel(data)
+    if warm is not None:
+        model.set_warm_start(warm)
+    build_s = time.perf_counter() - t0
+    limit = None if deadline is None else max(0.5, deadline - time.perf_counter())
+    threads = max(1, int(options.threads))
+    stats: dict[str, Any] = {"backend": backend, "build_s": build_s, **model.size(), "tau": data.tau}
+    params = dict(options.params)
+    msg = bool(params.get("msg", options.progress))
+    gap_abs = float(params.get("gap_abs", 1e-9))
+    t1 = time.perf_counter()
+    info: dict[str, float] = {}
+    if backend == "cbc":
+        with tempfile.TemporaryDirectory(prefix="piper-cbc-") as tmp:
+            log = os.path.join(tmp, "cbc.log")
+            solver = pulp.PULP_CBC_CMD(
+                msg=msg,
+                timeLimit=limit,
+                gapRel=0.0,
+                gapAbs=gap_abs,
+                threads=threads,
+                warmStart=warm is not None,
+                logPath=log,
+                options=[f"randomSeed {options.seed + 1}", f"randomCbcSeed {options.seed + 1}"],
+            )
+            model.prob.solve(solver)
+            try:
+                info = _cbc_log_numbers(Path(log).read_text(errors="replace"))
+            except OSError:
+                info = {}
+    else:
+        solver = _HiGHSWarm(
+            msg=msg,
+            timeLimit=limit,
+            gapRel=0.0,
+            gapAbs=gap_abs,
+            threads=threads,
+            warm=warm is not None,
+            random_seed=int(options.seed),
+            mip_feasibility_tolerance=1e-7,
+        )
+        model.prob.solve(solver)
+        info = solver.info
+    stats["solve_s"] = time.perf_counter() - t1
+    status_code, sol_status = model.prob.status, model.prob.sol_status
+    stats["pulp_status"] = pulp.LpStatus.get(status_code, str(status_code))
+    stats["pulp_sol_status"] = sol_status
+    plan = None
+    objective = None
+    if status_code == pulp.LpStatusInfeasible or sol_status == pulp.LpSolutionInfeasible:
+        return Status.INFEASIBLE, None, None, math.inf, stats
+    if sol_status in (pulp.LpSolutionOptimal, pulp.LpSolutionIntegerFeasible):
+        plan = model.read_plan()
+        tval = model.T.value()
+        objective = None if tval is None else float(tval) * data.tau
+    if plan is None:
+        status = Status.UNKNOWN
+    elif sol_status == pulp.LpSolutionOptimal and status_code == pulp.LpStatusOptimal:
+        status = Status.OPTIMAL
+    else:
+        status = Status.FEASIBLE
+    if backend == "cbc" and status == Status.OPTIMAL and "proven" not in info and info:
+        # PuLP maps CBC's "stopped on time" with a plan to Optimal in some versions
+        status = Status.FEASIBLE
+    # proven lower bound, in problem units
+    if status == Status.OPTIMAL:
+        bound_scaled = float(model.T.value() or 0.0) - gap_abs
+        if backend == "highs" and "mip_dual_bound" in info and math.isfinite(info["mip_dual_bound"]):
+            bound_scaled = min(bound_scaled + gap_abs, info["mip_dual_bound"])
+    else:
+        b = info.get("mip_dual_bound", info.get("bound", 0.0))
+        bound_scaled = b if b is not None and math.isfinite(b) else 0.0
+    stats.update({k: v for k, v in info.items() if k in ("mip_node_count", "nodes")})
+    return status, plan, objective, max(0.0, bound_scaled) * data.tau, stats
+
+
+def solve_milp(problem: Problem, options: Options | None = None) -> Result:
+    """Solve ``problem`` exactly with the MILP of the module docstring.
+
+    ``options.params``: ``backend`` ("cbc" | "highs"), ``msg`` (solver log on stdout),
+    ``gap_abs`` (absolute gap in units of τ, default 1e-9).
+    """
+    options = options or Options()
+    start = time.perf_counter()
+    backend = str(options.params.get("backend", "cbc")).lower()
+    if backend not in BACKENDS:
+        raise SolverError(f"unknown MILP backend {backend!r}; use one of {', '.join(BACKENDS)}")
+    name = "milp" if backend == "cbc" else "milp-highs"
+    deadline = None if options.time_limit_s is None else start + float(options.time_limit_s)
+    data = build_model_data(problem, options)
+    if data.infeasible_reason is not None:
+        return guarded_result(
+            data, name, Status.INFEASIBLE, None, time_s=time.perf_counter() - start, objective=None,
+            bound=math.inf, tolerance=0.0, warm=None, stats={"variables": 0, "constraints": 0},
+            message=data.infeasible_reason,
+        )
+    warm = None
+    warm_msg = ""
+    if options.warm_start is not None:
+        warm = data.slots_from_plan(options.warm_start)
+        warm_msg = "" if warm is not None else data.warm_message
+    with _quiet_pulp():
+        status, plan, objective, bound, stats = _solve_once(data, options, backend, warm, deadline)
+    if plan is not None:
+        from piper.evaluate import evaluate
+
+        if evaluate(problem, plan).oom:
+            # accepted within the solver's feasibility tolerance, OOM for the evaluator:
+            # tighten M a little and solve again (FORMULATIONS.md, pitfall 3)
+            stats.setdefault("guards", []).append("plan OOM under the evaluator; re-solved with M*(1-1e-6)")
+            data = build_model_data(problem, options, memory_factor=1.0 - 1e-6)
+            warm = None if options.warm_start is None else data.slots_from_plan(options.warm_start)
+            with _quiet_pulp():
+                status, plan, objective, bound, stats2 = _solve_once(data, options, backend, warm, deadline)
+            stats2["guards"] = stats["guards"]
+            stats = stats2
+    if warm_msg:
+        stats["warm_start"] = warm_msg
+    elif warm is not None:
+        stats["warm_start"] = f"used (TPS {warm.tps!r})"
+    tol = 1e-6 * data.tau * max(1.0, (objective or 0.0) / data.tau)
+    return guarded_result(
+        data, name, status, plan, time_s=time.perf_counter() - start, objective=objective, bound=bound,
+        tolerance=tol, warm=warm, stats=stats,
+    )

@@ -1,0 +1,279 @@
+"""The exact MILP (CBC, HiGHS) and CP-SAT models against the brute-force oracle.
+
+Default run: a fast subset of the seeded tiny instances per solver. The full sweep
+(>= 200 instances per solver) is marked ``slow`` and runs with ``pytest -m slow``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from baselines._model_data import build_model_data, guarded_result
+from baselines.brute import solve_brute
+from baselines.cpsat import GUARD_PARAMETERS, memory_scaling, solve_cpsat, solver_parameters
+from baselines.milp import solve_milp, write_lp, write_mps
+from experiments.instances import random_problem
+from piper import NO_AR, Options, Plan, Stage, Status, evaluate
+from piper.problem import Problem
+
+ROOT = Path(__file__).resolve().parent.parent
+REL = 1e-6
+
+SOLVERS = {
+    "milp": lambda p, o: solve_milp(p, replace(o, params={**o.params, "backend": "cbc"})),
+    "milp-highs": lambda p, o: solve_milp(p, replace(o, params={**o.params, "backend": "highs"})),
+    "cpsat": lambda p, o: solve_cpsat(p, o),
+}
+
+
+def tiny(seed: int) -> Problem:
+    """Seeded tiny instance: 2-7 layers, chains and branchy DAGs, 1-3 TMPCs, t in {1,2,4},
+    k in 1..6, N in {1,2,4,6}, memory often binding (about a third are infeasible)."""
+    return random_problem(seed, n=2 + seed % 6, shape=("chain", "branchy")[(seed // 6) % 2], max_tmpcs=3, degrees=(1, 2, 4))
+
+
+_ORACLE: dict[tuple[int, str], object] = {}
+
+
+def oracle(seed: int, ablation: str = "default"):
+    key = (seed, ablation)
+    if key not in _ORACLE:
+        _ORACLE[key] = solve_brute(tiny(seed), ABLATIONS[ablation])
+    return _ORACLE[key]
+
+
+ABLATIONS = {
+    "default": Options(threads=2),
+    "no-dp": Options(threads=2, data_parallel=False),
+    "no-tp": Options(threads=2, tensor_parallel=False),
+    "no-ar": Options(threads=2, exclude_tmpcs=NO_AR),
+}
+
+
+def check_against_oracle(problem: Problem, solver: str, options: Options, best) -> None:
+    res = SOLVERS[solver](problem, options)
+    if best.status == Status.INFEASIBLE:
+        assert res.status == Status.INFEASIBLE, f"{solver}: {res.status} {res.tps} but brute force says infeasible"
+        assert res.plan is None and math.isinf(res.bound)
+        return
+    opt = best.tps
+    assert res.status == Status.OPTIMAL, f"{solver}: {res.status} ({res.message}); optimum {opt}"
+    score = evaluate(problem, res.plan)
+    assert not score.oom and res.tps == score.tps
+    # never better than the optimum (that would be an evaluator/oracle bug), and optimal
+    assert res.tps >= opt * (1 - 1e-12)
+    tol = REL * opt
+    if solver == "cpsat":
+        tol = max(tol, res.stats["tolerance"])  # documented 2ε of the integer scaling
+    assert res.tps <= opt + tol, f"{solver}: TPS {res.tps} above the optimum {opt}"
+    assert res.objective is not None and abs(res.objective - opt) <= max(tol, REL * opt)
+    # the bound is a proven lower bound: never above the optimum, never above the plan
+    assert res.bound <= res.tps
+    assert res.bound <= opt * (1 + 1e-9)
+    assert res.bound >= opt - 2 * tol
+    assert res.stats["variables"] > 0 and res.stats["constraints"] > 0
+
+
+FAST = range(40)
+FULL = range(240)
+
+
+@pytest.mark.parametrize("solver", list(SOLVERS))
+def test_agrees_with_brute_force_fast(solver: str) -> None:
+    for seed in FAST:
+        check_against_oracle(tiny(seed), solver, ABLATIONS["default"], oracle(seed))
+
+
+@pytest.mark.parametrize("ablation", ["no-dp", "no-tp", "no-ar"])
+@pytest.mark.parametrize("solver", list(SOLVERS))
+def test_ablations_agree_with_brute_force(solver: str, ablation: str) -> None:
+    for seed in range(40, 52):
+        check_against_oracle(tiny(seed), solver, ABLATIONS[ablation], oracle(seed, ablation))
+
+
+def _slow_enabled(config: pytest.Config) -> bool:
+    return "slow" in (config.getoption("markexpr") or "")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("solver", list(SOLVERS))
+def test_agrees_with_brute_force_full_sweep(solver: str, request: pytest.FixtureRequest) -> None:
+    if not _slow_enabled(request.config):
+        pytest.skip("full sweep: run with -m slow")
+    counts = {"optimal": 0, "infeasible": 0}
+    for seed in FULL:
+        best = oracle(seed)
+        check_against_oracle(tiny(seed), solver, ABLATIONS["default"], best)
+        counts["infeasible" if best.status == Status.INFEASIBLE else "optimal"] += 1
+    assert sum(counts.values()) >= 200 and counts["optimal"] >= 100 and counts["infeasible"] >= 20
+    print(f"{solver}: {counts} agree with brute force")
+
+
+def _feasible_seed(start: int = 0) -> int:
+    return next(s for s in range(start, 500) if oracle(s).status == Status.OPTIMAL and tiny(s).n >= 4)
+
+
+@pytest.mark.parametrize("solver", list(SOLVERS))
+def test_warm_start_with_the_optimum(solver: str) -> None:
+    seed = _feasible_seed()
+    best = oracle(seed)
+    options = replace(ABLATIONS["default"], warm_start=best.plan)
+    check_against_oracle(tiny(seed), solver, options, best)
+    res = SOLVERS[solver](tiny(seed), options)
+    assert "used" in res.stats["warm_start"] or "hinted" in res.stats["warm_start"]
+
+
+@pytest.mark.parametrize("solver", list(SOLVERS))
+def test_unusable_warm_start_is_ignored(solver: str) -> None:
+    seed = _feasible_seed()
+    problem = tiny(seed)
+    bad = Plan((Stage(tuple(nd.id for nd in problem.nodes), 1, 99, {nd.id: "nope" for nd in problem.nodes}),))
+    res = SOLVERS[solver](problem, replace(ABLATIONS["default"], warm_start=bad))
+    assert res.status == Status.OPTIMAL and "ignored" in res.stats["warm_start"]
+
+
+@pytest.mark.parametrize("solver", list(SOLVERS))
+def test_time_limit_keeps_status_and_bound_consistent(solver: str) -> None:
+    problem = random_problem(1612, 16, "chain", devices=8, microbatches=16, degrees=(1, 2, 4), max_tmpcs=2)
+    res = SOLVERS[solver](problem, Options(threads=2, time_limit_s=1.0))
+    assert res.status in (Status.OPTIMAL, Status.FEASIBLE, Status.UNKNOWN, Status.INFEASIBLE)
+    if res.plan is not None:
+        assert res.tps == evaluate(problem, res.plan).tps
+        assert res.bound <= res.tps
+    else:
+        assert res.status in (Status.UNKNOWN, Status.INFEASIBLE)
+
+
+# --------------------------------------------------------------------------- guards
+
+
+def test_cpsat_always_sets_the_wrong_optimal_guard() -> None:
+    """OR-Tools 9.15 certifies wrong optima on this model without this parameter
+    (google/or-tools#5293, FORMULATIONS.md section 4)."""
+    assert GUARD_PARAMETERS == {"presolve_inclusion_work_limit": 0}
+    solver = solver_parameters(Options(threads=2), 10.0)
+    assert solver.parameters.presolve_inclusion_work_limit == 0
+    assert solver.parameters.num_workers == 2
+    assert solver.parameters.relative_gap_limit == 0.0
+    res = solve_cpsat(tiny(_feasible_seed()), Options(threads=2))
+    assert res.stats["presolve_inclusion_work_limit"] == 0
+
+
+def test_guard_rejects_a_wrong_optimal_claim() -> None:
+    """A solver that claims 'optimal' for a plan worse than a known plan is caught:
+    the better plan is returned as 'feasible' and the bound never exceeds it."""
+    seed = next(s for s in range(500) if oracle(s).status == Status.OPTIMAL and tiny(s).n >= 3
+                and len(oracle(s).plan.stages) >= 1 and _worse_plan(tiny(s), oracle(s).plan) is not None)
+    problem, best = tiny(seed), oracle(seed)
+    worse = _worse_plan(problem, best.plan)
+    data = build_model_data(problem, Options())
+    warm = data.slots_from_plan(best.plan)
+    wtps = evaluate(problem, worse).tps
+    res = guarded_result(data, "fake", Status.OPTIMAL, worse, time_s=0.0, objective=wtps, bound=wtps,
+                         tolerance=1e-9, warm=warm, stats={})
+    assert res.status == Status.FEASIBLE
+    assert res.plan == best.plan and res.tps == best.tps
+    assert res.bound <= res.tps
+    assert "solver bug" in res.message
+    # infeasible claimed while holding a feasible plan
+    res = guarded_result(data, "fake", Status.INFEASIBLE, None, time_s=0.0, objective=None, bound=math.inf,
+                         tolerance=1e-9, warm=warm, stats={})
+    assert res.status == Status.FEASIBLE and res.plan == best.plan and res.bound <= res.tps
+    # a bound above the returned plan's TPS is clamped
+    res = guarded_result(data, "fake", Status.FEASIBLE, best.plan, time_s=0.0, objective=best.tps,
+                         bound=2 * best.tps, tolerance=1e-9, warm=None, stats={})
+    assert res.bound == best.tps
+
+
+def _worse_plan(problem: Problem, plan: Plan) -> Plan | None:
+    """The optimal plan with one stage's TMPC swapped for a slower one that still fits."""
+    for i, st in enumerate(plan.stages):
+        for v in st.nodes:
+            for c in problem.node_by_id[v].tmpcs[st.t]:
+                if c.id == st.tmpcs[v]:
+                    continue
+                tm = dict(st.tmpcs)
+                tm[v] = c.id
+                cand = Plan(plan.stages[:i] + (replace(st, tmpcs=tm),) + plan.stages[i + 1:])
+                sc = evaluate(problem, cand)
+                if not sc.oom and sc.tps > evaluate(problem, plan).tps * (1 + 1e-6):
+                    return cand
+    return None
+
+
+def test_cpsat_verify_confirms_optima() -> None:
+    for seed in range(12):
+        best = oracle(seed)
+        res = solve_cpsat(tiny(seed), Options(threads=2, params={"verify": True}))
+        if best.status == Status.INFEASIBLE:
+            assert res.status == Status.INFEASIBLE
+        else:
+            assert res.status == Status.OPTIMAL and res.stats["verify"] == "INFEASIBLE"
+            assert res.tps <= best.tps + res.stats["tolerance"]
+
+
+def test_memory_scaling_is_exact_for_bytes_and_conservative_otherwise() -> None:
+    vals, lim, exact = memory_scaling([3 * 2**20, 5 * 2**20, 0.0], 12 * 2**20)
+    assert exact and vals == [3, 5, 0] and lim == 12
+    vals, lim, exact = memory_scaling([0.25, 1.5], 2.75)
+    assert exact and vals == [1, 6] and lim == 11
+    vals, lim, exact = memory_scaling([1 / 3, 2 / 3], 1.0)
+    assert not exact and lim == 2**30 and vals[0] * 3 >= lim and vals[1] * 3 >= 2 * lim
+
+
+def test_infeasible_before_modelling() -> None:
+    problem = tiny(_feasible_seed()).with_cluster(memory=1e-9)
+    for solver in SOLVERS:
+        res = SOLVERS[solver](problem, Options(threads=2))
+        assert res.status == Status.INFEASIBLE and math.isinf(res.bound) and "memory" in res.message
+
+
+# --------------------------------------------------------------------------- files, CLI
+
+
+def test_write_lp_and_mps(tmp_path: Path) -> None:
+    problem = tiny(_feasible_seed())
+    lp = write_lp(problem, Options(), tmp_path / "m.lp")
+    mps = write_mps(problem, Options(), tmp_path / "m.mps")
+    assert "Minimize" in lp.read_text() or "MINIMIZE" in lp.read_text().upper()
+    assert "ROWS" in mps.read_text()
+
+
+def _run(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "baselines", *args], cwd=ROOT, capture_output=True, text=True, timeout=120)
+
+
+def test_cli_solve_json(tmp_path: Path) -> None:
+    seed = _feasible_seed()
+    path = tmp_path / "w.json"
+    path.write_text(json.dumps(tiny(seed).to_dict()))
+    for solver in ("milp", "milp-highs", "cpsat", "brute"):
+        out = _run("solve", "--solver", solver, str(path), "--threads", "2", "--time-limit", "30", "--json")
+        assert out.returncode == 0, out.stderr
+        obj = json.loads(out.stdout)
+        assert obj["status"] == "optimal"
+        assert obj["tps"] == pytest.approx(oracle(seed).tps, rel=1e-6)
+        assert set(obj) >= {"tps", "status", "bound", "time_s", "plan"}
+        assert obj["plan"]["stages"]
+
+
+def test_cli_user_errors_exit_2(tmp_path: Path) -> None:
+    path = tmp_path / "w.json"
+    path.write_text(json.dumps(tiny(_feasible_seed()).to_dict()))
+    for args in (
+        ("solve", str(tmp_path / "missing.json")),
+        ("solve", "--solver", "nope", str(path)),
+        ("solve", "--memory", "8XB", str(path)),
+        ("solve", "--devices", "0", str(path)),
+        ("export", str(path), str(tmp_path / "m.txt")),
+    ):
+        out = _run(*args)
+        assert out.returncode == 2, (args, out.stderr)
+        assert out.stderr.count("\n") == 1 and "Traceback" not in out.stderr
