@@ -134,8 +134,18 @@ def workload(name: str, transformer_layers: int | None = None) -> Problem:
     return p
 
 
-def variant_solver(variant: str, knapsack: str = "greedy", time_limit_s: float | None = None) -> tuple[str, Options]:
-    """The registry solver and the Options of a paper variant (the one mapping every figure uses)."""
+def variant_solver(
+    variant: str,
+    knapsack: str = "greedy",
+    time_limit_s: float | None = None,
+    params: Mapping[str, Any] | None = None,
+) -> tuple[str, Options]:
+    """The registry solver and the Options of a paper variant (the one mapping every figure uses).
+
+    ``params`` are merged into ``Options.params`` (e.g. ``{"curve": True}`` for
+    the DP's best-TPS-per-device-count curve). DP runs get ``{"curve": False}``
+    unless asked: the figures that need no curve should not pay for it.
+    """
     if knapsack not in ("greedy", "exact"):
         raise ValueError(f"knapsack must be 'greedy' or 'exact', not {knapsack!r}")
     dp = "dp-greedy" if knapsack == "greedy" else "dp"
@@ -150,9 +160,14 @@ def variant_solver(variant: str, knapsack: str = "greedy", time_limit_s: float |
         "equi_nonTransformer": ("equi", replace(base, tensor_parallel=False, params={"equi_mode": "topological"})),
     }
     try:
-        return table[variant]
+        solver, opts = table[variant]
     except KeyError:
         raise ValueError(f"unknown variant {variant!r}; known: {', '.join(table)}") from None
+    merged = dict(opts.params)
+    if solver.startswith("dp"):
+        merged.setdefault("curve", False)
+    merged.update(params or {})
+    return solver, replace(opts, params=merged)
 
 
 @dataclass
@@ -202,11 +217,12 @@ def run_variant(
     variant: str,
     cfg: Config,
     *,
+    params: Mapping[str, Any] | None = None,
     keep_stats: Sequence[str] = ("curve", "ideals", "ideal_pairs", "linearize"),
 ) -> RunOutcome:
     """Solve ``problem`` as ``variant``; DP runs obey ``cfg.time_limit_s`` (and are
     killed at 1.5x the limit + 30 s if they do not stop by themselves)."""
-    solver, options = variant_solver(variant, cfg.knapsack, cfg.time_limit_s)
+    solver, options = variant_solver(variant, cfg.knapsack, cfg.time_limit_s, params)
     is_dp = solver.startswith("dp")
     t0 = time.perf_counter()
     if not (is_dp and cfg.isolate):
@@ -340,7 +356,7 @@ def fig1(cfg: Config) -> list[dict[str, Any]]:
 def plot_fig1(rows: Sequence[Mapping[str, Any]], path: Path) -> None:
     plt = _plt()
     mems = sorted({float(r["memory_gib"]) for r in rows})
-    fig, axes = plt.subplots(1, len(mems), figsize=(4.2 * len(mems), 3.8), squeeze=False, sharey=True)
+    fig, axes = plt.subplots(1, len(mems), figsize=(4.4 * len(mems) + 0.6, 4.4), squeeze=False, sharey=True)
     variants = [v for v in DP_VARIANTS[1:] + EQUI_VARIANTS]
     width = 0.8 / len(variants)
     for ax, mem in zip(axes[0], mems):
@@ -356,16 +372,23 @@ def plot_fig1(rows: Sequence[Mapping[str, Any]], path: Path) -> None:
                 xs.append(i - 0.4 + width * (j + 0.5))
                 ys.append(float(val))
             ax.bar(xs, ys, width=width, color=COLORS[v], label=LABELS[v], edgecolor="black", linewidth=0.3)
+        for i, k in enumerate(ks):
+            pr = next((r for r in sub if int(r["k"]) == k and r["variant"] == "piper"), None)
+            if pr is None or pr["tps"] in (None, ""):
+                ax.text(i, 0.5, "no Piper plan", rotation=90, ha="center", va="center", fontsize=7)
         ax.axhline(1.0, color=COLORS["piper"], linewidth=1.5, label="Piper (= 1)")
         ax.set_xticks(range(len(ks)))
         ax.set_xticklabels([str(k) for k in ks])
         ax.set_xlabel("number of devices k")
-        ax.set_title(f"BERT-32, {mem:g} GiB per device")
-        ax.set_ylim(0, 1.1)
-    axes[0][0].set_ylabel("throughput relative to Piper (samples/s ÷ Piper's)")
-    axes[0][-1].legend(loc="upper right", fontsize=7)
-    fig.suptitle("Fig. 1: ablations and equi baselines (N = 1920, B = 25 GiB/s); 0 = no feasible plan")
-    fig.tight_layout()
+        ax.set_title(f"{mem:g} GiB per device")
+        ax.set_ylim(0, 1.08)
+        ax.grid(True, axis="y", alpha=0.3)
+    axes[0][0].set_ylabel("throughput relative to Piper (Piper = 1)")
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    ncol = len(labels) if len(mems) > 1 else 3
+    fig.legend(handles, labels, loc="lower center", ncol=ncol, fontsize=8, frameon=False)
+    fig.suptitle("Fig. 1: BERT-32, N = 1920, B = 25 GiB/s (0 or no bar = no feasible plan)", fontsize=10)
+    fig.tight_layout(rect=(0, 0.07 if ncol == len(labels) else 0.12, 1, 1))
     fig.savefig(path, dpi=110)
     plt.close(fig)
 
@@ -404,7 +427,7 @@ def fig2(cfg: Config) -> list[dict[str, Any]]:
     for n_mb in ns:
         p = base.with_cluster(devices=k_max, memory=mem * GIB, microbatches=n_mb)
         for variant in DP_VARIANTS:
-            out = run_variant(p, variant, cfg)
+            out = run_variant(p, variant, cfg, params={"curve": True})
             curve = out.stats.get("curve")
             _say(cfg, f"fig2: N={n_mb} {variant}: tps={_fmt(out.tps)} [{out.status}, {out.time_s:.2f} s]")
             if curve is None:
@@ -443,11 +466,13 @@ def plot_fig2(rows: Sequence[Mapping[str, Any]], path: Path) -> None:
                 continue
             pts.sort()
             xs, ys = zip(*pts)
-            if v in DP_VARIANTS:
-                ax.step(xs, ys, where="post", color=COLORS[v], label=LABELS[v], linewidth=1.6)
+            if v == "piper":  # drawn wide and light so ablations that coincide with it stay visible
+                ax.step(xs, ys, where="post", color=COLORS[v], label=LABELS[v], linewidth=4.5, alpha=0.45)
+            elif v in DP_VARIANTS:
+                ax.step(xs, ys, where="post", color=COLORS[v], label=LABELS[v], linewidth=1.3)
             else:
-                ax.plot(xs, ys, "o--", color=COLORS[v], label=LABELS[v], markersize=4,
-                        fillstyle="none" if v == "equi_noTP" else "full")
+                ax.plot(xs, ys, "s:" if v == "equi_noTP" else "o--", color=COLORS[v], label=LABELS[v],
+                        markersize=6 if v == "equi_noTP" else 4, fillstyle="none" if v == "equi_noTP" else "full")
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         ax.set_xlabel("number of devices")
@@ -461,8 +486,8 @@ def plot_fig2(rows: Sequence[Mapping[str, Any]], path: Path) -> None:
                      if r["series"] == "batch" and r["variant"] == v and r["tps"] not in (None, ""))
         if pts:
             xs, ys = zip(*pts)
-            ax.plot(xs, ys, "o--", color=COLORS[v], label=LABELS[v], markersize=4,
-                    fillstyle="none" if v == "equi_noTP" else "full")
+            ax.plot(xs, ys, "s:" if v == "equi_noTP" else "o--", color=COLORS[v], label=LABELS[v],
+                    markersize=6 if v == "equi_noTP" else 4, fillstyle="none" if v == "equi_noTP" else "full")
     kb = sorted({int(r["k"]) for r in rows if r["series"] == "batch"})
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
@@ -533,7 +558,7 @@ def plot_fig3(rows: Sequence[Mapping[str, Any]], path: Path) -> None:
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize=7)
     axes[0][0].set_ylabel("planner running time (s)")
-    fig.suptitle("Fig. 3: Piper's running time (one run per point, 80 GB, 25e9 B/s)")
+    fig.suptitle("Fig. 3: Piper's running time (one run per point; M = 80e9 B, B = 25e9 B/s)", fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -913,11 +938,20 @@ EXPERIMENTS: Mapping[str, Experiment] = {
 }
 
 
+def warm_up(cfg: Config) -> None:
+    """Compile the DP's numba code in this process (both knapsacks) before any timed,
+    forked run, so that no run's time includes compilation."""
+    tiny = workload("bert").with_cluster(devices=2, microbatches=2)
+    for kn in ("greedy", "exact"):
+        run_variant(tiny, "piper", replace(cfg, knapsack=kn, isolate=False), params={"curve": True})
+
+
 def run_experiment(name: str, cfg: Config) -> tuple[Path, Path]:
     """Run one experiment; write and return its CSV and PNG paths."""
     exp = EXPERIMENTS[name]
     t0 = time.perf_counter()
     _say(cfg, f"{name}: start ({'quick' if cfg.quick else 'full'}, knapsack {cfg.knapsack})")
+    warm_up(cfg)
     rows = exp.run(cfg)
     cfg.out.mkdir(parents=True, exist_ok=True)
     csv_path = cfg.out / f"{name}.csv"

@@ -19,10 +19,6 @@ SAMPLE = Path(__file__).resolve().parent / "data" / "reference_sample.jsonl"
 HAVE_DP = importlib.util.find_spec("piper.dp") is not None
 needs_dp = pytest.mark.skipif(not HAVE_DP, reason="piper.dp not available yet")
 
-#: sample rows whose DP run is too slow for CI (C++ wall seconds above this are skipped)
-CI_CPP_SECONDS = 3.0
-
-
 def _rows() -> list[dict[str, Any]]:
     return [json.loads(line) for line in SAMPLE.read_text().splitlines() if line.strip()]
 
@@ -65,9 +61,7 @@ def test_paper_equi_configurations_reproduce_sample(row: dict[str, Any]) -> None
 
 
 def _dp_param(row: dict[str, Any]) -> Any:
-    slow = (row["total_wall_s"] or 0) > CI_CPP_SECONDS
-    marks = [needs_dp] + ([pytest.mark.slow] if slow else [])
-    return pytest.param(row, marks=marks, id=f"{row['config_id']}-{row['variant']}")
+    return pytest.param(row, marks=[needs_dp], id=f"{row['config_id']}-{row['variant']}")
 
 
 @pytest.mark.parametrize("row", [_dp_param(r) for r in DP_ROWS])
