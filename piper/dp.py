@@ -203,6 +203,17 @@ def _stage_costs(m, qidx, ebytes, d, n_mb, bw, tp, tw, cost):
 
 
 @njit(cache=True)
+def _d_invariant(nx, off, qidx, tw):
+    """True when each node's options all have the same parameter size w."""
+    for i in range(nx):
+        w0 = tw[qidx[off[i]]]
+        for j in range(off[i] + 1, off[i + 1]):
+            if tw[qidx[j]] != w0:
+                return False
+    return True
+
+
+@njit(cache=True)
 def _fits(nx, ch, ta, tb, qidx, y, M):
     mem = 0.0
     for i in range(nx):
@@ -256,6 +267,9 @@ def _build_tables(p_i, p_j, words, n, ts, ds, k, S, n_mb, bw, M, mode,
     mem = np.empty(max_opts, dtype=np.float64)
     ch = np.empty(n, dtype=np.int64)
     fast = np.empty(n, dtype=np.int64)
+    run_lo = np.empty(16, dtype=np.int64)
+    run_hi = np.empty(16, dtype=np.int64)
+    run_ch = np.empty(16 * n, dtype=np.int64)
     for r in range(p_i.shape[0]):
         I = p_i[r]
         J = p_j[r]
@@ -272,6 +286,72 @@ def _build_tables(p_i, p_j, words, n, ts, ds, k, S, n_mb, bw, M, mode,
                                   out_dst, inb_ptr, inb, outb_ptr, outb, off, qidx, ebytes):
                 continue
             m = off[nx]
+            if mode == EXACT and _d_invariant(nx, off, qidx, tw):
+                # every node's options share w: cost_q(d) = cost_q(1) / d + (a per-node
+                # constant), so the optimal choice at each y is the same for every d.
+                # Solve at d = 1 over y = 1..S once, then price those choices at each d.
+                _stage_costs(m, qidx, ebytes, 1, n_mb, bw, tp, tw, cost)
+                n_run = 0
+                y = 1
+                while y <= S:
+                    for j in range(m):
+                        q = qidx[j]
+                        mem[j] = ta[q] * y + tb[q]
+                    val = knapsack(mode, off[: nx + 1], cost[:m], mem[:m], M, ch[:nx])
+                    if val == np.inf:
+                        break
+                    y2 = y + 1
+                    while y2 <= S and _fits(nx, ch, ta, tb, qidx, y2, M):
+                        y2 += 1
+                    if run_ch.shape[0] < (n_run + 1) * n:
+                        run_ch = _grow_i(run_ch, (n_run + 1) * n)
+                        run_lo = _grow_i(run_lo, n_run + 1)
+                        run_hi = _grow_i(run_hi, n_run + 1)
+                    run_lo[n_run] = y
+                    run_hi[n_run] = y2 - 1
+                    for i in range(nx):
+                        run_ch[n_run * n + i] = ch[i]
+                    n_run += 1
+                    y = y2
+                if n_run == 0:
+                    continue
+                for di in range(ds.shape[0]):
+                    d = ds[di]
+                    if t * d > k:
+                        break
+                    _stage_costs(m, qidx, ebytes, d, n_mb, bw, tp, tw, cost)
+                    y_max = (S + d - 1) // d
+                    seg_start = n_seg
+                    for rr in range(n_run):
+                        if run_lo[rr] > y_max:
+                            break
+                        val = 0.0
+                        for i in range(nx):
+                            val += cost[run_ch[rr * n + i]]
+                        hi = min(run_hi[rr], y_max)
+                        if n_seg > seg_start and s_val[n_seg - 1] == val:
+                            s_hi[n_seg - 1] = hi
+                        else:
+                            s_lo = _grow_i(s_lo, n_seg + 1)
+                            s_hi = _grow_i(s_hi, n_seg + 1)
+                            s_val = _grow_f(s_val, n_seg + 1)
+                            s_lo[n_seg] = run_lo[rr]
+                            s_hi[n_seg] = hi
+                            s_val[n_seg] = val
+                            n_seg += 1
+                    if n_seg > seg_start:
+                        e_i = _grow_i(e_i, n_ent + 1)
+                        e_j = _grow_i(e_j, n_ent + 1)
+                        e_t = _grow_i(e_t, n_ent + 1)
+                        e_d = _grow_i(e_d, n_ent + 1)
+                        e_s0 = _grow_i(e_s0, n_ent + 1)
+                        e_i[n_ent] = I
+                        e_j[n_ent] = J
+                        e_t[n_ent] = t
+                        e_d[n_ent] = d
+                        e_s0[n_ent] = seg_start
+                        n_ent += 1
+                continue
             for di in range(ds.shape[0]):
                 d = ds[di]
                 if t * d > k:
