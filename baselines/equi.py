@@ -78,6 +78,8 @@ __all__ = [
 
 #: the node name that marks a transformer layer (BERT's profile)
 TRANSFORMER_LAYER_NAME = "ParallelTransformerLayer"
+#: why transformer mode does not apply to a graph without transformer layers
+NO_TRANSFORMERS = "the graph has no transformer layers"
 
 
 @dataclass(frozen=True)
@@ -119,12 +121,14 @@ def transformer_layout(problem: Problem) -> TransformerLayout | str:
     """Classify the layers as the authors' PipeDream-2BW-like planner does.
 
     Returns the layout, or a string saying why transformer mode does not apply
-    (no transformer layers; some layer neither before nor after them).
+    (no transformer layers; some layer neither before nor after them; an edge
+    that would run backwards between stages, e.g. a non-transformer layer
+    between two transformer layers).
     """
     is_tr = {nd.id: nd.name == TRANSFORMER_LAYER_NAME for nd in problem.nodes}
     transformers = [v for v in authors_topological_order(problem) if is_tr[v]]
     if not transformers:
-        return "the graph has no transformer layers"
+        return NO_TRANSFORMERS
     initial: list[int] = []
     final: list[int] = []
     in_initial: set[int] = set()
@@ -146,6 +150,14 @@ def transformer_layout(problem: Problem) -> TransformerLayout | str:
         if not grew:
             left = [nd.id for nd in problem.nodes if not is_tr[nd.id] and nd.id not in in_initial and nd.id not in in_final]
             return f"layer(s) {left[:10]} neither reach nor are reached from a transformer layer"
+    # the finest partition (initial | each transformer | final) must respect the
+    # edges; every equi partition merges neighbours of it, so then all do
+    rank = {v: -1 for v in initial}
+    rank.update({v: len(transformers) for v in final})
+    rank.update({v: i for i, v in enumerate(transformers)})
+    for e in problem.edges:
+        if rank[e.u] > rank[e.v]:
+            return f"edge {e.u}->{e.v} runs backwards across the transformer stages"
     return TransformerLayout(tuple(transformers), tuple(initial), tuple(final))
 
 
@@ -260,7 +272,7 @@ def solve_equi(problem: Problem, options: Options | None = None) -> Result:
             used_mode = "transformer"
             partitions = _transformer_partitions(layout, k, (False, True) if separate else (False,))
         else:
-            if mode == "transformer":
+            if mode == "transformer" or layout != NO_TRANSFORMERS:
                 message = f"transformer mode not applicable ({layout}); used an even split of a topological order"
             partitions = _topological_partitions(authors_topological_order(problem), k)
     else:

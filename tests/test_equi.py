@@ -230,6 +230,18 @@ def test_layer_unrelated_to_transformers_falls_back_to_topological() -> None:
     check_plan(p, res.plan)
 
 
+def test_layer_between_transformers_falls_back_to_topological() -> None:
+    """emb -> T1 -> x -> T2 -> T3 -> head: x is no transformer, so no transformer split is valid."""
+    p = _mini_transformer(False)
+    raw = problem_to_dict(p)
+    raw["nodes"][2]["name"] = "not a transformer"
+    q = problem_from_dict(raw)
+    assert "backwards" in str(transformer_layout(q))
+    res = solve_equi(q)
+    assert res.stats["mode"] == "topological" and res.plan is not None
+    check_plan(q, res.plan)
+
+
 def test_infeasible_everywhere_reports_infeasible_with_zero_bound(bert: Problem) -> None:
     p = bert.with_cluster(devices=8, memory=1e6, microbatches=8)
     res = solve_equi(p)

@@ -101,6 +101,14 @@ def test_quick_experiments_write_csv_and_png(name: str, tmp_path: Path) -> None:
     rows = _check_outputs(csv_path, png_path, tuple(paper.EXPERIMENTS[name].columns))
     assert not [r for r in rows if r.get("status") == "error" or r.get("piper_status") == "error"], rows
     if name == "fig1":
+        # the quick grid holds the sample's 8 GiB, k = 128 configuration: every variant matches
+        golden = [r for r in _rows() if r["family"] == "plots" and r["k"] == 128
+                  and r["max_memory_per_device_bytes"] == 8 * 2**30]
+        assert len(golden) == 6
+        for g in golden:
+            mine = next(r for r in rows if r["variant"] == g["variant"] and int(r["k"]) == 128)
+            assert float(mine["tps"]) == pytest.approx(g["tps"], rel=1e-9), g["variant"]
+            assert int(mine["devices_used"]) == g["devices_used"]
         piper_rows = [r for r in rows if r["variant"] == "piper"]
         assert piper_rows and all(float(r["relative_throughput"]) == 1.0 for r in piper_rows)
         for r in rows:
