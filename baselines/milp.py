@@ -88,6 +88,8 @@ from ._model_data import Choice, ModelData, WarmStart, build_model_data, guarded
 __all__ = ["solve_milp", "build_milp", "write_lp", "write_mps", "MilpModel"]
 
 BACKENDS = ("cbc", "highs")
+#: with a warm start, the model only looks for plans at least this much (relative) better
+CUTOFF_REL = 1e-6
 
 
 @contextmanager
@@ -101,17 +103,19 @@ def _quiet_pulp() -> Iterator[None]:
 class MilpModel:
     """The PuLP problem and its variables for one instance (see the module docstring)."""
 
-    def __init__(self, data: ModelData) -> None:
+    def __init__(self, data: ModelData, cutoff: float | None = None) -> None:
+        """``cutoff`` (in units of τ): only plans with T <= cutoff are wanted (module docstring)."""
         with _quiet_pulp():
-            self._init(data)
+            self._init(data, cutoff)
 
-    def _init(self, data: ModelData) -> None:
+    def _init(self, data: ModelData, cutoff: float | None) -> None:
         self.data = data
+        self.cutoff = cutoff
         self.prob = pulp.LpProblem("piper", pulp.LpMinimize)
         self.x: dict[tuple[int, int, Choice], pulp.LpVariable] = {}
         self.u: dict[tuple[int, int, int], pulp.LpVariable] = {}
         self.r: dict[tuple[int, int], pulp.LpVariable] = {}
-        self.T = pulp.LpVariable("T", lowBound=0)
+        self.T = pulp.LpVariable("T", lowBound=0, upBound=cutoff)
         self._build()
 
     # ------------------------------------------------------------------ model
@@ -130,8 +134,12 @@ class MilpModel:
             for i in range(1, d.max_slot[v] + 1):
                 allowed = set(d.slot_opts[i])
                 for c in d.choices[v]:
-                    if c.opt in allowed:
+                    if c.opt in allowed and (self.cutoff is None or c.kappa <= self.cutoff):
                         x[(v, i, c)] = pulp.LpVariable(f"x_{pos[v]}_{i}_{c.opt}_{c.tmpc_index}", cat="Binary")
+        placed = {v for (v, _, _) in x}
+        self.unplaceable = [v for v in nodes if v not in placed]
+        if self.unplaceable:
+            return  # no plan under the cutoff: nothing to build
         u = self.u
         for (i, o), ymax in d.y_max.items():
             for y in range(1, ymax + 1):
@@ -264,6 +272,12 @@ class MilpModel:
             xs_v.setdefault(v, []).append((c, var))
         for v in nodes:
             prob += T >= lsum(c.kappa * var for c, var in xs_v.get(v, [])), f"J_node_{pos[v]}"
+        # (K) with a cutoff: a slot's layers under option o fit in cutoff·z[i,o]
+        if self.cutoff is not None:
+            for (i, o) in d.y_max:
+                terms = [(c, var) for v in nodes for c, var in xs_vio.get((v, i, o), [])]
+                if terms:
+                    prob += lsum(c.kappa * var for c, var in terms) <= self.cutoff * z[(i, o)], f"K_{i}_{o}"
 
     # ------------------------------------------------------------------ warm start
     def set_warm_start(self, warm: WarmStart) -> None:
@@ -406,14 +420,23 @@ def _cbc_log_numbers(text: str) -> dict[str, float]:
 
 
 def _solve_once(
-    data: ModelData, options: Options, backend: str, warm: WarmStart | None, deadline: float | None
+    data: ModelData, options: Options, backend: str, warm: WarmStart | None, deadline: float | None,
+    cutoff: float | None = None,
 ) -> tuple[Status, Any, float | None, float, dict[str, Any]]:
-    """Build and solve; returns (status, plan or None, objective, bound (problem units), stats)."""
+    """Build and solve; returns (status, plan or None, objective, bound (problem units), stats).
+
+    With ``cutoff`` (units of τ) only plans with T <= cutoff are sought (and ``warm``
+    is not passed as a MIP start: it is above the cutoff by construction).
+    """
     t0 = time.perf_counter()
-    model = MilpModel(data)
-    if warm is not None:
+    model = MilpModel(data, cutoff)
+    if cutoff is None and warm is not None:
         model.set_warm_start(warm)
     build_s = time.perf_counter() - t0
+    if model.unplaceable:
+        stats0 = {"backend": backend, "build_s": build_s, **model.size(), "tau": data.tau}
+        stats0["cutoff_note"] = f"layer(s) {model.unplaceable[:5]} alone exceed the cutoff"
+        return Status.INFEASIBLE, None, None, math.inf, stats0
     limit = None if deadline is None else max(0.5, deadline - time.perf_counter())
     threads = max(1, int(options.threads))
     stats: dict[str, Any] = {"backend": backend, "build_s": build_s, **model.size(), "tau": data.tau}
@@ -431,7 +454,7 @@ def _solve_once(
                 gapRel=0.0,
                 gapAbs=gap_abs,
                 threads=threads,
-                warmStart=warm is not None,
+                warmStart=warm is not None and cutoff is None,
                 logPath=log,
                 options=[f"randomSeed {options.seed + 1}", f"randomCbcSeed {options.seed + 1}"],
             )
@@ -447,7 +470,7 @@ def _solve_once(
             gapRel=0.0,
             gapAbs=gap_abs,
             threads=threads,
-            warm=warm is not None,
+            warm=warm is not None and cutoff is None,
             random_seed=int(options.seed),
             mip_feasibility_tolerance=1e-7,
         )
@@ -511,8 +534,19 @@ def solve_milp(problem: Problem, options: Options | None = None) -> Result:
     if options.warm_start is not None:
         warm = data.slots_from_plan(options.warm_start)
         warm_msg = "" if warm is not None else data.warm_message
+    cutoff = None
+    if warm is not None and options.params.get("cutoff", True):
+        cutoff = warm.tps / data.tau * (1.0 - CUTOFF_REL)
     with _quiet_pulp():
-        status, plan, objective, bound, stats = _solve_once(data, options, backend, warm, deadline)
+        status, plan, objective, bound, stats = _solve_once(data, options, backend, warm, deadline, cutoff)
+    if cutoff is not None:
+        stats["cutoff"] = cutoff * data.tau
+        if status == Status.INFEASIBLE:
+            # no plan beats the warm start by more than CUTOFF_REL: it is optimal
+            status, plan, objective, bound = Status.OPTIMAL, warm.plan, warm.tps, cutoff * data.tau
+        elif status == Status.UNKNOWN:
+            status, plan, objective = Status.FEASIBLE, warm.plan, warm.tps
+            bound = min(bound, cutoff * data.tau)
     if plan is not None:
         from piper.evaluate import evaluate
 
@@ -523,7 +557,7 @@ def solve_milp(problem: Problem, options: Options | None = None) -> Result:
             data = build_model_data(problem, options, memory_factor=1.0 - 1e-6)
             warm = None if options.warm_start is None else data.slots_from_plan(options.warm_start)
             with _quiet_pulp():
-                status, plan, objective, bound, stats2 = _solve_once(data, options, backend, warm, deadline)
+                status, plan, objective, bound, stats2 = _solve_once(data, options, backend, None, deadline)
             stats2["guards"] = stats["guards"]
             stats = stats2
     if warm_msg:

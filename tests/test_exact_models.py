@@ -131,6 +131,22 @@ def test_warm_start_with_the_optimum(solver: str) -> None:
 
 
 @pytest.mark.parametrize("solver", list(SOLVERS))
+def test_suboptimal_warm_start_is_improved(solver: str) -> None:
+    """With a warm start the MILP only searches below it (cutoff) and CP-SAT bounds T by it:
+    a worse plan must still lead to the optimum."""
+    for seed in range(200):
+        best = oracle(seed)
+        if best.status != Status.OPTIMAL:
+            continue
+        worse = _worse_plan(tiny(seed), best.plan)
+        if worse is None:
+            continue
+        check_against_oracle(tiny(seed), solver, replace(ABLATIONS["default"], warm_start=worse), best)
+        return
+    pytest.fail("no instance with a worse plan found")
+
+
+@pytest.mark.parametrize("solver", list(SOLVERS))
 def test_unusable_warm_start_is_ignored(solver: str) -> None:
     seed = _feasible_seed()
     problem = tiny(seed)
