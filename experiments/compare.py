@@ -53,10 +53,11 @@ import re
 import signal
 import sys
 import tempfile
+import threading
 import time
 import traceback
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures import Executor, Future, ProcessPoolExecutor, as_completed
+from concurrent.futures import Executor, Future, ProcessPoolExecutor, ThreadPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, TextIO
@@ -139,6 +140,8 @@ class SolverRun:
     #: filled by the checks
     gap: float | None = None
     gap_vs_proof: bool = False
+    #: an exact solver that ended without a proof well before its time limit
+    early: bool = False
     failures: list[str] = field(default_factory=list)
 
     @property
@@ -147,8 +150,14 @@ class SolverRun:
 
     @property
     def limit(self) -> bool:
-        """An exact solver that stopped without a proof (its time limit)."""
-        return self.exact and self.status in (Status.FEASIBLE.value, Status.UNKNOWN.value, KILLED)
+        """An exact solver that stopped without a proof at its time limit (or was killed)."""
+        return self.exact and not self.early and self.status in (Status.FEASIBLE.value, Status.UNKNOWN.value, KILLED)
+
+    def mark_early(self, time_limit: float | None, fraction: float = 0.9) -> None:
+        """Flag an exact solver that gave up without a proof before ``fraction`` of its limit."""
+        if self.exact and self.status in (Status.FEASIBLE.value, Status.UNKNOWN.value):
+            spent = self.solver_time_s if self.solver_time_s is not None else self.time_s
+            self.early = time_limit is None or spent < fraction * time_limit
 
     @property
     def proof(self) -> bool:
@@ -160,13 +169,16 @@ def _one_line(text: str, limit: int = 300) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def run_solver(problem: Any, info: SolverInfo, options: Options, hard_timeout: float | None = None) -> SolverRun:
+#: runs one solve and returns its row: in this process, or in a worker process
+Runner = Callable[[Any, SolverInfo, Options], "SolverRun"]
+
+
+def run_solver(problem: Any, info: SolverInfo, options: Options, runner: Runner | None = None) -> SolverRun:
     """Run one registered solver; never raises (except KeyboardInterrupt).
 
-    With ``hard_timeout`` (seconds) the solve runs in a forked child process (in its
-    own process group, so that a MILP backend's subprocess goes too) that is killed
-    when it has not answered in time: status ``killed``, not a failed check. A child
-    that dies without answering (a crash of native code) is a failed check.
+    ``runner`` does the solve itself (default: :func:`solve_in_process`; see
+    :class:`IsolatedRunner` for the watchdog). The size check and the import check
+    happen here, in the caller's process.
     """
     base = SolverRun(info.name, info.exact, SKIPPED)
     if info.max_nodes is not None and problem.n > info.max_nodes:
@@ -177,12 +189,11 @@ def run_solver(problem: Any, info: SolverInfo, options: Options, hard_timeout: f
     except Exception as exc:  # ImportError, SyntaxError of a module being written, ...
         base.status, base.message = UNAVAILABLE, _one_line(f"{type(exc).__name__}: {exc}")
         return base
-    if hard_timeout is None or not _can_fork():
-        return _call_solver(problem, info, options)
-    return _call_isolated(problem, info, options, hard_timeout)
+    return (runner or solve_in_process)(problem, info, options)
 
 
-def _call_solver(problem: Any, info: SolverInfo, options: Options) -> SolverRun:
+def solve_in_process(problem: Any, info: SolverInfo, options: Options) -> SolverRun:
+    """Call the solver here; SolverError -> skipped, any other exception -> error."""
     base = SolverRun(info.name, info.exact, SKIPPED)
     start = time.perf_counter()
     try:
@@ -204,48 +215,122 @@ def _call_solver(problem: Any, info: SolverInfo, options: Options) -> SolverRun:
     return _run_from_result(info, result, wall)
 
 
-def _can_fork() -> bool:
-    return "fork" in multiprocessing.get_all_start_methods()
+def _worker_main(conn: Any) -> None:
+    """A solve worker: its own process group (killed as a whole, MILP backend
+    subprocesses included; deaf to the terminal's Ctrl-C), one solve at a time."""
+    os.setpgrp()
+    while True:
+        try:
+            msg = conn.recv()
+        except (EOFError, OSError):
+            return
+        if msg is None:
+            return
+        conn.send(solve_in_process(*msg))
 
 
-def _child_main(conn: Any, problem: Any, info: SolverInfo, options: Options) -> None:
-    os.setpgrp()  # its own process group: killed as a whole, deaf to the terminal's Ctrl-C
-    try:
-        conn.send(_call_solver(problem, info, options))
-    finally:
-        conn.close()
+class SolveWorker:
+    """A long-lived child process that runs solves one at a time, so that imports and
+    compiled (numba) code stay warm between solves. A solve that has not answered
+    after ``hard_timeout`` seconds is killed with its whole process group (status
+    ``killed``, not a failed check); a worker that dies without answering (a crash
+    in native code) gives status ``error`` (a failed check). The next solve starts
+    a fresh worker."""
 
+    def __init__(self, hard_timeout: float, context: Any = None) -> None:
+        self.hard_timeout = hard_timeout
+        self._ctx = context or _worker_context()
+        self._proc: Any = None
+        self._conn: Any = None
 
-def _call_isolated(problem: Any, info: SolverInfo, options: Options, hard_timeout: float) -> SolverRun:
-    ctx = multiprocessing.get_context("fork")
-    recv, send = ctx.Pipe(duplex=False)
-    proc = ctx.Process(target=_child_main, args=(send, problem, info, options))
-    start = time.perf_counter()
-    proc.start()
-    send.close()
-    try:
-        if recv.poll(hard_timeout):
-            return recv.recv()
+    def _ensure(self) -> Any:
+        if self._proc is None or not self._proc.is_alive():
+            self.close()
+            parent, child = self._ctx.Pipe()
+            self._proc = self._ctx.Process(target=_worker_main, args=(child,), daemon=True, name="compare-solver")
+            self._proc.start()
+            child.close()
+            self._conn = parent
+        return self._conn
+
+    def __call__(self, problem: Any, info: SolverInfo, options: Options) -> SolverRun:
+        conn = self._ensure()
+        start = time.perf_counter()
+        try:
+            conn.send((problem, info, options))
+            if conn.poll(self.hard_timeout):
+                return conn.recv()
+        except (EOFError, OSError):
+            code = self.close(wait=2.0)
+            run = SolverRun(info.name, info.exact, ERROR, time_s=time.perf_counter() - start)
+            run.message = f"the solver process died without an answer (exit code {code})"
+            return run
+        self.close()
         run = SolverRun(info.name, info.exact, KILLED, time_s=time.perf_counter() - start)
-        run.message = f"killed after {hard_timeout:g}s without an answer (time limit {options.time_limit_s}s not honoured)"
+        run.message = (
+            f"killed after {self.hard_timeout:g}s without an answer (time limit {options.time_limit_s}s not honoured)"
+        )
         return run
-    except EOFError:
-        proc.join(5)
-        run = SolverRun(info.name, info.exact, ERROR, time_s=time.perf_counter() - start)
-        run.message = f"the solver process died without an answer (exit code {proc.exitcode})"
-        return run
-    finally:
-        recv.close()
-        _kill_group(proc)
 
-
-def _kill_group(proc: Any) -> None:
-    if proc.is_alive() or proc.exitcode is None:
+    def close(self, wait: float = 0.0) -> int | None:
+        """Kill the worker and its process group (after waiting up to ``wait`` seconds
+        for it to exit by itself); return its exit code (None if it was killed)."""
+        proc, self._proc = self._proc, None
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+        if proc is None:
+            return None
+        if wait:
+            proc.join(wait)
+        code = proc.exitcode
         try:
             os.killpg(proc.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
+            pass
+        if proc.is_alive():
             proc.kill()
-    proc.join()
+        proc.join()
+        return code
+
+
+def _worker_context() -> Any:
+    """forkserver where available (workers start from a clean single-threaded
+    server, safe with the driving threads of --jobs), spawn otherwise."""
+    methods = multiprocessing.get_all_start_methods()
+    return multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
+
+
+class IsolatedRunner:
+    """A :data:`Runner` with a watchdog: each calling thread drives its own
+    :class:`SolveWorker` (so ``--jobs N`` threads give N solver processes)."""
+
+    def __init__(self, hard_timeout: float) -> None:
+        self.hard_timeout = hard_timeout
+        self._local = threading.local()
+        self._lock = threading.Lock()
+        self._workers: list[SolveWorker] = []
+
+    def __call__(self, problem: Any, info: SolverInfo, options: Options) -> SolverRun:
+        worker = getattr(self._local, "worker", None)
+        if worker is None:
+            worker = SolveWorker(self.hard_timeout)
+            self._local.worker = worker
+            with self._lock:
+                self._workers.append(worker)
+        return worker(problem, info, options)
+
+    def close(self) -> None:
+        with self._lock:
+            workers, self._workers = self._workers, []
+        for worker in workers:
+            worker.close()
+
+    def __enter__(self) -> "IsolatedRunner":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 def _run_from_result(info: SolverInfo, result: Result, wall: float) -> SolverRun:
@@ -404,16 +489,17 @@ class Task:
     solvers: tuple[SolverInfo, ...]
     options: Options
     rtol: float
-    #: seconds before a solve is killed (None: solve in-process, no watchdog)
-    hard_timeout: float | None = None
 
 
-def compare_instance(task: Task) -> tuple[int, InstanceReport]:
-    """Run every solver on one instance and check the results (picklable for process pools)."""
+def compare_instance(task: Task, runner: Runner | None = None) -> tuple[int, InstanceReport]:
+    """Run every solver on one instance and check the results. Picklable with
+    ``runner=None`` (solves in the calling process), for process pools."""
     inst = task.instance
     problem = inst.problem
     start = time.perf_counter()
-    runs = [run_solver(problem, info, task.options, task.hard_timeout) for info in task.solvers]
+    runs = [run_solver(problem, info, task.options, runner) for info in task.solvers]
+    for run in runs:
+        run.mark_early(task.options.time_limit_s)
     report = InstanceReport(
         name=inst.name,
         suite=inst.suite,
@@ -436,7 +522,12 @@ def compare_instance(task: Task) -> tuple[int, InstanceReport]:
 
 
 class SerialExecutor(Executor):
-    """Runs each task in this process when it is submitted (the ``--jobs 1`` backend)."""
+    """Runs each task in this process when it is submitted (the ``--jobs 1`` backend).
+    Like ProcessPoolExecutor, an optional ``initializer(*initargs)`` runs first."""
+
+    def __init__(self, initializer: Callable[..., Any] | None = None, initargs: tuple[Any, ...] = ()) -> None:
+        if initializer is not None:
+            initializer(*initargs)
 
     def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future:
         future: Future = Future()
@@ -449,19 +540,27 @@ class SerialExecutor(Executor):
         return future
 
 
-def make_executor(jobs: int) -> Executor:
-    """Serial for one job, a process pool otherwise."""
-    return SerialExecutor() if jobs <= 1 else ProcessPoolExecutor(max_workers=jobs)
+def make_executor(jobs: int, isolated: bool) -> Executor:
+    """The backend for ``--jobs``: serial for one job; with isolated solves (the work
+    happens in solver processes) a thread pool driving ``jobs`` of them; otherwise a
+    process pool running whole instances."""
+    if jobs <= 1:
+        return SerialExecutor()
+    if isolated:
+        return ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="compare")
+    return ProcessPoolExecutor(max_workers=jobs)
 
 
-def _results_lazily(executor: Executor, tasks: Sequence[Task]) -> Iterator[tuple[int, InstanceReport]]:
+def _results_lazily(
+    executor: Executor, tasks: Sequence[Task], runner: Runner | None
+) -> Iterator[tuple[int, InstanceReport]]:
     """Reports as they finish. A serial executor runs each task only when asked for
     its result, so that progress and partial reports follow every instance."""
     if isinstance(executor, SerialExecutor):
         for task in tasks:
-            yield executor.submit(compare_instance, task).result()
+            yield executor.submit(compare_instance, task, runner).result()
         return
-    futures = [executor.submit(compare_instance, task) for task in tasks]
+    futures = [executor.submit(compare_instance, task, runner) for task in tasks]
     try:
         for future in as_completed(futures):
             yield future.result()
@@ -476,16 +575,19 @@ def run_compare(
     options: Options,
     *,
     rtol: float = RTOL,
-    hard_timeout: float | None = None,
     executor: Executor | None = None,
+    runner: Runner | None = None,
     on_report: Callable[[InstanceReport, list[InstanceReport]], None] | None = None,
 ) -> list[InstanceReport]:
     """Compare ``solvers`` on ``instances``. After each instance, ``on_report`` gets
-    its report and every finished report so far (in instance order)."""
-    tasks = [Task(i, inst, tuple(solvers), options, rtol, hard_timeout) for i, inst in enumerate(instances)]
-    done: dict[int, InstanceReport] = {}
+    its report and every finished report so far (in instance order). ``runner``
+    (default: in-process) must be None with a process pool."""
     executor = executor or SerialExecutor()
-    for index, report in _results_lazily(executor, tasks):
+    if runner is not None and isinstance(executor, ProcessPoolExecutor):
+        raise ValueError("a process pool runs instances in-process: pass runner=None")
+    tasks = [Task(i, inst, tuple(solvers), options, rtol) for i, inst in enumerate(instances)]
+    done: dict[int, InstanceReport] = {}
+    for index, report in _results_lazily(executor, tasks, runner):
         done[index] = report
         if on_report is not None:
             on_report(report, [done[i] for i in sorted(done)])
@@ -497,7 +599,7 @@ def run_compare(
 # ---------------------------------------------------------------------------------
 
 CSV_FIELDS = [
-    "instance", "suite", "layers", "edges", "k", "N", "solver", "exact", "status", "limit", "tps", "objective",
+    "instance", "suite", "layers", "edges", "k", "N", "solver", "exact", "status", "limit", "early", "tps", "objective",
     "bound", "gap", "gap_vs", "time_s", "solver_time_s", "devices_used", "check", "message",
 ]  # fmt: skip
 
@@ -525,6 +627,7 @@ def run_row(report: InstanceReport, run: SolverRun) -> dict[str, Any]:
         "exact": run.exact,
         "status": run.status,
         "limit": run.limit,
+        "early": run.early,
         "tps": _num(run.tps) if run.status not in NOT_RUN else None,
         "objective": _num(run.objective),
         "bound": _num(run.bound),
@@ -577,6 +680,8 @@ def _fmt_gap(run: SolverRun) -> str:
 def _fmt_status(run: SolverRun) -> str:
     if run.limit:
         return f"{run.status} (limit)"
+    if run.early:
+        return f"{run.status} (early)"
     return run.status
 
 
@@ -585,6 +690,8 @@ def _fmt_note(run: SolverRun) -> str:
         return "FAIL " + run.failures[0]
     if run.limit and run.bound is not None:
         return f"bound {run.bound:.6g}"
+    if run.early:
+        return f"no proof, stopped before the time limit: {run.message or 'no reason given'}"
     if run.status in (SKIPPED, UNAVAILABLE, KILLED):
         return run.message
     return ""
@@ -623,11 +730,13 @@ def summarize(reports: Sequence[InstanceReport]) -> dict[str, Any]:
         for run in rep.runs:
             s = per_solver.setdefault(
                 run.solver,
-                {"exact": run.exact, "runs": 0, "statuses": {}, "limit": 0, "failed": 0, "time_s": 0.0, "gaps": []},
+                {"exact": run.exact, "runs": 0, "statuses": {}, "limit": 0, "early": 0, "failed": 0, "time_s": 0.0,
+                 "gaps": []},  # fmt: skip
             )
             s["runs"] += 1
             s["statuses"][run.status] = s["statuses"].get(run.status, 0) + 1
             s["limit"] += run.limit
+            s["early"] += run.early
             s["failed"] += bool(run.failures)
             s["time_s"] += run.time_s
             if run.gap is not None and run.gap_vs_proof and rep.optimum is not None and math.isfinite(rep.optimum):
@@ -665,6 +774,8 @@ def render_summary(summary: dict[str, Any], wall_s: float | None = None, max_fai
         line = f"  {name:<11} {'exact' if s['exact'] else 'heur.'}  {statuses}; {s['time_s']:.1f}s total"
         if s["limit"]:
             line += f"; hit the time limit {s['limit']}x"
+        if s["early"]:
+            line += f"; stopped early without a proof {s['early']}x"
         g = s["gap"]
         if not s["exact"] and g["instances"]:
             mean = "-" if g["mean"] is None else f"{100 * g['mean']:+.2f}%"
@@ -968,16 +1079,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         progress.update(report)
         write_reports(out, reports, {**meta, "complete": False, "wall_s": time.perf_counter() - start})
 
-    executor = make_executor(args.jobs)
+    runner = IsolatedRunner(hard_timeout) if hard_timeout else None
+    executor = make_executor(args.jobs, isolated=runner is not None)
     try:
-        reports = run_compare(instances, solvers, options, rtol=args.rtol, hard_timeout=hard_timeout, executor=executor, on_report=on_report)
+        reports = run_compare(
+            instances, solvers, options, rtol=args.rtol, executor=executor, runner=runner, on_report=on_report
+        )
     except KeyboardInterrupt:
         executor.shutdown(wait=False, cancel_futures=True)
+        if runner is not None:
+            runner.close()
         progress.close()
-        write_reports(out, finished, {**meta, "complete": False, "interrupted": True, "wall_s": time.perf_counter() - start})
+        meta.update(complete=False, interrupted=True, wall_s=time.perf_counter() - start)
+        write_reports(out, finished, meta)
         write_failed(out, finished, by_name)
         print(f"interrupted: {len(finished)}/{len(instances)} instances kept in {out}", file=sys.stderr)
         raise
+    finally:
+        if runner is not None:
+            runner.close()
     executor.shutdown()
     progress.close()
     wall = time.perf_counter() - start

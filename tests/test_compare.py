@@ -58,9 +58,10 @@ def one_stage(problem: Problem, tmpc: str) -> Plan:
 
 def _result(problem: Problem, name: str, status: Status, tmpc: str | None, **kw: object) -> Result:
     plan = None if tmpc is None else one_stage(problem, tmpc)
-    res = make_result(problem, name, status, plan, time_s=0.0, **kw)  # type: ignore[arg-type]
+    time_s = float(kw.pop("time_s", 0.0))  # type: ignore[arg-type]
+    res = make_result(problem, name, status, plan, time_s=time_s, **kw)  # type: ignore[arg-type]
     if plan is not None and "objective" not in kw:
-        res = make_result(problem, name, status, plan, time_s=0.0, objective=res.tps, **kw)  # type: ignore[arg-type]
+        res = make_result(problem, name, status, plan, time_s=time_s, objective=res.tps, **kw)  # type: ignore[arg-type]
     return res
 
 
@@ -81,7 +82,14 @@ def solve_liar(problem: Problem, options: Options) -> Result:
 
 def solve_slow(problem: Problem, options: Options) -> Result:
     """Stops at its time limit with an incumbent and a weak bound (legitimately)."""
-    return _result(problem, "fake-slow", Status.FEASIBLE, "activation recomp", bound=1.0, message="time limit reached")
+    spent = options.time_limit_s or 0.0
+    return _result(problem, "fake-slow", Status.FEASIBLE, "activation recomp", bound=1.0, time_s=spent,
+                   message="time limit reached")  # fmt: skip
+
+
+def solve_give_up(problem: Problem, options: Options) -> Result:
+    """An exact solver that returns no proof long before its limit."""
+    return _result(problem, "fake-give-up", Status.UNKNOWN, None, message="gave up")
 
 
 def solve_bad_bound(problem: Problem, options: Options) -> Result:
@@ -121,6 +129,7 @@ FAKES = {
     "fake-suboptimal": ("solve_suboptimal", True),
     "fake-liar": ("solve_liar", True),
     "fake-slow": ("solve_slow", True),
+    "fake-give-up": ("solve_give_up", True),
     "fake-bad-bound": ("solve_bad_bound", True),
     "fake-crash": ("solve_crash", True),
     "fake-too-large": ("solve_too_large", True),
@@ -232,6 +241,18 @@ def test_time_limited_solver_is_reported_with_its_bound_not_as_disagreeing(
     assert float(slow["bound"]) == 1.0 and float(slow["gap"]) == pytest.approx(0.5)
     assert "feasible (limit)" in stdout and "bound 1" in stdout
     assert "hit the time limit 1x" in stdout
+
+
+def test_an_exact_solver_stopping_early_without_proof_is_flagged_not_failed(
+    fakes: None, workload: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "out"
+    code, stdout, _ = run([str(workload), "--solvers", "fake-good,fake-give-up", "--out", str(out)], capsys)
+    assert code == 0, stdout
+    _, rows = read_report(out)
+    row = next(r for r in rows if r["solver"] == "fake-give-up")
+    assert (row["status"], row["limit"], row["early"], row["check"]) == ("unknown", "False", "True", "ok")
+    assert "unknown (early)" in stdout and "gave up" in stdout and "stopped early without a proof 1x" in stdout
 
 
 def test_bound_above_the_best_plan_and_exceptions_fail_without_crashing(
