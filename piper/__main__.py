@@ -51,7 +51,9 @@ def _parser() -> ArgumentParser:
     so.add_argument("--knapsack", choices=("exact", "greedy"), default=None, help="the DP's per-stage TMPC choice (default exact)")
     so.add_argument("--max-ideals", type=positive_int, default=200_000, metavar="N", help="refuse graphs with more ideals")
     so.add_argument("--linearize", action="store_true", help="DP: stages are segments of one topological order")
-    so.add_argument("--no-curve", action="store_true", help="DP: skip the best-TPS-per-device-count curve")
+    curve = so.add_mutually_exclusive_group()
+    curve.add_argument("--curve", action="store_true", help="DP: best TPS for every device count 1..k (default: all k' when k <= 64, else powers of two and k)")
+    curve.add_argument("--no-curve", action="store_true", help="DP: skip the best-TPS-per-device-count curve")
     so.add_argument("--out", metavar="PLAN.json", help="write the plan here")
     so.add_argument("--json", action="store_true", help="print one JSON object")
     so.add_argument("--quiet", "-q", action="store_true", help="no progress on stderr")
@@ -134,7 +136,7 @@ def cmd_solve(args) -> int:
         info = get_solver(args.solver)
     except KeyError as exc:
         raise UsageError(str(exc.args[0])) from None
-    params = {"curve": not args.no_curve}
+    params = {"curve": True} if args.curve else {"curve": False} if args.no_curve else {}
     overrides = dict(max_ideals=args.max_ideals, linearize=args.linearize, progress=not args.quiet, params=params)
     if args.knapsack is not None:
         if args.solver not in ("dp", "dp-greedy"):
