@@ -14,7 +14,8 @@ everything both models need, with the notation of ``FORMULATIONS.md``:
   - D_i = Σ_{j>=i} d_j <= S - (i-1), so y_i = ⌈D_i/d_i⌉ <= Y[i,o] = ⌈(S-(i-1))/d_o⌉;
   - the slots before v's slot are non-empty and hold no descendant of v, so
     slot(v) <= n - |desc(v)| (for a chain, layer j can only sit in slots 1..j+1);
-  - a TMPC with a + b > M never fits (y >= 1) and is dropped.
+  - a TMPC with a + b > M never fits (y >= 1) and is dropped, and so is a TMPC that
+    another TMPC of the same (v, t) dominates (no larger p, w, a, b or sync bytes).
 
 * Per-term coefficients (times already divided by τ, see below), for a stage with
   option o and TMPC ℓ of v:
@@ -170,6 +171,7 @@ class ModelData:
         assign: dict[int, tuple[int, Choice]] = {}
         slot_opt: dict[int, int] = {}
         slot_y: dict[int, int] = {}
+        substituted = False
         for pos, st in enumerate(plan.stages):
             i = pos + 1
             o = opt_index.get((st.t, st.d))
@@ -184,10 +186,18 @@ class ModelData:
                     if c.opt == o and c.tmpc.id == st.tmpcs[v]:
                         found = c
                         break
+                if found is None:  # a dominated TMPC: take its dominator (no worse anywhere)
+                    wanted = self.problem.node_by_id[v].tmpc(st.t, st.tmpcs[v])
+                    if wanted is not None and self.options.allows(wanted):
+                        found = next((c for c in self.choices[v] if c.opt == o and _dominates(c.tmpc, wanted)), None)
+                        substituted = substituted or found is not None
                 if found is None or i > self.max_slot[v]:
                     self.warm_message = f"warm start ignored: layer {v}'s choice in stage {i} is excluded"
                     return None
                 assign[v] = (i, found)
+        if substituted:
+            plan = self.plan_from_slots(assign)
+            score = evaluate(self.problem, plan)
         return WarmStart(plan=plan, tps=score.tps, assign=assign, slot_opt=slot_opt, slot_y=slot_y)
 
     # ------------------------------------------------------------------ stats
@@ -233,6 +243,34 @@ def _descendant_counts(problem: Problem) -> dict[int, int]:
     return {v: len(s) for v, s in desc.items()}
 
 
+def _dominates(a: TMPC, b: TMPC) -> bool:
+    """a is at least as good as b in every term of the score and of memory."""
+    return (
+        a.time_per_sample <= b.time_per_sample
+        and a.parameter_size <= b.parameter_size
+        and a.memory_a <= b.memory_a
+        and a.memory_b <= b.memory_b
+        and all(a.sync_fw[u] <= b.sync_fw[u] for u in b.sync_fw)
+        and all(a.sync_bw[x] <= b.sync_bw[x] for x in b.sync_bw)
+    )
+
+
+def _undominated(lst: tuple[tuple[int, TMPC], ...]) -> tuple[tuple[int, TMPC], ...]:
+    """Drop every TMPC that another one of the same (v, t) dominates (ties: the first in
+    file order is kept). Replacing a dominated TMPC by its dominator changes no stage's
+    time upwards and no memory upwards, so some optimal plan avoids dominated TMPCs."""
+    keep = []
+    for pos, (idx, c) in enumerate(lst):
+        beaten = any(
+            _dominates(other, c) and (not _dominates(c, other) or opos < pos)
+            for opos, (_, other) in enumerate(lst)
+            if opos != pos
+        )
+        if not beaten:
+            keep.append((idx, c))
+    return tuple(keep)
+
+
 def build_model_data(problem: Problem, options: Options, *, memory_factor: float = 1.0) -> ModelData:
     """Options, slots, pruned choices and scaled coefficients (module docstring).
 
@@ -255,8 +293,9 @@ def build_model_data(problem: Problem, options: Options, *, memory_factor: float
     for nd in problem.nodes:
         v = nd.id
         lst = []
+        undominated = {t: _undominated(lst) for t, lst in cand.tmpcs[v].items()}
         for j, o in enumerate(opts):
-            for idx, c in cand.tmpcs[v].get(o.t, ()):
+            for idx, c in undominated.get(o.t, ()):
                 if c.memory_a + c.memory_b > mem:
                     continue  # never fits, whatever y >= 1
                 kappa = c.time_per_sample / o.d + 4.0 * (o.d - 1) * c.parameter_size / (o.d * n_mb * bw)

@@ -383,9 +383,14 @@ def solve_cpsat(problem: Problem, options: Options | None = None) -> Result:
         if warm is None:
             stats["warm_start"] = data.warm_message
         else:
-            worst = model.add_hint(warm)
-            model.m.Add(model.T <= worst)  # the hint stays feasible; worse plans are cut
-            stats["warm_start"] = f"hinted (TPS {warm.tps!r})"
+            if options.params.get("strict_cutoff", False):
+                worst, _ = model.stage_int(warm)
+                model.m.Add(model.T <= worst - 1)  # only strictly better plans: a proof search
+                stats["warm_start"] = f"strict cutoff below the warm start (TPS {warm.tps!r})"
+            else:
+                worst = model.add_hint(warm)
+                model.m.Add(model.T <= worst)  # the hint stays feasible; worse plans are cut
+                stats["warm_start"] = f"hinted (TPS {warm.tps!r})"
     build_s = time.perf_counter() - start
     remaining = None if deadline is None else max(0.01, deadline - time.perf_counter())
     solver = solver_parameters(options, remaining)
@@ -403,6 +408,13 @@ def solve_cpsat(problem: Problem, options: Options | None = None) -> Result:
         bound = max(0.0, solver.BestObjectiveBound() * unit - eps)
     elif status == Status.INFEASIBLE:
         bound = math.inf
+    if warm is not None and options.params.get("strict_cutoff", False):
+        worst, _ = model.stage_int(warm)
+        if status == Status.INFEASIBLE:  # no plan with T_int <= worst - 1: the warm start is optimal
+            status, plan, objective, bound = Status.OPTIMAL, warm.plan, worst * unit, max(0.0, worst * unit - eps)
+        elif status == Status.UNKNOWN:
+            status, plan, objective = Status.FEASIBLE, warm.plan, worst * unit
+            bound = max(0.0, min(solver.BestObjectiveBound(), worst) * unit - eps)
     stats.update(
         {
             **model.size(),

@@ -216,7 +216,7 @@ def main(argv: list[str] | None = None) -> int:
                             fh.write(json.dumps(rec) + "\n")
                         print(f"n={n} {shape} k={k} seed={seed} {solver}: {run['status']} "
                               f"tps={run.get('tps')} t={run.get('time_s', 0):.2f}s", file=sys.stderr, flush=True)
-                    if "infeasible" in verdicts and len(seeds) < 3:
+                    if "infeasible" in verdicts and len(seeds) < 8:
                         seeds.append(seed + 7919)  # keep the infeasible row, add a feasible replacement
     print(table(load_runs(out), solvers, limit))
     return 0

@@ -293,3 +293,28 @@ def test_cli_user_errors_exit_2(tmp_path: Path) -> None:
         out = _run(*args)
         assert out.returncode == 2, (args, out.stderr)
         assert out.stderr.count("\n") == 1 and "Traceback" not in out.stderr
+
+
+def test_warm_start_with_dominated_tmpcs_is_mapped_not_dropped() -> None:
+    """The models drop dominated TMPCs; a warm start naming one is mapped to its dominator
+    (a plan at least as good), not ignored."""
+    import random
+
+    mapped = 0
+    for seed in range(80):
+        best = oracle(seed)
+        if best.plan is None:
+            continue
+        problem = tiny(seed)
+        rng = random.Random(seed)
+        plan = Plan(tuple(replace(st, tmpcs={v: rng.choice(problem.node_by_id[v].tmpcs[st.t]).id for v in st.nodes})
+                          for st in best.plan.stages))
+        score = evaluate(problem, plan)
+        warm = build_model_data(problem, Options()).slots_from_plan(plan)
+        if score.oom:
+            assert warm is None
+            continue
+        assert warm is not None and warm.tps <= score.tps
+        assert evaluate(problem, warm.plan).tps == warm.tps
+        mapped += 1
+    assert mapped >= 20
