@@ -195,6 +195,10 @@ def run_solver(problem: Any, info: SolverInfo, options: Options, runner: Runner 
 def solve_in_process(problem: Any, info: SolverInfo, options: Options) -> SolverRun:
     """Call the solver here; SolverError -> skipped, any other exception -> error."""
     base = SolverRun(info.name, info.exact, SKIPPED)
+    try:
+        info.load()  # imports happen before the clock starts (run_solver checked that they work)
+    except Exception:
+        pass
     start = time.perf_counter()
     try:
         result = info(problem, options)
@@ -226,26 +230,51 @@ def _worker_main(conn: Any) -> None:
             return
         if msg is None:
             return
-        conn.send(solve_in_process(*msg))
+        kind, args = msg
+        conn.send(solve_in_process(*args) if kind == "solve" else _warm_up(*args))
+
+
+def _warm_up(info: SolverInfo, options: Options) -> float:
+    """Solve a tiny instance, untimed, so that one-time costs (numba compilation or
+    cache loading, backend start-up) stay out of the measured solve times. Same
+    options as the real solves (HiGHS, for one, cannot change its thread count
+    after its first solve in a process) but a generous time limit."""
+    from experiments.instances import random_problem
+
+    problem = random_problem(3, n=4, shape="branchy", devices=4, microbatches=4, degrees=(1, 2), memory_tightness=4.0)
+    start = time.perf_counter()
+    try:
+        info(problem, replace(options, time_limit_s=max(options.time_limit_s or 0.0, 60.0)))
+    except Exception:
+        pass
+    return time.perf_counter() - start
 
 
 class SolveWorker:
     """A long-lived child process that runs solves one at a time, so that imports and
-    compiled (numba) code stay warm between solves. A solve that has not answered
+    compiled (numba) code stay warm between solves; before a solver's first solve in
+    a process it gets an untimed warm-up solve. A solve that has not answered
     after ``hard_timeout`` seconds is killed with its whole process group (status
     ``killed``, not a failed check); a worker that dies without answering (a crash
     in native code) gives status ``error`` (a failed check). The next solve starts
     a fresh worker."""
 
-    def __init__(self, hard_timeout: float, context: Any = None) -> None:
+    def __init__(self, hard_timeout: float, context: Any = None, warm_up: bool = True) -> None:
         self.hard_timeout = hard_timeout
+        #: seconds allowed for a warm-up solve (JIT compilation can be slow)
+        self.warm_timeout = 2 * hard_timeout
+        self.warm_up = warm_up
         self._ctx = context or _worker_context()
         self._proc: Any = None
         self._conn: Any = None
+        #: solvers warmed up in the current worker process; solvers whose warm-up failed
+        self._warmed: set[str] = set()
+        self._cold: set[str] = set()
 
     def _ensure(self) -> Any:
         if self._proc is None or not self._proc.is_alive():
             self.close()
+            self._warmed = set()
             parent, child = self._ctx.Pipe()
             self._proc = self._ctx.Process(target=_worker_main, args=(child,), daemon=True, name="compare-solver")
             self._proc.start()
@@ -253,11 +282,28 @@ class SolveWorker:
             self._conn = parent
         return self._conn
 
+    def _warm(self, info: SolverInfo, options: Options) -> None:
+        """One untimed warm-up solve per solver and worker process (see :func:`_warm_up`);
+        a warm-up that hangs or crashes is not retried (the real solve reports it)."""
+        conn = self._ensure()
+        self._warmed.add(info.name)
+        try:
+            conn.send(("warm", (info, options)))
+            if conn.poll(self.warm_timeout):
+                conn.recv()
+                return
+        except (EOFError, OSError):
+            pass
+        self._cold.add(info.name)
+        self.close()
+
     def __call__(self, problem: Any, info: SolverInfo, options: Options) -> SolverRun:
+        if self.warm_up and info.name not in self._warmed and info.name not in self._cold:
+            self._warm(info, options)
         conn = self._ensure()
         start = time.perf_counter()
         try:
-            conn.send((problem, info, options))
+            conn.send(("solve", (problem, info, options)))
             if conn.poll(self.hard_timeout):
                 return conn.recv()
         except (EOFError, OSError):
@@ -301,27 +347,42 @@ def _worker_context() -> Any:
     return multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
 
 
+class RunnerClosed(RuntimeError):
+    """Raised by a closed :class:`IsolatedRunner` (the run was interrupted)."""
+
+
 class IsolatedRunner:
     """A :data:`Runner` with a watchdog: each calling thread drives its own
     :class:`SolveWorker` (so ``--jobs N`` threads give N solver processes)."""
 
-    def __init__(self, hard_timeout: float) -> None:
+    def __init__(self, hard_timeout: float, preload: Sequence[str] = ()) -> None:
+        """``preload``: modules that worker processes import up front (with the
+        forkserver start method they are imported once, in the server)."""
         self.hard_timeout = hard_timeout
+        self._context = _worker_context()
+        if self._context.get_start_method() == "forkserver":
+            self._context.set_forkserver_preload(["piper", "baselines", *preload])
         self._local = threading.local()
         self._lock = threading.Lock()
         self._workers: list[SolveWorker] = []
+        self._closed = False
 
     def __call__(self, problem: Any, info: SolverInfo, options: Options) -> SolverRun:
+        if self._closed:
+            raise RunnerClosed("the run was stopped")
         worker = getattr(self._local, "worker", None)
         if worker is None:
-            worker = SolveWorker(self.hard_timeout)
+            worker = SolveWorker(self.hard_timeout, self._context)
             self._local.worker = worker
             with self._lock:
                 self._workers.append(worker)
         return worker(problem, info, options)
 
     def close(self) -> None:
+        """Kill every worker; later solves raise :class:`RunnerClosed` (so that the
+        instances in flight stop instead of starting new workers)."""
         with self._lock:
+            self._closed = True
             workers, self._workers = self._workers, []
         for worker in workers:
             worker.close()
@@ -1079,7 +1140,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         progress.update(report)
         write_reports(out, reports, {**meta, "complete": False, "wall_s": time.perf_counter() - start})
 
-    runner = IsolatedRunner(hard_timeout) if hard_timeout else None
+    runner = IsolatedRunner(hard_timeout, _importable_modules(solvers)) if hard_timeout else None
     executor = make_executor(args.jobs, isolated=runner is not None)
     try:
         reports = run_compare(
@@ -1115,8 +1176,31 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0 if all(r.ok for r in reports) else 1
 
 
+def _importable_modules(solvers: Sequence[SolverInfo]) -> list[str]:
+    """The solvers' modules that import here (worth preloading in worker processes)."""
+    out = []
+    for info in solvers:
+        try:
+            info.load()
+        except Exception:
+            continue
+        out.append(info.target.split(":")[0])
+    return list(dict.fromkeys(out))
+
+
+def _terminate(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
+
+
 def cli(argv: Sequence[str] | None = None) -> int:
-    return run_main(main, argv, prog="python -m experiments.compare")
+    """The command: SIGTERM stops it like Ctrl-C (reports kept, solver processes killed)."""
+    if threading.current_thread() is not threading.main_thread():
+        return run_main(main, argv, prog="python -m experiments.compare")
+    previous = signal.signal(signal.SIGTERM, _terminate)
+    try:
+        return run_main(main, argv, prog="python -m experiments.compare")
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 if __name__ == "__main__":

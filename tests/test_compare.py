@@ -120,6 +120,16 @@ def solve_die(problem: Problem, options: Options) -> Result:
     os._exit(3)
 
 
+_CALLS_IN_THIS_PROCESS: list[int] = []
+
+
+def solve_jit(problem: Problem, options: Options) -> Result:
+    """Like a numba solver: its first call in a process is slow (reports time 5)."""
+    first = not _CALLS_IN_THIS_PROCESS
+    _CALLS_IN_THIS_PROCESS.append(1)
+    return _result(problem, "fake-jit", Status.OPTIMAL, "vanilla", time_s=5.0 if first else 0.0)
+
+
 def solve_heuristic(problem: Problem, options: Options) -> Result:
     return _result(problem, "fake-heuristic", Status.FEASIBLE, "activation recomp")
 
@@ -136,6 +146,7 @@ FAKES = {
     "fake-heuristic": ("solve_heuristic", False),
     "fake-hang": ("solve_hang", True),
     "fake-die": ("solve_die", True),
+    "fake-jit": ("solve_jit", True),
 }
 
 
@@ -280,15 +291,29 @@ def test_a_solve_that_ignores_its_time_limit_is_killed_and_a_dying_one_fails(
     assert code == 1 and "FAIL fake-die: exception: the solver process died" in stdout and "exit code 3" in stdout
 
 
-def test_process_pool_gives_the_same_rows(
+def test_one_time_costs_stay_out_of_the_measured_times(
     fakes: None, workload: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    args = [str(workload)] * 3 + ["--solvers", "fake-good,fake-heuristic"]
+    out = tmp_path / "out"
+    code, _, _ = run([str(workload), str(workload), "--solvers", "fake-jit", "--out", str(out)], capsys)
+    assert code == 0
+    _, rows = read_report(out)
+    assert [float(r["solver_time_s"]) for r in rows] == [0.0, 0.0]  # the warm-up took the slow first call
+
+
+def test_execution_backends_give_the_same_rows(
+    fakes: None, workload: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Serial, threads driving 2 solver processes, and a process pool of in-process solves."""
+    args = [str(workload)] * 3 + ["--solvers", "fake-good,fake-heuristic,fake-liar"]
     code1, _, _ = run([*args, "--out", str(tmp_path / "a")], capsys)
     code2, _, _ = run([*args, "--out", str(tmp_path / "b"), "--jobs", "2"], capsys)
-    assert code1 == code2 == 0
+    code3, _, _ = run([*args, "--out", str(tmp_path / "c"), "--jobs", "2", "--hard-timeout", "0"], capsys)
+    assert code1 == code2 == code3 == 1
     strip = lambda rows: [{k: v for k, v in r.items() if not k.endswith("time_s")} for r in rows]  # noqa: E731
-    assert strip(read_report(tmp_path / "a")[1]) == strip(read_report(tmp_path / "b")[1])
+    serial = strip(read_report(tmp_path / "a")[1])
+    assert len(serial) == 9
+    assert serial == strip(read_report(tmp_path / "b")[1]) == strip(read_report(tmp_path / "c")[1])
 
 
 @pytest.mark.parametrize(
