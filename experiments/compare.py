@@ -142,6 +142,8 @@ class SolverRun:
     gap_vs_proof: bool = False
     #: an exact solver that ended without a proof well before its time limit
     early: bool = False
+    #: seconds of the untimed warm-up solve that preceded this one (None: none)
+    warmup_s: float | None = None
     failures: list[str] = field(default_factory=list)
 
     @property
@@ -282,24 +284,32 @@ class SolveWorker:
             self._conn = parent
         return self._conn
 
-    def _warm(self, info: SolverInfo, options: Options) -> None:
+    def _warm(self, info: SolverInfo, options: Options) -> float:
         """One untimed warm-up solve per solver and worker process (see :func:`_warm_up`);
         a warm-up that hangs or crashes is not retried (the real solve reports it)."""
         conn = self._ensure()
         self._warmed.add(info.name)
+        start = time.perf_counter()
         try:
             conn.send(("warm", (info, options)))
             if conn.poll(self.warm_timeout):
                 conn.recv()
-                return
+                return time.perf_counter() - start
         except (EOFError, OSError):
             pass
         self._cold.add(info.name)
         self.close()
+        return time.perf_counter() - start
 
     def __call__(self, problem: Any, info: SolverInfo, options: Options) -> SolverRun:
+        warmup = None
         if self.warm_up and info.name not in self._warmed and info.name not in self._cold:
-            self._warm(info, options)
+            warmup = self._warm(info, options)
+        run = self._solve(problem, info, options)
+        run.warmup_s = warmup
+        return run
+
+    def _solve(self, problem: Any, info: SolverInfo, options: Options) -> SolverRun:
         conn = self._ensure()
         start = time.perf_counter()
         try:
@@ -661,7 +671,7 @@ def run_compare(
 
 CSV_FIELDS = [
     "instance", "suite", "layers", "edges", "k", "N", "solver", "exact", "status", "limit", "early", "tps", "objective",
-    "bound", "gap", "gap_vs", "time_s", "solver_time_s", "devices_used", "check", "message",
+    "bound", "gap", "gap_vs", "time_s", "solver_time_s", "warmup_s", "devices_used", "check", "message",
 ]  # fmt: skip
 
 
@@ -696,6 +706,7 @@ def run_row(report: InstanceReport, run: SolverRun) -> dict[str, Any]:
         "gap_vs": None if run.gap is None else ("optimum" if run.gap_vs_proof else "best"),
         "time_s": run.time_s,
         "solver_time_s": run.solver_time_s,
+        "warmup_s": run.warmup_s,
         "devices_used": run.devices_used,
         "check": "FAIL" if run.failures else "ok",
         "message": "; ".join([*run.failures, run.message] if run.message else run.failures),
@@ -738,6 +749,10 @@ def _fmt_gap(run: SolverRun) -> str:
     return f"{mark}{100 * run.gap:+.2f}%" if abs(run.gap) > 1e-12 else f"{mark}0"
 
 
+def _fmt_time(seconds: float) -> str:
+    return f"{1000 * seconds:.1f}ms" if seconds < 0.1 else f"{seconds:.2f}s"
+
+
 def _fmt_status(run: SolverRun) -> str:
     if run.limit:
         return f"{run.status} (limit)"
@@ -768,7 +783,7 @@ def render_table(reports: Sequence[InstanceReport], note_width: int = 70) -> str
                 note = note[: note_width - 3] + "..."
             rows.append(
                 [rep.name, str(rep.layers), str(rep.devices), run.solver, _fmt_status(run), _fmt_tps(run),
-                 _fmt_gap(run), f"{run.time_s:.2f}s", note]  # fmt: skip
+                 _fmt_gap(run), _fmt_time(run.time_s), note]  # fmt: skip
             )
     widths = [max(len(r[i]) for r in rows) for i in range(len(header) - 1)]
     right = {1, 2, 5, 6, 7}
