@@ -30,8 +30,21 @@ with the reason, as does a graph larger than the registry's ``max_nodes``; a
 solver whose module does not import is ``unavailable``. An exact solver that
 stops without a proof (status feasible / unknown: its time limit) is reported with
 its incumbent and bound (``limit`` in the table) and never counted as disagreeing.
-The gap of a plan is TPS / optimum - 1 against the proven optimum, or against the
-best plan found (marked ``~``) when nobody proved one.
+An exact solver that returns no proof long before its limit (< 90% of it) is shown
+as ``(early)`` with its message: not a failed check, but worth a look. The gap of a
+plan is TPS / optimum - 1 against the proven optimum, or against the best plan
+found (marked ``~``) when nobody proved one.
+
+Execution. By default every solve runs in a long-lived worker process (its own
+process group) with a watchdog: a solve that has not answered after
+``--hard-timeout`` seconds (default 2 x the time limit + 30) is killed, MILP
+backend subprocesses included, and reported as ``killed`` (a limit, not a failed
+check); a worker that dies (native crash) is a failed check. Each worker runs an
+untimed warm-up solve per solver first, so that reported times exclude imports and
+numba compilation. ``--jobs N`` drives N such workers from N threads (instances in
+parallel); ``--hard-timeout 0`` solves in-process instead, and ``--jobs N`` then
+uses a process pool. The backend is any ``concurrent.futures.Executor``
+(:func:`make_executor`).
 
 Exit status: 0 when every check passed; 1 when any check failed (each offending
 instance is written to ``OUT/failed/NAME.json`` so that

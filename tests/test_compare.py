@@ -437,3 +437,11 @@ def test_suites_are_deterministic_and_named_uniquely() -> None:
         assert len({i.name for i in a}) == len(a) > 0
     default = build_suite("default")
     assert {i.suite for i in default} >= {"tiny", "small", "paper-slices", "infeasible"}
+
+
+def test_python_m_experiments_dispatches_to_commands(capsys: pytest.CaptureFixture[str]) -> None:
+    from experiments.__main__ import commands, main
+
+    assert "compare" in commands() and "suites" not in commands()
+    assert main([]) == 2 and "compare" in capsys.readouterr().out
+    assert main(["nope"]) == 2 and "unknown command 'nope'" in capsys.readouterr().err
