@@ -342,7 +342,12 @@ def solver_parameters(options: Options, time_limit: float | None) -> cp_model.Cp
         if val is None:
             continue  # None = leave the OR-Tools default (the regression test's "no guard")
         try:
-            setattr(p, key, val)
+            if isinstance(val, (list, tuple)):
+                field = getattr(p, key)
+                field.clear()
+                field.extend(val)
+            else:
+                setattr(p, key, val)
         except AttributeError:  # pragma: no cover - a field this OR-Tools does not have
             if key not in GUARD_PARAMETERS:
                 raise SolverError(f"unknown CP-SAT parameter {key!r}") from None

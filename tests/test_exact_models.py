@@ -224,6 +224,16 @@ def _worse_plan(problem: Problem, plan: Plan) -> Plan | None:
     return None
 
 
+def test_highs_postsolve_violation_guard() -> None:
+    """HiGHS 1.16's presolve drops the optimal solution of this instance ("untransformed
+    violations") and certifies a 64% worse one as optimal; the MILP notices the warning
+    in HiGHS's log and re-solves without presolve."""
+    best = oracle(95)
+    assert best.status == Status.OPTIMAL
+    res = solve_milp(tiny(95), Options(threads=2, params={"backend": "highs"}))
+    assert res.status == Status.OPTIMAL and res.tps == pytest.approx(best.tps, rel=REL)
+
+
 def test_cpsat_verify_confirms_optima() -> None:
     for seed in range(12):
         best = oracle(seed)
