@@ -1004,33 +1004,60 @@ def _save_fig(fig: Any, path: Path) -> Path:
 
 
 class Progress:
-    """A one-line progress bar on a terminal; one line per instance otherwise."""
+    """A one-line progress bar on a terminal (finished instances, elapsed time, the
+    solve running now); one line per finished instance otherwise. Thread-safe."""
 
-    def __init__(self, total: int, stream: TextIO, enabled: bool = True, width: int = 28) -> None:
+    def __init__(self, total: int, stream: TextIO, enabled: bool = True, width: int = 24) -> None:
         self.total, self.stream, self.enabled, self.width = total, stream, enabled, width
         self.done = 0
         self.start = time.perf_counter()
         self.tty = enabled and hasattr(stream, "isatty") and stream.isatty()
+        self._last = ""
+        self._lock = threading.Lock()
 
-    def update(self, report: InstanceReport) -> None:
-        self.done += 1
-        if not self.enabled:
-            return
+    def _bar(self, text: str) -> None:
+        filled = int(self.width * self.done / max(self.total, 1))
+        bar = "#" * filled + "." * (self.width - filled)
         elapsed = time.perf_counter() - self.start
-        mark = "ok" if report.ok else "FAIL"
-        if self.tty:
-            filled = int(self.width * self.done / max(self.total, 1))
-            bar = "#" * filled + "." * (self.width - filled)
-            text = f"\r[{bar}] {self.done}/{self.total} {elapsed:5.0f}s  {report.name[:30]} {mark}"
-            self.stream.write(text.ljust(100)[:100])
-        else:
-            self.stream.write(f"[{self.done}/{self.total}] {elapsed:.0f}s {report.name} {report.verdict}\n")
+        line = f"[{bar}] {self.done}/{self.total} {elapsed:4.0f}s  {text}"
+        self.stream.write("\r" + line[:99].ljust(99))
         self.stream.flush()
 
+    def update(self, report: InstanceReport) -> None:
+        with self._lock:
+            self.done += 1
+            if not self.enabled:
+                return
+            if self.tty:
+                self._last = f"{report.name} {'ok' if report.ok else 'FAIL'}"
+                self._bar(self._last)
+            else:
+                elapsed = time.perf_counter() - self.start
+                self.stream.write(f"[{self.done}/{self.total}] {elapsed:.0f}s {report.name} {report.verdict}\n")
+                self.stream.flush()
+
+    def running(self, instance: str, solver: str) -> None:
+        with self._lock:
+            if self.tty:
+                self._bar(f"running {solver} on {instance}")
+
     def close(self) -> None:
-        if self.tty and self.done:
-            self.stream.write("\n")
-            self.stream.flush()
+        with self._lock:
+            if self.tty and self.done:
+                self._bar(self._last)
+                self.stream.write("\n")
+                self.stream.flush()
+
+
+class TracedRunner:
+    """A :data:`Runner` that tells a :class:`Progress` which solve is running."""
+
+    def __init__(self, runner: Runner, progress: Progress) -> None:
+        self.runner, self.progress = runner, progress
+
+    def __call__(self, problem: Any, info: SolverInfo, options: Options) -> SolverRun:
+        self.progress.running(problem_name(problem, f"{problem.n} layers"), info.name)
+        return self.runner(problem, info, options)
 
 
 # ---------------------------------------------------------------------------------
@@ -1170,9 +1197,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     runner = IsolatedRunner(hard_timeout, _importable_modules(solvers)) if hard_timeout else None
     executor = make_executor(args.jobs, isolated=runner is not None)
+    traced = None if isinstance(executor, ProcessPoolExecutor) else TracedRunner(runner or solve_in_process, progress)
     try:
         reports = run_compare(
-            instances, solvers, options, rtol=args.rtol, executor=executor, runner=runner, on_report=on_report
+            instances, solvers, options, rtol=args.rtol, executor=executor, runner=traced, on_report=on_report
         )
     except KeyboardInterrupt:
         executor.shutdown(wait=False, cancel_futures=True)
