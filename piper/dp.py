@@ -45,13 +45,13 @@ import math
 import sys
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from numba import njit
 
 from .ideals import IdealPairs, Ideals, enumerate_ideals, ideal_pairs
-from .knapsack import EXACT, GREEDY, knapsack
+from .knapsack import EXACT, GREEDY, _fastest, _lowest, knapsack
 from .options import Candidates, Options, candidates
 from .plan import Plan, Stage
 from .problem import Problem
@@ -95,6 +95,10 @@ class _Arrays:
     inb: np.ndarray
     outb_ptr: np.ndarray
     outb: np.ndarray
+    #: per (TMPC, index of d in ds): 4 (d - 1) w / d / N, p / d and their cost when no edge is cut
+    rq: np.ndarray
+    pq: np.ndarray
+    c0: np.ndarray
     #: flat index -> (node id, t, TMPC id)
     labels: list[tuple[int, int, str]]
 
@@ -141,10 +145,19 @@ def _arrays(problem: Problem, cand: Candidates) -> _Arrays:
                 labels.append((nd.id, t, c.id))
     f64 = lambda x: np.array(x, dtype=np.float64)  # noqa: E731
     i64 = lambda x: np.array(x, dtype=np.int64)  # noqa: E731
+    n_mb, bw = problem.microbatches, problem.bandwidth
+    ds = [int(d) for d in cand.ds]
+    if ds[0] != 1:
+        raise SolverError("internal error: d = 1 must be an allowed data-parallel degree")
+    # the reference's expressions, evaluated in the same order (IEEE doubles, as compiled code)
+    rq = f64([[4 * (d - 1) * w / d / n_mb for d in ds] for w in tw]).reshape(len(tw), len(ds))
+    pq = f64([[p / d for d in ds] for p in tp]).reshape(len(tp), len(ds))
+    c0 = f64([[(4 * (d - 1) * w / d / n_mb) / bw + p / d for d in ds] for w, p in zip(tw, tp)]).reshape(len(tp), len(ds))
     return _Arrays(
         n=n, ts=ts, ds=np.array(cand.ds, dtype=np.int64), opt_start=opt_start, opt_cnt=opt_cnt,
         tp=f64(tp), tw=f64(tw), ta=f64(ta), tb=f64(tb), in_ptr=in_ptr, in_src=in_src, out_ptr=out_ptr,
-        out_dst=out_dst, inb_ptr=i64(inb_ptr), inb=f64(inb), outb_ptr=i64(outb_ptr), outb=f64(outb), labels=labels,
+        out_dst=out_dst, inb_ptr=i64(inb_ptr), inb=f64(inb), outb_ptr=i64(outb_ptr), outb=f64(outb), rq=rq, pq=pq,
+        c0=c0, labels=labels,
     )
 
 
@@ -194,12 +207,20 @@ def _stage_options(nodes, nx, ti, in_i, in_j, opt_start, opt_cnt, in_ptr, in_src
 
 
 @njit(cache=True)
-def _stage_costs(m, qidx, ebytes, d, n_mb, bw, tp, tw, cost):
-    """cost_q = (E_q / d + 4 (d - 1) w_q / d / N) / B + p_q / d  (the reference's arithmetic)."""
+def _stage_costs(m, qidx, ebytes, d, ds, bw, rq, pq, c0, cost):
+    """cost_q = (E_q / d + 4 (d - 1) w_q / d / N) / B + p_q / d, in the reference's arithmetic;
+    the pair-independent parts are precomputed per (TMPC, d): rq = 4 (d - 1) w / d / N,
+    pq = p / d and c0 = rq / B + pq (the cost when E_q = 0: 0 / d + rq == rq exactly)."""
+    di = 0
+    while ds[di] != d:
+        di += 1
     for r in range(m):
         q = qidx[r]
-        comm = ebytes[r] / d + 4.0 * (d - 1) * tw[q] / d / n_mb
-        cost[r] = comm / bw + tp[q] / d
+        e = ebytes[r]
+        if e == 0.0:
+            cost[r] = c0[q, di]
+        else:
+            cost[r] = (e / d + rq[q, di]) / bw + pq[q, di]
 
 
 @njit(cache=True)
@@ -243,7 +264,7 @@ def _grow_f(a, need):
 @njit(cache=True)
 def _build_tables(p_i, p_j, words, n, ts, ds, k, S, n_mb, bw, M, mode,
                   opt_start, opt_cnt, tp, tw, ta, tb, in_ptr, in_src, out_ptr, out_dst,
-                  inb_ptr, inb, outb_ptr, outb):
+                  inb_ptr, inb, outb_ptr, outb, rq, pq, c0):
     """Stage tables for the pairs (p_i[r], p_j[r]): entries (pair, t, d) with their
     segments (y_lo, y_hi, value), value = K(stage, t, d, y) for y_lo <= y <= y_hi."""
     n_ent = 0
@@ -290,7 +311,7 @@ def _build_tables(p_i, p_j, words, n, ts, ds, k, S, n_mb, bw, M, mode,
                 # every node's options share w: cost_q(d) = cost_q(1) / d + (a per-node
                 # constant), so the optimal choice at each y is the same for every d.
                 # Solve at d = 1 over y = 1..S once, then price those choices at each d.
-                _stage_costs(m, qidx, ebytes, 1, n_mb, bw, tp, tw, cost)
+                _stage_costs(m, qidx, ebytes, 1, ds, bw, rq, pq, c0, cost)
                 n_run = 0
                 y = 1
                 while y <= S:
@@ -319,7 +340,7 @@ def _build_tables(p_i, p_j, words, n, ts, ds, k, S, n_mb, bw, M, mode,
                     d = ds[di]
                     if t * d > k:
                         break
-                    _stage_costs(m, qidx, ebytes, d, n_mb, bw, tp, tw, cost)
+                    _stage_costs(m, qidx, ebytes, d, ds, bw, rq, pq, c0, cost)
                     y_max = (S + d - 1) // d
                     seg_start = n_seg
                     for rr in range(n_run):
@@ -356,7 +377,7 @@ def _build_tables(p_i, p_j, words, n, ts, ds, k, S, n_mb, bw, M, mode,
                 d = ds[di]
                 if t * d > k:
                     break
-                _stage_costs(m, qidx, ebytes, d, n_mb, bw, tp, tw, cost)
+                _stage_costs(m, qidx, ebytes, d, ds, bw, rq, pq, c0, cost)
                 # fastest option of every node (first on ties), for the greedy fast path
                 for i in range(nx):
                     b = off[i]
@@ -467,8 +488,8 @@ def _test(T, n_ideals, e_i, e_j, e_t, e_d, e_s0, e_s1, s_lo, s_hi, s_val, S, g, 
 
 
 @njit(cache=True)
-def _stage_choice(I_row, J_row, n, ti, d, y, n_mb, bw, M, mode, opt_start, opt_cnt, tp, tw, ta, tb,
-                  in_ptr, in_src, out_ptr, out_dst, inb_ptr, inb, outb_ptr, outb):
+def _stage_choice(I_row, J_row, n, ti, d, y, ds, n_mb, bw, M, mode, opt_start, opt_cnt, tp, tw, ta, tb,
+                  in_ptr, in_src, out_ptr, out_dst, inb_ptr, inb, outb_ptr, outb, rq, pq, c0):
     """(node positions, chosen flat TMPC indices, knapsack value) of one stage."""
     in_i = np.zeros(n, dtype=np.bool_)
     in_j = np.zeros(n, dtype=np.bool_)
@@ -492,7 +513,7 @@ def _stage_choice(I_row, J_row, n, ti, d, y, n_mb, bw, M, mode, opt_start, opt_c
     m = off[nx]
     cost = np.empty(m, dtype=np.float64)
     mem = np.empty(m, dtype=np.float64)
-    _stage_costs(m, qidx, ebytes, d, n_mb, bw, tp, tw, cost)
+    _stage_costs(m, qidx, ebytes, d, ds, bw, rq, pq, c0, cost)
     for j in range(m):
         q = qidx[j]
         mem[j] = ta[q] * y + tb[q]
@@ -501,6 +522,367 @@ def _stage_choice(I_row, J_row, n, ti, d, y, n_mb, bw, M, mode, opt_start, opt_c
     for i in range(nx):
         chosen[i] = qidx[ch[i]]
     return nodes[:nx].copy(), chosen, val
+
+
+# ---------------------------------------------------------------------------------
+# the table engine: Piper's dp[I][k'][s] itself, one pass over the ideal pairs
+# ---------------------------------------------------------------------------------
+
+
+@njit(cache=True)
+def _pair_values(I_row, J_row, n, ts, ds, k, S, n_mb, bw, M, mode, opt_start, opt_cnt, tp, tw, ta, tb,
+                 in_ptr, in_src, out_ptr, out_dst, inb_ptr, inb, outb_ptr, outb, rq, pq, c0, opt_t, opt_d, K, work_nodes,
+                 in_i, in_j, off, qidx, ebytes, cost, mem, ch, run_lo, run_hi, run_ch):
+    """K[o, y] = stage value of I \\ J with option o = (opt_t[o], opt_d[o]) at y (inf if none).
+
+    Returns False when no option of the stage fits at y = 1 (the pair is useless)."""
+    _membership(I_row, n, in_i)
+    _membership(J_row, n, in_j)
+    nx = 0
+    for v in range(n):
+        if in_i[v] and not in_j[v]:
+            work_nodes[nx] = v
+            nx += 1
+    nodes = work_nodes[:nx]
+    any_ok = False
+    n_opts = opt_t.shape[0]
+    for o in range(n_opts):
+        for y in range(S + 2):
+            K[o, y] = np.inf
+    for ti in range(ts.shape[0]):
+        t = ts[ti]
+        if not _stage_options(nodes, nx, ti, in_i, in_j, opt_start, opt_cnt, in_ptr, in_src, out_ptr, out_dst,
+                              inb_ptr, inb, outb_ptr, outb, off, qidx, ebytes):
+            continue
+        m = off[nx]
+        if mode == EXACT and _d_invariant(nx, off, qidx, tw):
+            _stage_costs(m, qidx, ebytes, 1, ds, bw, rq, pq, c0, cost)
+            n_run = 0
+            y = 1
+            while y <= S:
+                for j in range(m):
+                    q = qidx[j]
+                    mem[j] = ta[q] * y + tb[q]
+                val = knapsack(mode, off[: nx + 1], cost[:m], mem[:m], M, ch[:nx])
+                if val == np.inf:
+                    break
+                y2 = y + 1
+                while y2 <= S and _fits(nx, ch, ta, tb, qidx, y2, M):
+                    y2 += 1
+                run_lo[n_run] = y
+                run_hi[n_run] = y2 - 1
+                for i in range(nx):
+                    run_ch[n_run * n + i] = ch[i]
+                n_run += 1
+                y = y2
+            if n_run == 0:
+                continue
+            any_ok = True
+            for o in range(n_opts):
+                if opt_t[o] != t:
+                    continue
+                d = opt_d[o]
+                _stage_costs(m, qidx, ebytes, d, ds, bw, rq, pq, c0, cost)
+                y_max = (S + d - 1) // d
+                for rr in range(n_run):
+                    if run_lo[rr] > y_max:
+                        break
+                    val = 0.0
+                    for i in range(nx):
+                        val += cost[run_ch[rr * n + i]]
+                    for y in range(run_lo[rr], min(run_hi[rr], y_max) + 1):
+                        K[o, y] = val
+            continue
+        for o in range(n_opts):
+            if opt_t[o] != t:
+                continue
+            d = opt_d[o]
+            _stage_costs(m, qidx, ebytes, d, ds, bw, rq, pq, c0, cost)
+            y_max = (S + d - 1) // d
+            y = 1
+            while y <= y_max:
+                for j in range(m):
+                    q = qidx[j]
+                    mem[j] = ta[q] * y + tb[q]
+                val = knapsack(mode, off[: nx + 1], cost[:m], mem[:m], M, ch[:nx])
+                if val == np.inf:
+                    break
+                any_ok = True
+                K[o, y] = val
+                y2 = y + 1
+                if mode == EXACT:
+                    while y2 <= y_max and _fits(nx, ch, ta, tb, qidx, y2, M):
+                        K[o, y2] = val
+                        y2 += 1
+                y = y2
+    return any_ok
+
+
+@njit(cache=True)
+def _region_update(cur, dpm, J, td, d, y, S, k, val, ub):
+    """cur[k', s] = min(cur[k', s], max(val, dpm[J, k' - t d, s - d])) for k' >= t d and the
+    budgets s with ceil(s / d) = y, s >= d.  Values above ub (a proven bound) are dropped."""
+    if val > ub:
+        return
+    s_lo = max(d, d * (y - 1) + 1)
+    s_hi = min(S, d * y)
+    for kap in range(td, k + 1):
+        for s in range(s_lo, s_hi + 1):
+            prev = dpm[J, kap - td, s - d]
+            mx = val if val > prev else prev
+            if mx < cur[kap, s]:
+                cur[kap, s] = mx
+
+
+@njit(cache=True)
+def _region_needs(cur, dpm, J, td, d, y, S, k, lb, ub):
+    """Could a stage value >= lb improve cur (and stay <= ub) in the region of (t d, d, y)?
+    y = 0: every budget s >= d."""
+    s_lo = max(d, d * (y - 1) + 1)
+    s_hi = min(S, d * y)
+    if y == 0:
+        s_lo = d
+        s_hi = S
+    if lb > ub:
+        return False
+    for kap in range(td, k + 1):
+        for s in range(s_lo, s_hi + 1):
+            prev = dpm[J, kap - td, s - d]
+            mx = lb if lb > prev else prev
+            if mx < cur[kap, s] and mx <= ub:
+                return True
+    return False
+
+
+@njit(cache=True)
+def _sum_choice(nx, ch, cost):
+    val = 0.0
+    for i in range(nx):
+        val += cost[ch[i]]
+    return val
+
+
+@njit(cache=True)
+def _mem_choice(nx, ch, qidx, ta, tb, y):
+    mem = 0.0
+    for i in range(nx):
+        q = qidx[ch[i]]
+        mem += ta[q] * y + tb[q]
+    return mem
+
+
+@njit(cache=True)
+def _table_dp(i0, i1, ptr, sub, words, n, ts, ds, k, S, n_mb, bw, M, mode, opt_start, opt_cnt, tp, tw, ta, tb,
+              in_ptr, in_src, out_ptr, out_dst, inb_ptr, inb, outb_ptr, outb, rq, pq, c0, opt_t, opt_d, dpm,
+              pmin, ub):
+    """Fill dpm[I] for I in [i0, i1): dpm[I, k', s] = min over J < I and options (t, d),
+    t d <= k', d <= s, of max(dpm[J, k' - t d, s - d], K(I \\ J, t, d, ceil(s / d))),
+    then made non-increasing in k' and s ("at most" semantics, as the reference).
+
+    Two passes over the sub-ideals J of each I.  Pass 1 enters the cheap stage
+    values: exact ones where the all-fastest choice fits (every knapsack returns
+    it then) and, for the exact knapsack, the least-memory choice's value (an
+    achievable upper bound).  Pass 2 solves a knapsack only where the stage's
+    lower bound (its all-fastest value F) could still improve some cur[k', s]:
+    a skipped term max(K, prev) >= max(F, prev) >= cur, so the result is exact.
+    A pair is skipped outright when, for every option, even the bound
+    sum_v min p_v / d (pmin: per-ideal prefix sums) cannot improve cur.
+    Terms above ub (the value of a known plan, or +inf) are dropped: dpm then
+    holds inf where only such terms exist, which cannot change the optimum.
+    """
+    n_opts = opt_t.shape[0]
+    cur = np.empty((k + 1, S + 1))
+    nodes = np.empty(n, dtype=np.int64)
+    in_i = np.zeros(n, dtype=np.bool_)
+    in_j = np.zeros(n, dtype=np.bool_)
+    max_opts = tp.shape[0] + 1
+    off = np.empty(n + 1, dtype=np.int64)
+    qidx = np.empty(max_opts, dtype=np.int64)
+    ebytes = np.empty(max_opts)
+    cost = np.empty(max_opts)
+    cost1 = np.empty(max_opts)
+    mem = np.empty(max_opts)
+    ch = np.empty(n, dtype=np.int64)
+    fast = np.empty(n, dtype=np.int64)
+    low = np.empty(n, dtype=np.int64)
+    F = np.empty(n_opts)
+    o_list = np.empty(n_opts, dtype=np.int64)
+    costs = np.empty((n_opts, max_opts))
+    fasts = np.empty((n_opts, n), dtype=np.int64)
+    FA = np.empty(n_opts)
+    FB = np.empty(n_opts)
+    hard = np.zeros(1024, dtype=np.bool_)
+    for I in range(i0, i1):
+        cur[:, :] = np.inf
+        n_sub = ptr[I + 1] - ptr[I]
+        if hard.shape[0] < n_sub:
+            hard = np.zeros(2 * n_sub, dtype=np.bool_)
+        for phase in range(2):
+            for p in range(ptr[I], ptr[I + 1]):
+                if phase == 1 and not hard[p - ptr[I]]:
+                    continue  # every stage value of this pair was entered exactly in pass 1
+                hard[p - ptr[I]] = False
+                J = sub[p]
+                useful = False
+                base = (pmin[I] - pmin[J]) * (1.0 - 1e-9)
+                for o in range(n_opts):
+                    d = opt_d[o]
+                    if _region_needs(cur, dpm, J, opt_t[o] * d, d, 0, S, k, base / d, ub):
+                        useful = True
+                        break
+                if not useful:
+                    continue
+                _membership(words[I], n, in_i)
+                _membership(words[J], n, in_j)
+                nx = 0
+                for v in range(n):
+                    if in_i[v] and not in_j[v]:
+                        nodes[nx] = v
+                        nx += 1
+                for ti in range(ts.shape[0]):
+                    t = ts[ti]
+                    if not _stage_options(nodes[:nx], nx, ti, in_i, in_j, opt_start, opt_cnt, in_ptr, in_src,
+                                          out_ptr, out_dst, inb_ptr, inb, outb_ptr, outb, off, qidx, ebytes):
+                        continue
+                    m = off[nx]
+                    d_inv = mode == EXACT and _d_invariant(nx, off, qidx, tw)
+                    if d_inv:
+                        _stage_costs(m, qidx, ebytes, 1, ds, bw, rq, pq, c0, cost1)
+                    # per option of this t: costs, fastest choice, its value F, its memory A y + B
+                    n_o = 0
+                    for o in range(n_opts):
+                        if opt_t[o] != t:
+                            continue
+                        o_list[n_o] = o
+                        _stage_costs(m, qidx, ebytes, opt_d[o], ds, bw, rq, pq, c0, costs[n_o])
+                        _fastest(off[: nx + 1], costs[n_o, :m], fasts[n_o])
+                        F[n_o] = _sum_choice(nx, fasts[n_o], costs[n_o])
+                        fa = 0.0
+                        fb = 0.0
+                        for i in range(nx):
+                            q = qidx[fasts[n_o, i]]
+                            fa += ta[q]
+                            fb += tb[q]
+                        FA[n_o] = fa
+                        FB[n_o] = fb
+                        n_o += 1
+                    # a lower bound on the least memory: sum of per-node least a and least b
+                    la = 0.0
+                    lb_ = 0.0
+                    for i in range(nx):
+                        ma = np.inf
+                        mb = np.inf
+                        for j in range(off[i], off[i + 1]):
+                            q = qidx[j]
+                            ma = min(ma, ta[q])
+                            mb = min(mb, tb[q])
+                        la += ma
+                        lb_ += mb
+                    hi_tol = M * (1.0 + 1e-10)
+                    lo_tol = M * (1.0 - 1e-10)
+                    have_choice = False  # d-invariant exact: the last optimal choice (in ch)
+                    for y in range(1, S + 1):
+                        if la * y + lb_ > hi_tol:
+                            break  # surely no choice fits at y or any larger y
+                        low_ready = False
+                        infeasible = False
+                        any_opt = False
+                        for r in range(n_o):
+                            o = o_list[r]
+                            d = opt_d[o]
+                            if (S + d - 1) // d < y:
+                                continue
+                            any_opt = True
+                            td = t * d
+                            cost = costs[r]
+                            approx = FA[r] * y + FB[r]
+                            if approx <= lo_tol:
+                                fast_fits = True
+                            elif approx > hi_tol:
+                                fast_fits = False
+                            else:  # close to the limit: the evaluator's exact sum
+                                fast_fits = _mem_choice(nx, fasts[r], qidx, ta, tb, y) <= M
+                            if fast_fits:
+                                if phase == 0:
+                                    _region_update(cur, dpm, J, td, d, y, S, k, F[r], ub)
+                                continue
+                            if not low_ready:
+                                for j in range(m):
+                                    q = qidx[j]
+                                    mem[j] = ta[q] * y + tb[q]
+                                _lowest(off[: nx + 1], mem[:m], low)
+                                infeasible = _mem_choice(nx, low, qidx, ta, tb, y) > M
+                                low_ready = True
+                            if infeasible:
+                                break
+                            if phase == 0:
+                                hard[p - ptr[I]] = True
+                                if mode == EXACT:
+                                    _region_update(cur, dpm, J, td, d, y, S, k, _sum_choice(nx, low, cost), ub)
+                                continue
+                            if not _region_needs(cur, dpm, J, td, d, y, S, k, F[r], ub):
+                                continue
+                            if d_inv:
+                                if not (have_choice and _mem_choice(nx, ch, qidx, ta, tb, y) <= M):
+                                    knapsack(mode, off[: nx + 1], cost1[:m], mem[:m], M, ch[:nx])
+                                    have_choice = True
+                                val = _sum_choice(nx, ch, cost)
+                            else:
+                                val = knapsack(mode, off[: nx + 1], cost[:m], mem[:m], M, ch[:nx])
+                            _region_update(cur, dpm, J, td, d, y, S, k, val, ub)
+                        if infeasible or not any_opt:
+                            break
+                if phase == 1:
+                    hard[p - ptr[I]] = False
+        for kap in range(k + 1):
+            for s in range(S + 1):
+                v = cur[kap, s]
+                if kap > 0 and cur[kap - 1, s] < v:
+                    v = cur[kap - 1, s]
+                if s > 0 and cur[kap, s - 1] < v:
+                    v = cur[kap, s - 1]
+                cur[kap, s] = v
+                dpm[I, kap, s] = v
+
+
+@njit(cache=True)
+def _table_step(I, kap, s, target, ptr, sub, words, n, ts, ds, k, S, n_mb, bw, M, mode, opt_start, opt_cnt, tp,
+                tw, ta, tb, in_ptr, in_src, out_ptr, out_dst, inb_ptr, inb, outb_ptr, outb, rq, pq, c0, opt_t, opt_d, dpm):
+    """One reconstruction step: (J, o, k'', s'') with k'' <= kap, s'' <= s and
+    max(dpm[J, k'' - t d, s'' - d], K(I \\ J, o, ceil(s'' / d))) <= target; J = -1 if none.
+    (The table may hold an achievable upper bound where the exact stage value is lower.)"""
+    n_opts = opt_t.shape[0]
+    K = np.empty((n_opts, S + 2))
+    work_nodes = np.empty(n, dtype=np.int64)
+    in_i = np.zeros(n, dtype=np.bool_)
+    in_j = np.zeros(n, dtype=np.bool_)
+    max_opts = tp.shape[0] + 1
+    off = np.empty(n + 1, dtype=np.int64)
+    qidx = np.empty(max_opts, dtype=np.int64)
+    ebytes = np.empty(max_opts)
+    cost = np.empty(max_opts)
+    mem = np.empty(max_opts)
+    ch = np.empty(n, dtype=np.int64)
+    run_lo = np.empty(S + 1, dtype=np.int64)
+    run_hi = np.empty(S + 1, dtype=np.int64)
+    run_ch = np.empty((S + 1) * n, dtype=np.int64)
+    for p in range(ptr[I], ptr[I + 1]):
+        J = sub[p]
+        if not _pair_values(words[I], words[J], n, ts, ds, k, S, n_mb, bw, M, mode, opt_start, opt_cnt, tp, tw, ta,
+                            tb, in_ptr, in_src, out_ptr, out_dst, inb_ptr, inb, outb_ptr, outb, rq, pq, c0, opt_t, opt_d, K,
+                            work_nodes, in_i, in_j, off, qidx, ebytes, cost, mem, ch, run_lo, run_hi, run_ch):
+            continue
+        for o in range(n_opts):
+            d = opt_d[o]
+            td = opt_t[o] * d
+            for kk in range(td, kap + 1):
+                for ss in range(d, s + 1):
+                    val = K[o, (ss + d - 1) // d]
+                    prev = dpm[J, kk - td, ss - d]
+                    mx = val if val > prev else prev
+                    if mx <= target:
+                        return J, o, kk, ss
+    return -1, -1, -1, -1
 
 
 # ---------------------------------------------------------------------------------
@@ -571,7 +953,7 @@ def build_tables(problem: Problem, arr: _Arrays, ideals: Ideals, pairs: IdealPai
             p_i_all[start:stop], p_j_all[start:stop], ideals.words, arr.n, arr.ts, arr.ds, problem.devices, S,
             problem.microbatches, problem.bandwidth, problem.memory_per_device, mode,
             arr.opt_start, arr.opt_cnt, arr.tp, arr.tw, arr.ta, arr.tb, arr.in_ptr, arr.in_src, arr.out_ptr,
-            arr.out_dst, arr.inb_ptr, arr.inb, arr.outb_ptr, arr.outb))
+            arr.out_dst, arr.inb_ptr, arr.inb, arr.outb_ptr, arr.outb, arr.rq, arr.pq, arr.c0))
         # aim at ~0.5 s per chunk
         dt = time.perf_counter() - t0
         chunk = int(min(1 << 20, max(64, chunk * (0.5 / max(dt, 1e-3)))))
@@ -698,9 +1080,9 @@ def _reconstruct(problem: Problem, arr: _Arrays, search: _Search, idx: int, mode
         J, t, d = int(tb.e_j[e]), int(tb.e_t[e]), int(tb.e_d[e])
         y = -(-s // d)
         nodes, chosen, val = _stage_choice(
-            words[cur], words[J], arr.n, t_index[t], d, y, problem.microbatches, problem.bandwidth,
+            words[cur], words[J], arr.n, t_index[t], d, y, arr.ds, problem.microbatches, problem.bandwidth,
             problem.memory_per_device, mode, arr.opt_start, arr.opt_cnt, arr.tp, arr.tw, arr.ta, arr.tb,
-            arr.in_ptr, arr.in_src, arr.out_ptr, arr.out_dst, arr.inb_ptr, arr.inb, arr.outb_ptr, arr.outb)
+            arr.in_ptr, arr.in_src, arr.out_ptr, arr.out_dst, arr.inb_ptr, arr.inb, arr.outb_ptr, arr.outb, arr.rq, arr.pq, arr.c0)
         worst = max(worst, float(val))
         ids = tuple(problem.nodes[int(v)].id for v in nodes)
         names = {problem.nodes[int(v)].id: arr.labels[int(q)][2] for v, q in zip(nodes, chosen)}
@@ -709,6 +1091,87 @@ def _reconstruct(problem: Problem, arr: _Arrays, search: _Search, idx: int, mode
         if cur != 0:
             s = int(search.best_s[cur, s - d])
     return Plan(tuple(stages)), worst
+
+
+
+def _options_arrays(arr: _Arrays, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """All options o = (t, d): t in ts, d in ds, t d <= k (t-major, d ascending)."""
+    ot, od = [], []
+    for t in arr.ts:
+        for d in arr.ds:
+            if t * d <= k:
+                ot.append(int(t))
+                od.append(int(d))
+    return np.array(ot, dtype=np.int64), np.array(od, dtype=np.int64)
+
+
+def _pmin(problem: Problem, arr: _Arrays, ideals: Ideals) -> np.ndarray:
+    """Per ideal: sum over its nodes of the least p of any allowed TMPC (a lower bound
+    on d times any stage value of its nodes, as cut edges and resync only add)."""
+    least = np.zeros(arr.n)
+    for v in range(arr.n):
+        vals = [arr.tp[arr.opt_start[v, ti] + r] for ti in range(len(arr.ts)) for r in range(arr.opt_cnt[v, ti])]
+        least[v] = min(vals) if vals else 0.0
+    bits = ((ideals.words[:, :, None] >> np.arange(64, dtype=np.uint64)) & np.uint64(1)).reshape(len(ideals), -1)
+    return bits[:, : arr.n].astype(np.float64) @ least
+
+
+def _solve_table(problem: Problem, arr: _Arrays, ideals: Ideals, pairs: IdealPairs, mode: int,
+                 deadline: float | None, progress: _Progress, ub: float = math.inf
+                 ) -> tuple[np.ndarray, Plan | None, float]:
+    """The table engine: dpm[I, k', s] for all ideals, then the plan at (V, k, S).
+    ``ub``: the value of a known plan (terms above it are dropped), or +inf."""
+    k = problem.devices
+    S = min(problem.microbatches, k)
+    opt_t, opt_d = _options_arrays(arr, k)
+    n_ideals = len(ideals)
+    size_gb = n_ideals * (k + 1) * (S + 1) * 8 / 1e9
+    if size_gb > 3.0:
+        raise SolverError(f"the DP table would need {size_gb:.1f} GB ({n_ideals} ideals x {k + 1} x {S + 1}); "
+                          f"use fewer devices, --linearize, or the threshold engine (params engine='threshold')")
+    dpm = np.empty((n_ideals, k + 1, S + 1))
+    dpm[0] = 0.0
+    consts = (problem.microbatches, problem.bandwidth, problem.memory_per_device, mode, arr.opt_start, arr.opt_cnt,
+              arr.tp, arr.tw, arr.ta, arr.tb, arr.in_ptr, arr.in_src, arr.out_ptr, arr.out_dst, arr.inb_ptr, arr.inb,
+              arr.outb_ptr, arr.outb, arr.rq, arr.pq, arr.c0, opt_t, opt_d)
+    i0 = 1
+    step = 16
+    ptr = pairs.ptr
+    pmin = _pmin(problem, arr, ideals)
+    while i0 < n_ideals:
+        i1 = min(n_ideals, i0 + step)
+        t0 = time.perf_counter()
+        _table_dp(i0, i1, ptr, pairs.sub, ideals.words, arr.n, arr.ts, arr.ds, k, S, *consts, dpm, pmin, ub)
+        dt = time.perf_counter() - t0
+        step = int(min(1 << 16, max(1, step * (0.5 / max(dt, 1e-3)))))
+        i0 = i1
+        progress.say(f"DP table: {i1}/{n_ideals} ideals ({int(ptr[i1])}/{pairs.count} ideal pairs)")
+        if deadline is not None and time.perf_counter() > deadline and i0 < n_ideals:
+            raise _TimeUp()
+    full = ideals.full
+    target = float(dpm[full, k, S])
+    if math.isinf(target):
+        return dpm, None, math.inf
+    t_index = {int(t): i for i, t in enumerate(arr.ts)}
+    stages: list[Stage] = []
+    cur, kap, s = full, k, S
+    while cur != 0:
+        J, o, kk, ss = _table_step(cur, kap, s, target, ptr, pairs.sub, ideals.words, arr.n, arr.ts, arr.ds, k, S,
+                                   *consts, dpm)
+        if J < 0:
+            raise SolverError(f"internal error: DP reconstruction lost its way at ideal {cur}")
+        t, d = int(opt_t[o]), int(opt_d[o])
+        y = -(-int(ss) // d)
+        nodes, chosen, _ = _stage_choice(
+            ideals.words[cur], ideals.words[J], arr.n, t_index[t], d, y, arr.ds, problem.microbatches, problem.bandwidth,
+            problem.memory_per_device, mode, arr.opt_start, arr.opt_cnt, arr.tp, arr.tw, arr.ta, arr.tb,
+            arr.in_ptr, arr.in_src, arr.out_ptr, arr.out_dst, arr.inb_ptr, arr.inb, arr.outb_ptr, arr.outb, arr.rq, arr.pq, arr.c0)
+        ids = tuple(problem.nodes[int(v)].id for v in nodes)
+        names = {problem.nodes[int(v)].id: arr.labels[int(q)][2] for v, q in zip(nodes, chosen)}
+        stages.append(Stage(ids, d, t, names))
+        cur, kap, s = int(J), int(kk) - t * d, int(ss) - d
+        target = float(dpm[cur, kap, s])
+    return dpm, Plan(tuple(stages)), float(dpm[full, k, S])
 
 
 def solve_dp(problem: Problem, options: Options | None = None) -> Result:
@@ -738,6 +1201,10 @@ def solve_dp(problem: Problem, options: Options | None = None) -> Result:
     progress.say(f"{len(ideals)} ideals, {pairs.count} ideal pairs", force=True)
     arr = _arrays(problem, cand)
     S = min(problem.microbatches, problem.devices)
+    engine = _choose_engine(options, pairs, arr, problem.devices)
+    stats["engine"] = engine
+    if engine == "table":
+        return _finish_table(problem, options, arr, ideals, pairs, mode, name, start, deadline, progress, stats)
     try:
         t0 = time.perf_counter()
         tables = build_tables(problem, arr, ideals, pairs, mode, deadline, progress)
@@ -788,3 +1255,45 @@ def solve_dp(problem: Problem, options: Options | None = None) -> Result:
 
 def _none_curve(problem: Problem, options: Options) -> list[list]:
     return [[k, None] for k in _curve_points(problem, options)]
+
+
+def _choose_engine(options: Options, pairs: IdealPairs, arr: _Arrays, k: int) -> str:
+    """``params["engine"]`` ("table" or "threshold"), else: the threshold search unless its
+    stage tables would be large (ideal pairs x options > 20 M, e.g. GNMT), then the table."""
+    engine = options.params.get("engine", "auto")
+    if engine in ("table", "threshold"):
+        return engine
+    if engine != "auto":
+        raise SolverError(f"unknown DP engine {engine!r}; use 'table', 'threshold' or 'auto'")
+    n_opts = len(_options_arrays(arr, k)[0])
+    return "table" if pairs.count * max(1, n_opts) > 20_000_000 else "threshold"
+
+
+def _finish_table(problem: Problem, options: Options, arr: _Arrays, ideals: Ideals, pairs: IdealPairs, mode: int,
+                  name: str, start: float, deadline: float | None, progress: _Progress, stats: dict) -> Result:
+    t0 = time.perf_counter()
+    want_curve = options.params.get("curve", None) is True or options.params.get("curve_points") is not None
+    ub = math.inf
+    if not want_curve and not ideals.linear:
+        # a bound from the linearized problem (n + 1 ideals, cheap) prunes the full DP
+        lin = solve_dp(problem, replace(options, linearize=True, time_limit_s=None, progress=False,
+                                        params={**options.params, "curve": False, "engine": "auto"}))
+        ub = lin.objective if lin.objective is not None else math.inf
+        stats["linearized_tps"] = None if math.isinf(lin.tps) else lin.tps
+    try:
+        dpm, plan, obj = _solve_table(problem, arr, ideals, pairs, mode, deadline, progress, ub)
+    except _TimeUp:
+        return make_result(problem, name, Status.UNKNOWN, None, time_s=time.perf_counter() - start, stats=stats,
+                           message=f"time limit ({options.time_limit_s} s) hit while filling the DP table")
+    stats["table_s"] = time.perf_counter() - t0
+    S = min(problem.microbatches, problem.devices)
+    if want_curve or (math.isinf(ub) and options.params.get("curve", None) is not False):
+        pts = _curve_points(problem, options) if options.params.get("curve_points") is not None else \
+            list(range(1, problem.devices + 1))
+        stats["curve"] = [[kk, None if math.isinf(dpm[ideals.full, kk, S]) else float(dpm[ideals.full, kk, S])]
+                          for kk in pts]
+    if plan is None:
+        return make_result(problem, name, Status.INFEASIBLE, None, time_s=time.perf_counter() - start, stats=stats,
+                           message="no plan fits in memory on the available devices")
+    status = Status.OPTIMAL if mode == EXACT else Status.FEASIBLE
+    return make_result(problem, name, status, plan, time_s=time.perf_counter() - start, objective=obj, stats=stats)

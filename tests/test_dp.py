@@ -116,6 +116,23 @@ def test_curve_matches_brute_force_per_device_count(seed: int) -> None:
         assert _same(curve[6], res.tps)
 
 
+@pytest.mark.parametrize("knapsack", ["exact", "greedy"])
+def test_table_engine_agrees_with_threshold_engine(knapsack: str) -> None:
+    """Piper's dp[I][k'][s] table (used for GNMT-sized ideal sets) and the threshold search
+    give the same value and, with the curve requested, the same curve."""
+    for seed, problem in _random_instances()[::4]:
+        thr = solve_dp(problem, Options(knapsack=knapsack, params={"engine": "threshold", "curve": True}))
+        tab = solve_dp(problem, Options(knapsack=knapsack, params={"engine": "table", "curve": True}))
+        pruned = solve_dp(problem, Options(knapsack=knapsack, params={"engine": "table"}))
+        assert _same(thr.tps, tab.tps) and _same(thr.tps, pruned.tps), seed
+        assert tab.status is thr.status and pruned.status is thr.status
+        if tab.plan is not None:
+            assert _same(tab.objective, tab.tps) and _same(pruned.objective, pruned.tps)
+        for (k1, v1), (k2, v2) in zip(thr.stats.get("curve", []), tab.stats.get("curve", [])):
+            assert k1 == k2 and (v1 is None) == (v2 is None), (seed, k1)
+            assert v1 is None or _same(v1, v2), (seed, k1, v1, v2)
+
+
 def test_linearize_equals_exact_on_chains_and_never_below_elsewhere() -> None:
     for seed in range(40):
         shape = "chain" if seed % 2 else "branchy"
