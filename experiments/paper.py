@@ -373,6 +373,8 @@ def plot_fig1(rows: Sequence[Mapping[str, Any]], path: Path) -> None:
                 xs.append(i - 0.4 + width * (j + 0.5))
                 ys.append(float(val))
             ax.bar(xs, ys, width=width, color=COLORS[v], label=LABELS[v], edgecolor="black", linewidth=0.3)
+            zero = [x for x, y in zip(xs, ys) if y == 0.0]  # no feasible plan: a cross on the axis
+            ax.plot(zero, [0.015] * len(zero), "x", color=COLORS[v], markersize=5, markeredgewidth=1.5)
         for i, k in enumerate(ks):
             pr = next((r for r in sub if int(r["k"]) == k and r["variant"] == "piper"), None)
             if pr is None or pr["tps"] in (None, ""):
@@ -388,7 +390,7 @@ def plot_fig1(rows: Sequence[Mapping[str, Any]], path: Path) -> None:
     handles, labels = axes[0][0].get_legend_handles_labels()
     ncol = len(labels) if len(mems) > 1 else 3
     fig.legend(handles, labels, loc="lower center", ncol=ncol, fontsize=8, frameon=False)
-    fig.suptitle("Fig. 1: BERT-32, N = 1920, B = 25 GiB/s (0 or no bar = no feasible plan)", fontsize=10)
+    fig.suptitle("Fig. 1: BERT-32, N = 1920, B = 25 GiB/s (a cross on the axis = no feasible plan)", fontsize=10)
     fig.tight_layout(rect=(0, 0.07 if ncol == len(labels) else 0.12, 1, 1))
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -455,40 +457,55 @@ def fig2(cfg: Config) -> list[dict[str, Any]]:
     return rows
 
 
+def _fig2_style(ax: Any, v: str, xs: Sequence[float], ys: Sequence[float]) -> None:
+    if v == "piper":  # drawn wide and light so ablations that coincide with it stay visible
+        ax.step(xs, ys, where="post", color=COLORS[v], label=LABELS[v], linewidth=4.5, alpha=0.45)
+    elif v in DP_VARIANTS:
+        ax.step(xs, ys, where="post", color=COLORS[v], label=LABELS[v], linewidth=1.3)
+    else:
+        ax.plot(xs, ys, "s:" if v == "equi_noTP" else "o--", color=COLORS[v], label=LABELS[v],
+                markersize=6 if v == "equi_noTP" else 4, fillstyle="none" if v == "equi_noTP" else "full")
+
+
 def plot_fig2(rows: Sequence[Mapping[str, Any]], path: Path) -> None:
+    """Top row: best TPS against devices (and equi against N); bottom row: each
+    variant's TPS over Piper's at the same device count (how much slower)."""
     plt = _plt()
     ns = sorted({int(r["N"]) for r in rows if r["series"] == "devices"}, reverse=True)
-    fig, axes = plt.subplots(1, len(ns) + 1, figsize=(5.0 * (len(ns) + 1), 4.2), squeeze=False)
-    for ax, n_mb in zip(axes[0], ns):
+    fig, axes = plt.subplots(2, len(ns) + 1, figsize=(5.2 * (len(ns) + 1), 8.0), squeeze=False)
+    for col, n_mb in enumerate(ns):
+        ax, axr = axes[0][col], axes[1][col]
+        series: dict[str, list[tuple[int, float]]] = {}
         for v in DP_VARIANTS + EQUI_VARIANTS:
-            pts = [(int(r["k"]), float(r["tps"])) for r in rows
-                   if r["series"] == "devices" and int(r["N"]) == n_mb and r["variant"] == v and r["tps"] not in (None, "")]
-            if not pts:
-                continue
-            pts.sort()
-            xs, ys = zip(*pts)
-            if v == "piper":  # drawn wide and light so ablations that coincide with it stay visible
-                ax.step(xs, ys, where="post", color=COLORS[v], label=LABELS[v], linewidth=4.5, alpha=0.45)
-            elif v in DP_VARIANTS:
-                ax.step(xs, ys, where="post", color=COLORS[v], label=LABELS[v], linewidth=1.3)
-            else:
-                ax.plot(xs, ys, "s:" if v == "equi_noTP" else "o--", color=COLORS[v], label=LABELS[v],
-                        markersize=6 if v == "equi_noTP" else 4, fillstyle="none" if v == "equi_noTP" else "full")
-        ax.set_xscale("log", base=2)
-        ax.set_yscale("log")
-        ax.set_xlabel("number of devices")
+            pts = sorted((int(r["k"]), float(r["tps"])) for r in rows if r["series"] == "devices"
+                         and int(r["N"]) == n_mb and r["variant"] == v and r["tps"] not in (None, ""))
+            if pts:
+                series[v] = pts
+                xs, ys = zip(*pts)
+                _fig2_style(ax, v, xs, ys)
+        piper = dict(series.get("piper", []))
+        for v, pts in series.items():
+            rel = [(k, tps / piper[k]) for k, tps in pts if k in piper and piper[k] > 0]
+            if rel:
+                xs, ys = zip(*rel)
+                _fig2_style(axr, v, xs, ys)
+        for a in (ax, axr):
+            a.set_xscale("log", base=2)
+            a.set_yscale("log")
+            a.set_xlabel("number of devices")
+            a.grid(True, which="both", alpha=0.3)
         ax.set_ylabel("best time per sample (s)")
         ax.set_title(f"BERT-32, 8 GiB, N = {n_mb}")
-        ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize=7)
+        axr.set_ylabel("time per sample / Piper's (x)")
+        axr.set_title(f"slowdown against Piper, N = {n_mb}")
     ax = axes[0][-1]
     for v in EQUI_VARIANTS:
         pts = sorted((int(r["N"]), float(r["tps"])) for r in rows
                      if r["series"] == "batch" and r["variant"] == v and r["tps"] not in (None, ""))
         if pts:
             xs, ys = zip(*pts)
-            ax.plot(xs, ys, "s:" if v == "equi_noTP" else "o--", color=COLORS[v], label=LABELS[v],
-                    markersize=6 if v == "equi_noTP" else 4, fillstyle="none" if v == "equi_noTP" else "full")
+            _fig2_style(ax, v, xs, ys)
     kb = sorted({int(r["k"]) for r in rows if r["series"] == "batch"})
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
@@ -497,7 +514,8 @@ def plot_fig2(rows: Sequence[Mapping[str, Any]], path: Path) -> None:
     ax.set_title(f"equi baselines against N (k = {kb[0] if kb else '?'})")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=7)
-    fig.suptitle("Fig. 2: best time per sample (lower is better)")
+    axes[1][-1].axis("off")
+    fig.suptitle("Fig. 2: best time per sample (lower is better); Piper and ablations: one DP run each")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

@@ -96,7 +96,7 @@ def _check_outputs(csv_path: Path, png_path: Path, columns: tuple[str, ...]) -> 
 @needs_dp
 @pytest.mark.parametrize("name", ["fig1", "fig2", "fig3", "gnmt", "resnet", "knapsack"])
 def test_quick_experiments_write_csv_and_png(name: str, tmp_path: Path) -> None:
-    cfg = Config(out=tmp_path, quick=True, progress=False, time_limit_s=60)
+    cfg = Config(out=tmp_path, quick=True, progress=False, time_limit_s=3600)  # never binds: no timed asserts
     csv_path, png_path = paper.run_experiment(name, cfg)
     rows = _check_outputs(csv_path, png_path, tuple(paper.EXPERIMENTS[name].columns))
     assert not [r for r in rows if r.get("status") == "error" or r.get("piper_status") == "error"], rows
