@@ -1141,6 +1141,19 @@ def _list_text() -> str:
     return "\n".join(lines)
 
 
+def _rerun_flags(args: argparse.Namespace, solvers: Sequence[SolverInfo]) -> list[str]:
+    """The flags that make a re-run of a dumped instance solve the same problem."""
+    flags = []
+    if args.solvers:
+        flags += ["--solvers", ",".join(s.name for s in solvers)]
+    if args.time_limit != DEFAULT_TIME_LIMIT:
+        flags += ["--time-limit", f"{args.time_limit:g}"]
+    flags += [flag for flag, on in (("--no-dp", args.no_dp), ("--no-tp", args.no_tp), ("--no-ar", args.no_ar)) if on]
+    for tmpc in args.exclude_tmpc:
+        flags += ["--exclude-tmpc", repr(tmpc) if " " in tmpc else tmpc]
+    return flags
+
+
 def _hard_timeout(given: float | None, time_limit: float | None) -> float | None:
     if given is not None:
         if given < 0:
@@ -1173,12 +1186,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     options = options_from_args(args)
     hard_timeout = _hard_timeout(args.hard_timeout, options.time_limit_s)
     out: Path = args.out
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"cannot create the report directory {str(out)!r}: {exc.strerror or exc}") from None
     meta = {
         "command": ["python", "-m", "experiments.compare", *(sys.argv[1:] if argv is None else argv)],
         "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "solvers": [s.name for s in solvers],
         "time_limit_s": options.time_limit_s,
         "threads": options.threads,
+        "data_parallel": options.data_parallel,
+        "tensor_parallel": options.tensor_parallel,
+        "exclude_tmpcs": sorted(options.exclude_tmpcs),
         "jobs": args.jobs,
         "rtol": args.rtol,
         "hard_timeout_s": hard_timeout,
@@ -1227,7 +1247,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(render_summary(summarize(reports), wall))
     print(f"reports: {out / 'report.json'}, {out / 'report.csv'}")
     if failed:
-        hint = "python -m experiments.compare FILE --solvers ..." if len(failed) > 1 else f"python -m experiments.compare {failed[0]}"
+        target = str(failed[0]) if len(failed) == 1 else str(out / "failed" / "NAME.json")
+        hint = " ".join(["python -m experiments.compare", target, *_rerun_flags(args, solvers)])
         print(f"{len(failed)} failed instance(s) written to {out / 'failed'}; re-run one alone: {hint}", file=sys.stderr)
     return 0 if all(r.ok for r in reports) else 1
 

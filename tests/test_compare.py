@@ -130,6 +130,12 @@ def solve_jit(problem: Problem, options: Options) -> Result:
     return _result(problem, "fake-jit", Status.OPTIMAL, "vanilla", time_s=5.0 if first else 0.0)
 
 
+def solve_echo(problem: Problem, options: Options) -> Result:
+    """Says which options it got."""
+    msg = f"time_limit_s={options.time_limit_s} exclude={sorted(options.exclude_tmpcs)} dp={options.data_parallel}"
+    return _result(problem, "fake-echo", Status.OPTIMAL, "vanilla", message=msg)
+
+
 def solve_heuristic(problem: Problem, options: Options) -> Result:
     return _result(problem, "fake-heuristic", Status.FEASIBLE, "activation recomp")
 
@@ -147,6 +153,7 @@ FAKES = {
     "fake-hang": ("solve_hang", True),
     "fake-die": ("solve_die", True),
     "fake-jit": ("solve_jit", True),
+    "fake-echo": ("solve_echo", True),
 }
 
 
@@ -445,3 +452,16 @@ def test_python_m_experiments_dispatches_to_commands(capsys: pytest.CaptureFixtu
     assert "compare" in commands() and "suites" not in commands()
     assert main([]) == 2 and "compare" in capsys.readouterr().out
     assert main(["nope"]) == 2 and "unknown command 'nope'" in capsys.readouterr().err
+
+
+def test_time_limit_and_ablations_reach_the_solvers_and_the_rerun_hint(
+    fakes: None, workload: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "out"
+    args = [str(workload), "--solvers", "fake-echo,fake-liar", "--time-limit", "3", "--no-ar", "--no-dp", "--out", str(out)]
+    code, _, err = run(args, capsys)
+    assert code == 1
+    _, rows = read_report(out)
+    echo = next(r for r in rows if r["solver"] == "fake-echo")
+    assert echo["message"] == "time_limit_s=3.0 exclude=['activation recomp'] dp=False"
+    assert "--solvers fake-echo,fake-liar --time-limit 3 --no-dp --no-ar" in err
