@@ -988,8 +988,10 @@ def write_plots(out: Path, reports: Sequence[InstanceReport]) -> list[Path]:
             ax.scatter([i + 0.15] * len(vals), vals, s=10, alpha=0.6)
     else:
         ax.text(0.5, 0.5, "no heuristic gap measured", ha="center", va="center", transform=ax.transAxes)
-    ax.set_ylabel("gap to proven optimum (%)")
-    ax.set_title("heuristic gap distribution")
+    ax.set_yscale("symlog", linthresh=1.0)
+    ax.set_ylabel("gap to proven optimum (%, log above 1%)")
+    counts = ", ".join(f"{name}: {len(vals)}" for name, vals in gaps.items())
+    ax.set_title(f"heuristic gap distribution ({counts or 'none'} instances)")
     ax.grid(True, axis="y", alpha=0.3)
     written.append(_save_fig(fig, out / "gaps.png"))
     plt.close(fig)
