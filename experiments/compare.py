@@ -77,7 +77,7 @@ from typing import Any, TextIO
 
 import baselines
 from baselines import SolverInfo
-from experiments.suites import Instance, build_suite, problem_name, slice_problem, suite_names, unique_names
+from experiments.suites import Instance, build_suite, is_suite, problem_name, slice_problem, suite_names, unique_names
 from piper.cli import (
     ArgumentParser,
     UsageError,
@@ -1075,7 +1075,7 @@ def build_parser() -> ArgumentParser:
     )
     p.add_argument("files", nargs="*", metavar="FILE", help="workload JSON files (cluster overrides apply to these)")
     p.add_argument("--suite", action="append", default=[], metavar="NAME",
-                   help=f"instance suite(s), comma-separated: {', '.join(suite_names())} "
+                   help=f"instance suite(s), comma-separated: {', '.join(suite_names())}, random:COUNT[:FIRST_SEED] "
                    "(default: 'default' when no FILE is given)")  # fmt: skip
     p.add_argument("--solvers", action="append", default=[], metavar="A,B",
                    help="solvers to run, comma-separated (default: every registered one)")  # fmt: skip
@@ -1114,8 +1114,8 @@ def select_instances(args: argparse.Namespace) -> list[Instance]:
     suites = _split(args.suite) or ([] if args.files else ["default"])
     instances: list[Instance] = []
     for name in suites:
-        if name not in suite_names():
-            raise UsageError(f"unknown suite {name!r}; known: {', '.join(suite_names())}")
+        if not is_suite(name):
+            raise UsageError(f"unknown suite {name!r}; known: {', '.join(suite_names())}, random:COUNT[:FIRST_SEED]")
         instances += build_suite(name)
     cluster_given = any(getattr(args, k) is not None for k in ("devices", "memory", "microbatches", "bandwidth"))
     if (cluster_given or args.slice) and not args.files:
@@ -1136,6 +1136,7 @@ def _list_text() -> str:
 
     lines = ["suites:"]
     lines += [f"  {name:<13} {desc}" for name, (desc, _) in SUITES.items()]
+    lines.append(f"  {'random:C[:F]':<13} random_problem(seed) for C seeds from F (e.g. random:320)")
     lines.append("solvers:")
     for info in baselines.SOLVERS.values():
         extra = f" (<= {info.max_nodes} layers)" if info.max_nodes else ""

@@ -11,6 +11,8 @@ the same problems on every machine). Suites:
 * ``infeasible``: instances with no plan, each provably so (see the builders).
 * ``medium``: larger random DAGs (12-16 layers, k = 8, N = 16); exact solvers hit
   the time limit on some. Not in the default suite.
+* ``random:COUNT[:FIRST]``: ``random_problem(seed)`` for COUNT seeds from FIRST
+  (e.g. ``random:320`` is the cross-check set of FORMULATIONS.md section 7).
 * ``default``: what ``python -m experiments.compare`` runs with no arguments:
   tiny + small + paper-slices + infeasible, sized to finish well within 3 minutes
   on 2 cores with every solver.
@@ -37,6 +39,8 @@ __all__ = [
     "WORKLOADS_DIR",
     "suite_names",
     "build_suite",
+    "is_suite",
+    "random_suite",
     "slice_problem",
     "binding_memory",
     "paper_workload",
@@ -248,12 +252,38 @@ def suite_names() -> list[str]:
     return list(SUITES)
 
 
+def random_suite(count: int, first_seed: int = 0) -> list[Instance]:
+    """``random:COUNT[:FIRST]``: random_problem(seed) for COUNT seeds from FIRST (the
+    generator's own draws: 3-7 layers, both shapes, k <= 6; FORMULATIONS.md section 7
+    cross-checked seeds 0-319)."""
+    return [_random(f"random:{count}:{first_seed}", seed) for seed in range(first_seed, first_seed + count)]
+
+
+def _parse_random(name: str) -> tuple[int, int] | None:
+    parts = name.split(":")
+    if parts[0] != "random" or len(parts) not in (2, 3):
+        return None
+    try:
+        count, first = int(parts[1]), int(parts[2]) if len(parts) == 3 else 0
+    except ValueError:
+        return None
+    return (count, first) if count >= 1 and first >= 0 else None
+
+
+def is_suite(name: str) -> bool:
+    return name in SUITES or _parse_random(name) is not None
+
+
 def build_suite(name: str) -> list[Instance]:
-    """The instances of a named suite; KeyError (naming the known suites) otherwise."""
+    """The instances of a named suite (or ``random:COUNT[:FIRST]``); KeyError
+    (naming the known suites) otherwise."""
+    parsed = _parse_random(name)
+    if parsed is not None:
+        return random_suite(*parsed)
     try:
         _, builder = SUITES[name]
     except KeyError:
-        raise KeyError(f"unknown suite {name!r}; known: {', '.join(SUITES)}") from None
+        raise KeyError(f"unknown suite {name!r}; known: {', '.join(SUITES)}, random:COUNT[:FIRST_SEED]") from None
     return builder()
 
 

@@ -328,6 +328,7 @@ def test_execution_backends_give_the_same_rows(
     [
         (["--solvers", "nope"], "unknown solver 'nope'"),
         (["--suite", "nope"], "unknown suite 'nope'"),
+        (["--suite", "random:0"], "unknown suite 'random:0'"),
         (["--devices", "4"], "apply to FILE arguments"),
         (["no/such/file.json"], "cannot read workload file"),
         (["--jobs", "0"], "--jobs"),
@@ -442,6 +443,11 @@ def test_suites_are_deterministic_and_named_uniquely() -> None:
         assert [i.name for i in a] == [i.name for i in b]
         assert [i.problem for i in a] == [i.problem for i in b]
         assert len({i.name for i in a}) == len(a) > 0
+    rnd = build_suite("random:3:10")
+    assert [i.name for i in rnd] == ["random-chain-n3-seed10", "random-chain-n4-seed11", "random-chain-n5-seed12"]
+    for bad in ("random:0", "random:x", "random:1:2:3", "nope"):
+        with pytest.raises(KeyError):
+            build_suite(bad)
     default = build_suite("default")
     assert {i.suite for i in default} >= {"tiny", "small", "paper-slices", "infeasible"}
 
