@@ -4,6 +4,7 @@ brute-force oracle (exact knapsack), the curve, options and statuses."""
 from __future__ import annotations
 
 import math
+import random
 from typing import Any
 
 import pytest
@@ -14,7 +15,7 @@ from experiments.instances import random_problem
 from piper.dp import solve_dp
 from piper.ideals import enumerate_ideals, ideal_pairs
 from piper.options import NO_AR, Options
-from piper.problem import Problem, load_problem
+from piper.problem import Problem, load_problem, problem_from_dict, problem_to_dict
 from piper.result import SolverError, Status
 
 from .helpers import problem as make_problem
@@ -97,6 +98,29 @@ def test_exact_equals_brute_force_on_random_tiny_instances() -> None:
         greedy_worse += greedy.tps > exact.tps * (1 + 1e-9)
     assert infeasible >= 30 and feasible >= 100
     assert greedy_worse >= 1  # the heuristic is not exact on this set
+
+
+def _vary_parameter_sizes(problem: Problem, seed: int) -> Problem:
+    """The same instance with a different parameter size w per TMPC (the generator gives
+    all TMPCs of a layer the same w), so the optimal choice depends on d."""
+    raw = problem_to_dict(problem)
+    rng = random.Random(seed)
+    for nd in raw["nodes"]:
+        for lst in nd["TMPCs"].values():
+            for c in lst:
+                c["parameterSize"] = float(rng.randint(0, 40))
+    raw["mbsInBatch"] = 4
+    raw["bandwidth"] = 0.5
+    return problem_from_dict(raw)
+
+
+def test_exact_equals_brute_force_when_w_differs_between_tmpcs() -> None:
+    for seed, problem in _random_instances()[::3]:
+        problem = _vary_parameter_sizes(problem, seed)
+        brute = solve_brute(problem, Options())
+        for engine in ("threshold", "table"):
+            exact = solve_dp(problem, Options(params={"engine": engine}))
+            assert _same(exact.tps, brute.tps), (seed, engine, exact.tps, brute.tps)
 
 
 @pytest.mark.parametrize("seed", [2, 11, 17, 23, 31, 44])
