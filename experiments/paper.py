@@ -922,35 +922,45 @@ def _knapsack_end_to_end(cfg: Config) -> list[dict[str, Any]]:
 
 def plot_knapsack(rows: Sequence[Mapping[str, Any]], path: Path) -> None:
     plt = _plt()
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.2))
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4.6))
     summ = [r for r in rows if r["part"] == "stage_summary" and r.get("instances") not in (None, "")]
-    worse = [float(r["relative_gap"]) for r in rows if r["part"] == "stage" and r.get("relative_gap") not in (None, "")
-             and float(r["relative_gap"]) > 0]
+    worse = sorted((float(r["relative_gap"]), r) for r in rows if r["part"] == "stage"
+                   and r.get("relative_gap") not in (None, "") and float(r["relative_gap"]) > 0)
     n_inst = sum(int(r["instances"]) - int(r["infeasible"]) for r in summ)
     n_opt = sum(int(r["greedy_optimal"]) for r in summ)
     if worse:
-        import numpy as np
-
-        bins = np.logspace(math.log10(min(worse)), math.log10(max(worse)) + 1e-9, 30)
-        ax1.hist(worse, bins=bins, color=COLORS["noAR"], edgecolor="black", linewidth=0.3)
+        gaps = [100 * g for g, _ in worse]
+        ax1.plot(gaps, range(len(gaps)), "o", color=COLORS["noAR"])
+        for i, (g, r) in enumerate(worse[:25]):
+            ax1.annotate(f"{r['sample']}: M={float(r['memory_gib']):g} GiB t={r['t']} d={r['d']} y={r['y']}",
+                         (100 * g, i), fontsize=6, xytext=(4, 0), textcoords="offset points", va="center")
         ax1.set_xscale("log")
+        ax1.set_xlim(min(gaps) / 2, max(gaps) * 30)  # room for the labels
+        ax1.set_yticks([])
+        ax1.set_ylim(-1, len(gaps))
     else:
         ax1.text(0.5, 0.5, "greedy optimal on every sampled stage problem", ha="center", transform=ax1.transAxes)
-    ax1.set_title(f"stage problems: greedy optimal in {n_opt} of {n_inst} feasible")
-    ax1.set_xlabel("greedy stage TPS / exact stage TPS - 1 (non-optimal cases)")
-    ax1.set_ylabel("number of stage problems")
+    ax1.set_title(f"stage problems: greedy optimal in {n_opt} of {n_inst} feasible", fontsize=10)
+    ax1.set_xlabel("greedy stage TPS over exact stage TPS - 1 (%), non-optimal cases")
+    ax1.set_ylabel("non-optimal stage problems")
     e2e = [r for r in rows if r["part"] == "end_to_end"]
     mems = sorted({float(r["memory_gib"]) for r in e2e})
-    for mem in mems:
+    allzero = True
+    for j, mem in enumerate(mems):
         pts = sorted((int(r["k"]), float(r["relative_gap"])) for r in e2e
                      if float(r["memory_gib"]) == mem and r.get("relative_gap") not in (None, ""))
         if pts:
             xs, ys = zip(*pts)
-            ax2.plot(xs, [100 * y for y in ys], "o-", label=f"{mem:g} GiB")
+            allzero = allzero and all(y == 0.0 for y in ys)
+            ax2.plot(xs, [100 * y for y in ys], "osD^v"[j % 5] + "-", label=f"{mem:g} GiB",
+                     markersize=10 - 2 * j, fillstyle="none", linewidth=1)
+    if e2e and allzero:
+        ax2.text(0.5, 0.8, "greedy-knapsack DP = exact DP on every configuration", ha="center",
+                 transform=ax2.transAxes, fontsize=9)
     ax2.set_xscale("log", base=2)
     ax2.set_xlabel("number of devices k")
-    ax2.set_ylabel("greedy-knapsack DP TPS over exact DP TPS - 1 (%)")
-    ax2.set_title("end to end, BERT-32, N = 1920")
+    ax2.set_ylabel("greedy DP TPS over exact DP TPS - 1 (%)")
+    ax2.set_title("end to end, BERT-32, N = 1920, B = 25 GiB/s (both feasible)", fontsize=10)
     ax2.grid(True, which="both", alpha=0.3)
     if mems:
         ax2.legend(fontsize=7)
