@@ -23,7 +23,10 @@ solver's own claim, except in check 1 which compares the two:
    Two exact solvers that disagree always trip this check (the worse one is
    named, the better one holds an evaluated plan that refutes it).
 4. ``bound``: no exact solver's lower bound exceeds the best evaluated plan.
-5. ``exception``: a solver raised something other than ``SolverError``.
+5. ``exception``: a solver raised something other than ``SolverError``, returned
+   something other than a Result, or returned a structurally invalid plan.
+6. ``result-tps``: ``Result.tps`` is the evaluator's score of the plan (compare
+   re-scores every plan itself; a solver that bypasses ``make_result`` is caught).
 
 A ``SolverError`` ("too large", missing backend, ...) marks the run ``skipped``
 with the reason, as does a graph larger than the registry's ``max_nodes``; a
@@ -88,7 +91,9 @@ from piper.cli import (
     positive_int,
     run_main,
 )
+from piper.evaluate import evaluate
 from piper.options import Options
+from piper.plan import Plan
 from piper.problem import dump_problem, load_problem
 from piper.result import Result, SolverError, Status
 
@@ -139,6 +144,8 @@ class SolverRun:
     status: str
     #: the evaluator's TPS of the returned plan (+inf without a plan or when OOM)
     tps: float = math.inf
+    #: Result.tps as the solver returned it (must equal ``tps``)
+    reported_tps: float | None = None
     #: the solver's own claim of the objective
     objective: float | None = None
     #: the solver's proven lower bound (None when not run)
@@ -231,7 +238,7 @@ def solve_in_process(problem: Any, info: SolverInfo, options: Options) -> Solver
         base.status, base.time_s = ERROR, wall
         base.message = f"returned {type(result).__name__}, not a Result"
         return base
-    return _run_from_result(info, result, wall)
+    return _run_from_result(problem, info, result, wall)
 
 
 def _worker_main(conn: Any) -> None:
@@ -417,14 +424,27 @@ class IsolatedRunner:
         self.close()
 
 
-def _run_from_result(info: SolverInfo, result: Result, wall: float) -> SolverRun:
+def _run_from_result(problem: Any, info: SolverInfo, result: Result, wall: float) -> SolverRun:
+    """The row of a returned Result. Its plan is scored here, by the evaluator, and
+    that score is the TPS compared (``Result.tps`` is kept as ``reported_tps``);
+    a structurally invalid plan makes the run an error."""
     status = result.status.value if isinstance(result.status, Status) else str(result.status)
-    tps = result.tps if result.tps is not None else math.inf
+    reported = math.inf if result.tps is None else float(result.tps)
+    tps = math.inf
+    if result.plan is not None:
+        try:
+            tps = evaluate(problem, result.plan).tps
+        except Exception as exc:  # PlanError: a structurally invalid plan
+            run = SolverRun(info.name, info.exact, ERROR, time_s=wall, solver_time_s=result.time_s)
+            run.message = _one_line(f"invalid plan: {type(exc).__name__}: {exc}")
+            run.plan = result.plan.to_dict() if isinstance(result.plan, Plan) else None
+            return run
     return SolverRun(
         solver=info.name,
         exact=info.exact,
         status=status,
-        tps=float(tps),
+        tps=tps,
+        reported_tps=reported,
         objective=None if result.objective is None else float(result.objective),
         bound=None if result.bound is None else float(result.bound),
         time_s=wall,
@@ -498,6 +518,10 @@ def _check_run(run: SolverRun, rtol: float) -> list[Failure]:
         out.append(Failure(run.solver, "plan", f"status {run.status} but no plan returned"))
     if run.has_plan and run.status in PLAN_STATUSES and not math.isfinite(run.tps):
         out.append(Failure(run.solver, "plan", "the returned plan is out of memory (evaluated TPS = inf)"))
+    if run.reported_tps is not None and not close(run.reported_tps, run.tps, rtol):
+        out.append(
+            Failure(run.solver, "result-tps", f"Result.tps is {run.reported_tps:.9g} but the evaluator scores its plan {run.tps:.9g}")
+        )
     if run.has_plan and run.objective is not None and math.isfinite(run.tps) and not close(run.objective, run.tps, rtol):
         rel = abs(run.objective - run.tps) / max(abs(run.tps), 1e-300)
         out.append(
@@ -683,7 +707,8 @@ def run_compare(
 # ---------------------------------------------------------------------------------
 
 CSV_FIELDS = [
-    "instance", "suite", "layers", "edges", "k", "N", "solver", "exact", "status", "limit", "early", "tps", "objective",
+    "instance", "suite", "layers", "edges", "k", "N", "solver", "exact", "status", "limit", "early", "tps", "reported_tps",
+    "objective",
     "bound", "gap", "gap_vs", "time_s", "solver_time_s", "warmup_s", "devices_used", "check", "message",
 ]  # fmt: skip
 
@@ -713,6 +738,7 @@ def run_row(report: InstanceReport, run: SolverRun) -> dict[str, Any]:
         "limit": run.limit,
         "early": run.early,
         "tps": _num(run.tps) if run.status not in NOT_RUN else None,
+        "reported_tps": _num(run.reported_tps),
         "objective": _num(run.objective),
         "bound": _num(run.bound),
         "gap": _num(run.gap),

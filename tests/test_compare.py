@@ -136,6 +136,18 @@ def solve_echo(problem: Problem, options: Options) -> Result:
     return _result(problem, "fake-echo", Status.OPTIMAL, "vanilla", message=msg)
 
 
+def solve_bypass(problem: Problem, options: Options) -> Result:
+    """Wrong: builds its Result by hand with a TPS that is not its plan's."""
+    plan = one_stage(problem, "activation recomp")
+    return Result("fake-bypass", Status.OPTIMAL, plan, tps=4.0, objective=4.0, bound=4.0, time_s=0.0)
+
+
+def solve_invalid(problem: Problem, options: Options) -> Result:
+    """Wrong: a plan that leaves out a layer (rule 1)."""
+    plan = Plan((Stage((problem.nodes[0].id,), 1, 1, {problem.nodes[0].id: "vanilla"}),))
+    return Result("fake-invalid", Status.OPTIMAL, plan, tps=4.0, objective=4.0, bound=4.0, time_s=0.0)
+
+
 def solve_heuristic(problem: Problem, options: Options) -> Result:
     return _result(problem, "fake-heuristic", Status.FEASIBLE, "activation recomp")
 
@@ -154,6 +166,8 @@ FAKES = {
     "fake-die": ("solve_die", True),
     "fake-jit": ("solve_jit", True),
     "fake-echo": ("solve_echo", True),
+    "fake-bypass": ("solve_bypass", True),
+    "fake-invalid": ("solve_invalid", True),
 }
 
 
@@ -245,6 +259,20 @@ def test_wrong_claimed_objective_exits_1(
     code, stdout, _ = run([str(workload), "--solvers", "fake-liar", "--out", str(tmp_path / "o")], capsys)
     assert code == 1
     assert "FAIL fake-liar: claimed-tps" in stdout
+
+
+def test_plans_are_rescored_by_the_evaluator(
+    fakes: None, workload: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "out"
+    code, stdout, _ = run([str(workload), "--solvers", "fake-good,fake-bypass,fake-invalid", "--out", str(out)], capsys)
+    assert code == 1
+    assert "FAIL fake-bypass: result-tps: Result.tps is 4 but the evaluator scores its plan 6" in stdout
+    assert "FAIL fake-bypass: optimality" in stdout  # its plan (6) is worse than fake-good's (4)
+    assert "FAIL fake-invalid: exception: invalid plan: PlanError: rule 1" in stdout
+    _, rows = read_report(out)
+    bypass = next(r for r in rows if r["solver"] == "fake-bypass")
+    assert (float(bypass["tps"]), float(bypass["reported_tps"])) == (6.0, 4.0)
 
 
 def test_time_limited_solver_is_reported_with_its_bound_not_as_disagreeing(
