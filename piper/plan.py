@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .jsonfile import read_json
+
 if TYPE_CHECKING:  # pragma: no cover
     from .evaluate import Score
     from .problem import Problem
@@ -154,18 +156,7 @@ def plan_from_dict(raw: Any) -> Plan:
 def load_plan(source: str | Path | Mapping[str, Any]) -> Plan:
     if isinstance(source, Mapping):
         return plan_from_dict(source)
-    path = Path(source)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise PlanFormatError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
-    except OSError as exc:
-        raise PlanFormatError(f"cannot read plan file {str(path)!r}: {exc.strerror or exc}") from None
-    try:
-        raw = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise PlanFormatError(f"{path}: not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
-    return plan_from_dict(raw)
+    return plan_from_dict(read_json(source, PlanFormatError, "plan"))
 
 
 # ---------------------------------------------------------------------------------

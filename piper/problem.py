@@ -19,6 +19,8 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from .jsonfile import read_json
+
 __all__ = [
     "ProblemError",
     "TMPC",
@@ -438,20 +440,7 @@ def load_problem(source: str | Path | Mapping[str, Any]) -> Problem:
     """Load a workload from a JSON file path or an already-parsed dict."""
     if isinstance(source, Mapping):
         return problem_from_dict(source)
-    path = Path(source)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise ProblemError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
-    except OSError as exc:
-        raise ProblemError(f"cannot read workload file {str(path)!r}: {exc.strerror or exc}") from None
-    try:
-        raw = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ProblemError(f"{path}: not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
-    except RecursionError:
-        raise ProblemError(f"{path}: JSON nested too deeply") from None
-    return problem_from_dict(raw)
+    return problem_from_dict(read_json(source, ProblemError, "workload"))
 
 
 def _num_out(x: float) -> float | int:

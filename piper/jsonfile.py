@@ -1,0 +1,25 @@
+"""Reading a JSON file with user-facing errors (one exception type per caller)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+
+def read_json(path: str | Path, error: type[Exception], what: str) -> Any:
+    """Parse the JSON file at ``path``; any failure raises ``error`` with a one-line
+    message naming the file (``what`` says what kind of file it should be)."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise error(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    except OSError as exc:
+        raise error(f"cannot read {what} file {str(path)!r}: {exc.strerror or exc}") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise error(f"{path}: not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+    except RecursionError:
+        raise error(f"{path}: JSON nested too deeply") from None
