@@ -1097,7 +1097,9 @@ def build_parser() -> ArgumentParser:
     p = ArgumentParser(
         prog="python -m experiments.compare",
         description="Run solvers on instances, score every plan with the evaluator, and check that they agree.",
-        epilog="Exit status: 0 all checks passed, 1 a check failed, 2 usage error.",
+        epilog=f"Default time limit: {DEFAULT_TIME_LIMIT:g} s per solve. "
+        "Exit status: 0 all checks passed, 1 a check failed (the instance is written to OUT/failed/), "
+        "2 usage error, 130 interrupted.",
     )
     p.add_argument("files", nargs="*", metavar="FILE", help="workload JSON files (cluster overrides apply to these)")
     p.add_argument("--suite", action="append", default=[], metavar="NAME",
@@ -1106,11 +1108,12 @@ def build_parser() -> ArgumentParser:
     p.add_argument("--solvers", action="append", default=[], metavar="A,B",
                    help="solvers to run, comma-separated (default: every registered one)")  # fmt: skip
     p.add_argument("--slice", type=positive_int, metavar="L", help="keep only the first L layers of each FILE")
-    p.add_argument("--jobs", "-j", type=positive_int, default=1, metavar="N", help="instances in parallel processes")
+    p.add_argument("--jobs", "-j", type=positive_int, default=1, metavar="N",
+                   help="instances in parallel (N solver processes; default 1)")  # fmt: skip
     p.add_argument("--out", "-o", type=Path, default=DEFAULT_OUT, metavar="DIR", help=f"report directory ({DEFAULT_OUT})")
     p.add_argument("--hard-timeout", type=float, metavar="S",
-                   help="kill a solve (forked child) after S seconds; 0 = solve in-process without a watchdog "
-                   "(default: 2 x the time limit + 30)")  # fmt: skip
+                   help="kill a solve (run in a worker process) after S seconds; 0 = solve in-process "
+                   "without a watchdog (default: 2 x the time limit + 30)")  # fmt: skip
     p.add_argument("--rtol", type=float, default=RTOL, help=f"relative tolerance on TPS checks ({RTOL:g})")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
     p.add_argument("--no-progress", action="store_true", help="no progress on stderr")
