@@ -26,7 +26,14 @@ Constraints::
     r[e,i] >= Σ γout(e,o,ℓ) x[u,i,o,ℓ]                OnlyEnforceIf(¬in[v,i])
     T >= Σ κ x[·,i,·,·] + Σ_e r[e,i]                  ∀ i
     S·T >= Σ d_o κ x;  k·T >= Σ t_o d_o κ x;  T >= Σ_i Σ κ x[v,i,·,·]  ∀ v
+    dev_i ∈ {0} ∪ {t_o d_o : o ∈ O_i},  dev_i = Σ_o t_o d_o z[i,o]
+    T·dev_i >= Σ_v w_v in[v,i],  w_v = min over v's choices of t_o d_o κ     (bin packing)
     minimise T
+
+The last pair is redundant for the integer model (a stage's time times its devices is
+at least its layers' device-time) but lets CP-SAT round a slot's devices up to a
+feasible t·d as soon as layers are placed in it (``params["device_products"]=False``
+drops it).
 
 Integer scaling (chosen per instance, reported in ``stats``):
 
@@ -99,8 +106,9 @@ def memory_scaling(values: list[float], limit: float) -> tuple[list[int], int, b
 class CpsatModel:
     """The CP-SAT model of one instance (see the module docstring)."""
 
-    def __init__(self, data: ModelData, *, precision_bits: int = 30) -> None:
+    def __init__(self, data: ModelData, *, precision_bits: int = 30, device_products: bool = True) -> None:
         self.data = data
+        self.device_products = device_products
         self.m = cp_model.CpModel()
         self.x: dict[tuple[int, int, Choice], cp_model.IntVar] = {}
         n, m_edges = data.problem.n, len(data.edges)
@@ -252,6 +260,21 @@ class CpsatModel:
             xs_v.setdefault(v, []).append((c, var))
         for v in nodes:
             m.Add(T >= sum(q(c.kappa) * var for c, var in xs_v.get(v, [])))
+        if self.device_products:
+            # bin-packing reasoning: slot i's devices dev_i = t_i·d_i satisfy
+            # T·dev_i >= Σ_{v in slot i} min_c (t_c d_c κ_c), and dev_i only takes the
+            # values t·d of its options, so a slot's work rounds its devices up
+            wmin = {v: min((opts[c.opt].t * opts[c.opt].d * q(c.kappa) for c in d.choices[v]), default=0) for v in nodes}
+            for i in range(1, L + 1):
+                values = sorted({0} | {opts[o].t * opts[o].d for o in d.slot_opts[i]})
+                dev = m.NewIntVarFromDomain(cp_model.Domain.FromValues(values), f"dev_{i}")
+                m.Add(dev == sum(opts[o].t * opts[o].d * z[(i, o)] for o in d.slot_opts[i]))
+                work = [(wmin[v], inv[(v, i)]) for v in nodes if (v, i) in inv and wmin[v] > 0]
+                if not work:
+                    continue
+                prod = m.NewIntVar(0, max(1, t_ub) * values[-1], f"Tdev_{i}")
+                m.AddMultiplicationEquality(prod, [T, dev])
+                m.Add(prod >= sum(w * var for w, var in work))
         m.Minimize(T)
 
     # ------------------------------------------------------------------ hints
@@ -380,7 +403,11 @@ def solve_cpsat(problem: Problem, options: Options | None = None) -> Result:
             bound=math.inf, tolerance=0.0, warm=None, stats={"variables": 0, "constraints": 0},
             message=data.infeasible_reason,
         )
-    model = CpsatModel(data, precision_bits=int(options.params.get("precision_bits", 30)))
+    model = CpsatModel(
+        data,
+        precision_bits=int(options.params.get("precision_bits", 30)),
+        device_products=bool(options.params.get("device_products", True)),
+    )
     warm = None
     stats: dict[str, Any] = {}
     if options.warm_start is not None:
