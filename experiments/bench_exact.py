@@ -177,6 +177,13 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     done = {(r["n"], r["shape"], r["k"], r["seed"], r["solver"]) for r in load_runs(out)}
     base = Options(threads=args.threads, time_limit_s=limit)
+    try:
+        import subprocess
+
+        rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                             cwd=Path(__file__).resolve().parent).stdout.strip() or None
+    except OSError:
+        rev = None
     from piper.plan import plan_from_dict
 
     if "dp" in solvers:  # compile the DP's numba kernels once, outside the timings
@@ -193,7 +200,7 @@ def main(argv: list[str] | None = None) -> int:
                     problem = instance(n, shape, k, seed)
                     meta = {"n": n, "shape": shape, "k": k, "seed": seed, "m": len(problem.edges),
                             "ideals": count_ideals(problem), "replacement": None if j == 1 else seeds[0],
-                            "time_limit": limit}
+                            "time_limit": limit, "rev": rev}
                     warm = None
                     verdicts = []
                     for solver in solvers:
