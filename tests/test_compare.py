@@ -148,6 +148,13 @@ def solve_invalid(problem: Problem, options: Options) -> Result:
     return Result("fake-invalid", Status.OPTIMAL, plan, tps=4.0, objective=4.0, bound=4.0, time_s=0.0)
 
 
+def solve_ctrl_c(problem: Problem, options: Options) -> Result:
+    """Solves the first instance; Ctrl-C arrives during the second."""
+    if problem.extra.get("name") == "second":
+        raise KeyboardInterrupt
+    return solve_good(problem, options)
+
+
 def solve_heuristic(problem: Problem, options: Options) -> Result:
     return _result(problem, "fake-heuristic", Status.FEASIBLE, "activation recomp")
 
@@ -168,6 +175,7 @@ FAKES = {
     "fake-echo": ("solve_echo", True),
     "fake-bypass": ("solve_bypass", True),
     "fake-invalid": ("solve_invalid", True),
+    "fake-ctrl-c": ("solve_ctrl_c", True),
 }
 
 
@@ -514,3 +522,18 @@ def test_suite_claims_hold_by_brute_force() -> None:
         assert tight.status == Status.OPTIMAL and tight.tps > loose.tps * (1 + 1e-9), inst.name
     for inst in build_suite("infeasible"):
         assert brute.solve_brute(inst.problem, Options()).status == Status.INFEASIBLE, inst.name
+
+
+def test_an_interrupted_run_keeps_the_finished_instances(
+    fakes: None, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    first, second = tmp_path / "first.json", tmp_path / "second.json"
+    dump_problem(two_layer_problem("first"), first)
+    dump_problem(two_layer_problem("second"), second)
+    out = tmp_path / "out"
+    args = [str(first), str(second), "--solvers", "fake-ctrl-c", "--hard-timeout", "0", "--out", str(out)]
+    code, _, err = run(args, capsys)
+    assert code == 130 and "interrupted: 1/2 instances kept" in err
+    doc, rows = read_report(out)
+    assert doc["meta"]["interrupted"] is True and doc["meta"]["complete"] is False
+    assert [(r["instance"], r["status"]) for r in rows] == [("first", "optimal")]
