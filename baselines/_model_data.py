@@ -107,20 +107,6 @@ class ModelData:
     #: M is multiplied by this in the model (1, or slightly less on a re-solve)
     memory_factor: float = 1.0
 
-    @property
-    def option_of_slot_choices(self) -> dict[int, dict[int, list[Choice]]]:
-        """node -> option index -> its choices under that option."""
-        out: dict[int, dict[int, list[Choice]]] = {}
-        for v, lst in self.choices.items():
-            per: dict[int, list[Choice]] = {}
-            for c in lst:
-                per.setdefault(c.opt, []).append(c)
-            out[v] = per
-        return out
-
-    def slot_allows(self, v: int, i: int, o: int) -> bool:
-        return i <= self.max_slot[v] and o in self._slot_opt_sets[i]
-
     def __post_init__(self) -> None:
         self._slot_opt_sets = {i: set(v) for i, v in self.slot_opts.items()}
 

@@ -67,7 +67,6 @@ from __future__ import annotations
 
 import math
 import time
-from fractions import Fraction
 from functools import reduce
 from typing import Any
 
