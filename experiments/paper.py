@@ -674,7 +674,7 @@ def _prefix_slice(problem: Problem, n: int) -> Problem:
 
 def plot_table(rows: Sequence[Mapping[str, Any]], path: Path, title: str) -> None:
     plt = _plt()
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(max(8.0, 0.55 * len(rows) * 2), 4.2))
+    fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(max(7.0, 0.45 * len(rows) + 2.0), 8.0))
     labels = [f"{r['k']}/{float(r['memory_gib']):g}" for r in rows]
     xs = list(range(len(rows)))
     w = 0.4
@@ -696,7 +696,8 @@ def plot_table(rows: Sequence[Mapping[str, Any]], path: Path, title: str) -> Non
             ax1.text(x + w / 2, top, "OOM" if r.get("equi_status") == "infeasible" else str(r.get("equi_status")),
                      rotation=90, fontsize=6, ha="center", va="top")
         if pv is None:
-            ax1.text(x - w / 2, top, str(r.get("piper_status")), rotation=90, fontsize=6, ha="center", va="top")
+            ax1.text(x - w / 2, top, "no plan" if r.get("piper_status") == "infeasible" else str(r.get("piper_status")),
+                     rotation=90, fontsize=6, ha="center", va="top")
     ax1.set_yscale("log")
     ax1.set_xticks(xs)
     ax1.set_xticklabels(labels, rotation=60, fontsize=7)
