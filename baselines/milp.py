@@ -26,6 +26,7 @@ Constraints::
     (B) Σ_ℓ x[v,i,o,ℓ] <= z[i,o];   used_i <= 1                  one option per slot
     (C) used_{i+1} <= used_i;  z[i,o] <= Σ_{v,ℓ} x[v,i,o,ℓ]      used slots first, none empty
     (D) Σ_{j<=i} in[v,j] <= Σ_{j<=i} in[u,j]     ∀(u,v)∈E, i<L   stage(u) <= stage(v)
+        (written with continuous cum[v,i] = Σ_{j<=i} in[v,j], one chain per layer)
     (E) Σ_{i,o} t_o d_o z[i,o] <= k;   Σ_{i,o} d_o z[i,o] <= N
     (F) Σ_{o,y} (d_o(y-1)+1) u[i,o,y] <= D_i <= Σ_{o,y} d_o y u[i,o,y]      y_i = ⌈D_i/d_i⌉
     (G) Σ_{v,ℓ} (a_ℓ y + b_ℓ) x[v,i,o,ℓ] <= z[i,o] + BM_ioy (z[i,o] - U[i,o,>=y])
@@ -197,13 +198,24 @@ class MilpModel:
             prob += used[i] <= 1, f"Bused_{i}"
             if i < L:
                 prob += used[i + 1] <= used[i], f"Cord_{i}"
-        # (D)
+        # (D), through cum[v,i] = Σ_{h<=i} in[v,h] (continuous; = 1 from v's last
+        # possible slot on): the same LP with O(n·L·|x|) instead of O(m·L²·|x|) nonzeros
+        cum: dict[tuple[int, int], Any] = {}
+        for v in nodes:
+            prev = None
+            for i in range(1, L):
+                if i >= d.max_slot[v]:
+                    cum[(v, i)] = 1
+                    continue
+                var = pulp.LpVariable(f"cum_{pos[v]}_{i}", lowBound=0, upBound=1)
+                prob += var == (inv[(v, i)] if prev is None else prev + inv[(v, i)]), f"Dcum_{pos[v]}_{i}"
+                cum[(v, i)] = prev = var
         for j, (a, b) in enumerate(d.edges):
             for i in range(1, L):
-                prob += (
-                    lsum(inv[(b, h)] for h in range(1, i + 1)) <= lsum(inv[(a, h)] for h in range(1, i + 1)),
-                    f"D_{j}_{i}",
-                )
+                ca, cb = cum[(a, i)], cum[(b, i)]
+                if isinstance(ca, int):
+                    continue  # cum[b,i] <= 1 holds anyway
+                prob += cb <= ca, f"D_{j}_{i}"
         # (E)
         prob += lsum(opts[o].t * opts[o].d * z[(i, o)] for (i, o) in z) <= k, "E_devices"
         prob += lsum(opts[o].d * z[(i, o)] for (i, o) in z) <= N, "E_microbatches"
