@@ -68,10 +68,12 @@ def run_case(spec: dict[str, Any]) -> dict[str, Any]:
     problem = _problem(spec)
     opts = Options(knapsack=spec["mode"], linearize=spec.get("linearize", False),
                    params={"curve": spec.get("curve", False)}, time_limit_s=spec.get("time_limit"))
+    c0 = time.process_time()
     res = solve_dp(problem, opts)
+    cpu_s = time.process_time() - c0
     rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     return {**spec, "tps": None if res.plan is None else res.tps, "status": str(res.status), "time_s": res.time_s,
-            "rss_mb": rss_mb, "engine": res.stats.get("engine"), "ideals": res.stats.get("ideals"),
+            "cpu_s": cpu_s, "rss_mb": rss_mb, "engine": res.stats.get("engine"), "ideals": res.stats.get("ideals"),
             "message": res.message}
 
 

@@ -262,7 +262,7 @@ def _grow_f(a, need):
 
 
 @njit(cache=True)
-def _build_tables(p_i, p_j, words, n, ts, ds, k, S, n_mb, bw, M, mode,
+def _build_tables(p_i, p_j, words, n, ts, ds, k, S, n_mb, bw, M, mode, ub,
                   opt_start, opt_cnt, tp, tw, ta, tb, in_ptr, in_src, out_ptr, out_dst,
                   inb_ptr, inb, outb_ptr, outb, rq, pq, c0):
     """Stage tables for the pairs (p_i[r], p_j[r]): entries (pair, t, d) with their
@@ -291,6 +291,8 @@ def _build_tables(p_i, p_j, words, n, ts, ds, k, S, n_mb, bw, M, mode,
     run_lo = np.empty(16, dtype=np.int64)
     run_hi = np.empty(16, dtype=np.int64)
     run_ch = np.empty(16 * n, dtype=np.int64)
+    costs_d = np.empty((ds.shape[0], max_opts))
+    alive = np.zeros(ds.shape[0], dtype=np.bool_)
     for r in range(p_i.shape[0]):
         I = p_i[r]
         J = p_j[r]
@@ -311,18 +313,46 @@ def _build_tables(p_i, p_j, words, n, ts, ds, k, S, n_mb, bw, M, mode,
                 # every node's options share w: cost_q(d) = cost_q(1) / d + (a per-node
                 # constant), so the optimal choice at each y is the same for every d.
                 # Solve at d = 1 over y = 1..S once, then price those choices at each d.
+                # With a bound ub on the optimum, only values <= ub matter: (t, d) is
+                # dropped once its value (non-decreasing in y) exceeds ub, and y stops
+                # at the largest ceil(S / d) of the (t, d) still in play.
+                y_limit = S
+                if ub < np.inf:
+                    y_limit = 0
+                    for di in range(ds.shape[0]):
+                        d = ds[di]
+                        if t * d > k:
+                            break
+                        _stage_costs(m, qidx, ebytes, d, ds, bw, rq, pq, c0, costs_d[di])
+                        _fastest(off[: nx + 1], costs_d[di, :m], fast)
+                        alive[di] = _sum_choice(nx, fast, costs_d[di]) <= ub
+                        if alive[di]:
+                            y_limit = max(y_limit, (S + d - 1) // d)
                 _stage_costs(m, qidx, ebytes, 1, ds, bw, rq, pq, c0, cost)
                 n_run = 0
                 y = 1
-                while y <= S:
+                while y <= y_limit:
                     for j in range(m):
                         q = qidx[j]
                         mem[j] = ta[q] * y + tb[q]
                     val = knapsack(mode, off[: nx + 1], cost[:m], mem[:m], M, ch[:nx])
                     if val == np.inf:
                         break
+                    if ub < np.inf:
+                        y_new = 0
+                        for di in range(ds.shape[0]):
+                            d = ds[di]
+                            if t * d > k:
+                                break
+                            if alive[di] and (S + d - 1) // d >= y:
+                                alive[di] = _sum_choice(nx, ch, costs_d[di]) <= ub
+                            if alive[di]:
+                                y_new = max(y_new, (S + d - 1) // d)
+                        y_limit = y_new
+                        if y > y_limit:
+                            break
                     y2 = y + 1
-                    while y2 <= S and _fits(nx, ch, ta, tb, qidx, y2, M):
+                    while y2 <= y_limit and _fits(nx, ch, ta, tb, qidx, y2, M):
                         y2 += 1
                     if run_ch.shape[0] < (n_run + 1) * n:
                         run_ch = _grow_i(run_ch, (n_run + 1) * n)
@@ -349,6 +379,8 @@ def _build_tables(p_i, p_j, words, n, ts, ds, k, S, n_mb, bw, M, mode,
                         val = 0.0
                         for i in range(nx):
                             val += cost[run_ch[rr * n + i]]
+                        if val > ub:
+                            break  # and every later run (values grow with y)
                         hi = min(run_hi[rr], y_max)
                         if n_seg > seg_start and s_val[n_seg - 1] == val:
                             s_hi[n_seg - 1] = hi
@@ -386,6 +418,8 @@ def _build_tables(p_i, p_j, words, n, ts, ds, k, S, n_mb, bw, M, mode,
                             b = j
                     fast[i] = b
                 y_max = (S + d - 1) // d
+                if ub < np.inf and _sum_choice(nx, fast, cost) > ub:
+                    continue  # even the all-fastest value exceeds the bound
                 seg_start = n_seg
                 y = 1
                 while y <= y_max:
@@ -393,8 +427,8 @@ def _build_tables(p_i, p_j, words, n, ts, ds, k, S, n_mb, bw, M, mode,
                         q = qidx[j]
                         mem[j] = ta[q] * y + tb[q]
                     val = knapsack(mode, off[: nx + 1], cost[:m], mem[:m], M, ch[:nx])
-                    if val == np.inf:
-                        break  # memory only grows with y
+                    if val == np.inf or val > ub:
+                        break  # memory only grows with y (and exact values with it)
                     y2 = y + 1
                     if mode == EXACT:
                         # the optimal choice stays optimal while it fits (K is non-decreasing)
@@ -519,6 +553,8 @@ def _stage_choice(I_row, J_row, n, ti, d, y, ds, n_mb, bw, M, mode, opt_start, o
         mem[j] = ta[q] * y + tb[q]
     ch = np.empty(nx, dtype=np.int64)
     val = knapsack(mode, off, cost, mem, M, ch)
+    if val == np.inf:
+        return nodes[:nx].copy(), chosen, val
     for i in range(nx):
         chosen[i] = qidx[ch[i]]
     return nodes[:nx].copy(), chosen, val
@@ -935,8 +971,9 @@ class _Progress:
 
 
 def build_tables(problem: Problem, arr: _Arrays, ideals: Ideals, pairs: IdealPairs, mode: int,
-                 deadline: float | None = None, progress: _Progress | None = None) -> DPTables:
-    """Stage tables for every ideal pair, in chunks (time limit and progress between chunks)."""
+                 deadline: float | None = None, progress: _Progress | None = None, ub: float = math.inf) -> DPTables:
+    """Stage tables for every ideal pair, in chunks (time limit and progress between chunks).
+    With a finite ``ub`` (exact knapsack only), only stage values <= ub are guaranteed present."""
     n_ideals = len(ideals)
     counts = np.diff(pairs.ptr)
     p_i_all = np.repeat(np.arange(n_ideals, dtype=np.int64), counts)
@@ -951,7 +988,7 @@ def build_tables(problem: Problem, arr: _Arrays, ideals: Ideals, pairs: IdealPai
         t0 = time.perf_counter()
         parts.append(_build_tables(
             p_i_all[start:stop], p_j_all[start:stop], ideals.words, arr.n, arr.ts, arr.ds, problem.devices, S,
-            problem.microbatches, problem.bandwidth, problem.memory_per_device, mode,
+            problem.microbatches, problem.bandwidth, problem.memory_per_device, mode, ub,
             arr.opt_start, arr.opt_cnt, arr.tp, arr.tw, arr.ta, arr.tb, arr.in_ptr, arr.in_src, arr.out_ptr,
             arr.out_dst, arr.inb_ptr, arr.inb, arr.outb_ptr, arr.outb, arr.rq, arr.pq, arr.c0))
         # aim at ~0.5 s per chunk
@@ -982,14 +1019,16 @@ def build_tables(problem: Problem, arr: _Arrays, ideals: Ideals, pairs: IdealPai
 class _Search:
     """Feasibility tests m(T) = least devices for threshold T, memoised."""
 
-    def __init__(self, tables: DPTables, S: int, deadline: float | None, progress: _Progress) -> None:
+    def __init__(self, tables: DPTables, S: int, deadline: float | None, progress: _Progress,
+                 ub: float = math.inf) -> None:
         self.tb = tables
         self.S = S
         n_ideals = len(tables.ideals)
         self.g = np.empty((n_ideals, S + 1), dtype=np.int64)
         self.f_ent = np.empty((n_ideals, S + 1), dtype=np.int64)
         self.best_s = np.empty((n_ideals, S + 1), dtype=np.int64)
-        self.cands = np.unique(tables.s_val)
+        # with a bound ub the tables are complete only up to ub: search below it
+        self.cands = np.unique(tables.s_val if math.isinf(ub) else tables.s_val[tables.s_val <= ub])
         self.memo: dict[int, int] = {}
         self.deadline = deadline
         self.progress = progress
@@ -1042,7 +1081,10 @@ class _Search:
         return out
 
 
-def _curve_points(problem: Problem, options: Options) -> list[int]:
+def _curve_points(problem: Problem, options: Options, pairs: int = 0) -> list[int]:
+    """Device counts k' of the curve: ``params["curve_points"]``, or all 1..k with
+    ``params["curve"] = True``, none with False; by default all 1..k when cheap
+    (k <= 64 and at most 5000 ideal pairs, e.g. BERT), else none."""
     k = problem.devices
     explicit = options.params.get("curve_points")
     if explicit is not None:
@@ -1050,14 +1092,9 @@ def _curve_points(problem: Problem, options: Options) -> list[int]:
     mode = options.params.get("curve", None)
     if mode is False:
         return []
-    if mode is True or k <= 64:
+    if mode is True or (k <= 64 and pairs <= 5000):
         return list(range(1, k + 1))
-    pts = {k}
-    p = 1
-    while p < k:
-        pts.add(p)
-        p *= 2
-    return sorted(pts)
+    return []
 
 
 def _reconstruct(problem: Problem, arr: _Arrays, search: _Search, idx: int, mode: int) -> tuple[Plan, float]:
@@ -1205,14 +1242,29 @@ def solve_dp(problem: Problem, options: Options | None = None) -> Result:
     stats["engine"] = engine
     if engine == "table":
         return _finish_table(problem, options, arr, ideals, pairs, mode, name, start, deadline, progress, stats)
+    pts = _curve_points(problem, options, pairs.count)
+    ub = math.inf
+    use_bound = options.params.get("greedy_bound", None)
+    if use_bound is None:
+        use_bound = problem.n > 64
+    if mode == EXACT and not pts and use_bound:
+        # large stages make exact knapsacks costly: bound the optimum by the greedy
+        # DP's value first; then only stage values <= that bound are computed
+        t0 = time.perf_counter()
+        left = None if deadline is None else max(0.0, deadline - time.perf_counter())
+        greedy = solve_dp(problem, replace(options, knapsack="greedy", progress=False, time_limit_s=left,
+                                           params={**options.params, "curve": False}))
+        if greedy.objective is not None and greedy.status is Status.FEASIBLE and not greedy.message:
+            ub = float(greedy.objective)
+        stats.update(greedy_bound=None if math.isinf(ub) else ub, greedy_s=time.perf_counter() - t0)
     try:
         t0 = time.perf_counter()
-        tables = build_tables(problem, arr, ideals, pairs, mode, deadline, progress)
+        tables = build_tables(problem, arr, ideals, pairs, mode, deadline, progress, ub)
         stats.update(entries=tables.entries, segments=tables.segments, tables_s=time.perf_counter() - t0)
     except _TimeUp:
         return make_result(problem, name, Status.UNKNOWN, None, time_s=time.perf_counter() - start, stats=stats,
                            message=f"time limit ({options.time_limit_s} s) hit while building stage tables")
-    search = _Search(tables, S, deadline, progress)
+    search = _Search(tables, S, deadline, progress, ub)
     stats["candidates"] = int(len(search.cands))
     t0 = time.perf_counter()
     best: int | None = None
@@ -1222,7 +1274,8 @@ def solve_dp(problem: Problem, options: Options | None = None) -> Result:
         pass
     timed_out = best is None and deadline is not None and time.perf_counter() > deadline
     if best is None and not timed_out:
-        stats.update(search_s=time.perf_counter() - t0, tests=search.tests, curve=_none_curve(problem, options))
+        stats.update(search_s=time.perf_counter() - t0, tests=search.tests,
+                     curve=_none_curve(problem, options, pairs.count))
         return make_result(problem, name, Status.INFEASIBLE, None, time_s=time.perf_counter() - start, stats=stats,
                            message="no plan fits in memory on the available devices")
     if best is None:
@@ -1241,7 +1294,6 @@ def solve_dp(problem: Problem, options: Options | None = None) -> Result:
     message = ""
     t0 = time.perf_counter()
     try:
-        pts = _curve_points(problem, options)
         if pts:
             idx = search.curve(pts)
             stats["curve"] = [[k, None if idx[k] is None else float(search.cands[idx[k]])] for k in pts]
@@ -1253,8 +1305,8 @@ def solve_dp(problem: Problem, options: Options | None = None) -> Result:
                        stats=stats, message=message)
 
 
-def _none_curve(problem: Problem, options: Options) -> list[list]:
-    return [[k, None] for k in _curve_points(problem, options)]
+def _none_curve(problem: Problem, options: Options, pairs: int) -> list[list]:
+    return [[k, None] for k in _curve_points(problem, options, pairs)]
 
 
 def _choose_engine(options: Options, pairs: IdealPairs, arr: _Arrays, k: int) -> str:

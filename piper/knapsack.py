@@ -148,6 +148,47 @@ def _grow(a: np.ndarray, need: int) -> np.ndarray:
 
 
 @njit(cache=True)
+def _lagrange_multiplier(off: np.ndarray, cost: np.ndarray, mem: np.ndarray, M: float) -> float:
+    """A multiplier lam >= 0 (near-)maximising L(lam) = sum_i min_l (cost_l + lam mem_l) - lam M."""
+    n = off.shape[0] - 1
+    hi = 1.0
+    for _ in range(200):
+        used = 0.0
+        for i in range(n):
+            b = off[i]
+            for j in range(off[i] + 1, off[i + 1]):
+                if cost[j] + hi * mem[j] < cost[b] + hi * mem[b]:
+                    b = j
+            used += mem[b]
+        if used <= M:
+            break
+        hi *= 4.0
+    lo = 0.0
+    best_lam = 0.0
+    best_val = -INF
+    for _ in range(60):
+        mid = 0.5 * (lo + hi)
+        used = 0.0
+        val = 0.0
+        for i in range(n):
+            b = off[i]
+            for j in range(off[i] + 1, off[i + 1]):
+                if cost[j] + mid * mem[j] < cost[b] + mid * mem[b]:
+                    b = j
+            used += mem[b]
+            val += cost[b] + mid * mem[b]
+        val -= mid * M
+        if val > best_val:
+            best_val = val
+            best_lam = mid
+        if used > M:
+            lo = mid
+        else:
+            hi = mid
+    return best_lam
+
+
+@njit(cache=True)
 def exact_knapsack(off: np.ndarray, cost: np.ndarray, mem: np.ndarray, M: float, choice: np.ndarray) -> float:
     """Optimal multiple-choice knapsack: min sum cost s.t. sum mem <= M (+inf if none fits).
 
@@ -195,6 +236,19 @@ def exact_knapsack(off: np.ndarray, cost: np.ndarray, mem: np.ndarray, M: float,
         suf_fast_mem[i] = suf_fast_mem[i + 1] + mem[fast[i]]
         suf_fast_cost[i] = suf_fast_cost[i + 1] + cost[fast[i]]
     tol_m = 1e-11 * abs(M) + 1e-300
+    # Lagrangian bound: for any lam >= 0 and a feasible completion of a state (m, c) at
+    # node i, value >= c + lam m + sum_{j > i} min_l (cost_l + lam mem_l) - lam M.
+    # lam by bisection on the dual's subgradient (any lam is valid; a good one prunes more).
+    lam = _lagrange_multiplier(off, cost, mem, M)
+    suf_r = np.zeros(n + 1)
+    for i in range(n - 1, -1, -1):
+        r = INF
+        for j in range(off[i], off[i + 1]):
+            v = cost[j] + lam * mem[j]
+            if v < r:
+                r = v
+        suf_r[i] = suf_r[i + 1] + r
+    tol_c = 1e-9 * (abs(best) + lam * abs(M)) + 1e-300
     # global state store: parent state id and option per state
     g_par = np.empty(1024, dtype=np.int64)
     g_opt = np.empty(1024, dtype=np.int64)
@@ -220,6 +274,8 @@ def exact_knapsack(off: np.ndarray, cost: np.ndarray, mem: np.ndarray, M: float,
                 if m2 + suf_min_mem[i + 1] > M + tol_m:
                     continue
                 if c2 + suf_fast_cost[i + 1] > best * (1.0 + 1e-12):
+                    continue
+                if c2 + lam * m2 + suf_r[i + 1] - lam * M > best + tol_c:
                     continue
                 cm[q] = m2
                 cc[q] = c2

@@ -123,6 +123,19 @@ def test_exact_equals_brute_force_when_w_differs_between_tmpcs() -> None:
             assert _same(exact.tps, brute.tps), (seed, engine, exact.tps, brute.tps)
 
 
+def test_exact_with_the_greedy_bound_equals_brute_force() -> None:
+    """The bound used on large graphs (only stage values <= the greedy DP's value are
+    computed), forced on tiny instances, with and without d-dependent choices."""
+    for seed, problem in _random_instances()[::2]:
+        if seed % 4 == 0:
+            problem = _vary_parameter_sizes(problem, seed)
+        brute = solve_brute(problem, Options())
+        exact = solve_dp(problem, Options(params={"greedy_bound": True, "curve": False}))
+        assert _same(exact.tps, brute.tps), (seed, exact.tps, brute.tps)
+        if exact.plan is not None:
+            assert _same(exact.objective, exact.tps)
+
+
 @pytest.mark.parametrize("seed", [2, 11, 17, 23, 31, 44])
 def test_curve_matches_brute_force_per_device_count(seed: int) -> None:
     problem = random_problem(seed, n=6, devices=6, microbatches=6, degrees=(1, 2), max_tmpcs=2,
