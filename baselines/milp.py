@@ -380,12 +380,34 @@ def write_mps(problem: Problem, options: Options | None, path: str | Path) -> Pa
 # --------------------------------------------------------------------------- backends
 
 
-class _HiGHSWarm(pulp.HiGHS):  # type: ignore[misc,valid-type]
-    """PuLP's HiGHS interface plus a MIP start from the variables' initial values."""
+class _CbcDeadline(pulp.PULP_CBC_CMD):  # type: ignore[misc,valid-type]
+    """PuLP's CBC whose time limit is computed when the command line is made, after
+    PuLP has written the MPS file (seconds on large models), so the deadline holds."""
 
-    def __init__(self, *args: Any, warm: bool = False, **kw: Any) -> None:
+    def __init__(self, *args: Any, deadline: float | None = None, **kw: Any) -> None:
+        self._deadline = deadline
+        self._time_limit: float | None = None
+        super().__init__(*args, **kw)
+
+    @property
+    def timeLimit(self) -> float | None:  # noqa: N802 (PuLP's name)
+        if self._deadline is None:
+            return self._time_limit
+        return round(max(0.5, self._deadline - time.perf_counter()), 2)
+
+    @timeLimit.setter
+    def timeLimit(self, value: float | None) -> None:  # noqa: N802
+        self._time_limit = value
+
+
+class _HiGHSWarm(pulp.HiGHS):  # type: ignore[misc,valid-type]
+    """PuLP's HiGHS interface plus a MIP start from the variables' initial values, and a
+    time limit set from the deadline after PuLP has built the HiGHS model."""
+
+    def __init__(self, *args: Any, warm: bool = False, deadline: float | None = None, **kw: Any) -> None:
         super().__init__(*args, **kw)
         self.use_warm = warm
+        self.deadline = deadline
         self.info: dict[str, float] = {}
 
     def createAndConfigureSolver(self, lp: pulp.LpProblem) -> None:  # noqa: N802 (PuLP's name)
@@ -419,6 +441,8 @@ class _HiGHSWarm(pulp.HiGHS):  # type: ignore[misc,valid-type]
                 h.setSolution(sol)
             except Exception:  # pragma: no cover - older highspy
                 pass
+        if self.deadline is not None:
+            h.setOptionValue("time_limit", max(0.5, self.deadline - time.perf_counter()))
         h.run()
         info = h.getInfo()
         self.info = {
@@ -478,7 +502,8 @@ def _solve_once(
     if backend == "cbc":
         with tempfile.TemporaryDirectory(prefix="piper-cbc-") as tmp:
             log = os.path.join(tmp, "cbc.log")
-            solver = pulp.PULP_CBC_CMD(
+            solver = _CbcDeadline(
+                deadline=deadline,
                 msg=msg,
                 timeLimit=limit,
                 gapRel=0.0,
@@ -507,6 +532,7 @@ def _solve_once(
                 gapAbs=gap_abs,
                 threads=threads,
                 warm=warm is not None and cutoff is None,
+                deadline=deadline,
                 random_seed=int(options.seed),
                 mip_feasibility_tolerance=1e-7,
                 **extra,
