@@ -675,7 +675,10 @@ def _prefix_slice(problem: Problem, n: int) -> Problem:
 def plot_table(rows: Sequence[Mapping[str, Any]], path: Path, title: str) -> None:
     plt = _plt()
     fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(max(7.0, 0.45 * len(rows) + 2.0), 8.0))
-    labels = [f"{r['k']}/{float(r['memory_gib']):g}" for r in rows]
+    lin = [str(r.get("linearize")) == "True" for r in rows]
+    labels = [f"{r['k']}/{float(r['memory_gib']):g}" + (" (lin.)" if li else "") for r, li in zip(rows, lin)]
+    if any(lin):
+        title += "\n(lin. = the full DP hit the time limit: Piper's numbers there are the linearized DP's, not exact)"
     xs = list(range(len(rows)))
     w = 0.4
 
@@ -716,7 +719,7 @@ def plot_table(rows: Sequence[Mapping[str, Any]], path: Path, title: str) -> Non
     ax2.set_xlabel("devices k / memory per device (GiB)")
     ax2.set_ylabel("Piper running time (s)")
     ax2.grid(True, axis="y", which="both", alpha=0.3)
-    fig.suptitle(title)
+    fig.suptitle(title, fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
