@@ -25,14 +25,20 @@ The configurations follow the authors' driver (msr-fiddle/piper ``algo.cpp``,
   and, at k = 2048, against N in {8, ..., 1024} (``runPD2BWAndWrite``).
 * fig3 (``scalability()``): the planner's wall time against k in {8, 16, ...,
   2048} for BERT-32/48/64/96 (layer insertion) and N in {480, 512, 1920, 2048},
-  with the file's memory (80e9 B) and bandwidth; one run per point.
+  with the file's memory (80e9 B) and bandwidth; one run per point, its wall
+  time and its CPU time (on a shared machine the CPU time is the fairer one).
 * gnmt / resnet (``runGNMT`` / ``runResnet``): the (k, memory GiB) pairs of the
   paper's tables, B = 25 GiB/s, the file's N; Piper's TPS, the equi baseline's
   (even split of a topological order, no TP: ``equi_nonTransformer``), their
   ratio TPS_piper / TPS_equi and Piper's running time. Every DP run honours
-  ``--time-limit`` and is recorded as a ``timeout`` row when it hits it.
-* knapsack (Appendix C): the reference greedy knapsack against the exact one on
-  stage problems of BERT-32 (contiguous segments x t x d x y), and the
+  ``--time-limit``; when the full DP hits it, the row is re-solved with
+  ``Options.linearize`` (stages = segments of one topological order: fast, not
+  exact) and says so (``linearize`` column, ``message`` with the full DP's
+  status and time); a run that still hits the limit is a ``timeout`` row.
+* knapsack (Appendix C): the reference greedy knapsack against the exact one
+  (``piper.knapsack``) on stage problems of BERT-32: every contiguous segment
+  (pair of nested ideals) x t x d at the driver's Appendix C setting (8 GiB,
+  k = 512, y = 2), plus a seeded random sample over M and y; and the
   end-to-end TPS of the greedy-knapsack DP against the exact DP on fig1's grid.
 
 DP runs are isolated in a forked child process (``--no-isolate`` runs them
