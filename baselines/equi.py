@@ -50,9 +50,10 @@ Decisions where the authors' code is silent or would crash, written down here:
   mode is not applicable and the topological mode is used (``stats["mode"]``
   says which, ``message`` says why).
 
-The result is a heuristic: status FEASIBLE with the best plan, or INFEASIBLE
-(every considered plan is out of memory) with bound 0, since that is no proof
-that no plan exists.
+The result is a heuristic: status FEASIBLE with the best plan (bound 0), or
+UNKNOWN when every plan of its family is out of memory: that is no proof that
+no plan exists, so it is not reported as INFEASIBLE. INFEASIBLE (a proof) is
+returned only when some layer has no usable TMPC at all.
 """
 
 from __future__ import annotations
@@ -260,7 +261,7 @@ def solve_equi(problem: Problem, options: Options | None = None) -> Result:
 
     if cand.infeasible_reason is not None:
         return make_result(
-            problem, "equi", Status.INFEASIBLE, None, time_s=time.perf_counter() - start, bound=0.0,
+            problem, "equi", Status.INFEASIBLE, None, time_s=time.perf_counter() - start,
             stats={**stats, "mode": mode}, message=cand.infeasible_reason,
         )
 
@@ -330,10 +331,9 @@ def solve_equi(problem: Problem, options: Options | None = None) -> Result:
     if timed_out:
         message = (message + "; " if message else "") + f"time limit {options.time_limit_s} s reached"
     if best_plan is None:
-        status = Status.UNKNOWN if timed_out else Status.INFEASIBLE
         msg = "no equi plan fits in memory (not a proof that no plan exists)" if not timed_out else ""
         return make_result(
-            problem, "equi", status, None, time_s=elapsed, bound=0.0, stats=stats,
+            problem, "equi", Status.UNKNOWN, None, time_s=elapsed, bound=0.0, stats=stats,
             message="; ".join(x for x in (message, msg) if x),
         )
     return make_result(

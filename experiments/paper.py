@@ -271,7 +271,8 @@ def run_variant(
 
 def _timeout_status(out: RunOutcome, cfg: Config) -> RunOutcome:
     """A run that hit its time limit without a proven answer is a 'timeout' row."""
-    if out.status in ("unknown",) or (out.status == "feasible" and "time limit" in out.message.lower()):
+    hit_limit = "time limit" in out.message.lower()
+    if (out.status == "unknown" or out.status == "feasible") and hit_limit:
         out.status = "timeout" if out.tps is None else "timeout-feasible"
     return out
 
@@ -702,7 +703,7 @@ def plot_table(rows: Sequence[Mapping[str, Any]], path: Path, title: str) -> Non
     top = max(finite) if finite else 1.0
     for x, r, pv, ev in zip(xs, rows, piper, equi):
         if ev is None:
-            ax1.text(x + w / 2, top, "OOM" if r.get("equi_status") == "infeasible" else str(r.get("equi_status")),
+            ax1.text(x + w / 2, top, "OOM" if r.get("equi_status") in ("infeasible", "unknown") else str(r.get("equi_status")),
                      rotation=90, fontsize=6, ha="center", va="top")
         if pv is None:
             ax1.text(x - w / 2, top, "no plan" if r.get("piper_status") == "infeasible" else str(r.get("piper_status")),

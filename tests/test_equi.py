@@ -20,7 +20,7 @@ from baselines.equi import (
 )
 from experiments.instances import random_problem
 from piper.evaluate import check_plan, evaluate
-from piper.options import NO_AR, Options
+from piper.options import NO_AR, Options, candidates
 from piper.problem import ACTIVATION_RECOMP, Problem, insert_bert_layers, load_problem, problem_from_dict, problem_to_dict
 from piper.result import Status
 
@@ -75,7 +75,7 @@ def test_reproduces_reference_equi_rows(row: dict[str, Any]) -> None:
     assert res.solver == "equi"
     assert res.bound == 0.0
     if row["tps"] is None:
-        assert res.status is Status.INFEASIBLE
+        assert res.status is Status.UNKNOWN  # no plan in equi's family is no proof
         assert res.plan is None and math.isinf(res.tps)
         return
     assert res.status is Status.FEASIBLE
@@ -127,7 +127,7 @@ def test_ablations_are_respected(bert: Problem, k: int, mem_gib: int) -> None:
     no_ar = solve_equi(p, Options(exclude_tmpcs=NO_AR))
     for res in (full, no_tp, no_dp, no_ar):
         if res.plan is None:
-            assert res.status is Status.INFEASIBLE
+            assert res.status is Status.UNKNOWN
             continue
         stages = res.plan.stages
         # same d and t everywhere, recomputation on every layer or none
@@ -162,7 +162,8 @@ def test_random_graphs_valid_and_never_beat_the_optimum(seed: int) -> None:
     assert res.bound == 0.0
     opt = baselines.solve(p, None, solver="brute")
     if res.plan is None:
-        assert res.status is Status.INFEASIBLE
+        # a proof only when brute force agrees that nothing fits
+        assert res.status is (Status.INFEASIBLE if candidates(p).infeasible_reason else Status.UNKNOWN)
     else:
         check_plan(p, res.plan)
         assert res.status is Status.FEASIBLE
@@ -242,10 +243,16 @@ def test_layer_between_transformers_falls_back_to_topological() -> None:
     check_plan(q, res.plan)
 
 
-def test_infeasible_everywhere_reports_infeasible_with_zero_bound(bert: Problem) -> None:
+def test_nothing_fits_is_unknown_with_zero_bound_not_a_proof(bert: Problem) -> None:
     p = bert.with_cluster(devices=8, memory=1e6, microbatches=8)
     res = solve_equi(p)
-    assert res.status is Status.INFEASIBLE and res.bound == 0.0 and res.plan is None
+    assert res.status is Status.UNKNOWN and res.bound == 0.0 and res.plan is None
+
+
+def test_a_layer_without_usable_tmpc_is_a_proof_of_infeasibility(bert: Problem) -> None:
+    p = bert.with_cluster(devices=8, memory=80e9, microbatches=8)
+    res = solve_equi(p, Options(exclude_tmpcs=frozenset({"vanilla", "activation recomp"})))
+    assert res.status is Status.INFEASIBLE and math.isinf(res.bound) and "no usable TMPC" in res.message
 
 
 def test_bad_mode_is_a_clear_error(bert: Problem) -> None:

@@ -54,7 +54,7 @@ DP_ROWS = [r for r in _rows() if not r["variant"].startswith("equi")]
 def test_paper_equi_configurations_reproduce_sample(row: dict[str, Any]) -> None:
     out = run_variant(_problem(row), row["variant"], Config(progress=False))
     if row["tps"] is None:
-        assert out.tps is None and out.status == "infeasible"
+        assert out.tps is None and out.status == "unknown"  # equi: no fitting plan in its family
     else:
         assert out.tps == pytest.approx(row["tps"], rel=1e-9)
         assert out.devices_used == row["devices_used"] and out.num_stages == row["num_stages"]

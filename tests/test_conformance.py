@@ -1,0 +1,116 @@
+"""One conformance suite run against every registered solver (scikit-learn style).
+
+``validate_result`` checks a Result independently of the solver that made it:
+the plan is structurally valid, its TPS is the evaluator's, status / plan /
+bound are consistent, the ablations were honoured, and (for exact solvers) the
+value equals the brute-force optimum; heuristics are never below it.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+import baselines
+from experiments.instances import random_problem
+from piper import NO_AR, Options, Problem, Result, Status, evaluate
+
+#: instances small enough for every exact solver in well under a second
+INSTANCES = [random_problem(seed, n=3 + seed % 3, max_tmpcs=3, degrees=(1, 2, 4)) for seed in range(14)]
+OPTIONS = {
+    "default": Options(),
+    "no-dp": Options(data_parallel=False),
+    "no-tp": Options(tensor_parallel=False),
+    "no-ar": Options(exclude_tmpcs=NO_AR),
+}
+REL = 1e-6  # exact solvers agree within this (CP-SAT's integer scaling is far below it here)
+
+
+def validate_result(problem: Problem, options: Options, result: Result, optimum: float, exact: bool) -> None:
+    assert isinstance(result.status, Status)
+    assert result.time_s >= 0
+    if result.plan is None:
+        assert math.isinf(result.tps)
+        assert result.status in (Status.INFEASIBLE, Status.UNKNOWN)
+    else:
+        score = evaluate(problem, result.plan)  # raises PlanError on an invalid plan
+        assert result.tps == score.tps
+        assert not score.oom, "a returned plan must fit in memory"
+        for stage in result.plan.stages:
+            if not options.data_parallel:
+                assert stage.d == 1
+            if not options.tensor_parallel:
+                assert stage.t == 1
+            assert not set(stage.tmpcs.values()) & options.exclude_tmpcs
+        if result.objective is not None:
+            assert result.objective == pytest.approx(result.tps, rel=REL)
+    assert result.bound <= result.tps * (1 + REL) or math.isinf(result.tps)
+    if result.status is Status.INFEASIBLE:
+        assert math.isinf(optimum), f"{result.solver} says infeasible, but a plan of TPS {optimum} exists"
+    if result.status is Status.OPTIMAL:
+        assert exact, f"heuristic {result.solver} claims a proven optimum"
+        assert result.tps == pytest.approx(optimum, rel=REL), f"{result.solver}: {result.tps} vs optimum {optimum}"
+    if result.plan is not None:
+        assert result.tps >= optimum * (1 - REL), f"{result.solver} beat the brute-force optimum"
+    if exact and math.isfinite(optimum) and result.status is not Status.UNKNOWN:
+        assert result.plan is not None
+
+
+@pytest.fixture(scope="module")
+def optima():
+    return {(i, name): baselines.solve(p, o, solver="brute").tps
+            for i, p in enumerate(INSTANCES) for name, o in OPTIONS.items()}
+
+
+@pytest.mark.parametrize("solver", [s for s in baselines.solver_names() if s != "brute"])
+@pytest.mark.parametrize("opt_name", list(OPTIONS))
+def test_solver_conforms(solver, opt_name, optima):
+    info = baselines.get_solver(solver)
+    options = OPTIONS[opt_name]
+    for i, problem in enumerate(INSTANCES):
+        result = info(problem, options)
+        validate_result(problem, options, result, optima[(i, opt_name)], info.exact)
+        if info.exact:
+            assert result.status in (Status.OPTIMAL, Status.INFEASIBLE), f"{solver} on instance {i}: {result.status}"
+
+
+def test_suite_has_both_feasible_and_infeasible_instances(optima):
+    values = list(optima.values())
+    assert any(math.isinf(v) for v in values) and sum(math.isfinite(v) for v in values) >= 10
+
+
+def test_brute_force_matches_unpruned_enumeration_on_tiny_graphs():
+    """The oracle itself: branch and bound vs. plain enumeration of every plan via the evaluator."""
+    import itertools
+
+    from piper import Plan, PlanError, Stage, candidates
+
+    checked = 0
+    for seed in range(40):
+        problem = random_problem(seed, n=3, degrees=(1, 2), max_tmpcs=2)
+        cand = candidates(problem)
+        ids = [nd.id for nd in problem.nodes]
+        best = math.inf
+        # every assignment of nodes to stage numbers 0..n-1, keep the ones with no empty stage
+        for labels in itertools.product(range(len(ids)), repeat=len(ids)):
+            L = max(labels) + 1
+            if set(labels) != set(range(L)):
+                continue
+            groups = [tuple(v for v, lab in zip(ids, labels) if lab == s) for s in range(L)]
+            for degs in itertools.product(itertools.product(cand.ts, cand.ds), repeat=L):
+                choice_lists = [
+                    list(itertools.product(*[[c.id for _, c in cand.tmpcs[v].get(t, ())] for v in g]))
+                    for g, (t, _) in zip(groups, degs)
+                ]
+                for choice in itertools.product(*choice_lists):
+                    plan = Plan(tuple(Stage(g, d, t, dict(zip(g, names)))
+                                      for g, (t, d), names in zip(groups, degs, choice)))
+                    try:
+                        best = min(best, evaluate(problem, plan).tps)
+                    except PlanError:
+                        pass
+        got = baselines.solve(problem, solver="brute").tps
+        assert got == pytest.approx(best, rel=1e-12) or (math.isinf(got) and math.isinf(best))
+        checked += math.isfinite(best)
+    assert checked >= 10
