@@ -80,6 +80,8 @@ from .result import Result, SolverError, Status, make_result
 __all__ = ["solve_dp", "DPTables", "build_tables"]
 
 _BIG = np.int64(1) << np.int64(60)
+#: table mode: achievable upper-bound values (greedy choices, galloping, shared across d)
+HEUR = 2
 
 
 # ---------------------------------------------------------------------------------
@@ -286,7 +288,11 @@ def _build_tables(p_i, p_j, words, n, ts, ds, k, S, n_mb, bw, M, mode, ub,
                   opt_start, opt_cnt, tp, tw, ta, tb, in_ptr, in_src, out_ptr, out_dst,
                   inb_ptr, inb, outb_ptr, outb, rq, pq, c0):
     """Stage tables for the pairs (p_i[r], p_j[r]): entries (pair, t, d) with their
-    segments (y_lo, y_hi, value), value = K(stage, t, d, y) for y_lo <= y <= y_hi."""
+    segments (y_lo, y_hi, value), value = K(stage, t, d, y) for y_lo <= y <= y_hi.
+
+    mode HEUR: achievable values only (greedy choices, reused while they fit and
+    across d): a cheap table whose optimum bounds the exact one from above."""
+    kmode = GREEDY if mode == HEUR else mode
     n_ent = 0
     n_seg = 0
     e_i = np.empty(1024, dtype=np.int64)
@@ -329,7 +335,7 @@ def _build_tables(p_i, p_j, words, n, ts, ds, k, S, n_mb, bw, M, mode, ub,
                                   out_dst, inb_ptr, inb, outb_ptr, outb, off, qidx, ebytes):
                 continue
             m = off[nx]
-            if mode == EXACT and _d_invariant(nx, off, qidx, tw):
+            if mode != GREEDY and _d_invariant(nx, off, qidx, tw):
                 # every node's options share w: cost_q(d) = cost_q(1) / d + (a per-node
                 # constant), so the optimal choice at each y is the same for every d.
                 # Solve at d = 1 over y = 1..S once, then price those choices at each d.
@@ -352,10 +358,34 @@ def _build_tables(p_i, p_j, words, n, ts, ds, k, S, n_mb, bw, M, mode, ub,
                 n_run = 0
                 y = 1
                 while y <= y_limit:
+                    ys = y
+                    if mode == HEUR:
+                        # one greedy solve per block y in (2^(j-1), 2^j], at the block's
+                        # largest feasible y: its choice fits (and is used) for the whole block
+                        y_end = 1
+                        while y_end < y:
+                            y_end *= 2
+                        y_end = min(y_end, y_limit)
+                        lo_y = y
+                        hi_y = y_end
+                        ys = y - 1
+                        while lo_y <= hi_y:
+                            mid = (lo_y + hi_y) // 2
+                            for j in range(m):
+                                q = qidx[j]
+                                mem[j] = ta[q] * mid + tb[q]
+                            _lowest(off[: nx + 1], mem[:m], fast)
+                            if _mem_choice(nx, fast, qidx, ta, tb, mid) <= M:
+                                ys = mid
+                                lo_y = mid + 1
+                            else:
+                                hi_y = mid - 1
+                        if ys < y:
+                            break
                     for j in range(m):
                         q = qidx[j]
-                        mem[j] = ta[q] * y + tb[q]
-                    val = knapsack(mode, off[: nx + 1], cost[:m], mem[:m], M, ch[:nx])
+                        mem[j] = ta[q] * ys + tb[q]
+                    val = knapsack(kmode, off[: nx + 1], cost[:m], mem[:m], M, ch[:nx])
                     if val == np.inf:
                         break
                     if ub < np.inf:
@@ -446,11 +476,11 @@ def _build_tables(p_i, p_j, words, n, ts, ds, k, S, n_mb, bw, M, mode, ub,
                     for j in range(m):
                         q = qidx[j]
                         mem[j] = ta[q] * y + tb[q]
-                    val = knapsack(mode, off[: nx + 1], cost[:m], mem[:m], M, ch[:nx])
+                    val = knapsack(kmode, off[: nx + 1], cost[:m], mem[:m], M, ch[:nx])
                     if val == np.inf or val > ub:
                         break  # memory only grows with y (and exact values with it)
                     y2 = y + 1
-                    if mode == EXACT:
+                    if mode != GREEDY:
                         # the optimal choice stays optimal while it fits (K is non-decreasing)
                         while y2 <= y_max and _fits(nx, ch, ta, tb, qidx, y2, M):
                             y2 += 1
@@ -1268,15 +1298,20 @@ def solve_dp(problem: Problem, options: Options | None = None) -> Result:
     if use_bound is None:
         use_bound = problem.n > 64
     if mode == EXACT and not pts and use_bound:
-        # large stages make exact knapsacks costly: bound the optimum by the greedy
-        # DP's value first; then only stage values <= that bound are computed
+        # large stages make exact knapsacks costly: bound the optimum first by a
+        # cheap heuristic table (greedy choices, achievable values); then only stage
+        # values <= that bound are computed exactly
         t0 = time.perf_counter()
-        left = None if deadline is None else max(0.0, deadline - time.perf_counter())
-        greedy = solve_dp(problem, replace(options, knapsack="greedy", progress=False, time_limit_s=left,
-                                           params={**options.params, "curve": False}))
-        if greedy.objective is not None and greedy.status is Status.FEASIBLE and not greedy.message:
-            ub = float(greedy.objective)
-        stats.update(greedy_bound=None if math.isinf(ub) else ub, greedy_s=time.perf_counter() - t0)
+        try:
+            heur = build_tables(problem, arr, ideals, pairs, HEUR, deadline, progress)
+            hs = _Search(heur, S, deadline, progress)
+            idx = hs.least_index(problem.devices)
+            if idx is not None:
+                ub = float(hs.cands[idx])
+        except _TimeUp:
+            return make_result(problem, name, Status.UNKNOWN, None, time_s=time.perf_counter() - start, stats=stats,
+                               message=f"time limit ({options.time_limit_s} s) hit while bounding the optimum")
+        stats.update(heuristic_bound=None if math.isinf(ub) else ub, bound_s=time.perf_counter() - t0)
     try:
         t0 = time.perf_counter()
         tables = build_tables(problem, arr, ideals, pairs, mode, deadline, progress, ub)
