@@ -64,7 +64,6 @@ from __future__ import annotations
 import math
 import sys
 import time
-from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -789,7 +788,6 @@ def _table_dp(i0, i1, ptr, sub, words, n, ts, ds, k, S, n_mb, bw, M, mode, opt_s
     cost1 = np.empty(max_opts)
     mem = np.empty(max_opts)
     ch = np.empty(n, dtype=np.int64)
-    fast = np.empty(n, dtype=np.int64)
     low = np.empty(n, dtype=np.int64)
     F = np.empty(n_opts)
     o_list = np.empty(n_opts, dtype=np.int64)
