@@ -93,6 +93,8 @@ def cell(run: dict[str, Any] | None, best: float | None, limit: float) -> str:
     if run is None:
         return "-"
     st = run["status"]
+    if st == "error" and "ideals" in (run.get("error") or ""):
+        return "refused (>200k ideals)"
     if st in ("unavailable", "error"):
         return st
     t = run.get("time_s") or 0.0
