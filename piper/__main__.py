@@ -52,7 +52,7 @@ def _parser() -> ArgumentParser:
     so.add_argument("--max-ideals", type=positive_int, default=200_000, metavar="N", help="refuse graphs with more ideals")
     so.add_argument("--linearize", action="store_true", help="DP: stages are segments of one topological order")
     curve = so.add_mutually_exclusive_group()
-    curve.add_argument("--curve", action="store_true", help="DP: best TPS for every device count 1..k (default: all k' when k <= 64, else powers of two and k)")
+    curve.add_argument("--curve", action="store_true", help="DP: best TPS for every device count 1..k (default: only when cheap, k <= 64 and <= 5000 ideal pairs)")
     curve.add_argument("--no-curve", action="store_true", help="DP: skip the best-TPS-per-device-count curve")
     so.add_argument("--out", metavar="PLAN.json", help="write the plan here")
     so.add_argument("--json", action="store_true", help="print one JSON object")
