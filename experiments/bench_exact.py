@@ -169,7 +169,8 @@ def summary(runs: list[dict[str, Any]]) -> str:
         by = [s for s in ("cpsat", "milp-highs", "milp") if per.get(s, {}).get("status") in ("optimal", "infeasible")]
         total += 1
         proven += bool(by)
-        what = "feasible draw" if feasible else "all draws infeasible"
+        proofs = [x["status"] for per_ in draws.values() for x in per_.values()]
+        what = "feasible draw" if feasible else ("no plan found" if "infeasible" not in proofs else "all draws infeasible")
         lines.append(f"n={key[0]} {key[1]} k={key[2]} ({what}, seed {seed}): proven by {', '.join(by) or 'none'}")
     lines.append(f"rows proven by MILP or CP-SAT: {proven} of {total}")
     return "\n".join(lines)
