@@ -751,23 +751,11 @@ def knapsack_experiment(cfg: Config) -> list[dict[str, Any]]:
 
 
 def _ideal_masks(problem: Problem) -> list[int]:
-    """Every successor-closed node set of ``problem`` as a bitmask over node positions."""
-    pos = problem.index
-    succ = [0] * problem.n
-    for e in problem.edges:
-        succ[pos[e.u]] |= 1 << pos[e.v]
-    seen = {0}
-    frontier = [0]
-    while frontier:
-        nxt = []
-        for mask in frontier:
-            for i in range(problem.n):
-                bit = 1 << i
-                if not mask & bit and succ[i] & ~mask == 0 and (mask | bit) not in seen:
-                    seen.add(mask | bit)
-                    nxt.append(mask | bit)
-        frontier = nxt
-    return sorted(seen, key=lambda m: (bin(m).count("1"), m))
+    """Every successor-closed node set of ``problem`` as a bitmask over node positions,
+    by size then mask value."""
+    from piper.ideals import enumerate_ideals
+
+    return sorted(enumerate_ideals(problem).masks, key=lambda m: (bin(m).count("1"), m))
 
 
 @dataclass(frozen=True)
