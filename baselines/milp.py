@@ -593,6 +593,12 @@ def _solve_once(
         if "bound" in info:
             stats["cbc_log_lower_bound"] = info["bound"] * data.tau
         bound_scaled = 0.0
+    if status == Status.FEASIBLE and objective is not None:
+        # an unproven incumbent's T may carry slack above its plan's stage times (T only
+        # has to be >= every stage row): an upper bound, not a claim of the plan's TPS
+        # (HiGHS once stopped with T = 34 for a plan worth 33.5)
+        stats["incumbent_T"] = objective
+        objective = None
     stats.update({k: v for k, v in info.items() if k in ("mip_node_count", "nodes")})
     return status, plan, objective, max(0.0, bound_scaled) * data.tau, stats
 
