@@ -283,6 +283,34 @@ def _grow_f(a, need):
 
 
 @njit(cache=True)
+def _push_segment(s_lo, s_hi, s_val, n_seg, lo, hi, val):
+    """Append the segment (lo, hi, val) at index n_seg, growing the arrays as needed."""
+    s_lo = _grow_i(s_lo, n_seg + 1)
+    s_hi = _grow_i(s_hi, n_seg + 1)
+    s_val = _grow_f(s_val, n_seg + 1)
+    s_lo[n_seg] = lo
+    s_hi[n_seg] = hi
+    s_val[n_seg] = val
+    return s_lo, s_hi, s_val
+
+
+@njit(cache=True)
+def _push_entry(e_i, e_j, e_t, e_d, e_s0, n_ent, i, j, t, d, s0):
+    """Append the entry (pair (i, j), t, d, first segment s0) at index n_ent."""
+    e_i = _grow_i(e_i, n_ent + 1)
+    e_j = _grow_i(e_j, n_ent + 1)
+    e_t = _grow_i(e_t, n_ent + 1)
+    e_d = _grow_i(e_d, n_ent + 1)
+    e_s0 = _grow_i(e_s0, n_ent + 1)
+    e_i[n_ent] = i
+    e_j[n_ent] = j
+    e_t[n_ent] = t
+    e_d[n_ent] = d
+    e_s0[n_ent] = s0
+    return e_i, e_j, e_t, e_d, e_s0
+
+
+@njit(cache=True)
 def _build_tables(p_i, p_j, words, n, ts, ds, k, S, n_mb, bw, M, mode, ub,
                   opt_start, opt_cnt, tp, tw, ta, tb, in_ptr, in_src, out_ptr, out_dst,
                   inb_ptr, inb, outb_ptr, outb, rq, pq, c0):
@@ -434,24 +462,10 @@ def _build_tables(p_i, p_j, words, n, ts, ds, k, S, n_mb, bw, M, mode, ub,
                         if n_seg > seg_start and s_val[n_seg - 1] == val:
                             s_hi[n_seg - 1] = hi
                         else:
-                            s_lo = _grow_i(s_lo, n_seg + 1)
-                            s_hi = _grow_i(s_hi, n_seg + 1)
-                            s_val = _grow_f(s_val, n_seg + 1)
-                            s_lo[n_seg] = run_lo[rr]
-                            s_hi[n_seg] = hi
-                            s_val[n_seg] = val
+                            s_lo, s_hi, s_val = _push_segment(s_lo, s_hi, s_val, n_seg, run_lo[rr], hi, val)
                             n_seg += 1
                     if n_seg > seg_start:
-                        e_i = _grow_i(e_i, n_ent + 1)
-                        e_j = _grow_i(e_j, n_ent + 1)
-                        e_t = _grow_i(e_t, n_ent + 1)
-                        e_d = _grow_i(e_d, n_ent + 1)
-                        e_s0 = _grow_i(e_s0, n_ent + 1)
-                        e_i[n_ent] = I
-                        e_j[n_ent] = J
-                        e_t[n_ent] = t
-                        e_d[n_ent] = d
-                        e_s0[n_ent] = seg_start
+                        e_i, e_j, e_t, e_d, e_s0 = _push_entry(e_i, e_j, e_t, e_d, e_s0, n_ent, I, J, t, d, seg_start)
                         n_ent += 1
                 continue
             for di in range(ds.shape[0]):
@@ -496,25 +510,11 @@ def _build_tables(p_i, p_j, words, n, ts, ds, k, S, n_mb, bw, M, mode, ub,
                     if n_seg > seg_start and s_val[n_seg - 1] == val and s_hi[n_seg - 1] == y - 1:
                         s_hi[n_seg - 1] = y2 - 1
                     else:
-                        s_lo = _grow_i(s_lo, n_seg + 1)
-                        s_hi = _grow_i(s_hi, n_seg + 1)
-                        s_val = _grow_f(s_val, n_seg + 1)
-                        s_lo[n_seg] = y
-                        s_hi[n_seg] = y2 - 1
-                        s_val[n_seg] = val
+                        s_lo, s_hi, s_val = _push_segment(s_lo, s_hi, s_val, n_seg, y, y2 - 1, val)
                         n_seg += 1
                     y = y2
                 if n_seg > seg_start:
-                    e_i = _grow_i(e_i, n_ent + 1)
-                    e_j = _grow_i(e_j, n_ent + 1)
-                    e_t = _grow_i(e_t, n_ent + 1)
-                    e_d = _grow_i(e_d, n_ent + 1)
-                    e_s0 = _grow_i(e_s0, n_ent + 1)
-                    e_i[n_ent] = I
-                    e_j[n_ent] = J
-                    e_t[n_ent] = t
-                    e_d[n_ent] = d
-                    e_s0[n_ent] = seg_start
+                    e_i, e_j, e_t, e_d, e_s0 = _push_entry(e_i, e_j, e_t, e_d, e_s0, n_ent, I, J, t, d, seg_start)
                     n_ent += 1
     return (e_i[:n_ent].copy(), e_j[:n_ent].copy(), e_t[:n_ent].copy(), e_d[:n_ent].copy(), e_s0[:n_ent].copy(),
             s_lo[:n_seg].copy(), s_hi[:n_seg].copy(), s_val[:n_seg].copy())
