@@ -70,7 +70,7 @@ import numpy as np
 from numba import njit
 
 from .ideals import IdealPairs, Ideals, enumerate_ideals, ideal_pairs
-from .knapsack import EXACT, GREEDY, _fastest, _lowest, knapsack
+from .knapsack import EXACT, GREEDY, _fastest, _grow, _lowest, knapsack
 from .options import Candidates, Options, candidates
 from .plan import Plan, Stage
 from .problem import Problem
@@ -265,29 +265,11 @@ def _fits(nx, ch, ta, tb, qidx, y, M):
 
 
 @njit(cache=True)
-def _grow_i(a, need):
-    if need <= a.shape[0]:
-        return a
-    b = np.empty(max(need, 2 * a.shape[0]), dtype=a.dtype)
-    b[: a.shape[0]] = a
-    return b
-
-
-@njit(cache=True)
-def _grow_f(a, need):
-    if need <= a.shape[0]:
-        return a
-    b = np.empty(max(need, 2 * a.shape[0]), dtype=a.dtype)
-    b[: a.shape[0]] = a
-    return b
-
-
-@njit(cache=True)
 def _push_segment(s_lo, s_hi, s_val, n_seg, lo, hi, val):
     """Append the segment (lo, hi, val) at index n_seg, growing the arrays as needed."""
-    s_lo = _grow_i(s_lo, n_seg + 1)
-    s_hi = _grow_i(s_hi, n_seg + 1)
-    s_val = _grow_f(s_val, n_seg + 1)
+    s_lo = _grow(s_lo, n_seg + 1)
+    s_hi = _grow(s_hi, n_seg + 1)
+    s_val = _grow(s_val, n_seg + 1)
     s_lo[n_seg] = lo
     s_hi[n_seg] = hi
     s_val[n_seg] = val
@@ -297,11 +279,11 @@ def _push_segment(s_lo, s_hi, s_val, n_seg, lo, hi, val):
 @njit(cache=True)
 def _push_entry(e_i, e_j, e_t, e_d, e_s0, n_ent, i, j, t, d, s0):
     """Append the entry (pair (i, j), t, d, first segment s0) at index n_ent."""
-    e_i = _grow_i(e_i, n_ent + 1)
-    e_j = _grow_i(e_j, n_ent + 1)
-    e_t = _grow_i(e_t, n_ent + 1)
-    e_d = _grow_i(e_d, n_ent + 1)
-    e_s0 = _grow_i(e_s0, n_ent + 1)
+    e_i = _grow(e_i, n_ent + 1)
+    e_j = _grow(e_j, n_ent + 1)
+    e_t = _grow(e_t, n_ent + 1)
+    e_d = _grow(e_d, n_ent + 1)
+    e_s0 = _grow(e_s0, n_ent + 1)
     e_i[n_ent] = i
     e_j[n_ent] = j
     e_t[n_ent] = t
@@ -432,9 +414,9 @@ def _build_tables(p_i, p_j, words, n, ts, ds, k, S, n_mb, bw, M, mode, ub,
                     while y2 <= y_limit and _fits(nx, ch, ta, tb, qidx, y2, M):
                         y2 += 1
                     if run_ch.shape[0] < (n_run + 1) * n:
-                        run_ch = _grow_i(run_ch, (n_run + 1) * n)
-                        run_lo = _grow_i(run_lo, n_run + 1)
-                        run_hi = _grow_i(run_hi, n_run + 1)
+                        run_ch = _grow(run_ch, (n_run + 1) * n)
+                        run_lo = _grow(run_lo, n_run + 1)
+                        run_hi = _grow(run_hi, n_run + 1)
                     run_lo[n_run] = y
                     run_hi[n_run] = y2 - 1
                     for i in range(nx):

@@ -154,18 +154,22 @@ class IdealPairs:
 
 
 @njit(cache=True)
+def _is_subset(words: np.ndarray, j: int, i: int) -> bool:
+    """Ideal j is contained in ideal i."""
+    for w in range(words.shape[1]):
+        if words[j, w] & ~words[i, w]:
+            return False
+    return True
+
+
+@njit(cache=True)
 def _count_subsets(words: np.ndarray) -> np.ndarray:
-    n_ideals, n_words = words.shape
+    n_ideals = words.shape[0]
     counts = np.zeros(n_ideals, dtype=np.int64)
     for i in range(n_ideals):
         c = 0
         for j in range(i):
-            ok = True
-            for w in range(n_words):
-                if words[j, w] & ~words[i, w]:
-                    ok = False
-                    break
-            if ok:
+            if _is_subset(words, j, i):
                 c += 1
         counts[i] = c
     return counts
@@ -173,16 +177,10 @@ def _count_subsets(words: np.ndarray) -> np.ndarray:
 
 @njit(cache=True)
 def _fill_subsets(words: np.ndarray, ptr: np.ndarray, sub: np.ndarray) -> None:
-    n_ideals, n_words = words.shape
-    for i in range(n_ideals):
+    for i in range(words.shape[0]):
         k = ptr[i]
         for j in range(i):
-            ok = True
-            for w in range(n_words):
-                if words[j, w] & ~words[i, w]:
-                    ok = False
-                    break
-            if ok:
+            if _is_subset(words, j, i):
                 sub[k] = j
                 k += 1
 

@@ -137,12 +137,11 @@ def greedy_knapsack(off: np.ndarray, cost: np.ndarray, mem: np.ndarray, M: float
 
 @njit(cache=True)
 def _grow(a: np.ndarray, need: int) -> np.ndarray:
+    """``a`` if it holds ``need`` items, else a copy with at least twice the room
+    (compiled once per dtype; also used by :mod:`piper.dp`)."""
     if need <= a.shape[0]:
         return a
-    cap = a.shape[0] * 2
-    while cap < need:
-        cap *= 2
-    b = np.empty(cap, dtype=a.dtype)
+    b = np.empty(max(need, 2 * a.shape[0]), dtype=a.dtype)
     b[: a.shape[0]] = a
     return b
 
