@@ -64,6 +64,25 @@ def _lowest(off: np.ndarray, mem: np.ndarray, out: np.ndarray) -> None:
 
 
 @njit(cache=True)
+def _total(idx: np.ndarray, vals: np.ndarray) -> float:
+    """sum of vals[idx[i]] over i, in node order."""
+    out = 0.0
+    for i in range(idx.shape[0]):
+        out += vals[idx[i]]
+    return out
+
+
+@njit(cache=True)
+def _take(idx: np.ndarray, cost: np.ndarray, choice: np.ndarray) -> float:
+    """Record the choice ``idx`` in ``choice`` and return its cost (node order)."""
+    val = 0.0
+    for i in range(idx.shape[0]):
+        val += cost[idx[i]]
+        choice[i] = idx[i]
+    return val
+
+
+@njit(cache=True)
 def greedy_knapsack(off: np.ndarray, cost: np.ndarray, mem: np.ndarray, M: float, choice: np.ndarray) -> float:
     """The reference heuristic, step for step.
 
@@ -80,20 +99,12 @@ def greedy_knapsack(off: np.ndarray, cost: np.ndarray, mem: np.ndarray, M: float
     n = off.shape[0] - 1
     H = np.empty(n, dtype=np.int64)
     _fastest(off, cost, H)
-    mem_fast = 0.0
-    for i in range(n):
-        mem_fast += mem[H[i]]
+    mem_fast = _total(H, mem)
     if mem_fast <= M:
-        val = 0.0
-        for i in range(n):
-            val += cost[H[i]]
-            choice[i] = H[i]
-        return val
+        return _take(H, cost, choice)
     low = np.empty(n, dtype=np.int64)
     _lowest(off, mem, low)
-    mem_low = 0.0
-    for i in range(n):
-        mem_low += mem[low[i]]
+    mem_low = _total(low, mem)
     if mem_low > M:
         return INF
     shave = mem_fast - M
@@ -198,20 +209,12 @@ def exact_knapsack(off: np.ndarray, cost: np.ndarray, mem: np.ndarray, M: float,
     n = off.shape[0] - 1
     fast = np.empty(n, dtype=np.int64)
     _fastest(off, cost, fast)
-    mem_fast = 0.0
-    for i in range(n):
-        mem_fast += mem[fast[i]]
+    mem_fast = _total(fast, mem)
     if mem_fast <= M:
-        val = 0.0
-        for i in range(n):
-            val += cost[fast[i]]
-            choice[i] = fast[i]
-        return val
+        return _take(fast, cost, choice)
     low = np.empty(n, dtype=np.int64)
     _lowest(off, mem, low)
-    mem_low = 0.0
-    for i in range(n):
-        mem_low += mem[low[i]]
+    mem_low = _total(low, mem)
     if mem_low > M:
         return INF
     # incumbent: the greedy choice if it truly fits, else the least-memory choice
