@@ -456,12 +456,7 @@ def _build_tables(p_i, p_j, words, n, ts, ds, k, S, n_mb, bw, M, mode, ub,
                     break
                 _stage_costs(m, qidx, ebytes, d, ds, bw, rq, pq, c0, cost)
                 # fastest option of every node (first on ties), for the greedy fast path
-                for i in range(nx):
-                    b = off[i]
-                    for j in range(off[i] + 1, off[i + 1]):
-                        if cost[b] > cost[j]:
-                            b = j
-                    fast[i] = b
+                _fastest(off[: nx + 1], cost, fast)
                 y_max = (S + d - 1) // d
                 if ub < np.inf and _sum_choice(nx, fast, cost) > ub:
                     continue  # even the all-fastest value exceeds the bound
