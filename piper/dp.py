@@ -194,6 +194,20 @@ def _membership(words_row: np.ndarray, n: int, out: np.ndarray) -> None:
 
 
 @njit(cache=True)
+def _stage_nodes(words, I, J, n, in_i, in_j, nodes) -> int:
+    """Fill in_i / in_j with the members of ideals I and J and nodes[:nx] with the
+    stage I \\ J (ascending positions); return nx."""
+    _membership(words[I], n, in_i)
+    _membership(words[J], n, in_j)
+    nx = 0
+    for v in range(n):
+        if in_i[v] and not in_j[v]:
+            nodes[nx] = v
+            nx += 1
+    return nx
+
+
+@njit(cache=True)
 def _stage_options(nodes, nx, ti, in_i, in_j, opt_start, opt_cnt, in_ptr, in_src, out_ptr, out_dst,
                    inb_ptr, inb, outb_ptr, outb, off, qidx, ebytes):
     """Options of the stage's nodes at degree ts[ti]: off (nx+1), flat TMPC index
@@ -331,13 +345,7 @@ def _build_tables(p_i, p_j, words, n, ts, ds, k, S, n_mb, bw, M, mode, ub,
     for r in range(p_i.shape[0]):
         I = p_i[r]
         J = p_j[r]
-        _membership(words[I], n, in_i)
-        _membership(words[J], n, in_j)
-        nx = 0
-        for v in range(n):
-            if in_i[v] and not in_j[v]:
-                nodes[nx] = v
-                nx += 1
+        nx = _stage_nodes(words, I, J, n, in_i, in_j, nodes)
         for ti in range(ts.shape[0]):
             t = ts[ti]
             if not _stage_options(nodes, nx, ti, in_i, in_j, opt_start, opt_cnt, in_ptr, in_src, out_ptr,
@@ -793,13 +801,7 @@ def _table_dp(i0, i1, ptr, sub, words, n, ts, ds, k, S, n_mb, bw, M, mode, opt_s
                         break
                 if not useful:
                     continue
-                _membership(words[I], n, in_i)
-                _membership(words[J], n, in_j)
-                nx = 0
-                for v in range(n):
-                    if in_i[v] and not in_j[v]:
-                        nodes[nx] = v
-                        nx += 1
+                nx = _stage_nodes(words, I, J, n, in_i, in_j, nodes)
                 for ti in range(ts.shape[0]):
                     t = ts[ti]
                     if not _stage_options(nodes[:nx], nx, ti, in_i, in_j, opt_start, opt_cnt, in_ptr, in_src,
