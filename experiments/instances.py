@@ -8,12 +8,15 @@ layers lack some tensor-parallel degrees.
 
 from __future__ import annotations
 
+import math
 import random
 from typing import Any
 
+from piper.evaluate import evaluate
+from piper.plan import Plan, Stage
 from piper.problem import ACTIVATION_RECOMP, VANILLA, Problem, problem_from_dict
 
-__all__ = ["random_problem", "random_dag", "SHAPES"]
+__all__ = ["random_problem", "random_dag", "witness_memory", "SHAPES"]
 
 SHAPES = ("chain", "branchy")
 
@@ -53,6 +56,7 @@ def random_problem(
     max_tmpcs: int = 2,
     realistic: bool | None = None,
     memory_tightness: float | None = None,
+    t1_missing: float = 0.15,
 ) -> Problem:
     """A random instance. Unset arguments are drawn from the seed:
     n in 3..7, shape chain/branchy, k in 1..6, N in {1, 2, 4, 6}, 1..max_tmpcs TMPCs per (v, t).
@@ -60,6 +64,7 @@ def random_problem(
     ``realistic`` uses profiler-like magnitudes (ms-scale times, ~1e7-byte tensors,
     1e10 B/s, MiB-multiple memory); otherwise small integers (exact in binary).
     ``memory_tightness`` scales the memory limit (smaller = tighter; ~1 binds often).
+    ``t1_missing``: probability that a layer with other degrees lacks t = 1.
     """
     rng = random.Random(seed)
     n = n if n is not None else 3 + seed % 5
@@ -84,7 +89,7 @@ def random_problem(
     max_node_min = 0.0
     for v in range(n):
         ts = [t for t in degrees if t == 1 or rng.random() < 0.8]
-        if rng.random() < 0.15 and len(ts) > 1:
+        if rng.random() < t1_missing and len(ts) > 1:
             ts.remove(1)  # some layers lack t = 1
         base_p = rng.randint(2, 12)
         base_w = rng.randint(0, 16)
@@ -142,3 +147,56 @@ def random_problem(
         "edges": raw_edges,
     }
     return problem_from_dict(raw)
+
+
+def witness_memory(problem: Problem, seed: int, slack: tuple[float, float] = (1.0, 1.15)) -> Problem | None:
+    """``problem`` with its memory limit (bytes per device) replaced so that it is feasible
+    by construction and memory still binds.
+
+    A random *witness plan* is drawn: the topological order is cut into s contiguous
+    stages (s drawn from [⌈L/2⌉, L], L = min(k, N, n), widened down to 1 when draws
+    keep failing), each stage gets a tensor degree
+    every one of its layers has and d = 1, then stages are upgraded at random (d doubled
+    when 2d divides N, or t raised) while Σ d·t <= k and Σ d <= N; every layer uses its
+    least-memory TMPC at that t. The new limit is the witness's peak stage memory times a
+    factor drawn from ``slack``: the witness fits, plans needing more memory do not.
+    None when no witness turns up in 200 draws (the tensor degrees may rule out every
+    plan, whatever the memory).
+    """
+    rng = random.Random(seed)
+    order = problem.topological_order
+    nodes = {nd.id: nd for nd in problem.nodes}
+    k, n_mb = problem.devices, problem.microbatches
+    top = max(1, min(k, n_mb, len(order)))
+    for _attempt in range(200):
+        s = rng.randint(max(1, (top + 1) // 2 - _attempt // 20), top)  # fewer stages if many draws fail
+        cuts = sorted(rng.sample(range(1, len(order)), s - 1)) if s > 1 else []
+        bounds = [0, *cuts, len(order)]
+        groups = [order[bounds[j] : bounds[j + 1]] for j in range(s)]
+        common = [sorted(set.intersection(*(set(nodes[v].tmpcs) for v in g))) for g in groups]
+        if any(not c for c in common):
+            continue
+        ts = [c[0] for c in common]
+        ds = [1] * s
+        if sum(ts) > k:
+            continue
+        for _ in range(4 * s):
+            j = rng.randrange(s)
+            bigger_t = [t for t in common[j] if t > ts[j]]
+            if rng.random() < 0.5 and bigger_t:
+                nt, nd = bigger_t[0], ds[j]
+            elif n_mb % (2 * ds[j]) == 0:
+                nt, nd = ts[j], 2 * ds[j]
+            else:
+                continue
+            if sum(d * t for d, t in zip(ds, ts)) - ds[j] * ts[j] + nd * nt <= k and sum(ds) - ds[j] + nd <= n_mb:
+                ts[j], ds[j] = nt, nd
+        stages = []
+        for g, d, t in zip(groups, ds, ts):
+            tm = {v: min(nodes[v].tmpcs[t], key=lambda c: (c.memory_a, c.memory_b)).id for v in g}
+            stages.append(Stage(tuple(g), d, t, tm))
+        score = evaluate(problem, Plan(tuple(stages)))
+        peak = max(st.memory for st in score.stages)
+        memory = max(1.0, peak * rng.uniform(*slack))
+        return problem.with_cluster(memory=float(math.ceil(memory)))
+    return None  # e.g. a layer whose only t uses all k devices next to one lacking that t
