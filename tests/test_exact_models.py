@@ -129,13 +129,18 @@ def test_warm_start_with_the_optimum(solver: str) -> None:
     options = replace(ABLATIONS["default"], warm_start=best.plan)
     check_against_oracle(tiny(seed), solver, options, best)
     res = SOLVERS[solver](tiny(seed), options)
-    assert "used" in res.stats["warm_start"] or "hinted" in res.stats["warm_start"]
+    assert any(word in res.stats["warm_start"] for word in ("used", "cutoff")), res.stats["warm_start"]
+    if solver == "cpsat":  # the hint-only mode still gives the optimum
+        hinted = SOLVERS[solver](tiny(seed), replace(options, params={"strict_cutoff": False}))
+        assert "hinted" in hinted.stats["warm_start"]
+        check_against_oracle(tiny(seed), solver, replace(options, params={"strict_cutoff": False}), best)
 
 
 @pytest.mark.parametrize("solver", list(SOLVERS))
 def test_suboptimal_warm_start_is_improved(solver: str) -> None:
     """With a warm start the MILP only searches below it (cutoff) and CP-SAT bounds T by it:
     a worse plan must still lead to the optimum."""
+    checked = 0
     for seed in range(200):
         best = oracle(seed)
         if best.status != Status.OPTIMAL:
@@ -144,8 +149,10 @@ def test_suboptimal_warm_start_is_improved(solver: str) -> None:
         if worse is None:
             continue
         check_against_oracle(tiny(seed), solver, replace(ABLATIONS["default"], warm_start=worse), best)
-        return
-    pytest.fail("no instance with a worse plan found")
+        checked += 1
+        if checked == 6:
+            return
+    pytest.fail(f"only {checked} instances with a worse plan found")
 
 
 @pytest.mark.parametrize("solver", list(SOLVERS))
