@@ -236,7 +236,7 @@ def main(argv: list[str] | None = None) -> int:
                     problem = instance(n, shape, k, seed)
                     meta = {"n": n, "shape": shape, "k": k, "seed": seed, "m": len(problem.edges),
                             "ideals": count_ideals(problem), "replacement": None if j == 1 else seeds[0],
-                            "time_limit": limit, "rev": rev}
+                            "time_limit": limit, "rev": rev, "cp_workers": args.cp_workers, "threads": args.threads}
                     warm = None
                     verdicts = []
                     for solver in solvers:

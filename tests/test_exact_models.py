@@ -118,6 +118,28 @@ def test_agrees_with_brute_force_full_sweep(solver: str, request: pytest.Fixture
     print(f"{solver}: {counts} agree with brute force")
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("solver", list(SOLVERS))
+def test_warm_started_sweep(solver: str, request: pytest.FixtureRequest) -> None:
+    """The cutoff / proof-search path over the full sweep: warm-started with the optimum
+    (the solver must prove it) and with a worse plan (the solver must find the optimum)."""
+    if not _slow_enabled(request.config):
+        pytest.skip("full sweep: run with -m slow")
+    counts = {"optimum": 0, "worse": 0}
+    for seed in FULL:
+        best = oracle(seed)
+        if best.status != Status.OPTIMAL:
+            continue
+        check_against_oracle(tiny(seed), solver, replace(ABLATIONS["default"], warm_start=best.plan), best)
+        counts["optimum"] += 1
+        worse = _worse_plan(tiny(seed), best.plan)
+        if worse is not None:
+            check_against_oracle(tiny(seed), solver, replace(ABLATIONS["default"], warm_start=worse), best)
+            counts["worse"] += 1
+    assert counts["optimum"] >= 100 and counts["worse"] >= 30
+    print(f"{solver}: warm-started {counts} agree with brute force")
+
+
 def _feasible_seed(start: int = 0) -> int:
     return next(s for s in range(start, 500) if oracle(s).status == Status.OPTIMAL and tiny(s).n >= 4)
 
