@@ -447,13 +447,15 @@ def solve_cpsat(problem: Problem, options: Options | None = None) -> Result:
         device_products=bool(options.params.get("device_products", True)),
     )
     warm = None
+    strict = False
     stats: dict[str, Any] = {}
     if options.warm_start is not None:
         warm = data.slots_from_plan(options.warm_start)
         if warm is None:
             stats["warm_start"] = data.warm_message
         else:
-            if options.params.get("strict_cutoff", True):
+            strict = bool(options.params.get("strict_cutoff", True))
+            if strict:
                 worst, _ = model.stage_int(warm)
                 model.add_cutoff(worst - 1)  # only strictly better plans: a proof search
                 stats["warm_start"] = f"strict cutoff below the warm start (TPS {warm.tps!r})"
@@ -478,8 +480,7 @@ def solve_cpsat(problem: Problem, options: Options | None = None) -> Result:
         bound = max(0.0, solver.BestObjectiveBound() * unit - eps)
     elif status == Status.INFEASIBLE:
         bound = math.inf
-    if warm is not None and options.params.get("strict_cutoff", True):
-        worst, _ = model.stage_int(warm)
+    if strict:
         if status == Status.INFEASIBLE:  # no plan with T_int <= worst - 1: the warm start is optimal
             status, plan, objective, bound = Status.OPTIMAL, warm.plan, worst * unit, max(0.0, worst * unit - eps)
         elif status == Status.UNKNOWN:

@@ -16,9 +16,9 @@ Cells: seconds to a proven optimum; "x (infeasible)" for a proof of infeasibilit
 ">L, +g%" when the limit hit with an incumbent g% above the best proven optimum of the
 row; ">L, optimum found" when the incumbent is that optimum but unproven; ">L, no
 solution". Warm starts: when the DP is available and finished, its plan is given to
-the MILP (cutoff) and CP-SAT (proof search below it), unless ``--no-warm``. Times are the solvers'
-wall times including model building (``Result.time_s``); the DP is run once on a tiny
-instance first so that its JIT compilation is not timed.
+the MILP (cutoff) and CP-SAT (proof search below it), unless ``--no-warm``. Times are
+the solvers' wall times including model building (``Result.time_s``); the DP is run
+once on a tiny instance first so that its JIT compilation is not timed.
 """
 
 from __future__ import annotations

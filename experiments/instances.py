@@ -155,21 +155,21 @@ def witness_memory(problem: Problem, seed: int, slack: tuple[float, float] = (1.
 
     A random *witness plan* is drawn: the topological order is cut into s contiguous
     stages (s drawn from [⌈L/2⌉, L], L = min(k, N, n), widened down to 1 when draws
-    keep failing), each stage gets a tensor degree
-    every one of its layers has and d = 1, then stages are upgraded at random (d doubled
-    when 2d divides N, or t raised) while Σ d·t <= k and Σ d <= N; every layer uses its
-    least-memory TMPC at that t. The new limit is the witness's peak stage memory times a
+    keep failing), each stage gets the smallest tensor degree every one of its layers
+    has and d = 1, then stages are upgraded at random (d doubled when 2d divides N, or
+    t raised) while Σ d·t <= k and Σ d <= N; every layer uses its least-memory TMPC at
+    that t. The new limit is the witness's peak stage memory times a
     factor drawn from ``slack``: the witness fits, plans needing more memory do not.
     None when no witness turns up in 200 draws (the tensor degrees may rule out every
     plan, whatever the memory).
     """
     rng = random.Random(seed)
     order = problem.topological_order
-    nodes = {nd.id: nd for nd in problem.nodes}
+    nodes = problem.node_by_id
     k, n_mb = problem.devices, problem.microbatches
     top = max(1, min(k, n_mb, len(order)))
-    for _attempt in range(200):
-        s = rng.randint(max(1, (top + 1) // 2 - _attempt // 20), top)  # fewer stages if many draws fail
+    for attempt in range(200):
+        s = rng.randint(max(1, (top + 1) // 2 - attempt // 20), top)  # fewer stages if many draws fail
         cuts = sorted(rng.sample(range(1, len(order)), s - 1)) if s > 1 else []
         bounds = [0, *cuts, len(order)]
         groups = [order[bounds[j] : bounds[j + 1]] for j in range(s)]

@@ -59,12 +59,13 @@ ABLATIONS = {
 }
 
 
-def check_against_oracle(problem: Problem, solver: str, options: Options, best) -> None:
+def check_against_oracle(problem: Problem, solver: str, options: Options, best):
+    """Solve and check against the brute-force result ``best``; returns the solver's Result."""
     res = SOLVERS[solver](problem, options)
     if best.status == Status.INFEASIBLE:
         assert res.status == Status.INFEASIBLE, f"{solver}: {res.status} {res.tps} but brute force says infeasible"
         assert res.plan is None and math.isinf(res.bound)
-        return
+        return res
     opt = best.tps
     assert res.status == Status.OPTIMAL, f"{solver}: {res.status} ({res.message}); optimum {opt}"
     score = evaluate(problem, res.plan)
@@ -81,6 +82,7 @@ def check_against_oracle(problem: Problem, solver: str, options: Options, best) 
     assert res.bound <= opt * (1 + 1e-9)
     assert res.bound >= opt - 2 * tol
     assert res.stats["variables"] > 0 and res.stats["constraints"] > 0
+    return res
 
 
 FAST = range(40)
@@ -149,19 +151,17 @@ def test_warm_start_with_the_optimum(solver: str) -> None:
     seed = _feasible_seed()
     best = oracle(seed)
     options = replace(ABLATIONS["default"], warm_start=best.plan)
-    check_against_oracle(tiny(seed), solver, options, best)
-    res = SOLVERS[solver](tiny(seed), options)
+    res = check_against_oracle(tiny(seed), solver, options, best)
     assert any(word in res.stats["warm_start"] for word in ("used", "cutoff")), res.stats["warm_start"]
     if solver == "cpsat":  # the hint-only mode still gives the optimum
-        hinted = SOLVERS[solver](tiny(seed), replace(options, params={"strict_cutoff": False}))
+        hinted = check_against_oracle(tiny(seed), solver, replace(options, params={"strict_cutoff": False}), best)
         assert "hinted" in hinted.stats["warm_start"]
-        check_against_oracle(tiny(seed), solver, replace(options, params={"strict_cutoff": False}), best)
 
 
 @pytest.mark.parametrize("solver", list(SOLVERS))
 def test_suboptimal_warm_start_is_improved(solver: str) -> None:
-    """With a warm start the MILP only searches below it (cutoff) and CP-SAT bounds T by it:
-    a worse plan must still lead to the optimum."""
+    """With a warm start the MILP and CP-SAT only search below it (cutoff / proof
+    search): a worse plan must still lead to the optimum."""
     checked = 0
     for seed in range(200):
         best = oracle(seed)
