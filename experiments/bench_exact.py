@@ -2,7 +2,7 @@
 
     python -m experiments.bench_exact [--quick] [--time-limit 60] [--out runs.jsonl]
         [--solvers dp,cpsat,milp-highs,milp] [--sizes 8,12,16,24,32] [--ks 4,8,16]
-        [--shapes chain,branchy] [--cp-workers 4] [--no-warm]
+        [--shapes chain,branchy] [--cp-workers W] [--no-warm]
 
 Instances: ``random_problem(seed, n, shape, devices=k, microbatches=2k, degrees=(1, 2, 4),
 max_tmpcs=2, t1_missing=0)`` with seed = 1000 + 100 n + k, and the memory limit set by
@@ -194,8 +194,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--ks", default=None)
     ap.add_argument("--shapes", default="chain,branchy")
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--cp-workers", type=int, default=4,
-                    help="CP-SAT workers (4 proved the most rows on 2 cores: more than 2 or 8)")
+    ap.add_argument("--cp-workers", type=int, default=None,
+                    help="CP-SAT workers (default: --threads; with a warm start CP-SAT runs its proof "
+                         "portfolio, whose 2 workers proved more rows on 2 cores than 3 or 4)")
     ap.add_argument("--no-warm", action="store_true", help="no warm start from the DP's plan")
     ap.add_argument("--out", default="/tmp/bench_exact.jsonl", help="JSONL file of runs (appended; resumable)")
     ap.add_argument("--table-only", action="store_true", help="print the table from --out and exit")
@@ -247,7 +248,7 @@ def main(argv: list[str] | None = None) -> int:
                                 warm = plan_from_dict(prev["plan"])
                             continue
                         params: dict[str, Any] = {}
-                        if solver == "cpsat":
+                        if solver == "cpsat" and args.cp_workers is not None:
                             params["num_workers"] = args.cp_workers
                         opts = replace(base, params=params, warm_start=None if args.no_warm else warm)
                         run = run_one(problem, solver, opts)

@@ -19,7 +19,7 @@ import baselines
 
 from baselines._model_data import build_model_data, guarded_result
 from baselines.brute import solve_brute
-from baselines.cpsat import GUARD_PARAMETERS, memory_scaling, solve_cpsat, solver_parameters
+from baselines.cpsat import GUARD_PARAMETERS, PROOF_SUBSOLVERS, memory_scaling, solve_cpsat, solver_parameters
 from baselines.milp import solve_milp, write_lp, write_mps
 from experiments.instances import random_problem
 from piper import NO_AR, Options, Plan, Stage, Status, evaluate
@@ -211,6 +211,23 @@ def test_cpsat_always_sets_the_wrong_optimal_guard() -> None:
     assert solver.parameters.relative_gap_limit == 0.0
     res = solve_cpsat(tiny(_feasible_seed()), Options(threads=2))
     assert res.stats["presolve_inclusion_work_limit"] == 0
+
+
+def test_proof_search_runs_the_proof_portfolio() -> None:
+    """Below a warm start CP-SAT runs only complete tree searches (one per worker), the
+    guard stays on, and ``proof_portfolio=False`` gives back the default portfolio."""
+    proof = solver_parameters(Options(threads=2), 10.0, proof=True).parameters
+    assert list(proof.subsolvers) == list(PROOF_SUBSOLVERS[:2]) and proof.num_workers == 2
+    assert not proof.use_feasibility_jump and not proof.use_lns
+    assert proof.presolve_inclusion_work_limit == 0
+    plain = solver_parameters(Options(threads=2, params={"proof_portfolio": False}), 10.0, proof=True).parameters
+    assert list(plain.subsolvers) == [] and plain.use_feasibility_jump
+    seed = _feasible_seed()
+    best = oracle(seed)
+    res = check_against_oracle(tiny(seed), "cpsat", replace(ABLATIONS["default"], warm_start=best.plan), best)
+    assert res.stats["subsolvers"] == list(PROOF_SUBSOLVERS[: res.stats["num_workers"]])
+    cold = check_against_oracle(tiny(seed), "cpsat", ABLATIONS["default"], best)
+    assert cold.stats["subsolvers"] == []
 
 
 def test_guard_rejects_a_wrong_optimal_claim() -> None:
