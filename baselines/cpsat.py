@@ -59,7 +59,8 @@ google/or-tools#5293, ``FORMULATIONS.md`` section 4):
 * the returned plan is re-scored by the evaluator, its objective must match it within
   2ε, the bound never exceeds its TPS, and a warm-start plan better than a claimed
   optimum turns the claim into "feasible" (``_model_data.guarded_result``);
-* ``params["verify"] = True`` re-solves with T <= T_opt - 1 and presolve off: any
+* ``params["verify"] = True`` re-solves with T <= T_opt - 1, presolve off and the proof
+  portfolio below: any
   solution found there refutes the OPTIMAL claim (the better plan is then kept).
 
 Warm start (``options.warm_start``, e.g. the DP's plan) with scaled objective W: by
@@ -110,7 +111,7 @@ GUARD_PARAMETERS: dict[str, Any] = {"presolve_inclusion_work_limit": 0}
 PROOF_SUBSOLVERS: tuple[str, ...] = ("no_lp", "default_lp", "max_lp", "quick_restart_no_lp", "quick_restart",
                                      "reduced_costs", "pseudo_costs", "core")
 #: ... and none of the first-solution and neighbourhood heuristics, which only look for
-#: plans (there is usually none below an optimal warm start) and took the CPU time
+#: plans (there is usually none below an optimal warm start) and took CPU time from them
 PROOF_PARAMETERS: dict[str, Any] = {"use_feasibility_jump": False, "use_lns": False, "use_feasibility_pump": False}
 
 
@@ -550,7 +551,7 @@ def _verify(model: CpsatModel, solver: cp_model.CpSolver, options: Options, dead
     t_var = check.GetIntVarFromProtoIndex(model.T.Index())
     check.Add(t_var <= t_opt - 1)
     remaining = None if deadline is None else max(0.01, deadline - time.perf_counter())
-    s2 = solver_parameters(options, remaining)
+    s2 = solver_parameters(options, remaining, proof=True)  # a proof search too: below T_opt
     s2.parameters.cp_model_presolve = False
     code = s2.Solve(check)
     stats["verify"] = s2.StatusName(code)

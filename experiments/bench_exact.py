@@ -196,7 +196,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--cp-workers", type=int, default=None,
                     help="CP-SAT workers (default: --threads; with a warm start CP-SAT runs its proof "
-                         "portfolio, whose 2 workers proved more rows on 2 cores than 3 or 4)")
+                         "portfolio, which on 2 cores proved 24-chain k=16 in 28 s with 2 workers, "
+                         "35 s with 3 and 52 s with 4)")
     ap.add_argument("--no-warm", action="store_true", help="no warm start from the DP's plan")
     ap.add_argument("--out", default="/tmp/bench_exact.jsonl", help="JSONL file of runs (appended; resumable)")
     ap.add_argument("--table-only", action="store_true", help="print the table from --out and exit")
