@@ -60,8 +60,8 @@ google/or-tools#5293, ``FORMULATIONS.md`` section 4):
   2ε, the bound never exceeds its TPS, and a warm-start plan better than a claimed
   optimum turns the claim into "feasible" (``_model_data.guarded_result``);
 * ``params["verify"] = True`` re-solves with T <= T_opt - 1, presolve off and the proof
-  portfolio below: any
-  solution found there refutes the OPTIMAL claim (the better plan is then kept).
+  portfolio below: any solution found there refutes the OPTIMAL claim (the better plan
+  is then kept).
 
 Warm start (``options.warm_start``, e.g. the DP's plan) with scaled objective W: by
 default the model becomes a *proof search*, as the MILP's cutoff does: only plans with
