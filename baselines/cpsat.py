@@ -139,8 +139,9 @@ class CpsatModel:
     def __init__(self, data: ModelData, *, precision_bits: int = 30, device_products: bool = True) -> None:
         self.data = data
         self.device_products = device_products
+        #: slot -> dev_i, and slot -> its device-time terms (w_v, in[v,i]) (bin-packing rows)
         self.dev: dict[int, cp_model.IntVar] = {}
-        self.wmin: dict[int, int] = {}
+        self.slot_work: dict[int, list[tuple[int, cp_model.IntVar]]] = {}
         self.m = cp_model.CpModel()
         self.x: dict[tuple[int, int, Choice], cp_model.IntVar] = {}
         n, m_edges = data.problem.n, len(data.edges)
@@ -296,7 +297,7 @@ class CpsatModel:
             # bin-packing reasoning: slot i's devices dev_i = t_i·d_i satisfy
             # T·dev_i >= Σ_{v in slot i} min_c (t_c d_c κ_c), and dev_i only takes the
             # values t·d of its options, so a slot's work rounds its devices up
-            wmin = self.wmin = {v: min((opts[c.opt].t * opts[c.opt].d * q(c.kappa) for c in d.choices[v]), default=0) for v in nodes}
+            wmin = {v: min((opts[c.opt].t * opts[c.opt].d * q(c.kappa) for c in d.choices[v]), default=0) for v in nodes}
             for i in range(1, L + 1):
                 values = sorted({0} | {opts[o].t * opts[o].d for o in d.slot_opts[i]})
                 dev = self.dev[i] = m.NewIntVarFromDomain(cp_model.Domain.FromValues(values), f"dev_{i}")
@@ -304,6 +305,7 @@ class CpsatModel:
                 work = [(wmin[v], inv[(v, i)]) for v in nodes if (v, i) in inv and wmin[v] > 0]
                 if not work:
                     continue
+                self.slot_work[i] = work
                 prod = m.NewIntVar(0, max(1, t_ub) * values[-1], f"Tdev_{i}")
                 m.AddMultiplicationEquality(prod, [T, dev])
                 m.Add(prod >= sum(w * var for w, var in work))
@@ -331,10 +333,8 @@ class CpsatModel:
             terms = per_io.get((i, o), [])
             if terms and sum(kq for kq, _ in terms) > cutoff:
                 m.Add(sum(kq * var for kq, var in terms) <= cutoff * zv)
-        for i, dev in self.dev.items():
-            work = [(self.wmin[v], self.inv[(v, i)]) for v in self.wmin if (v, i) in self.inv and self.wmin[v] > 0]
-            if work:
-                m.Add(sum(w * var for w, var in work) <= cutoff * dev)
+        for i, work in self.slot_work.items():
+            m.Add(sum(w * var for w, var in work) <= cutoff * self.dev[i])
 
     # ------------------------------------------------------------------ hints
     def stage_int(self, warm: WarmStart) -> tuple[int, dict[tuple[int, int], int]]:
@@ -460,7 +460,10 @@ def solve_cpsat(problem: Problem, options: Options | None = None) -> Result:
     ``options.params``: ``num_workers`` (default ``options.threads``), ``msg`` (search
     log), ``precision_bits`` (P, default 30), ``verify`` (re-prove an optimum with
     presolve off), ``cp_params`` (extra CP-SAT parameters; a value None leaves the
-    default, e.g. {"presolve_inclusion_work_limit": None} switches the guard off).
+    default, e.g. {"presolve_inclusion_work_limit": None} switches the guard off),
+    ``strict_cutoff`` (default True: a warm start makes a proof search below it; False
+    hints it), ``proof_portfolio`` (default True: a proof search runs
+    :data:`PROOF_SUBSOLVERS` only), ``device_products`` (default True: the bin-packing rows).
     """
     options = options or Options()
     start = time.perf_counter()
