@@ -8,6 +8,7 @@ CP-SAT's reification (``OnlyEnforceIf``) replaces every big-M and y is a divisio
 Variables::
 
     x[v,i,o,ℓ], z[i,o], in[v,i], used_i, yb[i,y]          Booleans
+    le[v,i] = Σ_{h<=i} in[v,h]  (i < m_v)                   Boolean: v in slots 1..i
     dd_i ∈ [1, S]    = Σ_o d_o z[i,o] + 1 - used_i          (d_i, or 1 in an unused slot)
     D_i  ∈ [0, S]    = Σ_{j>=i} Σ_o d_o z[j,o]              (suffix sum of d)
     y_i  ∈ [0, S-i+1] = (D_i + dd_i - 1) div dd_i = ⌈D_i/d_i⌉ (0 in an unused slot)
@@ -18,7 +19,7 @@ Constraints::
 
     ExactlyOne(in[v,·]);  in[v,i] = Σ_{o,ℓ} x[v,i,o,ℓ];  Σ_ℓ x[v,i,o,ℓ] <= z[i,o]
     used_i = Σ_o z[i,o];  used_{i+1} <= used_i;  z[i,o] <= Σ_{v,ℓ} x[v,i,o,ℓ]
-    Σ_{j<=i} in[v,j] <= Σ_{j<=i} in[u,j]                 ∀ (u,v) ∈ E, i < L
+    le[v,i] => le[u,i]                                    ∀ (u,v) ∈ E, i < m_u
     Σ t_o d_o z <= k;  Σ d_o z <= N
     y_i = (D_i + dd_i - 1) div dd_i;  Σ_y yb[i,y] = used_i;  y_i = Σ_y y·yb[i,y]
     Σ_{v,o,ℓ} (a_ℓ y + b_ℓ) x[v,i,o,ℓ] <= M          OnlyEnforceIf(yb[i,y])
@@ -33,7 +34,10 @@ Constraints::
 The last pair is redundant for the integer model (a stage's time times its devices is
 at least its layers' device-time) but lets CP-SAT round a slot's devices up to a
 feasible t·d as soon as layers are placed in it (``params["device_products"]=False``
-drops it).
+drops it). Precedence is written on the prefix literals le (u's slot <= v's slot as
+one implication per slot): measured on the proof searches below, the implications
+beat the cumulative rows Σ_{j<=i} in[v,j] <= Σ_{j<=i} in[u,j] of FORMULATIONS.md
+(24-layer branchy k=8, two seeds: 61.7 and 60.5 s against 71.9 and 64.2 s).
 
 Integer scaling (chosen per instance, reported in ``stats``):
 
@@ -73,11 +77,17 @@ rows that hinting alone (``params["strict_cutoff"] = False``: hint every variabl
 add T <= W) leaves open. An INFEASIBLE verdict is trusted here as any proof is; the
 guard parameter above is always on.
 
-A proof search runs CP-SAT's complete tree searches only (:data:`PROOF_SUBSOLVERS`, one
-per worker: the pure CP/SAT search with clause learning, then the LP-based ones) and no
-first-solution or neighbourhood heuristics, which look for plans that usually do not
+A proof search asks CP-SAT for its complete tree searches only (:data:`PROOF_SUBSOLVERS`:
+the pure CP/SAT search with clause learning first, then the LP-based ones) and for no
+neighbourhood or feasibility-jump heuristics, which look for plans that usually do not
 exist below an optimal warm start (``params["proof_portfolio"] = False`` restores the
-default portfolio). Measured on 2 cores with the DP's plan as the warm start, against the
+default portfolio). What OR-Tools 9.15 then runs (its search log): with w <= 4 workers,
+the first w - 1 of that list plus one first-solution search, ``fs_random_no_lp`` (the
+CP/SAT search with random polarities), which finds no plan below the cutoff and so
+searches on to the end, sharing learnt clauses; with 2 workers that is no_lp beside
+fs_random_no_lp. Forcing two full searches (``num_full_subsolvers`` = 2: no_lp and
+default_lp) was slower on 24-layer branchy k=8 (86 s against 67 s) and the 24-layer
+chain k=16 (29 s against 21 s), faster on 16-layer branchy k=16 (13.9 s against 16.6 s). Measured on 2 cores with the DP's plan as the warm start, against the
 default 4-worker portfolio: 24-layer chain k=16 proven in 28 s (was >60 s), 12-layer
 branchy k=16 8 s (24 s), 16-layer branchy k=16 16 s (40 s), 16-layer branchy k=8 6 s
 (17 s). In a 3-worker default run on the 24-layer chain, feasibility jump took 38 s of
@@ -105,9 +115,10 @@ __all__ = ["solve_cpsat", "CpsatModel", "solver_parameters", "memory_scaling"]
 #: the parameter that avoids OR-Tools 9.15's wrong-OPTIMAL bug on this model
 GUARD_PARAMETERS: dict[str, Any] = {"presolve_inclusion_work_limit": 0}
 
-#: A proof search (strict cutoff below a warm start) runs only complete tree searches, one
-#: per worker, in this order: CP-SAT's pure CP/SAT search with clause learning first (it
-#: found the infeasibility proofs in ``experiments.bench_exact``), then the LP-based ones.
+#: A proof search (strict cutoff below a warm start) requests only complete tree searches,
+#: in this order: CP-SAT's pure CP/SAT search with clause learning first (it found the
+#: infeasibility proofs in ``experiments.bench_exact``), then the LP-based ones (OR-Tools
+#: 9.15 runs the first num_workers - 1 of them, see the module docstring).
 PROOF_SUBSOLVERS: tuple[str, ...] = ("no_lp", "default_lp", "max_lp", "quick_restart_no_lp", "quick_restart",
                                      "reduced_costs", "pseudo_costs", "core")
 #: ... and none of the first-solution and neighbourhood heuristics, which only look for
@@ -136,9 +147,11 @@ def memory_scaling(values: list[float], limit: float) -> tuple[list[int], int, b
 class CpsatModel:
     """The CP-SAT model of one instance (see the module docstring)."""
 
-    def __init__(self, data: ModelData, *, precision_bits: int = 30, device_products: bool = True) -> None:
+    def __init__(self, data: ModelData, *, precision_bits: int = 30, device_products: bool = True,
+                 prefix_rows: bool = True) -> None:
         self.data = data
         self.device_products = device_products
+        self.prefix_rows = prefix_rows
         #: slot -> dev_i, and slot -> its device-time terms (w_v, in[v,i]) (bin-packing rows)
         self.dev: dict[int, cp_model.IntVar] = {}
         self.slot_work: dict[int, list[tuple[int, cp_model.IntVar]]] = {}
@@ -210,13 +223,18 @@ class CpsatModel:
             m.Add(used[i] == sum(z[(i, o)] for o in d.slot_opts[i]))
             if i < L:
                 m.Add(used[i + 1] <= used[i])
-        # precedence, cumulative
+        # le[v,i] = [slot(v) <= i] = Σ_{h<=i} in[v,h] (i < m_v; it is 1 from m_v on)
+        le: dict[tuple[int, int], cp_model.IntVar] = {}
+        for v in nodes:
+            for i in range(1, d.max_slot[v]):
+                le[(v, i)] = m.NewBoolVar(f"le_{pos[v]}_{i}")
+                m.Add(le[(v, i)] == sum(inv[(v, h)] for h in range(1, i + 1)))
+        self.le = le
+        # precedence: slot(a) <= slot(b) for (a, b) in E, i.e. le[b,i] => le[a,i]
+        # (m_a < m_b: a's descendants include b's and b)
         for a, b in d.edges:
-            for i in range(1, L):
-                m.Add(
-                    sum(inv[(b, h)] for h in range(1, min(i, d.max_slot[b]) + 1))
-                    <= sum(inv[(a, h)] for h in range(1, min(i, d.max_slot[a]) + 1))
-                )
+            for i in range(1, d.max_slot[a]):
+                m.AddImplication(le[(b, i)], le[(a, i)])
         # resources
         m.Add(sum(opts[o].t * opts[o].d * var for (i, o), var in z.items()) <= k)
         m.Add(sum(opts[o].d * var for (i, o), var in z.items()) <= N)
@@ -297,7 +315,8 @@ class CpsatModel:
             # bin-packing reasoning: slot i's devices dev_i = t_i·d_i satisfy
             # T·dev_i >= Σ_{v in slot i} min_c (t_c d_c κ_c), and dev_i only takes the
             # values t·d of its options, so a slot's work rounds its devices up
-            wmin = {v: min((opts[c.opt].t * opts[c.opt].d * q(c.kappa) for c in d.choices[v]), default=0) for v in nodes}
+            wmin = self.wmin = {v: min((opts[c.opt].t * opts[c.opt].d * q(c.kappa) for c in d.choices[v]), default=0)
+                                for v in nodes}
             for i in range(1, L + 1):
                 values = sorted({0} | {opts[o].t * opts[o].d for o in d.slot_opts[i]})
                 dev = self.dev[i] = m.NewIntVarFromDomain(cp_model.Domain.FromValues(values), f"dev_{i}")
@@ -319,6 +338,17 @@ class CpsatModel:
             x[v,i,o,ℓ] = 0                               when κ(v,o,ℓ) > cutoff
             Σ_{v,ℓ} κ x[v,i,o,ℓ] <= cutoff · z[i,o]      ∀ i, o   (one option's capacity)
             Σ_v w_v in[v,i] <= cutoff · dev_i            ∀ i      (the slot's device-time)
+            Σ_v w_v le[v,i] <= cutoff · Σ_{j<=i} dev_j          ∀ i < L  (slots 1..i)
+            Σ_v w_v (1 - le[v,i]) <= cutoff · Σ_{j>i} dev_j     ∀ i < L  (slots i+1..L)
+
+        The last two (``params["prefix_rows"]``, default on; they need the bin-packing
+        rows' dev_i) are sums of the per-slot row, but CP-SAT's search without LP does not
+        add rows up: with them, placing a layer in slots 1..i (which places its
+        ancestors there too) raises the devices those slots need at once. Measured on
+        ``experiments.bench_exact`` rows, DP plan as warm start, two seeds each: 24-layer
+        branchy k=8 61.7 / 60.5 s against 73.8 / 72.7 s without; 24-layer chain k=16
+        27.2 / 23.8 against 29.6 / 25.4; 16-layer branchy k=8 4.2 / 4.1 against 4.8 / 4.9;
+        16-layer branchy k=16 and the 16-layer chain k=16 within noise.
         """
         m, q = self.m, self.q
         m.Add(self.T <= cutoff)
@@ -335,6 +365,15 @@ class CpsatModel:
                 m.Add(sum(kq * var for kq, var in terms) <= cutoff * zv)
         for i, work in self.slot_work.items():
             m.Add(sum(w * var for w, var in work) <= cutoff * self.dev[i])
+        if self.prefix_rows and self.dev:
+            # the layers in slots 1..i, and those after slot i, need that much device-time
+            # (le[v,i] is 1 for i >= m_v: v sits in slots 1..i then)
+            L, max_slot, le = self.data.slots, self.data.max_slot, self.le
+            for i in range(1, L):
+                open_ = [(w, le[(v, i)]) for v, w in self.wmin.items() if w and (v, i) in le]
+                fixed = sum(w for v, w in self.wmin.items() if max_slot[v] <= i)
+                m.Add(fixed + sum(w * lit for w, lit in open_) <= cutoff * sum(self.dev[j] for j in range(1, i + 1)))
+                m.Add(sum(w * lit.Not() for w, lit in open_) <= cutoff * sum(self.dev[j] for j in range(i + 1, L + 1)))
 
     # ------------------------------------------------------------------ hints
     def stage_int(self, warm: WarmStart) -> tuple[int, dict[tuple[int, int], int]]:
@@ -365,6 +404,8 @@ class CpsatModel:
             m.AddHint(var, 1 if warm.assign[v] == (i, c) else 0)
         for (v, i), var in self.inv.items():
             m.AddHint(var, 1 if warm.assign[v][0] == i else 0)
+        for (v, i), var in self.le.items():
+            m.AddHint(var, 1 if warm.assign[v][0] <= i else 0)
         for (i, o), var in self.z.items():
             m.AddHint(var, 1 if warm.slot_opt.get(i) == o else 0)
         for i, var in self.used.items():
@@ -412,8 +453,9 @@ def solver_parameters(options: Options, time_limit: float | None, *, proof: bool
     """A CpSolver configured from ``options`` (threads, time limit, seed, guard).
 
     ``proof``: the model is a proof search below a warm start; unless
-    ``params["proof_portfolio"]`` is False, the workers are the first ``num_workers`` of
-    :data:`PROOF_SUBSOLVERS` and the heuristics of :data:`PROOF_PARAMETERS` are off.
+    ``params["proof_portfolio"]`` is False, the first ``num_workers`` of
+    :data:`PROOF_SUBSOLVERS` are requested (OR-Tools runs fewer, see the module docstring)
+    and the heuristics of :data:`PROOF_PARAMETERS` are off.
     """
     solver = cp_model.CpSolver()
     p = solver.parameters
@@ -463,7 +505,8 @@ def solve_cpsat(problem: Problem, options: Options | None = None) -> Result:
     default, e.g. {"presolve_inclusion_work_limit": None} switches the guard off),
     ``strict_cutoff`` (default True: a warm start makes a proof search below it; False
     hints it), ``proof_portfolio`` (default True: a proof search runs
-    :data:`PROOF_SUBSOLVERS` only), ``device_products`` (default True: the bin-packing rows).
+    :data:`PROOF_SUBSOLVERS` only), ``device_products`` (default True: the bin-packing rows),
+    ``prefix_rows`` (default True: the prefix / suffix device-time rows of a proof search).
     """
     options = options or Options()
     start = time.perf_counter()
@@ -479,6 +522,7 @@ def solve_cpsat(problem: Problem, options: Options | None = None) -> Result:
         data,
         precision_bits=int(options.params.get("precision_bits", 30)),
         device_products=bool(options.params.get("device_products", True)),
+        prefix_rows=bool(options.params.get("prefix_rows", True)),
     )
     warm = None
     strict = False
@@ -531,7 +575,7 @@ def solve_cpsat(problem: Problem, options: Options | None = None) -> Result:
             "tolerance": 2 * eps,
             "memory_exact": model.memory_exact,
             "num_workers": solver.parameters.num_workers,
-            "subsolvers": list(solver.parameters.subsolvers),
+            "requested_subsolvers": list(solver.parameters.subsolvers),
             "presolve_inclusion_work_limit": solver.parameters.presolve_inclusion_work_limit,
             "cp_status": solver.StatusName(code),
         }
