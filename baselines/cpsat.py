@@ -148,10 +148,11 @@ class CpsatModel:
     """The CP-SAT model of one instance (see the module docstring)."""
 
     def __init__(self, data: ModelData, *, precision_bits: int = 30, device_products: bool = True,
-                 prefix_rows: bool = True) -> None:
+                 prefix_rows: bool = True, prefix_cut_edges: bool = True) -> None:
         self.data = data
         self.device_products = device_products
         self.prefix_rows = prefix_rows
+        self.prefix_cut_edges = prefix_cut_edges
         #: slot -> dev_i, and slot -> its device-time terms (w_v, in[v,i]) (bin-packing rows)
         self.dev: dict[int, cp_model.IntVar] = {}
         self.slot_work: dict[int, list[tuple[int, cp_model.IntVar]]] = {}
@@ -338,17 +339,30 @@ class CpsatModel:
             x[v,i,o,ℓ] = 0                               when κ(v,o,ℓ) > cutoff
             Σ_{v,ℓ} κ x[v,i,o,ℓ] <= cutoff · z[i,o]      ∀ i, o   (one option's capacity)
             Σ_v w_v in[v,i] <= cutoff · dev_i            ∀ i      (the slot's device-time)
-            Σ_v w_v le[v,i] <= cutoff · Σ_{j<=i} dev_j          ∀ i < L  (slots 1..i)
-            Σ_v w_v (1 - le[v,i]) <= cutoff · Σ_{j>i} dev_j     ∀ i < L  (slots i+1..L)
+            Σ_v w_v le[v,i] + Σ_{(u,v)∈E} gout_e (le[u,i] - le[v,i])
+                                     <= cutoff · Σ_{j<=i} dev_j       ∀ i < L  (slots 1..i)
+            Σ_v w_v (1 - le[v,i]) + Σ_{(u,v)∈E} gin_e (le[u,i] - le[v,i])
+                                     <= cutoff · Σ_{j>i} dev_j        ∀ i < L  (slots i+1..L)
 
-        The last two (``params["prefix_rows"]``, default on; they need the bin-packing
-        rows' dev_i) are sums of the per-slot row, but CP-SAT's search without LP does not
-        add rows up: with them, placing a layer in slots 1..i (which places its
-        ancestors there too) raises the devices those slots need at once. Measured on
-        ``experiments.bench_exact`` rows, DP plan as warm start, two seeds each: 24-layer
-        branchy k=8 61.7 / 60.5 s against 73.8 / 72.7 s without; 24-layer chain k=16
-        27.2 / 23.8 against 29.6 / 25.4; 16-layer branchy k=8 4.2 / 4.1 against 4.8 / 4.9;
-        16-layer branchy k=16 and the 16-layer chain k=16 within noise.
+        with gout_e = min over u's choices of t d γout(e) (gin_e likewise over v's):
+        le[u,i] - le[v,i] = 1 exactly when e crosses the boundary after slot i, and then
+        u's stage (in slots 1..i) pays γout(e) on its t d devices and v's stage (after
+        slot i) pays γin(e). Each stage's time is <= cutoff, so its devices times the
+        cutoff cover its layers' and cut edges' device-time; the rows sum that over the
+        slots on either side of a boundary (edges cut inside one side are left out, so
+        they are valid lower bounds). They need the bin-packing rows' dev_i.
+
+        ``params["prefix_rows"]`` (default on) adds the last two; ``params[
+        "prefix_cut_edges"]`` (default on) their edge terms. The compute part alone is a
+        sum of per-slot rows, but CP-SAT's search without LP does not add rows up: with
+        it, placing a layer in slots 1..i (which places its ancestors there too) raises
+        the devices those slots need at once; the edge terms charge every boundary its
+        cheapest communication. Measured on ``experiments.bench_exact`` rows, DP plan as
+        warm start, seed 1 (seconds, with edge terms / compute terms only / no rows):
+        24-layer branchy k=8 10.9 / 57.9-61.7 / 72.7-73.8; 16-layer branchy k=8
+        2.2 / 4.1-4.2 / 4.8-4.9; 32-layer chain k=16 47.1 / 52.6 / 63 (180 s limit,
+        earlier revision); the 24-layer chain k=16, 12- and 16-layer branchy k=16 within
+        the noise (about ±15%).
         """
         m, q = self.m, self.q
         m.Add(self.T <= cutoff)
@@ -368,12 +382,26 @@ class CpsatModel:
         if self.prefix_rows and self.dev:
             # the layers in slots 1..i, and those after slot i, need that much device-time
             # (le[v,i] is 1 for i >= m_v: v sits in slots 1..i then)
-            L, max_slot, le = self.data.slots, self.data.max_slot, self.le
+            d = self.data
+            L, max_slot, le = d.slots, d.max_slot, self.le
+            cut_edges = self.prefix_cut_edges
+            opts = d.opts
+            g_out, g_in = {}, {}
+            for j, (a, b) in enumerate(d.edges):
+                g_out[j] = min((opts[c.opt].t * opts[c.opt].d * q(c.gout[j]) for c in d.choices[a]), default=0)
+                g_in[j] = min((opts[c.opt].t * opts[c.opt].d * q(c.gin[j]) for c in d.choices[b]), default=0)
+
+            def le_at(v: int, i: int):
+                return le[(v, i)] if (v, i) in le else 1
+
             for i in range(1, L):
                 open_ = [(w, le[(v, i)]) for v, w in self.wmin.items() if w and (v, i) in le]
                 fixed = sum(w for v, w in self.wmin.items() if max_slot[v] <= i)
-                m.Add(fixed + sum(w * lit for w, lit in open_) <= cutoff * sum(self.dev[j] for j in range(1, i + 1)))
-                m.Add(sum(w * lit.Not() for w, lit in open_) <= cutoff * sum(self.dev[j] for j in range(i + 1, L + 1)))
+                cut = [(j, le_at(a, i) - le_at(b, i)) for j, (a, b) in enumerate(d.edges)] if cut_edges else []
+                m.Add(fixed + sum(w * lit for w, lit in open_) + sum(g_out[j] * e for j, e in cut if g_out[j])
+                      <= cutoff * sum(self.dev[j] for j in range(1, i + 1)))
+                m.Add(sum(w * lit.Not() for w, lit in open_) + sum(g_in[j] * e for j, e in cut if g_in[j])
+                      <= cutoff * sum(self.dev[j] for j in range(i + 1, L + 1)))
 
     # ------------------------------------------------------------------ hints
     def stage_int(self, warm: WarmStart) -> tuple[int, dict[tuple[int, int], int]]:
@@ -523,6 +551,7 @@ def solve_cpsat(problem: Problem, options: Options | None = None) -> Result:
         precision_bits=int(options.params.get("precision_bits", 30)),
         device_products=bool(options.params.get("device_products", True)),
         prefix_rows=bool(options.params.get("prefix_rows", True)),
+        prefix_cut_edges=bool(options.params.get("prefix_cut_edges", True)),
     )
     warm = None
     strict = False
