@@ -37,7 +37,8 @@ feasible t·d as soon as layers are placed in it (``params["device_products"]=Fa
 drops it). Precedence is written on the prefix literals le (u's slot <= v's slot as
 one implication per slot): measured on the proof searches below, the implications
 beat the cumulative rows Σ_{j<=i} in[v,j] <= Σ_{j<=i} in[u,j] of FORMULATIONS.md
-(24-layer branchy k=8, two seeds: 61.7 and 60.5 s against 71.9 and 64.2 s).
+(24-layer branchy k=8 with the compute-only prefix rows of :meth:`CpsatModel.add_cutoff`,
+two seeds: 61.7 and 60.5 s against 71.9 and 64.2 s).
 
 Integer scaling (chosen per instance, reported in ``stats``):
 
@@ -87,10 +88,11 @@ CP/SAT search with random polarities), which finds no plan below the cutoff and 
 searches on to the end, sharing learnt clauses; with 2 workers that is no_lp beside
 fs_random_no_lp. Forcing two full searches (``num_full_subsolvers`` = 2: no_lp and
 default_lp) was slower on 24-layer branchy k=8 (86 s against 67 s) and the 24-layer
-chain k=16 (29 s against 21 s), faster on 16-layer branchy k=16 (13.9 s against 16.6 s). Measured on 2 cores with the DP's plan as the warm start, against the
-default 4-worker portfolio: 24-layer chain k=16 proven in 28 s (was >60 s), 12-layer
-branchy k=16 8 s (24 s), 16-layer branchy k=16 16 s (40 s), 16-layer branchy k=8 6 s
-(17 s). In a 3-worker default run on the 24-layer chain, feasibility jump took 38 s of
+chain k=16 (29 s against 21 s), faster on 16-layer branchy k=16 (13.9 s against 16.6 s).
+Measured on 2 cores with the DP's plan as the warm start, against the default 4-worker
+portfolio (before the prefix rows of :meth:`CpsatModel.add_cutoff`): 24-layer chain
+k=16 proven in 28 s (was >60 s), 12-layer branchy k=16 8 s (24 s), 16-layer branchy
+k=16 16 s (40 s), 16-layer branchy k=8 6 s (17 s). In a 3-worker default run on the 24-layer chain, feasibility jump took 38 s of
 task time beside 42 s each for the two tree searches, and the pure CP/SAT one (no_lp)
 found the proof.
 """
@@ -358,7 +360,7 @@ class CpsatModel:
         it, placing a layer in slots 1..i (which places its ancestors there too) raises
         the devices those slots need at once; the edge terms charge every boundary its
         cheapest communication. Measured on ``experiments.bench_exact`` rows, DP plan as
-        warm start, seed 1 (seconds, with edge terms / compute terms only / no rows):
+        warm start, seeds 1-2 (seconds, with edge terms / compute terms only / no rows):
         24-layer branchy k=8 10.9 / 57.9-61.7 / 72.7-73.8; 16-layer branchy k=8
         2.2 / 4.1-4.2 / 4.8-4.9; 32-layer chain k=16 47.1 / 52.6 / 63 (180 s limit,
         earlier revision); the 24-layer chain k=16, 12- and 16-layer branchy k=16 within
@@ -380,8 +382,8 @@ class CpsatModel:
         for i, work in self.slot_work.items():
             m.Add(sum(w * var for w, var in work) <= cutoff * self.dev[i])
         if self.prefix_rows and self.dev:
-            # the layers in slots 1..i, and those after slot i, need that much device-time
-            # (le[v,i] is 1 for i >= m_v: v sits in slots 1..i then)
+            # device-time of the layers (and crossing edges) on either side of the boundary
+            # after slot i; le[v,i] is 1 for i >= m_v (v sits in slots 1..i then)
             d = self.data
             L, max_slot, le = d.slots, d.max_slot, self.le
             cut_edges = self.prefix_cut_edges
@@ -395,12 +397,12 @@ class CpsatModel:
                 return le[(v, i)] if (v, i) in le else 1
 
             for i in range(1, L):
-                open_ = [(w, le[(v, i)]) for v, w in self.wmin.items() if w and (v, i) in le]
+                lits = [(w, le[(v, i)]) for v, w in self.wmin.items() if w and (v, i) in le]
                 fixed = sum(w for v, w in self.wmin.items() if max_slot[v] <= i)
                 cut = [(j, le_at(a, i) - le_at(b, i)) for j, (a, b) in enumerate(d.edges)] if cut_edges else []
-                m.Add(fixed + sum(w * lit for w, lit in open_) + sum(g_out[j] * e for j, e in cut if g_out[j])
+                m.Add(fixed + sum(w * lit for w, lit in lits) + sum(g_out[j] * e for j, e in cut if g_out[j])
                       <= cutoff * sum(self.dev[j] for j in range(1, i + 1)))
-                m.Add(sum(w * lit.Not() for w, lit in open_) + sum(g_in[j] * e for j, e in cut if g_in[j])
+                m.Add(sum(w * lit.Not() for w, lit in lits) + sum(g_in[j] * e for j, e in cut if g_in[j])
                       <= cutoff * sum(self.dev[j] for j in range(i + 1, L + 1)))
 
     # ------------------------------------------------------------------ hints
@@ -534,7 +536,8 @@ def solve_cpsat(problem: Problem, options: Options | None = None) -> Result:
     ``strict_cutoff`` (default True: a warm start makes a proof search below it; False
     hints it), ``proof_portfolio`` (default True: a proof search runs
     :data:`PROOF_SUBSOLVERS` only), ``device_products`` (default True: the bin-packing rows),
-    ``prefix_rows`` (default True: the prefix / suffix device-time rows of a proof search).
+    ``prefix_rows`` (default True: the prefix / suffix device-time rows of a proof search),
+    ``prefix_cut_edges`` (default True: their crossing-edge terms).
     """
     options = options or Options()
     start = time.perf_counter()
