@@ -137,6 +137,26 @@ class ModelData:
             )
         return Plan(tuple(stages))
 
+    def static_bound(self) -> float:
+        """A lower bound on the optimum (problem time units) that needs no search: the
+        rows (J) of the MILP with every layer at its cheapest choice, communication left
+        out. Every plan's slowest stage is at least as slow as any one of its layers, and
+        its stage times times the stages' devices (Σ t d <= k), or data-parallel degrees
+        (Σ d <= S), cover every layer's cheapest device-time (t d κ) or d κ::
+
+            max( max_v min_c κ_c,  Σ_v min_c t_c d_c κ_c / k,  Σ_v min_c d_c κ_c / S )
+
+        Exact solvers report it when their own bound is weaker (e.g. CBC stopped by the
+        time limit claims none, and CP-SAT's proof search below a warm start has no LP).
+        """
+        if not self.choices or any(not cs for cs in self.choices.values()):
+            return 0.0
+        k = self.problem.devices
+        per_layer = max(min(c.kappa for c in cs) for cs in self.choices.values())
+        work = sum(min(self.opts[c.opt].t * self.opts[c.opt].d * c.kappa for c in cs) for cs in self.choices.values())
+        batch = sum(min(self.opts[c.opt].d * c.kappa for c in cs) for cs in self.choices.values())
+        return max(per_layer, work / k, batch / self.s_max) * self.tau * (1.0 - 1e-9)
+
     def slots_from_plan(self, plan: Plan) -> "WarmStart | None":
         """A plan as slot values (for warm starts / hints), or None with a reason in
         ``self.warm_message`` when the plan is not representable in this model
@@ -382,6 +402,9 @@ def guarded_result(
        tolerance downgrades "optimal" to "feasible";
     4. "infeasible" while holding a feasible warm start is a contradiction: the
        warm start is returned with status "feasible".
+
+    A bound weaker than :meth:`ModelData.static_bound` is raised to it (the solver's own
+    is kept in ``stats["solver_bound"]``).
     """
     guards: list[str] = list(stats.get("guards", []))
     problem = data.problem
@@ -421,6 +444,10 @@ def guarded_result(
     else:
         if not math.isfinite(bound) or bound < 0:
             bound = 0.0
+        static = data.static_bound()
+        if static > bound:
+            stats = {**stats, "solver_bound": bound}
+            bound = static
         if bound > tps:
             if math.isfinite(tps) and bound > tps + tolerance:
                 guards.append(f"bound {bound!r} above the evaluated TPS {tps!r} of a plan: clamped")

@@ -77,7 +77,8 @@ memory), whatever cuts of this compact kind are added; closing the gap is branch
 Solver settings: gapRel = 0 and gapAbs = 1e-9 (scaled units; HiGHS's defaults would
 stop 1e-4 short); PuLP's ``sol_status`` tells "proven optimal" (1) from "has a plan"
 (2); the proven bound comes from HiGHS's ``mip_dual_bound``; CBC stopped by the time
-limit claims none (its logged "Lower bound" was seen above the true optimum). The plan is
+limit claims none (its logged "Lower bound" was seen above the true optimum), and the
+result then carries :meth:`~baselines._model_data.ModelData.static_bound`. The plan is
 read from x > 0.5 and re-scored by the evaluator; if the evaluator finds it out of
 memory (a row accepted within the solver's feasibility tolerance), the model is
 solved once more with M·(1 - 1e-6).
