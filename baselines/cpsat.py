@@ -92,9 +92,9 @@ chain k=16 (29 s against 21 s), faster on 16-layer branchy k=16 (13.9 s against 
 Measured on 2 cores with the DP's plan as the warm start, against the default 4-worker
 portfolio (before the prefix rows of :meth:`CpsatModel.add_cutoff`): 24-layer chain
 k=16 proven in 28 s (was >60 s), 12-layer branchy k=16 8 s (24 s), 16-layer branchy
-k=16 16 s (40 s), 16-layer branchy k=8 6 s (17 s). In a 3-worker default run on the 24-layer chain, feasibility jump took 38 s of
-task time beside 42 s each for the two tree searches, and the pure CP/SAT one (no_lp)
-found the proof.
+k=16 16 s (40 s), 16-layer branchy k=8 6 s (17 s). In a 3-worker default run on the
+24-layer chain, feasibility jump took 38 s of task time beside 42 s each for the two
+tree searches, and the pure CP/SAT one (no_lp) found the proof.
 """
 
 from __future__ import annotations
@@ -389,7 +389,7 @@ class CpsatModel:
             cut_edges = self.prefix_cut_edges
             opts = d.opts
             g_out, g_in = {}, {}
-            for j, (a, b) in enumerate(d.edges):
+            for j, (a, b) in enumerate(d.edges if cut_edges else ()):
                 g_out[j] = min((opts[c.opt].t * opts[c.opt].d * q(c.gout[j]) for c in d.choices[a]), default=0)
                 g_in[j] = min((opts[c.opt].t * opts[c.opt].d * q(c.gin[j]) for c in d.choices[b]), default=0)
 
