@@ -270,12 +270,44 @@ def _d_invariant(nx, off, qidx, tw):
 
 
 @njit(cache=True)
-def _fits(nx, ch, ta, tb, qidx, y, M):
+def _sum_choice(nx, ch, cost):
+    """The stage value of the choice ch (flat option indices of the stage's nx nodes)."""
+    val = 0.0
+    for i in range(nx):
+        val += cost[ch[i]]
+    return val
+
+
+@njit(cache=True)
+def _mem_choice(nx, ch, qidx, ta, tb, y):
+    """The memory a y + b of the choice ch, summed over the stage's nodes (bytes)."""
     mem = 0.0
     for i in range(nx):
         q = qidx[ch[i]]
         mem += ta[q] * y + tb[q]
-    return mem <= M
+    return mem
+
+
+@njit(cache=True)
+def _fits(nx, ch, ta, tb, qidx, y, M):
+    return _mem_choice(nx, ch, qidx, ta, tb, y) <= M
+
+
+@njit(cache=True)
+def _mem_at(m, qidx, ta, tb, y, mem):
+    """mem[j] = a y + b of the stage's j-th flat option, j < m (bytes)."""
+    for j in range(m):
+        q = qidx[j]
+        mem[j] = ta[q] * y + tb[q]
+
+
+@njit(cache=True)
+def _stage_scratch(n, max_opts):
+    """Work arrays for one stage at a time: (in_i, in_j, nodes, off, qidx, ebytes, cost,
+    mem, ch), sized for n nodes and max_opts flat options."""
+    return (np.zeros(n, dtype=np.bool_), np.zeros(n, dtype=np.bool_), np.empty(n, dtype=np.int64),
+            np.empty(n + 1, dtype=np.int64), np.empty(max_opts, dtype=np.int64), np.empty(max_opts),
+            np.empty(max_opts), np.empty(max_opts), np.empty(n, dtype=np.int64))
 
 
 @njit(cache=True)
@@ -326,16 +358,8 @@ def _build_tables(p_i, p_j, words, n, ts, ds, k, S, n_mb, bw, M, mode, ub,
     s_lo = np.empty(1024, dtype=np.int64)
     s_hi = np.empty(1024, dtype=np.int64)
     s_val = np.empty(1024, dtype=np.float64)
-    in_i = np.zeros(n, dtype=np.bool_)
-    in_j = np.zeros(n, dtype=np.bool_)
-    nodes = np.empty(n, dtype=np.int64)
     max_opts = tp.shape[0] + 1
-    off = np.empty(n + 1, dtype=np.int64)
-    qidx = np.empty(max_opts, dtype=np.int64)
-    ebytes = np.empty(max_opts, dtype=np.float64)
-    cost = np.empty(max_opts, dtype=np.float64)
-    mem = np.empty(max_opts, dtype=np.float64)
-    ch = np.empty(n, dtype=np.int64)
+    in_i, in_j, nodes, off, qidx, ebytes, cost, mem, ch = _stage_scratch(n, max_opts)
     fast = np.empty(n, dtype=np.int64)
     run_lo = np.empty(16, dtype=np.int64)
     run_hi = np.empty(16, dtype=np.int64)
@@ -388,9 +412,7 @@ def _build_tables(p_i, p_j, words, n, ts, ds, k, S, n_mb, bw, M, mode, ub,
                         ys = y - 1
                         while lo_y <= hi_y:
                             mid = (lo_y + hi_y) // 2
-                            for j in range(m):
-                                q = qidx[j]
-                                mem[j] = ta[q] * mid + tb[q]
+                            _mem_at(m, qidx, ta, tb, mid, mem)
                             _lowest(off[: nx + 1], mem[:m], fast)
                             if _mem_choice(nx, fast, qidx, ta, tb, mid) <= M:
                                 ys = mid
@@ -399,9 +421,7 @@ def _build_tables(p_i, p_j, words, n, ts, ds, k, S, n_mb, bw, M, mode, ub,
                                 hi_y = mid - 1
                         if ys < y:
                             break
-                    for j in range(m):
-                        q = qidx[j]
-                        mem[j] = ta[q] * ys + tb[q]
+                    _mem_at(m, qidx, ta, tb, ys, mem)
                     val = knapsack(kmode, off[: nx + 1], cost[:m], mem[:m], M, ch[:nx])
                     if val == np.inf:
                         break
@@ -443,9 +463,7 @@ def _build_tables(p_i, p_j, words, n, ts, ds, k, S, n_mb, bw, M, mode, ub,
                     for rr in range(n_run):
                         if run_lo[rr] > y_max:
                             break
-                        val = 0.0
-                        for i in range(nx):
-                            val += cost[run_ch[rr * n + i]]
+                        val = _sum_choice(nx, run_ch[rr * n:], cost)
                         if val > ub:
                             break  # and every later run (values grow with y)
                         hi = min(run_hi[rr], y_max)
@@ -471,9 +489,7 @@ def _build_tables(p_i, p_j, words, n, ts, ds, k, S, n_mb, bw, M, mode, ub,
                 seg_start = n_seg
                 y = 1
                 while y <= y_max:
-                    for j in range(m):
-                        q = qidx[j]
-                        mem[j] = ta[q] * y + tb[q]
+                    _mem_at(m, qidx, ta, tb, y, mem)
                     val = knapsack(kmode, off[: nx + 1], cost[:m], mem[:m], M, ch[:nx])
                     if val == np.inf or val > ub:
                         break  # memory only grows with y (and exact values with it)
@@ -582,9 +598,7 @@ def _stage_choice(I_row, J_row, n, ti, d, y, ds, n_mb, bw, M, mode, opt_start, o
     cost = np.empty(m, dtype=np.float64)
     mem = np.empty(m, dtype=np.float64)
     _stage_costs(m, qidx, ebytes, d, ds, bw, rq, pq, c0, cost)
-    for j in range(m):
-        q = qidx[j]
-        mem[j] = ta[q] * y + tb[q]
+    _mem_at(m, qidx, ta, tb, y, mem)
     ch = np.empty(nx, dtype=np.int64)
     val = knapsack(mode, off, cost, mem, M, ch)
     if val == np.inf:
@@ -630,9 +644,7 @@ def _pair_values(I_row, J_row, n, ts, ds, k, S, n_mb, bw, M, mode, opt_start, op
             n_run = 0
             y = 1
             while y <= S:
-                for j in range(m):
-                    q = qidx[j]
-                    mem[j] = ta[q] * y + tb[q]
+                _mem_at(m, qidx, ta, tb, y, mem)
                 val = knapsack(mode, off[: nx + 1], cost[:m], mem[:m], M, ch[:nx])
                 if val == np.inf:
                     break
@@ -657,9 +669,7 @@ def _pair_values(I_row, J_row, n, ts, ds, k, S, n_mb, bw, M, mode, opt_start, op
                 for rr in range(n_run):
                     if run_lo[rr] > y_max:
                         break
-                    val = 0.0
-                    for i in range(nx):
-                        val += cost[run_ch[rr * n + i]]
+                    val = _sum_choice(nx, run_ch[rr * n:], cost)
                     for y in range(run_lo[rr], min(run_hi[rr], y_max) + 1):
                         K[o, y] = val
             continue
@@ -671,9 +681,7 @@ def _pair_values(I_row, J_row, n, ts, ds, k, S, n_mb, bw, M, mode, opt_start, op
             y_max = (S + d - 1) // d
             y = 1
             while y <= y_max:
-                for j in range(m):
-                    q = qidx[j]
-                    mem[j] = ta[q] * y + tb[q]
+                _mem_at(m, qidx, ta, tb, y, mem)
                 val = knapsack(mode, off[: nx + 1], cost[:m], mem[:m], M, ch[:nx])
                 if val == np.inf:
                     break
@@ -725,23 +733,6 @@ def _region_needs(cur, dpm, J, td, d, y, S, k, lb, ub):
 
 
 @njit(cache=True)
-def _sum_choice(nx, ch, cost):
-    val = 0.0
-    for i in range(nx):
-        val += cost[ch[i]]
-    return val
-
-
-@njit(cache=True)
-def _mem_choice(nx, ch, qidx, ta, tb, y):
-    mem = 0.0
-    for i in range(nx):
-        q = qidx[ch[i]]
-        mem += ta[q] * y + tb[q]
-    return mem
-
-
-@njit(cache=True)
 def _table_dp(i0, i1, ptr, sub, words, n, ts, ds, k, S, n_mb, bw, M, mode, opt_start, opt_cnt, tp, tw, ta, tb,
               in_ptr, in_src, out_ptr, out_dst, inb_ptr, inb, outb_ptr, outb, rq, pq, c0, opt_t, opt_d, dpm,
               pmin, ub):
@@ -762,17 +753,9 @@ def _table_dp(i0, i1, ptr, sub, words, n, ts, ds, k, S, n_mb, bw, M, mode, opt_s
     """
     n_opts = opt_t.shape[0]
     cur = np.empty((k + 1, S + 1))
-    nodes = np.empty(n, dtype=np.int64)
-    in_i = np.zeros(n, dtype=np.bool_)
-    in_j = np.zeros(n, dtype=np.bool_)
     max_opts = tp.shape[0] + 1
-    off = np.empty(n + 1, dtype=np.int64)
-    qidx = np.empty(max_opts, dtype=np.int64)
-    ebytes = np.empty(max_opts)
-    cost = np.empty(max_opts)
+    in_i, in_j, nodes, off, qidx, ebytes, cost, mem, ch = _stage_scratch(n, max_opts)
     cost1 = np.empty(max_opts)
-    mem = np.empty(max_opts)
-    ch = np.empty(n, dtype=np.int64)
     low = np.empty(n, dtype=np.int64)
     F = np.empty(n_opts)
     o_list = np.empty(n_opts, dtype=np.int64)
@@ -870,9 +853,7 @@ def _table_dp(i0, i1, ptr, sub, words, n, ts, ds, k, S, n_mb, bw, M, mode, opt_s
                                     _region_update(cur, dpm, J, td, d, y, S, k, F[r], ub)
                                 continue
                             if not low_ready:
-                                for j in range(m):
-                                    q = qidx[j]
-                                    mem[j] = ta[q] * y + tb[q]
+                                _mem_at(m, qidx, ta, tb, y, mem)
                                 _lowest(off[: nx + 1], mem[:m], low)
                                 infeasible = _mem_choice(nx, low, qidx, ta, tb, y) > M
                                 low_ready = True
@@ -916,16 +897,7 @@ def _table_step(I, kap, s, target, ptr, sub, words, n, ts, ds, k, S, n_mb, bw, M
     (The table may hold an achievable upper bound where the exact stage value is lower.)"""
     n_opts = opt_t.shape[0]
     K = np.empty((n_opts, S + 2))
-    work_nodes = np.empty(n, dtype=np.int64)
-    in_i = np.zeros(n, dtype=np.bool_)
-    in_j = np.zeros(n, dtype=np.bool_)
-    max_opts = tp.shape[0] + 1
-    off = np.empty(n + 1, dtype=np.int64)
-    qidx = np.empty(max_opts, dtype=np.int64)
-    ebytes = np.empty(max_opts)
-    cost = np.empty(max_opts)
-    mem = np.empty(max_opts)
-    ch = np.empty(n, dtype=np.int64)
+    in_i, in_j, work_nodes, off, qidx, ebytes, cost, mem, ch = _stage_scratch(n, tp.shape[0] + 1)
     run_lo = np.empty(S + 1, dtype=np.int64)
     run_hi = np.empty(S + 1, dtype=np.int64)
     run_ch = np.empty((S + 1) * n, dtype=np.int64)
