@@ -323,6 +323,20 @@ def _push_segment(s_lo, s_hi, s_val, n_seg, lo, hi, val):
 
 
 @njit(cache=True)
+def _push_run(run_lo, run_hi, run_ch, n_run, lo, hi, ch, nx, n):
+    """Append the run (y from lo to hi share the choice ch[:nx]) at index n_run; run r's
+    choice is run_ch[r n : r n + nx]. Returns the arrays (grown as needed)."""
+    run_lo = _grow(run_lo, n_run + 1)
+    run_hi = _grow(run_hi, n_run + 1)
+    run_ch = _grow(run_ch, (n_run + 1) * n)
+    run_lo[n_run] = lo
+    run_hi[n_run] = hi
+    for i in range(nx):
+        run_ch[n_run * n + i] = ch[i]
+    return run_lo, run_hi, run_ch
+
+
+@njit(cache=True)
 def _push_entry(e_i, e_j, e_t, e_d, e_s0, n_ent, i, j, t, d, s0):
     """Append the entry (pair (i, j), t, d, first segment s0) at index n_ent."""
     e_i = _grow(e_i, n_ent + 1)
@@ -441,14 +455,7 @@ def _build_tables(p_i, p_j, words, n, ts, ds, k, S, n_mb, bw, M, mode, ub,
                     y2 = y + 1
                     while y2 <= y_limit and _fits(nx, ch, ta, tb, qidx, y2, M):
                         y2 += 1
-                    if run_ch.shape[0] < (n_run + 1) * n:
-                        run_ch = _grow(run_ch, (n_run + 1) * n)
-                        run_lo = _grow(run_lo, n_run + 1)
-                        run_hi = _grow(run_hi, n_run + 1)
-                    run_lo[n_run] = y
-                    run_hi[n_run] = y2 - 1
-                    for i in range(nx):
-                        run_ch[n_run * n + i] = ch[i]
+                    run_lo, run_hi, run_ch = _push_run(run_lo, run_hi, run_ch, n_run, y, y2 - 1, ch, nx, n)
                     n_run += 1
                     y = y2
                 if n_run == 0:
@@ -651,10 +658,7 @@ def _pair_values(I_row, J_row, n, ts, ds, k, S, n_mb, bw, M, mode, opt_start, op
                 y2 = y + 1
                 while y2 <= S and _fits(nx, ch, ta, tb, qidx, y2, M):
                     y2 += 1
-                run_lo[n_run] = y
-                run_hi[n_run] = y2 - 1
-                for i in range(nx):
-                    run_ch[n_run * n + i] = ch[i]
+                run_lo, run_hi, run_ch = _push_run(run_lo, run_hi, run_ch, n_run, y, y2 - 1, ch, nx, n)
                 n_run += 1
                 y = y2
             if n_run == 0:
