@@ -70,7 +70,7 @@ import numpy as np
 from numba import njit
 
 from .ideals import IdealPairs, Ideals, enumerate_ideals, ideal_pairs
-from .knapsack import EXACT, GREEDY, _fastest, _grow, _lowest, knapsack
+from .knapsack import EXACT, GREEDY, _grow, _least, _total, knapsack
 from .options import Candidates, Options, candidates
 from .plan import Plan, Stage
 from .problem import Problem
@@ -270,15 +270,6 @@ def _d_invariant(nx, off, qidx, tw):
 
 
 @njit(cache=True)
-def _sum_choice(nx, ch, cost):
-    """The stage value of the choice ch (flat option indices of the stage's nx nodes)."""
-    val = 0.0
-    for i in range(nx):
-        val += cost[ch[i]]
-    return val
-
-
-@njit(cache=True)
 def _mem_choice(nx, ch, qidx, ta, tb, y):
     """The memory a y + b of the choice ch, summed over the stage's nodes (bytes)."""
     mem = 0.0
@@ -405,8 +396,8 @@ def _build_tables(p_i, p_j, words, n, ts, ds, k, S, n_mb, bw, M, mode, ub,
                         if t * d > k:
                             break
                         _stage_costs(m, qidx, ebytes, d, ds, bw, rq, pq, c0, costs_d[di])
-                        _fastest(off[: nx + 1], costs_d[di, :m], fast)
-                        alive[di] = _sum_choice(nx, fast, costs_d[di]) <= ub
+                        _least(off[: nx + 1], costs_d[di, :m], fast)
+                        alive[di] = _total(fast[:nx], costs_d[di]) <= ub
                         if alive[di]:
                             y_limit = max(y_limit, (S + d - 1) // d)
                 _stage_costs(m, qidx, ebytes, 1, ds, bw, rq, pq, c0, cost)
@@ -427,7 +418,7 @@ def _build_tables(p_i, p_j, words, n, ts, ds, k, S, n_mb, bw, M, mode, ub,
                         while lo_y <= hi_y:
                             mid = (lo_y + hi_y) // 2
                             _mem_at(m, qidx, ta, tb, mid, mem)
-                            _lowest(off[: nx + 1], mem[:m], fast)
+                            _least(off[: nx + 1], mem[:m], fast)
                             if _mem_choice(nx, fast, qidx, ta, tb, mid) <= M:
                                 ys = mid
                                 lo_y = mid + 1
@@ -446,7 +437,7 @@ def _build_tables(p_i, p_j, words, n, ts, ds, k, S, n_mb, bw, M, mode, ub,
                             if t * d > k:
                                 break
                             if alive[di] and (S + d - 1) // d >= y:
-                                alive[di] = _sum_choice(nx, ch, costs_d[di]) <= ub
+                                alive[di] = _total(ch[:nx], costs_d[di]) <= ub
                             if alive[di]:
                                 y_new = max(y_new, (S + d - 1) // d)
                         y_limit = y_new
@@ -470,7 +461,7 @@ def _build_tables(p_i, p_j, words, n, ts, ds, k, S, n_mb, bw, M, mode, ub,
                     for rr in range(n_run):
                         if run_lo[rr] > y_max:
                             break
-                        val = _sum_choice(nx, run_ch[rr * n:], cost)
+                        val = _total(run_ch[rr * n: rr * n + nx], cost)
                         if val > ub:
                             break  # and every later run (values grow with y)
                         hi = min(run_hi[rr], y_max)
@@ -489,9 +480,9 @@ def _build_tables(p_i, p_j, words, n, ts, ds, k, S, n_mb, bw, M, mode, ub,
                     break
                 _stage_costs(m, qidx, ebytes, d, ds, bw, rq, pq, c0, cost)
                 # fastest option of every node (first on ties), for the greedy fast path
-                _fastest(off[: nx + 1], cost, fast)
+                _least(off[: nx + 1], cost, fast)
                 y_max = (S + d - 1) // d
-                if ub < np.inf and _sum_choice(nx, fast, cost) > ub:
+                if ub < np.inf and _total(fast[:nx], cost) > ub:
                     continue  # even the all-fastest value exceeds the bound
                 seg_start = n_seg
                 y = 1
@@ -673,7 +664,7 @@ def _pair_values(I_row, J_row, n, ts, ds, k, S, n_mb, bw, M, mode, opt_start, op
                 for rr in range(n_run):
                     if run_lo[rr] > y_max:
                         break
-                    val = _sum_choice(nx, run_ch[rr * n:], cost)
+                    val = _total(run_ch[rr * n: rr * n + nx], cost)
                     for y in range(run_lo[rr], min(run_hi[rr], y_max) + 1):
                         K[o, y] = val
             continue
@@ -805,8 +796,8 @@ def _table_dp(i0, i1, ptr, sub, words, n, ts, ds, k, S, n_mb, bw, M, mode, opt_s
                             continue
                         o_list[n_o] = o
                         _stage_costs(m, qidx, ebytes, opt_d[o], ds, bw, rq, pq, c0, costs[n_o])
-                        _fastest(off[: nx + 1], costs[n_o, :m], fasts[n_o])
-                        F[n_o] = _sum_choice(nx, fasts[n_o], costs[n_o])
+                        _least(off[: nx + 1], costs[n_o, :m], fasts[n_o])
+                        F[n_o] = _total(fasts[n_o][:nx], costs[n_o])
                         fa = 0.0
                         fb = 0.0
                         for i in range(nx):
@@ -858,7 +849,7 @@ def _table_dp(i0, i1, ptr, sub, words, n, ts, ds, k, S, n_mb, bw, M, mode, opt_s
                                 continue
                             if not low_ready:
                                 _mem_at(m, qidx, ta, tb, y, mem)
-                                _lowest(off[: nx + 1], mem[:m], low)
+                                _least(off[: nx + 1], mem[:m], low)
                                 infeasible = _mem_choice(nx, low, qidx, ta, tb, y) > M
                                 low_ready = True
                             if infeasible:
@@ -866,7 +857,7 @@ def _table_dp(i0, i1, ptr, sub, words, n, ts, ds, k, S, n_mb, bw, M, mode, opt_s
                             if phase == 0:
                                 hard[p - ptr[I]] = True
                                 if mode == EXACT:
-                                    _region_update(cur, dpm, J, td, d, y, S, k, _sum_choice(nx, low, cost), ub)
+                                    _region_update(cur, dpm, J, td, d, y, S, k, _total(low[:nx], cost), ub)
                                 continue
                             if not _region_needs(cur, dpm, J, td, d, y, S, k, F[r], ub):
                                 continue
@@ -874,7 +865,7 @@ def _table_dp(i0, i1, ptr, sub, words, n, ts, ds, k, S, n_mb, bw, M, mode, opt_s
                                 if not (have_choice and _mem_choice(nx, ch, qidx, ta, tb, y) <= M):
                                     knapsack(mode, off[: nx + 1], cost1[:m], mem[:m], M, ch[:nx])
                                     have_choice = True
-                                val = _sum_choice(nx, ch, cost)
+                                val = _total(ch[:nx], cost)
                             else:
                                 val = knapsack(mode, off[: nx + 1], cost[:m], mem[:m], M, ch[:nx])
                             _region_update(cur, dpm, J, td, d, y, S, k, val, ub)

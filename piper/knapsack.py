@@ -40,25 +40,15 @@ INF = np.inf
 
 
 @njit(cache=True)
-def _fastest(off: np.ndarray, cost: np.ndarray, out: np.ndarray) -> None:
-    """out[i] = the option of node i with the least cost (first in list order on ties)."""
+def _least(off: np.ndarray, vals: np.ndarray, out: np.ndarray) -> None:
+    """out[i] = the option of node i (options off[i]..off[i+1]-1) with the least vals
+    (first in list order on ties): with costs the fastest choice, with memories the
+    least-memory one."""
     n = off.shape[0] - 1
     for i in range(n):
         best = off[i]
         for j in range(off[i] + 1, off[i + 1]):
-            if cost[best] > cost[j]:
-                best = j
-        out[i] = best
-
-
-@njit(cache=True)
-def _lowest(off: np.ndarray, mem: np.ndarray, out: np.ndarray) -> None:
-    """out[i] = the option of node i with the least memory (first in list order on ties)."""
-    n = off.shape[0] - 1
-    for i in range(n):
-        best = off[i]
-        for j in range(off[i] + 1, off[i + 1]):
-            if mem[best] > mem[j]:
+            if vals[best] > vals[j]:
                 best = j
         out[i] = best
 
@@ -98,12 +88,12 @@ def greedy_knapsack(off: np.ndarray, cost: np.ndarray, mem: np.ndarray, M: float
     """
     n = off.shape[0] - 1
     H = np.empty(n, dtype=np.int64)
-    _fastest(off, cost, H)
+    _least(off, cost, H)
     mem_fast = _total(H, mem)
     if mem_fast <= M:
         return _take(H, cost, choice)
     low = np.empty(n, dtype=np.int64)
-    _lowest(off, mem, low)
+    _least(off, mem, low)
     mem_low = _total(low, mem)
     if mem_low > M:
         return INF
@@ -208,12 +198,12 @@ def exact_knapsack(off: np.ndarray, cost: np.ndarray, mem: np.ndarray, M: float,
     """
     n = off.shape[0] - 1
     fast = np.empty(n, dtype=np.int64)
-    _fastest(off, cost, fast)
+    _least(off, cost, fast)
     mem_fast = _total(fast, mem)
     if mem_fast <= M:
         return _take(fast, cost, choice)
     low = np.empty(n, dtype=np.int64)
-    _lowest(off, mem, low)
+    _least(off, mem, low)
     mem_low = _total(low, mem)
     if mem_low > M:
         return INF
