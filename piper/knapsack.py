@@ -73,6 +73,22 @@ def _take(idx: np.ndarray, cost: np.ndarray, choice: np.ndarray) -> float:
 
 
 @njit(cache=True)
+def _settle_easy(off: np.ndarray, cost: np.ndarray, mem: np.ndarray, M: float, choice: np.ndarray,
+                 fast: np.ndarray, low: np.ndarray) -> tuple[bool, float]:
+    """The two cases every knapsack settles first. Fills fast (the fastest option of
+    every node) and, if needed, low (the least-memory one). Returns (True, value) when
+    the all-fastest choice fits (recorded in choice) or even the least-memory choice
+    does not (value +inf); else (False, 0.0)."""
+    _least(off, cost, fast)
+    if _total(fast, mem) <= M:
+        return True, _take(fast, cost, choice)
+    _least(off, mem, low)
+    if _total(low, mem) > M:
+        return True, INF
+    return False, 0.0
+
+
+@njit(cache=True)
 def greedy_knapsack(off: np.ndarray, cost: np.ndarray, mem: np.ndarray, M: float, choice: np.ndarray) -> float:
     """The reference heuristic, step for step.
 
@@ -88,16 +104,11 @@ def greedy_knapsack(off: np.ndarray, cost: np.ndarray, mem: np.ndarray, M: float
     """
     n = off.shape[0] - 1
     H = np.empty(n, dtype=np.int64)
-    _least(off, cost, H)
-    mem_fast = _total(H, mem)
-    if mem_fast <= M:
-        return _take(H, cost, choice)
     low = np.empty(n, dtype=np.int64)
-    _least(off, mem, low)
-    mem_low = _total(low, mem)
-    if mem_low > M:
-        return INF
-    shave = mem_fast - M
+    settled, value = _settle_easy(off, cost, mem, M, choice, H, low)
+    if settled:
+        return value
+    shave = _total(H, mem) - M
     m_total = off[n]
     ratios = np.empty(m_total, dtype=np.float64)
     who = np.empty(m_total, dtype=np.int64)
@@ -198,15 +209,10 @@ def exact_knapsack(off: np.ndarray, cost: np.ndarray, mem: np.ndarray, M: float,
     """
     n = off.shape[0] - 1
     fast = np.empty(n, dtype=np.int64)
-    _least(off, cost, fast)
-    mem_fast = _total(fast, mem)
-    if mem_fast <= M:
-        return _take(fast, cost, choice)
     low = np.empty(n, dtype=np.int64)
-    _least(off, mem, low)
-    mem_low = _total(low, mem)
-    if mem_low > M:
-        return INF
+    settled, value = _settle_easy(off, cost, mem, M, choice, fast, low)
+    if settled:
+        return value
     # incumbent: the greedy choice if it truly fits, else the least-memory choice
     inc = np.empty(n, dtype=np.int64)
     g = greedy_knapsack(off, cost, mem, M, inc)
