@@ -344,6 +344,69 @@ def _push_entry(e_i, e_j, e_t, e_d, e_s0, n_ent, i, j, t, d, s0):
 
 
 @njit(cache=True)
+def _choice_runs(nx, n, m, off, qidx, ta, tb, M, cost, mem, ch, fast, kmode, heur, y_limit, ub, t, k, S, ds,
+                 alive, costs_d, run_lo, run_hi, run_ch):
+    """The d-invariant case (every node's options share w, so the optimal choice at a
+    given y is the same for every d): with cost the options' costs at d = 1, solve the
+    knapsack (kmode) at y = 1, 2, ... <= y_limit and record each run of y over which
+    one choice stays optimal (it does while it fits: K is non-decreasing in y).
+
+    heur: one greedy solve per block y in (2^(j-1), 2^j] (the HEUR table). With ub
+    finite, alive[di] says whether (t, ds[di]) can still give a value <= ub (costs_d[di]
+    holds its costs) and y_limit shrinks to the largest ceil(S / d) still alive.
+    Returns (number of runs, run_lo, run_hi, run_ch), the arrays grown as needed."""
+    n_run = 0
+    y = 1
+    while y <= y_limit:
+        ys = y
+        if heur:
+            # one greedy solve per block y in (2^(j-1), 2^j], at the block's
+            # largest feasible y: its choice fits (and is used) for the whole block
+            y_end = 1
+            while y_end < y:
+                y_end *= 2
+            y_end = min(y_end, y_limit)
+            lo_y = y
+            hi_y = y_end
+            ys = y - 1
+            while lo_y <= hi_y:
+                mid = (lo_y + hi_y) // 2
+                _mem_at(m, qidx, ta, tb, mid, mem)
+                _least(off[: nx + 1], mem[:m], fast)
+                if _mem_choice(nx, fast, qidx, ta, tb, mid) <= M:
+                    ys = mid
+                    lo_y = mid + 1
+                else:
+                    hi_y = mid - 1
+            if ys < y:
+                break
+        _mem_at(m, qidx, ta, tb, ys, mem)
+        val = knapsack(kmode, off[: nx + 1], cost[:m], mem[:m], M, ch[:nx])
+        if val == np.inf:
+            break
+        if ub < np.inf:
+            y_new = 0
+            for di in range(ds.shape[0]):
+                d = ds[di]
+                if t * d > k:
+                    break
+                if alive[di] and (S + d - 1) // d >= y:
+                    alive[di] = _total(ch[:nx], costs_d[di]) <= ub
+                if alive[di]:
+                    y_new = max(y_new, (S + d - 1) // d)
+            y_limit = y_new
+            if y > y_limit:
+                break
+        y2 = y + 1
+        while y2 <= y_limit and _fits(nx, ch, ta, tb, qidx, y2, M):
+            y2 += 1
+        run_lo, run_hi, run_ch = _push_run(run_lo, run_hi, run_ch, n_run, y, y2 - 1, ch, nx, n)
+        n_run += 1
+        y = y2
+    return n_run, run_lo, run_hi, run_ch
+
+
+@njit(cache=True)
 def _build_tables(p_i, p_j, words, n, ts, ds, k, S, n_mb, bw, M, mode, ub,
                   opt_start, opt_cnt, tp, tw, ta, tb, in_ptr, in_src, out_ptr, out_dst,
                   inb_ptr, inb, outb_ptr, outb, rq, pq, c0):
@@ -401,54 +464,9 @@ def _build_tables(p_i, p_j, words, n, ts, ds, k, S, n_mb, bw, M, mode, ub,
                         if alive[di]:
                             y_limit = max(y_limit, (S + d - 1) // d)
                 _stage_costs(m, qidx, ebytes, 1, ds, bw, rq, pq, c0, cost)
-                n_run = 0
-                y = 1
-                while y <= y_limit:
-                    ys = y
-                    if mode == HEUR:
-                        # one greedy solve per block y in (2^(j-1), 2^j], at the block's
-                        # largest feasible y: its choice fits (and is used) for the whole block
-                        y_end = 1
-                        while y_end < y:
-                            y_end *= 2
-                        y_end = min(y_end, y_limit)
-                        lo_y = y
-                        hi_y = y_end
-                        ys = y - 1
-                        while lo_y <= hi_y:
-                            mid = (lo_y + hi_y) // 2
-                            _mem_at(m, qidx, ta, tb, mid, mem)
-                            _least(off[: nx + 1], mem[:m], fast)
-                            if _mem_choice(nx, fast, qidx, ta, tb, mid) <= M:
-                                ys = mid
-                                lo_y = mid + 1
-                            else:
-                                hi_y = mid - 1
-                        if ys < y:
-                            break
-                    _mem_at(m, qidx, ta, tb, ys, mem)
-                    val = knapsack(kmode, off[: nx + 1], cost[:m], mem[:m], M, ch[:nx])
-                    if val == np.inf:
-                        break
-                    if ub < np.inf:
-                        y_new = 0
-                        for di in range(ds.shape[0]):
-                            d = ds[di]
-                            if t * d > k:
-                                break
-                            if alive[di] and (S + d - 1) // d >= y:
-                                alive[di] = _total(ch[:nx], costs_d[di]) <= ub
-                            if alive[di]:
-                                y_new = max(y_new, (S + d - 1) // d)
-                        y_limit = y_new
-                        if y > y_limit:
-                            break
-                    y2 = y + 1
-                    while y2 <= y_limit and _fits(nx, ch, ta, tb, qidx, y2, M):
-                        y2 += 1
-                    run_lo, run_hi, run_ch = _push_run(run_lo, run_hi, run_ch, n_run, y, y2 - 1, ch, nx, n)
-                    n_run += 1
-                    y = y2
+                n_run, run_lo, run_hi, run_ch = _choice_runs(nx, n, m, off, qidx, ta, tb, M, cost, mem, ch, fast,
+                                                             kmode, mode == HEUR, y_limit, ub, t, k, S, ds,
+                                                             alive, costs_d, run_lo, run_hi, run_ch)
                 if n_run == 0:
                     continue
                 for di in range(ds.shape[0]):
@@ -612,19 +630,13 @@ def _stage_choice(I_row, J_row, n, ti, d, y, ds, n_mb, bw, M, mode, opt_start, o
 
 
 @njit(cache=True)
-def _pair_values(I_row, J_row, n, ts, ds, k, S, n_mb, bw, M, mode, opt_start, opt_cnt, tp, tw, ta, tb,
+def _pair_values(words, I, J, n, ts, ds, k, S, n_mb, bw, M, mode, opt_start, opt_cnt, tp, tw, ta, tb,
                  in_ptr, in_src, out_ptr, out_dst, inb_ptr, inb, outb_ptr, outb, rq, pq, c0, opt_t, opt_d, K, work_nodes,
-                 in_i, in_j, off, qidx, ebytes, cost, mem, ch, run_lo, run_hi, run_ch):
+                 in_i, in_j, off, qidx, ebytes, cost, mem, ch, fast, alive, costs_d, run_lo, run_hi, run_ch):
     """K[o, y] = stage value of I \\ J with option o = (opt_t[o], opt_d[o]) at y (inf if none).
 
     Returns False when no option of the stage fits at y = 1 (the pair is useless)."""
-    _membership(I_row, n, in_i)
-    _membership(J_row, n, in_j)
-    nx = 0
-    for v in range(n):
-        if in_i[v] and not in_j[v]:
-            work_nodes[nx] = v
-            nx += 1
+    nx = _stage_nodes(words, I, J, n, in_i, in_j, work_nodes)
     nodes = work_nodes[:nx]
     any_ok = False
     n_opts = opt_t.shape[0]
@@ -639,19 +651,9 @@ def _pair_values(I_row, J_row, n, ts, ds, k, S, n_mb, bw, M, mode, opt_start, op
         m = off[nx]
         if mode == EXACT and _d_invariant(nx, off, qidx, tw):
             _stage_costs(m, qidx, ebytes, 1, ds, bw, rq, pq, c0, cost)
-            n_run = 0
-            y = 1
-            while y <= S:
-                _mem_at(m, qidx, ta, tb, y, mem)
-                val = knapsack(mode, off[: nx + 1], cost[:m], mem[:m], M, ch[:nx])
-                if val == np.inf:
-                    break
-                y2 = y + 1
-                while y2 <= S and _fits(nx, ch, ta, tb, qidx, y2, M):
-                    y2 += 1
-                run_lo, run_hi, run_ch = _push_run(run_lo, run_hi, run_ch, n_run, y, y2 - 1, ch, nx, n)
-                n_run += 1
-                y = y2
+            n_run, run_lo, run_hi, run_ch = _choice_runs(nx, n, m, off, qidx, ta, tb, M, cost, mem, ch, fast, mode,
+                                                         False, S, np.inf, t, k, S, ds, alive, costs_d,
+                                                         run_lo, run_hi, run_ch)
             if n_run == 0:
                 continue
             any_ok = True
@@ -896,11 +898,15 @@ def _table_step(I, kap, s, target, ptr, sub, words, n, ts, ds, k, S, n_mb, bw, M
     run_lo = np.empty(S + 1, dtype=np.int64)
     run_hi = np.empty(S + 1, dtype=np.int64)
     run_ch = np.empty((S + 1) * n, dtype=np.int64)
+    fast = np.empty(n, dtype=np.int64)
+    alive = np.zeros(0, dtype=np.bool_)  # (t, d) pruning is off: no bound here
+    costs_d = np.empty((0, 0))
     for p in range(ptr[I], ptr[I + 1]):
         J = sub[p]
-        if not _pair_values(words[I], words[J], n, ts, ds, k, S, n_mb, bw, M, mode, opt_start, opt_cnt, tp, tw, ta,
+        if not _pair_values(words, I, J, n, ts, ds, k, S, n_mb, bw, M, mode, opt_start, opt_cnt, tp, tw, ta,
                             tb, in_ptr, in_src, out_ptr, out_dst, inb_ptr, inb, outb_ptr, outb, rq, pq, c0, opt_t, opt_d, K,
-                            work_nodes, in_i, in_j, off, qidx, ebytes, cost, mem, ch, run_lo, run_hi, run_ch):
+                            work_nodes, in_i, in_j, off, qidx, ebytes, cost, mem, ch, fast, alive, costs_d,
+                            run_lo, run_hi, run_ch):
             continue
         for o in range(n_opts):
             d = opt_d[o]
