@@ -53,7 +53,8 @@ Decisions where the authors' code is silent or would crash, written down here:
 The result is a heuristic: status FEASIBLE with the best plan (bound 0), or
 UNKNOWN when every plan of its family is out of memory: that is no proof that
 no plan exists, so it is not reported as INFEASIBLE. INFEASIBLE (a proof) is
-returned only when some layer has no usable TMPC at all.
+returned only when some layer has no usable TMPC at all, or none whose memory a + b
+(one microbatch in flight) fits in M (:func:`piper.options.candidates`).
 """
 
 from __future__ import annotations

@@ -1229,7 +1229,8 @@ def solve_dp(problem: Problem, options: Options | None = None) -> Result:
     progress = _Progress(options.progress)
     cand = candidates(problem, options)
     stats: dict = {"knapsack": options.knapsack, "linearize": options.linearize}
-    if cand.infeasible_reason is not None:
+    if cand.infeasible_reason is not None:  # no plan on any number of devices: the curve is all None
+        stats["curve"] = _none_curve(problem, options, 0)
         return make_result(problem, name, Status.INFEASIBLE, None, time_s=time.perf_counter() - start,
                            stats=stats, message=cand.infeasible_reason)
     ideals = enumerate_ideals(problem, options.max_ideals, linearize=options.linearize)

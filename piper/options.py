@@ -69,7 +69,8 @@ class Candidates:
     #: node id -> {t: ((index in the node's list at t, TMPC), ...)}, only allowed TMPCs,
     #: only degrees with at least one allowed TMPC
     tmpcs: Mapping[int, Mapping[int, tuple[tuple[int, TMPC], ...]]]
-    #: None, or why no plan can exist (names the first layer left without a choice)
+    #: None, or why no plan can exist (names the first layer left without a choice, or
+    #: the first layer none of whose choices fits in memory even at y = 1)
     infeasible_reason: str | None
 
 
@@ -98,5 +99,12 @@ def candidates(problem: Problem, options: Options | None = None) -> Candidates:
                 why.append(f"excluded TMPCs {sorted(options.exclude_tmpcs)}")
             why.append(f"k={k}")
             reason = f"layer {nd.label} has no usable TMPC (degrees {sorted(nd.tmpcs)}; {', '.join(why)})"
+        elif allowed and reason is None:
+            # y >= 1 in every stage, and a stage's memory is a sum of non-negative terms:
+            # a layer whose every allowed TMPC has a + b > M fits in no plan at all
+            least = min(c.memory_a + c.memory_b for lst in allowed.values() for _, c in lst)
+            if least > problem.memory_per_device:
+                reason = (f"layer {nd.label} fits in memory with no allowed TMPC: its least a + b (one "
+                          f"microbatch in flight) is {least:.6g} bytes > M = {problem.memory_per_device:.6g} bytes")
     ts = tuple(sorted({t for a in per_node.values() for t in a}))
     return Candidates(ts=ts, ds=ds, tmpcs=per_node, infeasible_reason=reason)

@@ -114,3 +114,41 @@ def test_brute_force_matches_unpruned_enumeration_on_tiny_graphs():
         assert got == pytest.approx(best, rel=1e-12) or (math.isinf(got) and math.isinf(best))
         checked += math.isfinite(best)
     assert checked >= 10
+
+
+def test_a_layer_that_fits_nowhere_makes_every_solver_say_infeasible_and_name_it():
+    """A layer whose every TMPC has a + b > M cannot sit in any stage (y >= 1): every
+    solver must say so at once and name the layer; the evaluator agrees on the plans a
+    user would try. With a + b == M for one TMPC the same graph is feasible."""
+    from piper import PlanError
+    from tests.helpers import plan, problem, tmpc
+
+    M = 100.0
+
+    def graph(tight_b: float):
+        nodes = {
+            0: {1: [tmpc(p=1.0, a=1.0, b=1.0)]},
+            1: {1: [tmpc(p=2.0, a=10.0, b=95.0), tmpc("activation recomp", p=3.0, a=2.0, b=tight_b)],
+                2: [tmpc(p=1.0, a=5.0, b=96.0)]},
+            2: {1: [tmpc(p=1.0, a=1.0, b=1.0)]},
+        }
+        return problem(nodes, [(0, 2, 1.0), (2, 1, 1.0)], k=4, M=M, N=4)  # layer 1 last
+
+    bad = graph(99.0)  # least a + b = 101 > M
+    for stages in ([([0, 1, 2], 1, 1, "vanilla")],
+                   [([0], 1, 1, "vanilla"), ([2], 1, 1, "vanilla"), ([1], 1, 1, "activation recomp")],
+                   [([0, 2], 1, 1, "vanilla"), ([1], 1, 2, "vanilla")]):
+        try:
+            assert evaluate(bad, plan(*stages)).oom
+        except PlanError as exc:  # a plan the evaluator rejects as invalid would be a test bug
+            raise AssertionError(f"test plan invalid: {exc}") from None
+    for name in baselines.solver_names():
+        result = baselines.get_solver(name)(bad, Options())
+        assert result.status is Status.INFEASIBLE, f"{name}: {result.status}"
+        assert result.plan is None and "layer 1" in result.message and "a + b" in result.message, (name, result.message)
+
+    ok = graph(98.0)  # activation recomp: a + b = 100 = M, alone in the last stage (y = 1)
+    for name in baselines.solver_names():
+        result = baselines.get_solver(name)(ok, Options())
+        assert result.plan is not None, f"{name}: {result.status} {result.message}"
+        assert not evaluate(ok, result.plan).oom

@@ -244,9 +244,18 @@ def test_layer_between_transformers_falls_back_to_topological() -> None:
 
 
 def test_nothing_fits_is_unknown_with_zero_bound_not_a_proof(bert: Problem) -> None:
-    p = bert.with_cluster(devices=8, memory=1e6, microbatches=8)
+    # every layer fits alone (its least a + b is at most M), but no equi plan fits
+    least = max(min(c.memory_a + c.memory_b for lst in nd.tmpcs.values() for c in lst) for nd in bert.nodes)
+    p = bert.with_cluster(devices=8, memory=least, microbatches=8)
     res = solve_equi(p)
     assert res.status is Status.UNKNOWN and res.bound == 0.0 and res.plan is None
+
+
+def test_a_layer_that_fits_in_no_stage_is_a_proof_of_infeasibility(bert: Problem) -> None:
+    p = bert.with_cluster(devices=8, memory=1e6, microbatches=8)
+    res = solve_equi(p)
+    assert res.status is Status.INFEASIBLE and math.isinf(res.bound) and res.plan is None
+    assert "fits in memory with no allowed TMPC" in res.message
 
 
 def test_a_layer_without_usable_tmpc_is_a_proof_of_infeasibility(bert: Problem) -> None:
