@@ -588,35 +588,20 @@ def _test(T, n_ideals, e_i, e_j, e_t, e_d, e_s0, e_s1, s_lo, s_hi, s_val, S, g, 
 
 
 @njit(cache=True)
-def _stage_choice(I_row, J_row, n, ti, d, y, ds, n_mb, bw, M, mode, opt_start, opt_cnt, tp, tw, ta, tb,
+def _stage_choice(words, I, J, n, ti, d, y, ds, n_mb, bw, M, mode, opt_start, opt_cnt, tp, tw, ta, tb,
                   in_ptr, in_src, out_ptr, out_dst, inb_ptr, inb, outb_ptr, outb, rq, pq, c0):
-    """(node positions, chosen flat TMPC indices, knapsack value) of one stage."""
-    in_i = np.zeros(n, dtype=np.bool_)
-    in_j = np.zeros(n, dtype=np.bool_)
-    _membership(I_row, n, in_i)
-    _membership(J_row, n, in_j)
-    nodes = np.empty(n, dtype=np.int64)
-    nx = 0
-    for v in range(n):
-        if in_i[v] and not in_j[v]:
-            nodes[nx] = v
-            nx += 1
-    max_opts = tp.shape[0] + 1
-    off = np.empty(nx + 1, dtype=np.int64)
-    qidx = np.empty(max_opts, dtype=np.int64)
-    ebytes = np.empty(max_opts, dtype=np.float64)
-    ok = _stage_options(nodes, nx, ti, in_i, in_j, opt_start, opt_cnt, in_ptr, in_src, out_ptr, out_dst,
+    """(node positions, chosen flat TMPC indices, knapsack value) of the stage I \\ J."""
+    in_i, in_j, nodes, off, qidx, ebytes, cost, mem, ch = _stage_scratch(n, tp.shape[0] + 1)
+    nx = _stage_nodes(words, I, J, n, in_i, in_j, nodes)
+    ok = _stage_options(nodes[:nx], nx, ti, in_i, in_j, opt_start, opt_cnt, in_ptr, in_src, out_ptr, out_dst,
                         inb_ptr, inb, outb_ptr, outb, off, qidx, ebytes)
     chosen = np.full(nx, -1, dtype=np.int64)
     if not ok:
         return nodes[:nx].copy(), chosen, np.inf
     m = off[nx]
-    cost = np.empty(m, dtype=np.float64)
-    mem = np.empty(m, dtype=np.float64)
     _stage_costs(m, qidx, ebytes, d, ds, bw, rq, pq, c0, cost)
     _mem_at(m, qidx, ta, tb, y, mem)
-    ch = np.empty(nx, dtype=np.int64)
-    val = knapsack(mode, off, cost, mem, M, ch)
+    val = knapsack(mode, off[: nx + 1], cost[:m], mem[:m], M, ch[:nx])
     if val == np.inf:
         return nodes[:nx].copy(), chosen, val
     for i in range(nx):
@@ -1117,7 +1102,7 @@ def _reconstruct(problem: Problem, arr: _Arrays, search: _Search, idx: int, mode
         J, t, d = int(tb.e_j[e]), int(tb.e_t[e]), int(tb.e_d[e])
         y = -(-s // d)
         nodes, chosen, val = _stage_choice(
-            words[cur], words[J], arr.n, t_index[t], d, y, arr.ds, problem.microbatches, problem.bandwidth,
+            words, cur, J, arr.n, t_index[t], d, y, arr.ds, problem.microbatches, problem.bandwidth,
             problem.memory_per_device, mode, arr.opt_start, arr.opt_cnt, arr.tp, arr.tw, arr.ta, arr.tb,
             arr.in_ptr, arr.in_src, arr.out_ptr, arr.out_dst, arr.inb_ptr, arr.inb, arr.outb_ptr, arr.outb, arr.rq, arr.pq, arr.c0)
         worst = max(worst, float(val))
@@ -1200,7 +1185,7 @@ def _solve_table(problem: Problem, arr: _Arrays, ideals: Ideals, pairs: IdealPai
         t, d = int(opt_t[o]), int(opt_d[o])
         y = -(-int(ss) // d)
         nodes, chosen, _ = _stage_choice(
-            ideals.words[cur], ideals.words[J], arr.n, t_index[t], d, y, arr.ds, problem.microbatches, problem.bandwidth,
+            ideals.words, cur, J, arr.n, t_index[t], d, y, arr.ds, problem.microbatches, problem.bandwidth,
             problem.memory_per_device, mode, arr.opt_start, arr.opt_cnt, arr.tp, arr.tw, arr.ta, arr.tb,
             arr.in_ptr, arr.in_src, arr.out_ptr, arr.out_dst, arr.inb_ptr, arr.inb, arr.outb_ptr, arr.outb, arr.rq, arr.pq, arr.c0)
         ids = tuple(problem.nodes[int(v)].id for v in nodes)
