@@ -255,7 +255,7 @@ def test_a_layer_that_fits_in_no_stage_is_a_proof_of_infeasibility(bert: Problem
     p = bert.with_cluster(devices=8, memory=1e6, microbatches=8)
     res = solve_equi(p)
     assert res.status is Status.INFEASIBLE and math.isinf(res.bound) and res.plan is None
-    assert "fits in memory with no allowed TMPC" in res.message
+    assert "does not fit in memory with any allowed TMPC" in res.message
 
 
 def test_a_layer_without_usable_tmpc_is_a_proof_of_infeasibility(bert: Problem) -> None:
