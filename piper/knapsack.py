@@ -159,18 +159,28 @@ def _grow(a: np.ndarray, need: int) -> np.ndarray:
 
 
 @njit(cache=True)
+def _lagrange_pick(off: np.ndarray, cost: np.ndarray, mem: np.ndarray, lam: float) -> tuple[float, float]:
+    """Every node's option minimising cost + lam mem (first on ties): (its total memory,
+    its total cost + lam mem)."""
+    n = off.shape[0] - 1
+    used = 0.0
+    val = 0.0
+    for i in range(n):
+        b = off[i]
+        for j in range(off[i] + 1, off[i + 1]):
+            if cost[j] + lam * mem[j] < cost[b] + lam * mem[b]:
+                b = j
+        used += mem[b]
+        val += cost[b] + lam * mem[b]
+    return used, val
+
+
+@njit(cache=True)
 def _lagrange_multiplier(off: np.ndarray, cost: np.ndarray, mem: np.ndarray, M: float) -> float:
     """A multiplier lam >= 0 (near-)maximising L(lam) = sum_i min_l (cost_l + lam mem_l) - lam M."""
-    n = off.shape[0] - 1
     hi = 1.0
     for _ in range(200):
-        used = 0.0
-        for i in range(n):
-            b = off[i]
-            for j in range(off[i] + 1, off[i + 1]):
-                if cost[j] + hi * mem[j] < cost[b] + hi * mem[b]:
-                    b = j
-            used += mem[b]
+        used, _ = _lagrange_pick(off, cost, mem, hi)
         if used <= M:
             break
         hi *= 4.0
@@ -179,15 +189,7 @@ def _lagrange_multiplier(off: np.ndarray, cost: np.ndarray, mem: np.ndarray, M: 
     best_val = -INF
     for _ in range(60):
         mid = 0.5 * (lo + hi)
-        used = 0.0
-        val = 0.0
-        for i in range(n):
-            b = off[i]
-            for j in range(off[i] + 1, off[i + 1]):
-                if cost[j] + mid * mem[j] < cost[b] + mid * mem[b]:
-                    b = j
-            used += mem[b]
-            val += cost[b] + mid * mem[b]
+        used, val = _lagrange_pick(off, cost, mem, mid)
         val -= mid * M
         if val > best_val:
             best_val = val
