@@ -717,7 +717,7 @@ def _region_needs(cur, dpm, J, td, d, y, S, k, lb, ub):
 @njit(cache=True)
 def _table_dp(i0, i1, ptr, sub, words, n, ts, ds, k, S, n_mb, bw, M, mode, opt_start, opt_cnt, tp, tw, ta, tb,
               in_ptr, in_src, out_ptr, out_dst, inb_ptr, inb, outb_ptr, outb, rq, pq, c0, opt_t, opt_d, dpm,
-              pmin, ub):
+              pmin, pmiss, ub):
     """Fill dpm[I] for I in [i0, i1): dpm[I, k', s] = min over J < I and options (t, d),
     t d <= k', d <= s, of max(dpm[J, k' - t d, s - d], K(I \\ J, t, d, ceil(s / d))),
     then made non-increasing in k' and s ("at most" semantics, as the reference).
@@ -728,8 +728,12 @@ def _table_dp(i0, i1, ptr, sub, words, n, ts, ds, k, S, n_mb, bw, M, mode, opt_s
     achievable upper bound).  Pass 2 solves a knapsack only where the stage's
     lower bound (its all-fastest value F) could still improve some cur[k', s]:
     a skipped term max(K, prev) >= max(F, prev) >= cur, so the result is exact.
-    A pair is skipped outright when, for every option, even the bound
-    sum_v min p_v / d (pmin: per-ideal prefix sums) cannot improve cur.
+    A pair, or one degree t of it, is skipped outright when, for every option
+    (t, d), even the bound sum_v min p_v(t) / d (pmin[., t]: per-ideal sums of the
+    least p at t; pmiss counts the layers without a TMPC at t) cannot improve cur.
+    Pass 1 keeps, per pair and option, the least F among its (t, d, y) left to
+    pass 2 (hard_f); pass 2 revisits a pair only where that F could improve cur
+    somewhere in the option's budgets (cur only decreases, so the test is exact).
     Terms above ub (the value of a known plan, or +inf) are dropped: dpm then
     holds inf where only such terms exist, which cannot change the optimum.
     """
@@ -746,11 +750,14 @@ def _table_dp(i0, i1, ptr, sub, words, n, ts, ds, k, S, n_mb, bw, M, mode, opt_s
     FA = np.empty(n_opts)
     FB = np.empty(n_opts)
     hard = np.zeros(1024, dtype=np.bool_)
+    hard_f = np.empty((1024, n_opts))
+    useful_t = np.zeros(ts.shape[0], dtype=np.bool_)
     for I in range(i0, i1):
         cur[:, :] = np.inf
         n_sub = ptr[I + 1] - ptr[I]
         if hard.shape[0] < n_sub:
             hard = np.zeros(2 * n_sub, dtype=np.bool_)
+            hard_f = np.empty((2 * n_sub, n_opts))
         for phase in range(2):
             for p in range(ptr[I], ptr[I + 1]):
                 if phase == 1 and not hard[p - ptr[I]]:
@@ -758,17 +765,33 @@ def _table_dp(i0, i1, ptr, sub, words, n, ts, ds, k, S, n_mb, bw, M, mode, opt_s
                 hard[p - ptr[I]] = False
                 J = sub[p]
                 useful = False
-                base = (pmin[I] - pmin[J]) * (1.0 - 1e-9)
-                for o in range(n_opts):
-                    d = opt_d[o]
-                    if _region_needs(cur, dpm, J, opt_t[o] * d, d, 0, S, k, base / d, ub):
-                        useful = True
-                        break
+                for ti in range(ts.shape[0]):
+                    useful_t[ti] = False
+                    if pmiss[I, ti] != pmiss[J, ti]:
+                        continue  # a layer of I - J has no TMPC at this t
+                    base = (pmin[I, ti] - pmin[J, ti]) * (1.0 - 1e-9)
+                    for o in range(n_opts):
+                        if opt_t[o] != ts[ti]:
+                            continue
+                        d = opt_d[o]
+                        lb = base / d
+                        if phase == 1:
+                            lb = hard_f[p - ptr[I], o]  # pass 2 only solves where pass 1 left a gap
+                            if lb == np.inf:
+                                continue
+                        if _region_needs(cur, dpm, J, opt_t[o] * d, d, 0, S, k, lb, ub):
+                            useful_t[ti] = True
+                            useful = True
+                            break
                 if not useful:
                     continue
+                if phase == 0:
+                    hard_f[p - ptr[I], :] = np.inf
                 nx = _stage_nodes(words, I, J, n, in_i, in_j, nodes)
                 for ti in range(ts.shape[0]):
                     t = ts[ti]
+                    if not useful_t[ti]:
+                        continue
                     if not _stage_options(nodes[:nx], nx, ti, in_i, in_j, opt_start, opt_cnt, in_ptr, in_src,
                                           out_ptr, out_dst, inb_ptr, inb, outb_ptr, outb, off, qidx, ebytes):
                         continue
@@ -843,6 +866,8 @@ def _table_dp(i0, i1, ptr, sub, words, n, ts, ds, k, S, n_mb, bw, M, mode, opt_s
                                 break
                             if phase == 0:
                                 hard[p - ptr[I]] = True
+                                if F[r] < hard_f[p - ptr[I], o]:
+                                    hard_f[p - ptr[I], o] = F[r]
                                 if mode == EXACT:
                                     _region_update(cur, dpm, J, td, d, y, S, k, _total(low[:nx], cost), ub)
                                 continue
@@ -1136,15 +1161,24 @@ def _options_arrays(arr: _Arrays, k: int) -> tuple[np.ndarray, np.ndarray]:
     return np.array(ot, dtype=np.int64), np.array(od, dtype=np.int64)
 
 
-def _pmin(problem: Problem, arr: _Arrays, ideals: Ideals) -> np.ndarray:
-    """Per ideal: sum over its nodes of the least p of any allowed TMPC (a lower bound
-    on d times any stage value of its nodes, as cut edges and resync only add)."""
-    least = np.zeros(arr.n)
+def _pmin(problem: Problem, arr: _Arrays, ideals: Ideals) -> tuple[np.ndarray, np.ndarray]:
+    """Per ideal and allowed degree t (index into ``arr.ts``): the sum over its nodes of
+    the least p of their TMPCs at t (d times it is a lower bound on any stage value at
+    (t, d) of those nodes, as cut edges and resync only add), and the number of its
+    nodes without a TMPC at t (a stage at t cannot hold them)."""
+    n_t = len(arr.ts)
+    least = np.zeros((arr.n, n_t))
+    miss = np.zeros((arr.n, n_t))
     for v in range(arr.n):
-        vals = [arr.tp[arr.opt_start[v, ti] + r] for ti in range(len(arr.ts)) for r in range(arr.opt_cnt[v, ti])]
-        least[v] = min(vals) if vals else 0.0
+        for ti in range(n_t):
+            vals = [arr.tp[arr.opt_start[v, ti] + r] for r in range(arr.opt_cnt[v, ti])]
+            if vals:
+                least[v, ti] = min(vals)
+            else:
+                miss[v, ti] = 1.0
     bits = ((ideals.words[:, :, None] >> np.arange(64, dtype=np.uint64)) & np.uint64(1)).reshape(len(ideals), -1)
-    return bits[:, : arr.n].astype(np.float64) @ least
+    b = bits[:, : arr.n].astype(np.float64)
+    return b @ least, (b @ miss).astype(np.int64)
 
 
 def _solve_table(problem: Problem, arr: _Arrays, ideals: Ideals, pairs: IdealPairs, mode: int,
@@ -1168,11 +1202,11 @@ def _solve_table(problem: Problem, arr: _Arrays, ideals: Ideals, pairs: IdealPai
     i0 = 1
     step = 16
     ptr = pairs.ptr
-    pmin = _pmin(problem, arr, ideals)
+    pmin, pmiss = _pmin(problem, arr, ideals)
     while i0 < n_ideals:
         i1 = min(n_ideals, i0 + step)
         t0 = time.perf_counter()
-        _table_dp(i0, i1, ptr, pairs.sub, ideals.words, arr.n, arr.ts, arr.ds, k, S, *consts, dpm, pmin, ub)
+        _table_dp(i0, i1, ptr, pairs.sub, ideals.words, arr.n, arr.ts, arr.ds, k, S, *consts, dpm, pmin, pmiss, ub)
         dt = time.perf_counter() - t0
         step = int(min(1 << 16, max(1, step * (0.5 / max(dt, 1e-3)))))
         i0 = i1
