@@ -774,11 +774,10 @@ def _table_dp(i0, i1, ptr, sub, words, n, ts, ds, k, S, n_mb, bw, M, mode, opt_s
                         if opt_t[o] != ts[ti]:
                             continue
                         d = opt_d[o]
-                        lb = base / d
-                        if phase == 1:
-                            lb = hard_f[p - ptr[I], o]  # pass 2 only solves where pass 1 left a gap
-                            if lb == np.inf:
-                                continue
+                        # pass 2 only solves where pass 1 left a gap (inf: none for o)
+                        lb = hard_f[p - ptr[I], o] if phase == 1 else base / d
+                        if lb == np.inf:
+                            continue
                         if _region_needs(cur, dpm, J, opt_t[o] * d, d, 0, S, k, lb, ub):
                             useful_t[ti] = True
                             useful = True
