@@ -42,7 +42,7 @@ def _parser() -> ArgumentParser:
     so.add_argument("--solver", default="milp", help=f"one of: {', '.join(solver_names())} (default milp)")
     add_cluster_args(so)
     add_ablation_args(so)
-    so.add_argument("--warm-start", metavar="PLAN.json", help="a plan to start from (MILP warm start / CP-SAT hint)")
+    so.add_argument("--warm-start", metavar="PLAN.json", help="a plan to start from: milp/cpsat then search only for better plans, and prove it optimal if there is none")
     so.add_argument("--seed", type=int, default=0, help="solver random seed")
     so.add_argument("--verify", action="store_true", help="cpsat: re-prove an optimum with presolve off")
     so.add_argument("--log", action="store_true", help="show the solver's own log (on stdout; not with --json)")

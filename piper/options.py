@@ -45,7 +45,9 @@ class Options:
     time_limit_s: float | None = None
     #: worker threads for solvers that use them
     threads: int = 2
-    #: a plan to start from (MILP warm start, CP-SAT hint)
+    #: a plan to start from; the MILP and CP-SAT then search only below its TPS and,
+    #: if nothing is found there, prove it optimal (``params["cutoff"] = False`` (MILP) /
+    #: ``params["strict_cutoff"] = False`` (CP-SAT): a plain MIP start / solution hint)
     warm_start: "Plan | None" = None
     #: show progress on stderr
     progress: bool = False
