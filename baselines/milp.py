@@ -36,6 +36,8 @@ Constraints::
     (I) T >= Σ_{v,o,ℓ} κ(v,o,ℓ) x[v,i,o,ℓ] + Σ_e r[e,i]          ∀ i
     (J) S·T >= Σ d_o κ x;   k·T >= Σ t_o d_o κ x;   T >= Σ_{i,o,ℓ} κ(v,o,ℓ) x[v,i,o,ℓ]  ∀ v
 
+    (X) x[u,i,o,α] + x[v,i,o,β] <= 1     ∀ i, (u,o,α; v,o,β) ∈ ModelData.tmpc_exclusions()
+
     minimise T
 
 with Γin(e,o) = max_ℓ γin(e,o,ℓ), Γout likewise, and
@@ -55,6 +57,11 @@ What changed against FORMULATIONS.md, and why it is still exact:
   bounds, TMPCs that never fit) remove variables, not solutions of the "used slots
   first, none empty" form, which contains an optimal plan (fact F2).
 * (H) for i = 1 with e = (u,v) is dropped: v in slot 1 forces u into slot 1 by (D).
+* (X) is the TMPC exchange rule of repeated layers (``ModelData.tmpc_classes``: the
+  same TMPC memories, communication independent of the TMPC): exchanging two such
+  layers' TMPCs within a stage keeps its memory and communication, so an optimal plan
+  has no pair among them whose exchange would make the stage faster (or, for exact
+  twins, lexicographically smaller). ``params["tmpc_symmetry"] = False`` drops it.
 * (J) adds the per-layer bound (a stage is at least as slow as any one of its layers).
 
 Warm start (``options.warm_start``, e.g. the DP's plan) with value U (units of τ): the
@@ -92,6 +99,7 @@ import re
 import tempfile
 import time
 import warnings
+from dataclasses import replace
 from contextlib import contextmanager
 from collections.abc import Iterator
 from pathlib import Path
@@ -123,14 +131,18 @@ def _quiet_pulp() -> Iterator[None]:
 class MilpModel:
     """The PuLP problem and its variables for one instance (see the module docstring)."""
 
-    def __init__(self, data: ModelData, cutoff: float | None = None) -> None:
-        """``cutoff`` (in units of τ): only plans with T <= cutoff are wanted (module docstring)."""
+    def __init__(self, data: ModelData, cutoff: float | None = None, *, tmpc_symmetry: bool = True) -> None:
+        """``cutoff`` (in units of τ): only plans with T <= cutoff are wanted (module
+        docstring); ``tmpc_symmetry``: add the rows (X)."""
         with _quiet_pulp():
-            self._init(data, cutoff)
+            self._init(data, cutoff, tmpc_symmetry)
 
-    def _init(self, data: ModelData, cutoff: float | None) -> None:
+    def _init(self, data: ModelData, cutoff: float | None, tmpc_symmetry: bool = True) -> None:
         self.data = data
         self.cutoff = cutoff
+        self.tmpc_symmetry = tmpc_symmetry
+        #: rows (X) added
+        self.symmetry_rows = 0
         self.prob = pulp.LpProblem("piper", pulp.LpMinimize)
         self.x: dict[tuple[int, int, Choice], pulp.LpVariable] = {}
         self.u: dict[tuple[int, int, int], pulp.LpVariable] = {}
@@ -200,6 +212,14 @@ class MilpModel:
             prob += used[i] <= 1, f"Bused_{i}"
             if i < L:
                 prob += used[i + 1] <= used[i], f"Cord_{i}"
+        # (X) the TMPC exchange rule of repeated layers
+        if self.tmpc_symmetry:
+            for cu, cv in d.tmpc_exclusions():
+                for i in range(1, min(d.max_slot[cu.node], d.max_slot[cv.node]) + 1):
+                    xu, xv = x.get((cu.node, i, cu)), x.get((cv.node, i, cv))
+                    if xu is not None and xv is not None:
+                        self.symmetry_rows += 1
+                        prob += xu + xv <= 1, f"X_{self.symmetry_rows}"
         # (D), through cum[v,i] = Σ_{h<=i} in[v,h] (continuous; = 1 from v's last
         # possible slot on): the same LP with O(n·L·|x|) instead of O(m·L²·|x|) nonzeros
         cum: dict[tuple[int, int], Any] = {}
@@ -312,8 +332,11 @@ class MilpModel:
 
     # ------------------------------------------------------------------ warm start
     def set_warm_start(self, warm: WarmStart) -> None:
-        """Give every variable its value in ``warm`` (CBC mipstart / HiGHS setSolution)."""
+        """Give every variable its value in ``warm`` (CBC mipstart / HiGHS setSolution),
+        its TMPCs exchanged to satisfy (X) (no stage gets slower)."""
         d = self.data
+        if self.tmpc_symmetry:
+            warm = replace(warm, assign=d.canonical(warm.assign))
         for key, var in self.x.items():
             v, i, c = key
             var.setInitialValue(1 if warm.assign[v] == (i, c) else 0)
@@ -360,7 +383,7 @@ def build_milp(problem: Problem, options: Options | None = None) -> MilpModel:
     data = build_model_data(problem, options)
     if data.infeasible_reason is not None:
         raise SolverError(f"no model to write: the instance is infeasible ({data.infeasible_reason})")
-    return MilpModel(data)
+    return MilpModel(data, tmpc_symmetry=bool(options.params.get("tmpc_symmetry", True)))
 
 
 def write_lp(problem: Problem, options: Options | None, path: str | Path) -> Path:
@@ -469,6 +492,12 @@ def _cbc_log_numbers(text: str) -> dict[str, float]:
                 pass
     if "Result - Optimal solution found" in text:
         out["proven"] = 1.0
+    m = re.findall(r"Search completed - best objective ([-+0-9.eE]+)", text)
+    if m:  # branch and bound ran to the end (gap 0): its best objective is the optimum
+        try:
+            out["completed_objective"] = float(m[-1].rstrip(","))
+        except ValueError:
+            pass
     if "Result - Problem proven infeasible" in text or "Problem is infeasible" in text:
         out["infeasible"] = 1.0
     return out
@@ -485,7 +514,7 @@ def _solve_once(
     is not passed as a MIP start: it is above the cutoff by construction).
     """
     t0 = time.perf_counter()
-    model = MilpModel(data, cutoff)
+    model = MilpModel(data, cutoff, tmpc_symmetry=bool(options.params.get("tmpc_symmetry", True)))
     if cutoff is None and warm is not None:
         model.set_warm_start(warm)
     build_s = time.perf_counter() - t0
@@ -495,7 +524,8 @@ def _solve_once(
         return Status.INFEASIBLE, None, None, math.inf, stats0
     limit = None if deadline is None else max(0.5, deadline - time.perf_counter())
     threads = max(1, int(options.threads))
-    stats: dict[str, Any] = {"backend": backend, "build_s": build_s, **model.size(), "tau": data.tau}
+    stats: dict[str, Any] = {"backend": backend, "build_s": build_s, **model.size(), "tau": data.tau,
+                             "symmetry_rows": model.symmetry_rows}
     params = dict(options.params)
     msg = bool(params.get("msg", options.progress))
     gap_abs = float(params.get("gap_abs", 1e-9))
@@ -569,6 +599,15 @@ def _solve_once(
         plan = model.read_plan()
         tval = model.T.value()
         objective = None if tval is None else float(tval) * data.tau
+    if plan is None and warm is not None and cutoff is None and "completed_objective" in info:
+        # CBC finished its search with the MIP start as the best plan but reported the
+        # final LP (integers fixed) infeasible and wrote no usable solution (seen with
+        # CBC 2.10 on tests' repeated(9)): the search itself proves the warm start optimal
+        value = max(data.stage_value(warm.assign, i)[0] for i in range(1, data.slots + 1))
+        if value <= info["completed_objective"] + gap_abs + 1e-9 * max(1.0, value):
+            stats["cbc_note"] = "search completed; no solution written: the warm start is its best plan"
+            bound = min(warm.tps, (info["completed_objective"] - gap_abs) * data.tau)
+            return Status.OPTIMAL, warm.plan, warm.tps, bound, stats
     if plan is None:
         status = Status.UNKNOWN
     elif sol_status == pulp.LpSolutionOptimal and status_code == pulp.LpStatusOptimal:
@@ -610,7 +649,8 @@ def solve_milp(problem: Problem, options: Options | None = None) -> Result:
     ``options.params``: ``backend`` ("cbc" | "highs"), ``msg`` (solver log on stdout),
     ``gap_abs`` (absolute gap in units of τ, default 1e-9), ``cutoff`` (default True: a
     warm start becomes a cutoff, see the module docstring), ``cbc_options`` (extra CBC
-    command-line options, e.g. ["heuristicsOnOff off"]).
+    command-line options, e.g. ["heuristicsOnOff off"]), ``tmpc_symmetry`` (default True:
+    the rows (X)).
     """
     options = options or Options()
     start = time.perf_counter()

@@ -14,9 +14,9 @@ from typing import Any
 
 from piper.evaluate import evaluate
 from piper.plan import Plan, Stage
-from piper.problem import ACTIVATION_RECOMP, VANILLA, Problem, problem_from_dict
+from piper.problem import ACTIVATION_RECOMP, VANILLA, Problem, problem_from_dict, problem_to_dict
 
-__all__ = ["random_problem", "random_dag", "witness_memory", "SHAPES"]
+__all__ = ["random_problem", "random_dag", "repeated_layers", "witness_memory", "SHAPES"]
 
 SHAPES = ("chain", "branchy")
 
@@ -200,3 +200,56 @@ def witness_memory(problem: Problem, seed: int, slack: tuple[float, float] = (1.
         memory = max(1.0, peak * rng.uniform(*slack))
         return problem.with_cluster(memory=float(math.ceil(memory)))
     return None  # e.g. a layer whose only t uses all k devices next to one lacking that t
+
+
+def repeated_layers(problem: Problem, seed: int, *, share: float = 0.7, jitter: float = 0.03,
+                    decoys: float = 0.6) -> Problem:
+    """``problem`` with repeated layers, as in the paper's workloads (BERT's transformer
+    layers): each layer, with probability ``share`` (at least two), takes the TMPCs of a
+    template layer, with the same memory and parameter sizes and per-edge sync bytes that
+    do not depend on the TMPC (drawn per layer, edge and t), and the template's times
+    scaled by a per-layer factor: exactly 1 for half of them (twins), else within
+    ±``jitter``. With probability ``decoys`` each other layer becomes a decoy: the
+    template's TMPCs with one memory changed, or with sync bytes that depend on the
+    TMPC (such layers must not be exchanged with the others). The layer graph, edges
+    and cluster are kept.
+    """
+    rng = random.Random(seed)
+    raw = problem_to_dict(problem)
+    nodes = raw["nodes"]
+    preds: dict[int, list[int]] = {nd["id"]: [] for nd in nodes}
+    succs: dict[int, list[int]] = {nd["id"]: [] for nd in nodes}
+    for e in raw["edges"]:
+        preds[e["destId"]].append(e["sourceId"])
+        succs[e["sourceId"]].append(e["destId"])
+    template = max(nodes, key=lambda nd: sum(len(lst) for lst in nd["TMPCs"].values()))["TMPCs"]
+    members = [nd for nd in nodes if rng.random() < share]
+    for nd in nodes:
+        if len(members) >= 2:
+            break
+        if nd not in members:
+            members.append(nd)
+    unit = 2**20 if problem.memory_per_device >= 2**20 else 1
+    for nd in nodes:
+        # members; among the others, decoys that a symmetry rule must not pair with them:
+        # the template's times but another memory (kind 1), or sync bytes that depend on
+        # the TMPC (kind 2)
+        kind = 0 if any(nd is m for m in members) else (rng.choice((1, 2)) if rng.random() < decoys else -1)
+        if kind < 0:
+            continue
+        factor = 1.0 if rng.random() < 0.5 else 1.0 + rng.uniform(-jitter, jitter)
+        tm = {}
+        for t, lst in template.items():
+            fw = {str(u): float(0 if t == "1" else rng.randint(0, 4) * unit) for u in preds[nd["id"]]}
+            bw = {str(x): float(0 if t == "1" else rng.randint(0, 4) * unit) for x in succs[nd["id"]]}
+            tm[t] = []
+            for j, c in enumerate(lst):
+                c2 = {**c, "timePerSample": c["timePerSample"] * factor, "syncTimeFw": dict(fw), "syncTimeBw": dict(bw)}
+                if kind == 1 and j == len(lst) - 1:
+                    c2["memoryUsageA"] = c["memoryUsageA"] + unit
+                if kind == 2 and j > 0:
+                    c2["syncTimeFw"] = {u: b + j * unit for u, b in fw.items()}
+                tm[t].append(c2)
+        nd["TMPCs"] = tm
+    raw["name"] = f"{raw.get('name', 'random')}-repeated{seed}"
+    return problem_from_dict(raw)
