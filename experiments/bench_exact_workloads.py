@@ -47,7 +47,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default="/tmp/bench_exact_workloads.jsonl", help="JSON lines of the runs")
     ap.add_argument("--cases", default=None, help="comma-separated case indices (default: all)")
     args = ap.parse_args(argv)
-    picked = [CASES[int(i)] for i in args.cases.split(",")] if args.cases else CASES
+    picked = CASES
+    if args.cases:
+        try:
+            picked = [CASES[int(i)] for i in args.cases.split(",")]
+        except (ValueError, IndexError):
+            ap.error(f"--cases: {args.cases!r} is not a list of case indices 0..{len(CASES) - 1}")
     rows = []
     with open(args.out, "a") as out:
         for label, file, k, memory, n_mb in picked:

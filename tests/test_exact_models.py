@@ -546,3 +546,21 @@ def test_tmpc_exchange_rule_proves_bert_without_it_cannot() -> None:
     res = solve_cpsat(p, Options(threads=2, time_limit_s=60, warm_start=dp.plan))
     assert res.status == Status.OPTIMAL and res.tps == pytest.approx(dp.tps, rel=1e-9)
     assert res.stats["symmetry_clauses"] > 0
+
+
+def test_bench_exact_workloads_runs_and_agrees(tmp_path: Path) -> None:
+    """The workloads benchmark on its GNMT case (CP-SAT proves the DP's plan with and
+    without the exchange rule, about 11 s), and its exit status 2 on bad --cases."""
+    out = tmp_path / "runs.jsonl"
+    proc = subprocess.run([sys.executable, "-m", "experiments.bench_exact_workloads", "--cases", "5", "--out",
+                           str(out)], capture_output=True, text=True, cwd=ROOT, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    row = json.loads(out.read_text().splitlines()[-1])
+    assert row["case"].startswith("GNMT") and row["dp_status"] == "optimal"
+    for key in ("on", "off"):
+        assert row[key]["status"] == "optimal" and row[key]["tps"] == pytest.approx(row["dp_tps"], rel=1e-9)
+    assert row["on"]["clauses"] > 0 == row["off"]["clauses"]
+    assert "| GNMT k=4" in proc.stdout
+    bad = subprocess.run([sys.executable, "-m", "experiments.bench_exact_workloads", "--cases", "9"],
+                         capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert bad.returncode == 2 and "--cases" in bad.stderr and "Traceback" not in bad.stderr
