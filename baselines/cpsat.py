@@ -37,8 +37,9 @@ same TMPC memories, communication independent of the TMPC): in a stage, exchangi
 two such layers' TMPCs keeps memory and communication, so an optimal plan has, among
 them, no pair whose exchange would be faster (or, for exact twins, lexicographically
 smaller). ``params["tmpc_symmetry"] = False`` drops them. Measured with the DP's plan as
-the warm start (2 workers): BERT-32, k = 8, 8 GiB, N = 64 proven in 4.1 s (1,253
-clauses; no proof in 60 s without); 6 GiB, N = 128: 3.9 s (54.9 s without).
+the warm start (2 workers, ``experiments.bench_exact_workloads``): BERT-32, k = 8,
+8 GiB, N = 64 proven in 4.0 s (1,247 clauses; no proof in 60 s without); 6 GiB,
+N = 128: 4.0 s (55.6 s without).
 
 The last pair is redundant for the integer model (a stage's time times its devices is
 at least its layers' device-time) but lets CP-SAT round a slot's devices up to a

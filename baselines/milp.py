@@ -99,9 +99,9 @@ import re
 import tempfile
 import time
 import warnings
-from dataclasses import replace
-from contextlib import contextmanager
 from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -602,7 +602,7 @@ def _solve_once(
     if plan is None and warm is not None and cutoff is None and "completed_objective" in info:
         # CBC finished its search with the MIP start as the best plan but reported the
         # final LP (integers fixed) infeasible and wrote no usable solution (seen with
-        # CBC 2.10 on tests' repeated(9)): the search itself proves the warm start optimal
+        # CBC 2.10.3 on tests' repeated(9)): the search itself proves the warm start optimal
         value = max(data.stage_value(warm.assign, i)[0] for i in range(1, data.slots + 1))
         if value <= info["completed_objective"] + gap_abs + 1e-9 * max(1.0, value):
             stats["cbc_note"] = "search completed; no solution written: the warm start is its best plan"
