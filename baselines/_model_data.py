@@ -41,7 +41,9 @@ answer goes through (:func:`guarded_result`).
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from piper.evaluate import PlanError, evaluate
 from piper.options import Candidates, Options, candidates
@@ -50,6 +52,9 @@ from piper.problem import TMPC, Problem
 from piper.result import Result, Status, make_result
 
 __all__ = ["Option", "Choice", "ModelData", "build_model_data", "WarmStart", "guarded_result"]
+
+#: a model variable (CP-SAT or PuLP)
+V = TypeVar("V")
 
 
 @dataclass(frozen=True)
@@ -267,6 +272,16 @@ class ModelData:
                         if swapped - now < -1e-9 * max(1.0, now) or (twins and al > be):
                             out.append((ua, vb))
         return out
+
+    def excluded_pairs(self, x: Mapping[tuple[int, int, Choice], V]) -> Iterator[tuple[V, V]]:
+        """The model variables (x[u,i,c_u], x[v,i,c_v]) of every pair of
+        :meth:`tmpc_exclusions` in every slot i where both exist (``x`` keyed by
+        (node, slot, choice), as in both models): at most one of each pair is 1."""
+        for cu, cv in self.tmpc_exclusions():
+            for i in range(1, min(self.max_slot[cu.node], self.max_slot[cv.node]) + 1):
+                xu, xv = x.get((cu.node, i, cu)), x.get((cv.node, i, cv))
+                if xu is not None and xv is not None:
+                    yield xu, xv
 
     def canonical(self, assign: dict[int, tuple[int, Choice]]) -> dict[int, tuple[int, Choice]]:
         """``assign`` with TMPCs exchanged until no pair of :meth:`tmpc_exclusions`

@@ -255,12 +255,9 @@ class CpsatModel:
         # TMPC exchange rule: two layers of a class that share a slot never take an
         # excluded pair of TMPCs (ModelData.tmpc_exclusions)
         if self.tmpc_symmetry:
-            for cu, cv in d.tmpc_exclusions():
-                for i in range(1, min(d.max_slot[cu.node], d.max_slot[cv.node]) + 1):
-                    xu, xv = x.get((cu.node, i, cu)), x.get((cv.node, i, cv))
-                    if xu is not None and xv is not None:
-                        m.AddBoolOr([xu.Not(), xv.Not()])
-                        self.symmetry_clauses += 1
+            for xu, xv in d.excluded_pairs(x):
+                m.AddBoolOr([xu.Not(), xv.Not()])
+                self.symmetry_clauses += 1
         # resources
         m.Add(sum(opts[o].t * opts[o].d * var for (i, o), var in z.items()) <= k)
         m.Add(sum(opts[o].d * var for (i, o), var in z.items()) <= N)

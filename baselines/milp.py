@@ -214,12 +214,9 @@ class MilpModel:
                 prob += used[i + 1] <= used[i], f"Cord_{i}"
         # (X) the TMPC exchange rule of repeated layers
         if self.tmpc_symmetry:
-            for cu, cv in d.tmpc_exclusions():
-                for i in range(1, min(d.max_slot[cu.node], d.max_slot[cv.node]) + 1):
-                    xu, xv = x.get((cu.node, i, cu)), x.get((cv.node, i, cv))
-                    if xu is not None and xv is not None:
-                        self.symmetry_rows += 1
-                        prob += xu + xv <= 1, f"X_{self.symmetry_rows}"
+            for xu, xv in d.excluded_pairs(x):
+                self.symmetry_rows += 1
+                prob += xu + xv <= 1, f"X_{self.symmetry_rows}"
         # (D), through cum[v,i] = Σ_{h<=i} in[v,h] (continuous; = 1 from v's last
         # possible slot on): the same LP with O(n·L·|x|) instead of O(m·L²·|x|) nonzeros
         cum: dict[tuple[int, int], Any] = {}

@@ -73,13 +73,14 @@ def main(argv: list[str] | None = None) -> int:
             out.write(json.dumps(row) + "\n")
             out.flush()
             rows.append(row)
+    def cell(x: dict) -> str:
+        if x["status"] in ("optimal", "infeasible"):
+            return f"{x['time_s']:.2f}" + (" (infeasible)" if x["status"] == "infeasible" else "")
+        return f">{args.time_limit:g}, {x['status']}"
+
     print("| case | repeated-layer classes | DP TPS | DP (s) | CP-SAT, rule on (s) | CP-SAT, rule off (s) |")
     print("|---|---|---|---|---|---|")
     for r in rows:
-        def cell(x: dict) -> str:
-            if x["status"] in ("optimal", "infeasible"):
-                return f"{x['time_s']:.2f}" + (" (infeasible)" if x["status"] == "infeasible" else "")
-            return f">{args.time_limit:g}, {x['status']}"
         dp_tps = "infeasible" if r["dp_tps"] is None else f"{r['dp_tps']:.6g}"
         print(f"| {r['case']} | {r['classes']} | {dp_tps} | {r['dp_s']:.2f} | {cell(r['on'])} "
               f"({r['on']['clauses']} clauses) | {cell(r['off'])} |")
