@@ -223,18 +223,17 @@ def repeated_layers(problem: Problem, seed: int, *, share: float = 0.7, jitter: 
         preds[e["destId"]].append(e["sourceId"])
         succs[e["sourceId"]].append(e["destId"])
     template = max(nodes, key=lambda nd: sum(len(lst) for lst in nd["TMPCs"].values()))["TMPCs"]
-    members = [nd for nd in nodes if rng.random() < share]
+    members = {nd["id"] for nd in nodes if rng.random() < share}
     for nd in nodes:
         if len(members) >= 2:
             break
-        if nd not in members:
-            members.append(nd)
+        members.add(nd["id"])
     unit = 2**20 if problem.memory_per_device >= 2**20 else 1
     for nd in nodes:
         # members; among the others, decoys that a symmetry rule must not pair with them:
         # the template's times but another memory (kind 1), or sync bytes that depend on
         # the TMPC (kind 2)
-        kind = 0 if any(nd is m for m in members) else (rng.choice((1, 2)) if rng.random() < decoys else -1)
+        kind = 0 if nd["id"] in members else (rng.choice((1, 2)) if rng.random() < decoys else -1)
         if kind < 0:
             continue
         factor = 1.0 if rng.random() < 0.5 else 1.0 + rng.uniform(-jitter, jitter)
