@@ -121,6 +121,32 @@ def test_agrees_with_brute_force_full_sweep(solver: str, request: pytest.Fixture
     print(f"{solver}: {counts} agree with brute force")
 
 
+def other_cluster(seed: int) -> Problem:
+    """Cluster shapes ``tiny`` never draws: k in {7, 8}, N in {3, 8, 12} (so d in {3, 6, 12}
+    as well as powers of two), t in {1} or {1, 4}, and memory from tight to loose."""
+    rng = random.Random(10_007 * seed)
+    return random_problem(
+        seed, n=2 + seed % 6, shape=("chain", "branchy")[(seed // 6) % 2], max_tmpcs=3,
+        devices=rng.choice((7, 8)), microbatches=rng.choice((3, 8, 12)),
+        degrees=rng.choice(((1,), (1, 4))), memory_tightness=rng.uniform(1.0, 3.0),
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("solver", list(SOLVERS))
+def test_other_cluster_shapes_sweep(solver: str, request: pytest.FixtureRequest) -> None:
+    if not _slow_enabled(request.config):
+        pytest.skip("full sweep: run with -m slow")
+    counts = {"optimal": 0, "infeasible": 0}
+    for seed in range(60):
+        problem = other_cluster(seed)
+        best = solve_brute(problem, ABLATIONS["default"])
+        check_against_oracle(problem, solver, ABLATIONS["default"], best)
+        counts["infeasible" if best.status == Status.INFEASIBLE else "optimal"] += 1
+    assert counts["optimal"] >= 25 and counts["infeasible"] >= 5
+    print(f"{solver}: other cluster shapes {counts} agree with brute force")
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("solver", list(SOLVERS))
 def test_warm_started_sweep(solver: str, request: pytest.FixtureRequest) -> None:
