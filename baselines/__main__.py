@@ -3,7 +3,7 @@
     python -m baselines solve --solver milp|milp-highs|cpsat|brute|dp|... FILE
         [--devices K] [--memory 8GiB] [--microbatches N] [--bandwidth 25GiB]
         [--time-limit S] [--threads N] [--no-dp] [--no-tp] [--no-ar]
-        [--warm-start PLAN.json] [--json]
+        [--warm-start PLAN.json [--split sequences]] [--json]
     python -m baselines export FILE OUT.lp|OUT.mps [cluster and ablation flags]
 
 ``--json`` prints one object {"tps", "status", "bound", "time_s", "plan", ...}; tps and
@@ -43,6 +43,9 @@ def _parser() -> ArgumentParser:
     add_cluster_args(so)
     add_ablation_args(so)
     so.add_argument("--warm-start", metavar="PLAN.json", help="a plan to start from: milp/cpsat then search only for better plans, and prove it optimal if there is none")
+    so.add_argument("--split", choices=("none", "sequences"), default="none",
+                    help="milp/cpsat with --warm-start: split the proof search over the stages' option sequences "
+                         "(one subproblem per sequence of (t, d); for small device counts, k <= 8 or so)")
     so.add_argument("--seed", type=int, default=0, help="solver random seed")
     so.add_argument("--verify", action="store_true", help="cpsat: re-prove an optimum with presolve off")
     so.add_argument("--log", action="store_true", help="show the solver's own log (on stdout; not with --json)")
@@ -72,6 +75,12 @@ def cmd_solve(args) -> int:
     params: dict = {"msg": bool(args.log)}
     if args.verify:
         params["verify"] = True
+    if args.split != "none":
+        if info.name not in ("milp", "milp-highs", "cpsat"):
+            raise UsageError(f"--split applies to milp, milp-highs and cpsat, not {info.name}")
+        if not args.warm_start:
+            raise UsageError("--split needs --warm-start (it splits the proof that no better plan exists)")
+        params["split"] = args.split
     warm = load_plan(args.warm_start) if args.warm_start else None
     options = options_from_args(args, warm_start=warm, seed=args.seed, params=params)
     if info.max_nodes is not None and problem.n > info.max_nodes:

@@ -70,6 +70,9 @@ also removes every choice with κ > cutoff and adds::
 
     (K) Σ_{v,ℓ} κ(v,o,ℓ) x[v,i,o,ℓ] <= cutoff · z[i,o]          ∀ i, o
 
+``params["split"] = "sequences"`` solves that model once per option sequence of the
+stages instead (:mod:`baselines._split`: with the sequence fixed, every y_i is known and
+(F), (G) lose their big-M); CBC proves the 16-layer branchy DAG at k = 8 that way.
 If that model is infeasible, the warm start is optimal (to 1e-6 relative, the same
 promise as the gap settings) and the bound is the cutoff; if it finds a plan, that
 plan is better and the search goes on below the warm start; at the time limit the warm
@@ -96,6 +99,7 @@ from __future__ import annotations
 import math
 import os
 import re
+import sys
 import tempfile
 import time
 import warnings
@@ -112,6 +116,7 @@ from piper.problem import Problem
 from piper.result import Result, SolverError, Status
 
 from ._model_data import Choice, ModelData, WarmStart, build_model_data, guarded_result
+from ._split import MAX_SEQUENCES, SPLIT_MODES, option_sequences, sequence_y
 
 __all__ = ["solve_milp", "build_milp", "write_lp", "write_mps", "MilpModel"]
 
@@ -348,6 +353,17 @@ class MilpModel:
                     var.setInitialValue(rcost.get(j, 0.0))
         self.T.setInitialValue(worst)
 
+    def fix_sequence(self, seq: tuple[int, ...] | None) -> None:
+        """Fix slot i to option seq[i-1] with its y (:func:`baselines._split.sequence_y`)
+        and the slots after the sequence unused, through the bounds of u; None frees them."""
+        ys = {} if seq is None else sequence_y(self.data, seq)
+        for (i, o, y), var in self.u.items():
+            if seq is None:
+                var.lowBound, var.upBound = 0, 1
+            else:
+                on = i <= len(seq) and seq[i - 1] == o and ys[i] == y
+                var.lowBound = var.upBound = 1 if on else 0
+
     # ------------------------------------------------------------------ reading
     def read_plan(self):
         assign: dict[int, tuple[int, Choice]] = {}
@@ -504,14 +520,17 @@ def _solve_once(
     data: ModelData, options: Options, backend: str, warm: WarmStart | None, deadline: float | None,
     cutoff: float | None = None,
     presolve_off: bool = False,
+    model: MilpModel | None = None,
 ) -> tuple[Status, Any, float | None, float, dict[str, Any]]:
     """Build and solve; returns (status, plan or None, objective, bound (problem units), stats).
 
     With ``cutoff`` (units of τ) only plans with T <= cutoff are sought (and ``warm``
-    is not passed as a MIP start: it is above the cutoff by construction).
+    is not passed as a MIP start: it is above the cutoff by construction). ``model``:
+    solve this one (built with the same ``cutoff``) instead of building it.
     """
     t0 = time.perf_counter()
-    model = MilpModel(data, cutoff, tmpc_symmetry=bool(options.params.get("tmpc_symmetry", True)))
+    if model is None:
+        model = MilpModel(data, cutoff, tmpc_symmetry=bool(options.params.get("tmpc_symmetry", True)))
     if cutoff is None and warm is not None:
         model.set_warm_start(warm)
     build_s = time.perf_counter() - t0
@@ -578,7 +597,7 @@ def _solve_once(
             # certify a worse one as optimal (seen on tests/test_exact_models.py's tiny(95)):
             # whatever it claimed, solve again without presolve.
             status2, plan2, obj2, bound2, stats2 = _solve_once(
-                data, options, backend, warm, deadline, cutoff, presolve_off=True
+                data, options, backend, warm, deadline, cutoff, presolve_off=True, model=model
             )
             stats2.setdefault("guards", []).append(
                 "HiGHS reported a solution with untransformed (postsolve) violations; re-solved with presolve off"
@@ -640,6 +659,87 @@ def _solve_once(
     return status, plan, objective, max(0.0, bound_scaled) * data.tau, stats
 
 
+#: CBC options of the split's subproblems unless ``params["cbc_options"]`` is given: the
+#: subproblems are refutations, where heuristics find nothing and cuts cost more than they
+#: save (16-layer branchy k=8, 287 sequences: 103 s with CBC's defaults, 91 s heuristics
+#: off, 89 s cuts off, 74 s both off; one run each)
+SPLIT_CBC_OPTIONS = ("heur off", "cuts off")
+
+
+def _split_search(data: ModelData, options: Options, backend: str, warm: WarmStart, deadline: float | None,
+                  cutoff: float) -> tuple[Status, Any, float | None, float, dict[str, Any]]:
+    """The cutoff search below ``warm`` split over option sequences (:mod:`baselines._split`).
+
+    One model per cutoff; each sequence fixes its u bounds (:meth:`MilpModel.fix_sequence`)
+    and is solved to the end. Infeasible: the sequence is ruled out. A plan: the sequence's
+    best plan (the subproblem is minimised) becomes the incumbent, the cutoff moves below it
+    and the model is rebuilt. The result reads like :func:`_solve_once`'s with the
+    cutoff: INFEASIBLE when every sequence is ruled out and no plan was found below the
+    warm start (``solve_milp`` then calls the warm start optimal), OPTIMAL with the best
+    plan found when every sequence is done, else FEASIBLE / UNKNOWN.
+    """
+    t0 = time.perf_counter()
+    limit = int(options.params.get("max_sequences", MAX_SEQUENCES))
+    if "cbc_options" not in options.params and backend == "cbc":
+        options = replace(options, params={**options.params, "cbc_options": list(SPLIT_CBC_OPTIONS)})
+    symmetry = bool(options.params.get("tmpc_symmetry", True))
+    done: set[tuple[int, ...]] = set()
+    best_plan, best_obj, improved = None, None, 0
+    counts: dict[str, int] = {}
+    timed_out = False
+    total = None
+    last_progress = time.perf_counter()
+    while True:
+        model = MilpModel(data, cutoff, tmpc_symmetry=symmetry)
+        seqs = [] if model.unplaceable else option_sequences(data, cutoff, lambda c: c.kappa, limit=limit)
+        if seqs is None:
+            raise SolverError(
+                f"params['split'] = 'sequences': more than {limit} option sequences on this instance "
+                f"(k = {data.problem.devices}); raise params['max_sequences'] or use split = 'none'"
+            )
+        total = len(seqs) if total is None else total
+        restart = False
+        for seq in seqs:
+            if seq in done:
+                continue
+            if deadline is not None and deadline - time.perf_counter() <= 0.5:
+                timed_out = True
+                break
+            model.fix_sequence(seq)
+            status, plan, objective, _bound, st = _solve_once(data, options, backend, None, deadline, cutoff, model=model)
+            counts[status.value] = counts.get(status.value, 0) + 1
+            if status == Status.INFEASIBLE:
+                done.add(seq)
+            elif status == Status.OPTIMAL and plan is not None:
+                done.add(seq)  # the sequence's best plan: nothing below it in this sequence
+                best_plan, best_obj, improved = plan, objective, improved + 1
+                cutoff = objective / data.tau * (1.0 - CUTOFF_REL)
+                restart = True
+                break
+            else:
+                if plan is not None:  # stopped with a plan: better than the warm start, unproven
+                    best_plan, best_obj = plan, None
+                timed_out = True
+                break
+            if options.progress and time.perf_counter() - last_progress > 5:
+                last_progress = time.perf_counter()
+                print(f"milp split: {len(done)}/{len(seqs)} sequences done, {time.perf_counter() - t0:.1f} s",
+                      file=sys.stderr, flush=True)
+        if not restart:
+            break
+    stats: dict[str, Any] = {
+        "backend": backend, **model.size(), "tau": data.tau, "symmetry_rows": model.symmetry_rows,
+        "split": {"mode": "sequences", "sequences": total, "done": len(done), "improved": improved,
+                  "subproblems": counts, "cbc_options": list(options.params.get("cbc_options", []))},
+        "solve_s": time.perf_counter() - t0,
+    }
+    if timed_out:
+        return (Status.FEASIBLE if best_plan is not None else Status.UNKNOWN), best_plan, None, 0.0, stats
+    if best_plan is None:
+        return Status.INFEASIBLE, None, None, math.inf, stats
+    return Status.OPTIMAL, best_plan, best_obj, best_obj * (1.0 - CUTOFF_REL), stats
+
+
 def solve_milp(problem: Problem, options: Options | None = None) -> Result:
     """Solve ``problem`` exactly with the MILP of the module docstring.
 
@@ -647,7 +747,10 @@ def solve_milp(problem: Problem, options: Options | None = None) -> Result:
     ``gap_abs`` (absolute gap in units of τ, default 1e-9), ``cutoff`` (default True: a
     warm start becomes a cutoff, see the module docstring), ``cbc_options`` (extra CBC
     command-line options, e.g. ["heuristicsOnOff off"]), ``tmpc_symmetry`` (default True:
-    the rows (X)).
+    the rows (X)), ``split`` ("none" or "sequences": the cutoff search split over the
+    stages' option sequences, :mod:`baselines._split`, with :data:`SPLIT_CBC_OPTIONS`
+    unless ``cbc_options`` is given; needs a warm start), ``max_sequences`` (default
+    20,000).
     """
     options = options or Options()
     start = time.perf_counter()
@@ -671,8 +774,18 @@ def solve_milp(problem: Problem, options: Options | None = None) -> Result:
     cutoff = None
     if warm is not None and options.params.get("cutoff", True):
         cutoff = warm.tps / data.tau * (1.0 - CUTOFF_REL)
+    split = str(options.params.get("split", "none"))
+    if split not in SPLIT_MODES:
+        raise SolverError(f"params['split'] must be one of {', '.join(SPLIT_MODES)}, not {split!r}")
+    if split == "sequences" and cutoff is None:
+        raise SolverError("params['split'] = 'sequences' splits a proof search below a warm start: "
+                          "give a usable warm start (e.g. the DP's plan) and keep params['cutoff'] on"
+                          + (f"; this warm start is not usable: {warm_msg}" if warm_msg else ""))
     with _quiet_pulp():
-        status, plan, objective, bound, stats = _solve_once(data, options, backend, warm, deadline, cutoff)
+        if split == "sequences":
+            status, plan, objective, bound, stats = _split_search(data, options, backend, warm, deadline, cutoff)
+        else:
+            status, plan, objective, bound, stats = _solve_once(data, options, backend, warm, deadline, cutoff)
     if cutoff is not None:
         stats["cutoff"] = cutoff * data.tau
         if status == Status.INFEASIBLE:
