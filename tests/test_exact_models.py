@@ -576,7 +576,7 @@ def test_tmpc_exchange_rule_proves_bert_without_it_cannot() -> None:
 
 def test_bench_exact_workloads_runs_and_agrees(tmp_path: Path) -> None:
     """The workloads benchmark on its GNMT case (CP-SAT proves the DP's plan with and
-    without the exchange rule, about 11 s), and its exit status 2 on bad --cases."""
+    without the exchange rule and split, about 12 s), and its exit status 2 on bad --cases."""
     out = tmp_path / "runs.jsonl"
     proc = subprocess.run([sys.executable, "-m", "experiments.bench_exact_workloads", "--cases", "5", "--out",
                            str(out)], capture_output=True, text=True, cwd=ROOT, timeout=600)
@@ -586,6 +586,8 @@ def test_bench_exact_workloads_runs_and_agrees(tmp_path: Path) -> None:
     for key in ("on", "off"):
         assert row[key]["status"] == "optimal" and row[key]["tps"] == pytest.approx(row["dp_tps"], rel=1e-9)
     assert row["on"]["clauses"] > 0 == row["off"]["clauses"]
+    assert row["split"]["status"] == "optimal" and row["split"]["tps"] == pytest.approx(row["dp_tps"], rel=1e-9)
+    assert row["split"]["refuted"] == row["split"]["sequences"]
     assert "| GNMT k=4" in proc.stdout
     bad = subprocess.run([sys.executable, "-m", "experiments.bench_exact_workloads", "--cases", "9"],
                          capture_output=True, text=True, cwd=ROOT, timeout=60)
