@@ -725,6 +725,8 @@ def _split_search(data: ModelData, options: Options, warm: WarmStart, deadline: 
         if len(seq) < data.slots:
             m.Add(m.GetBoolVarFromProtoIndex(model.used[len(seq) + 1].Index()) == 0)
         solver = solver_parameters(options, remaining, proof=True)
+        # the split's own progress lines replace CP-SAT's log (one per subproblem) unless asked
+        solver.parameters.log_search_progress = bool(options.params.get("msg", False))
         code = solver.Solve(m)
         name = solver.StatusName(code)
         code_counts[name] = code_counts.get(name, 0) + 1

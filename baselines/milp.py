@@ -682,6 +682,8 @@ def _split_search(data: ModelData, options: Options, backend: str, warm: WarmSta
     limit = int(options.params.get("max_sequences", MAX_SEQUENCES))
     if "cbc_options" not in options.params and backend == "cbc":
         options = replace(options, params={**options.params, "cbc_options": list(SPLIT_CBC_OPTIONS)})
+    if "msg" not in options.params:  # the split's own progress lines replace the solver logs
+        options = replace(options, params={**options.params, "msg": False})
     symmetry = bool(options.params.get("tmpc_symmetry", True))
     done: set[tuple[int, ...]] = set()
     best_plan, best_obj, improved = None, None, 0
