@@ -101,6 +101,7 @@ import os
 import re
 import sys
 import tempfile
+import threading
 import time
 import warnings
 from collections.abc import Iterator
@@ -670,8 +671,9 @@ def _split_search(data: ModelData, options: Options, backend: str, warm: WarmSta
                   cutoff: float) -> tuple[Status, Any, float | None, float, dict[str, Any]]:
     """The cutoff search below ``warm`` split over option sequences (:mod:`baselines._split`).
 
-    One model per cutoff; each sequence fixes its u bounds (:meth:`MilpModel.fix_sequence`)
-    and is solved to the end. Infeasible: the sequence is ruled out. A plan: the sequence's
+    One model per cutoff and worker (``params["split_workers"]``, default ``threads``: that
+    many single-threaded solves at once); each sequence fixes its u bounds
+    (:meth:`MilpModel.fix_sequence`) and is solved to the end. Infeasible: the sequence is ruled out. A plan: the sequence's
     best plan (the subproblem is minimised) becomes the incumbent, the cutoff moves below it
     and the model is rebuilt. The result reads like :func:`_solve_once`'s with the
     cutoff: INFEASIBLE when every sequence is ruled out and no plan was found below the
@@ -685,14 +687,19 @@ def _split_search(data: ModelData, options: Options, backend: str, warm: WarmSta
     if "msg" not in options.params:  # the split's own progress lines replace the solver logs
         options = replace(options, params={**options.params, "msg": False})
     symmetry = bool(options.params.get("tmpc_symmetry", True))
+    # one single-threaded solver per worker, each with its own copy of the model
+    workers = max(1, int(options.params.get("split_workers", options.threads)))
+    sub_options = replace(options, threads=1)
     done: set[tuple[int, ...]] = set()
     best_plan, best_obj, improved = None, None, 0
     counts: dict[str, int] = {}
     timed_out = False
     total = None
-    last_progress = time.perf_counter()
+    lock = threading.Lock()
+    last_progress = [time.perf_counter()]
     while True:
-        model = MilpModel(data, cutoff, tmpc_symmetry=symmetry)
+        models = [MilpModel(data, cutoff, tmpc_symmetry=symmetry) for _ in range(workers)]
+        model = models[0]
         seqs = [] if model.unplaceable else option_sequences(data, cutoff, lambda c: c.kappa, limit=limit)
         if seqs is None:
             raise SolverError(
@@ -700,34 +707,54 @@ def _split_search(data: ModelData, options: Options, backend: str, warm: WarmSta
                 f"(k = {data.problem.devices}); raise params['max_sequences'] or use split = 'none'"
             )
         total = len(seqs) if total is None else total
-        restart = False
-        for seq in seqs:
-            if seq in done:
-                continue
-            if deadline is not None and deadline - time.perf_counter() <= 0.5:
-                timed_out = True
-                break
-            model.fix_sequence(seq)
-            status, plan, objective, _bound, st = _solve_once(data, options, backend, None, deadline, cutoff, model=model)
-            counts[status.value] = counts.get(status.value, 0) + 1
-            if status == Status.INFEASIBLE:
-                done.add(seq)
-            elif status == Status.OPTIMAL and plan is not None:
-                done.add(seq)  # the sequence's best plan: nothing below it in this sequence
-                best_plan, best_obj, improved = plan, objective, improved + 1
-                cutoff = objective / data.tau * (1.0 - CUTOFF_REL)
-                restart = True
-                break
-            else:
-                if plan is not None:  # stopped with a plan: better than the warm start, unproven
-                    best_plan, best_obj = plan, None
-                timed_out = True
-                break
-            if options.progress and time.perf_counter() - last_progress > 5:
-                last_progress = time.perf_counter()
-                print(f"milp split: {len(done)}/{len(seqs)} sequences done, {time.perf_counter() - t0:.1f} s",
-                      file=sys.stderr, flush=True)
-        if not restart:
+        queue = [s for s in reversed(seqs) if s not in done]  # pop() takes the shortest first
+        found: list[tuple[float, Any]] = []
+        stop = threading.Event()
+
+        def work(mdl: MilpModel) -> None:
+            nonlocal timed_out, best_plan
+            while not stop.is_set():
+                with lock:
+                    if not queue:
+                        return
+                    seq = queue.pop()
+                if deadline is not None and deadline - time.perf_counter() <= 0.5:
+                    timed_out = True
+                    stop.set()
+                    return
+                mdl.fix_sequence(seq)
+                status, plan, objective, _b, _s = _solve_once(data, sub_options, backend, None, deadline, cutoff,
+                                                              model=mdl)
+                with lock:
+                    counts[status.value] = counts.get(status.value, 0) + 1
+                    if status == Status.INFEASIBLE:
+                        done.add(seq)
+                    elif status == Status.OPTIMAL and plan is not None:
+                        done.add(seq)  # the sequence's best plan: nothing below it in this sequence
+                        found.append((objective, plan))
+                        stop.set()
+                    else:
+                        if plan is not None:  # stopped with a plan: better than the warm start, unproven
+                            best_plan = plan
+                        timed_out = True
+                        stop.set()
+                    if options.progress and time.perf_counter() - last_progress[0] > 5:
+                        last_progress[0] = time.perf_counter()
+                        print(f"milp split: {len(done)}/{len(seqs)} sequences done, "
+                              f"{time.perf_counter() - t0:.1f} s", file=sys.stderr, flush=True)
+
+        threads = [threading.Thread(target=work, args=(mdl,), daemon=True) for mdl in models]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+        if found:
+            objective, plan = min(found, key=lambda f: f[0])
+            if best_obj is None or objective < best_obj:
+                best_plan, best_obj = plan, objective
+            improved += len(found)
+            cutoff = best_obj / data.tau * (1.0 - CUTOFF_REL)
+        if timed_out or not found:
             break
     stats: dict[str, Any] = {
         "backend": backend, **model.size(), "tau": data.tau, "symmetry_rows": model.symmetry_rows,
@@ -735,6 +762,7 @@ def _split_search(data: ModelData, options: Options, backend: str, warm: WarmSta
                   "subproblems": counts, "cbc_options": list(options.params.get("cbc_options", []))},
         "solve_s": time.perf_counter() - t0,
     }
+    stats["split"]["workers"] = workers
     if timed_out:
         return (Status.FEASIBLE if best_plan is not None else Status.UNKNOWN), best_plan, None, 0.0, stats
     if best_plan is None:
