@@ -119,6 +119,7 @@ from __future__ import annotations
 
 import math
 import sys
+import threading
 import time
 from dataclasses import replace
 from functools import reduce
@@ -707,51 +708,87 @@ def _split_search(data: ModelData, options: Options, warm: WarmStart, deadline: 
     seqs = sequences()
     total = len(seqs)
     build_s = time.perf_counter() - start
-    last_progress = time.perf_counter()
+    # that many single-worker CP-SAT searches at once (split_workers = 1: one at a time,
+    # each with options.threads workers)
+    workers = max(1, int(options.params.get("split_workers", options.threads)))
+    sub = options if workers == 1 else replace(options, threads=1, params={**options.params, "num_workers": 1})
+    lock = threading.Lock()
+    last_progress = [time.perf_counter()]
     timed_out = False
-    idx = 0
-    while idx < len(seqs):
-        seq = seqs[idx]
-        if seq in refuted:
-            idx += 1
-            continue
-        remaining = None if deadline is None else deadline - time.perf_counter()
-        if remaining is not None and remaining <= 0.01:
-            timed_out = True
-            break
-        m = model.m.Clone()
-        for i, o in enumerate(seq, 1):
-            m.Add(m.GetBoolVarFromProtoIndex(model.z[(i, o)].Index()) == 1)
-        if len(seq) < data.slots:
-            m.Add(m.GetBoolVarFromProtoIndex(model.used[len(seq) + 1].Index()) == 0)
-        solver = solver_parameters(options, remaining, proof=True)
-        # the split's own progress lines replace CP-SAT's log (one per subproblem) unless asked
-        solver.parameters.log_search_progress = bool(options.params.get("msg", False))
-        code = solver.Solve(m)
-        name = solver.StatusName(code)
-        code_counts[name] = code_counts.get(name, 0) + 1
-        if code == cp_model.INFEASIBLE:
-            refuted.add(seq)
-            idx += 1
-        elif code in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-            assign = {v: (i, c) for (v, i, c), var in model.x.items()
-                      if solver.BooleanValue(m.GetBoolVarFromProtoIndex(var.Index()))}
-            found = data.slots_from_plan(data.plan_from_slots(assign))
-            new_worst = None if found is None else model.stage_int(found)[0]
-            if new_worst is None or new_worst >= worst:
-                raise SolverError(f"CP-SAT found a plan at or above the cutoff in sequence {seq}: model bug")
-            best, worst, improved = found, new_worst, improved + 1
+    while True:
+        queue = [s for s in reversed(seqs) if s not in refuted]  # pop() takes the shortest first
+        found: list[tuple[int, WarmStart]] = []
+        stop = threading.Event()
+        current = model
+
+        def work() -> None:
+            nonlocal timed_out
+            while not stop.is_set():
+                with lock:
+                    if not queue:
+                        return
+                    seq = queue.pop()
+                    m = current.m.Clone()
+                remaining = None if deadline is None else deadline - time.perf_counter()
+                if remaining is not None and remaining <= 0.01:
+                    timed_out = True
+                    stop.set()
+                    return
+                for i, o in enumerate(seq, 1):
+                    m.Add(m.GetBoolVarFromProtoIndex(current.z[(i, o)].Index()) == 1)
+                if len(seq) < data.slots:
+                    m.Add(m.GetBoolVarFromProtoIndex(current.used[len(seq) + 1].Index()) == 0)
+                solver = solver_parameters(sub, remaining, proof=True)
+                # the split's progress lines replace CP-SAT's log (one per subproblem) unless asked
+                solver.parameters.log_search_progress = bool(options.params.get("msg", False))
+                code = solver.Solve(m)
+                with lock:
+                    name = solver.StatusName(code)
+                    code_counts[name] = code_counts.get(name, 0) + 1
+                    if code == cp_model.INFEASIBLE:
+                        refuted.add(seq)
+                    elif code in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+                        assign = {v: (i, c) for (v, i, c), var in current.x.items()
+                                  if solver.BooleanValue(m.GetBoolVarFromProtoIndex(var.Index()))}
+                        plan_found = data.slots_from_plan(data.plan_from_slots(assign))
+                        value = None if plan_found is None else current.stage_int(plan_found)[0]
+                        if value is None or value >= worst:
+                            raise SolverError(f"CP-SAT found a plan at or above the cutoff in sequence {seq}: "
+                                              "model bug")
+                        found.append((value, plan_found))
+                        stop.set()
+                    else:
+                        timed_out = True
+                        stop.set()
+                    if options.progress and time.perf_counter() - last_progress[0] > 5:
+                        last_progress[0] = time.perf_counter()
+                        print(f"cpsat split: {len(refuted)}/{len(seqs)} sequences refuted, "
+                              f"{time.perf_counter() - start:.1f} s", file=sys.stderr, flush=True)
+
+        errors: list[BaseException] = []
+
+        def guarded() -> None:
+            try:
+                work()
+            except BaseException as exc:  # re-raised in the caller's thread
+                errors.append(exc)
+                stop.set()
+
+        threads = [threading.Thread(target=guarded, daemon=True) for _ in range(workers)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+        if errors:
+            raise errors[0]
+        if found:
+            value, plan_found = min(found, key=lambda f: f[0])
+            best, worst, improved = plan_found, value, improved + len(found)
             model = build()
             model.add_cutoff(worst - 1)
             seqs = sequences()  # a subset of the old list (the cutoff only went down)
-            idx = 0
-        else:
-            timed_out = True
+        if timed_out or not found:
             break
-        if options.progress and time.perf_counter() - last_progress > 5:
-            last_progress = time.perf_counter()
-            print(f"cpsat split: {len(refuted)}/{len(seqs)} sequences refuted, {time.perf_counter() - start:.1f} s",
-                  file=sys.stderr, flush=True)
     stats: dict[str, Any] = {
         **model.size(),
         "build_s": build_s,
@@ -764,7 +801,7 @@ def _split_search(data: ModelData, options: Options, warm: WarmStart, deadline: 
         "num_workers": int(options.params.get("num_workers", max(1, int(options.threads)))),
         "warm_start": f"split proof search below the warm start (TPS {warm.tps!r})",
         "split": {"mode": "sequences", "sequences": total, "remaining_at_cutoff": len(seqs),
-                  "refuted": len(refuted), "improved": improved, "cp_status": code_counts},
+                  "refuted": len(refuted), "improved": improved, "cp_status": code_counts, "workers": workers},
     }
     objective = worst * unit
     if not timed_out:
