@@ -439,6 +439,14 @@ class _CbcDeadline(pulp.PULP_CBC_CMD):  # type: ignore[misc,valid-type]
         self._time_limit = value
 
 
+#: HiGHS keeps one global thread scheduler per process, and a run whose ``threads`` differs
+#: from the scheduler's fails ("Not Solved"; seen after a 2-thread solve followed by a
+#: 1-thread one). Runs are counted under this lock; the scheduler is reset to the new count
+#: when none is running, otherwise the run joins the running scheduler's count.
+_HIGHS_LOCK = threading.Lock()
+_HIGHS_STATE: dict[str, Any] = {"threads": None, "active": 0}
+
+
 class _HiGHSWarm(pulp.HiGHS):  # type: ignore[misc,valid-type]
     """PuLP's HiGHS interface plus a MIP start from the variables' initial values, and a
     time limit set from the deadline after PuLP has built the HiGHS model."""
@@ -455,17 +463,16 @@ class _HiGHSWarm(pulp.HiGHS):  # type: ignore[misc,valid-type]
         if self.msg:
             super().createAndConfigureSolver(lp)
             return
-        import sys
-
-        sys.stdout.flush()
-        saved = os.dup(1)
-        try:
-            with open(os.devnull, "w") as null:
-                os.dup2(null.fileno(), 1)
-                super().createAndConfigureSolver(lp)
-        finally:
-            os.dup2(saved, 1)
-            os.close(saved)
+        with _HIGHS_LOCK:  # fd 1 is process-wide: one redirect at a time (the split's workers)
+            sys.stdout.flush()
+            saved = os.dup(1)
+            try:
+                with open(os.devnull, "w") as null:
+                    os.dup2(null.fileno(), 1)
+                    super().createAndConfigureSolver(lp)
+            finally:
+                os.dup2(saved, 1)
+                os.close(saved)
 
     def callSolver(self, lp: pulp.LpProblem) -> None:  # noqa: N802 (PuLP's name)
         import highspy
@@ -482,7 +489,20 @@ class _HiGHSWarm(pulp.HiGHS):  # type: ignore[misc,valid-type]
                 pass
         if self.deadline is not None:
             h.setOptionValue("time_limit", max(0.5, self.deadline - time.perf_counter()))
-        h.run()
+        with _HIGHS_LOCK:
+            want = h.getOptionValue("threads")
+            if _HIGHS_STATE["threads"] != want:
+                if _HIGHS_STATE["active"] == 0:
+                    highspy.Highs.resetGlobalScheduler(True)
+                    _HIGHS_STATE["threads"] = want
+                else:
+                    h.setOptionValue("threads", _HIGHS_STATE["threads"])
+            _HIGHS_STATE["active"] += 1
+        try:
+            h.run()
+        finally:
+            with _HIGHS_LOCK:
+                _HIGHS_STATE["active"] -= 1
         info = h.getInfo()
         self.info = {
             "mip_dual_bound": float(info.mip_dual_bound),

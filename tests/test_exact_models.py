@@ -592,3 +592,15 @@ def test_bench_exact_workloads_runs_and_agrees(tmp_path: Path) -> None:
     bad = subprocess.run([sys.executable, "-m", "experiments.bench_exact_workloads", "--cases", "9"],
                          capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert bad.returncode == 2 and "--cases" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_highs_runs_with_changing_thread_counts_in_one_process() -> None:
+    """HiGHS has one thread scheduler per process: a run with another ``threads`` than
+    the scheduler's came back "Not Solved" (unknown) until milp.py reset the scheduler
+    between runs (and the split runs single-threaded solves beside each other)."""
+    seed = _feasible_seed()
+    best = oracle(seed)
+    for threads in (2, 1, 2, 1):
+        res = SOLVERS["milp-highs"](tiny(seed), replace(ABLATIONS["default"], threads=threads))
+        assert res.status == Status.OPTIMAL, (threads, res.stats.get("pulp_status"))
+        assert res.tps == pytest.approx(best.tps, rel=REL)
