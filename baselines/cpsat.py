@@ -109,10 +109,12 @@ tree searches, and the pure CP/SAT one (no_lp) found the proof.
 ``params["split"] = "sequences"`` runs that proof search once per option sequence of the
 stages (:mod:`baselines._split`), on a copy of the model with z[i, o_i] = 1 for every
 slot of the sequence and the next slot unused: D_i, y_i and the slots' devices become
-constants and presolve often refutes the copy alone. ResNet-50 at k = 8 (126 sequences)
-is proven in 21-23 s that way, where the whole model had no proof after 300 s. The
-number of sequences grows like the compositions of k: the 16-layer branchy DAG at k = 8
-has 287 (9.5 s, against 1.8 s for the whole model), k = 16 about 270,000 (refused).
+constants and presolve often refutes the copy alone. ``params["split_workers"]``
+(default ``threads``) single-worker searches run at once (1: one at a time with
+``threads`` workers each). ResNet-50 at k = 8 (126 sequences) is proven in 11-12 s that
+way (20.6 s one at a time), where the whole model had no proof after 300 s. The number
+of sequences grows like the compositions of k: the 16-layer branchy DAG at k = 8 has 287
+(7.0 s, against 1.8 s for the whole model), k = 16 about 270,000 (refused).
 """
 
 from __future__ import annotations
@@ -575,7 +577,8 @@ def solve_cpsat(problem: Problem, options: Options | None = None) -> Result:
     (default True: the TMPC exchange rule of repeated layers), ``split`` ("none" or
     "sequences": the proof search below the warm start split over the stages' option
     sequences, :mod:`baselines._split`; needs a warm start), ``max_sequences`` (default
-    20,000: the split refuses instances with more sequences).
+    20,000: the split refuses instances with more sequences), ``split_workers`` (default
+    ``threads``: that many single-worker searches of the split at once).
     """
     options = options or Options()
     start = time.perf_counter()

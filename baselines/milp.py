@@ -800,7 +800,7 @@ def solve_milp(problem: Problem, options: Options | None = None) -> Result:
     the rows (X)), ``split`` ("none" or "sequences": the cutoff search split over the
     stages' option sequences, :mod:`baselines._split`, with :data:`SPLIT_CBC_OPTIONS`
     unless ``cbc_options`` is given; needs a warm start), ``max_sequences`` (default
-    20,000).
+    20,000), ``split_workers`` (default ``threads``: single-threaded solves at once).
     """
     options = options or Options()
     start = time.perf_counter()

@@ -162,7 +162,7 @@ def _first_feasible() -> int:
 
 def test_split_proves_resnet50_k8() -> None:
     """The case the split is for: CP-SAT's proof search on ResNet-50 (k = 8, 16 GiB) had
-    no proof after 300 s as one model; split over its 126 sequences it took 21-23 s."""
+    no proof after 300 s as one model; split over its 126 sequences it took 11-12 s."""
     from baselines import solve
 
     problem = load_problem(ROOT / "experiments" / "workloads" / "resnet.json").with_cluster(
