@@ -26,11 +26,12 @@ branchy instance at k = 8, about 270,000 at k = 16), so the split is for small k
 from __future__ import annotations
 
 import math
+import threading
 from collections.abc import Callable
 
 from ._model_data import Choice, ModelData
 
-__all__ = ["option_sequences", "sequence_y", "MAX_SEQUENCES", "SPLIT_MODES"]
+__all__ = ["option_sequences", "sequence_y", "solve_sequences", "MAX_SEQUENCES", "SPLIT_MODES"]
 
 #: default cap on the number of subproblems (``params["max_sequences"]``)
 MAX_SEQUENCES = 20_000
@@ -105,3 +106,59 @@ def sequence_y(data: ModelData, seq: tuple[int, ...]) -> dict[int, int]:
         suffix += d
         ys[i] = -(-suffix // d)
     return ys
+
+
+def solve_sequences(
+    seqs: list[tuple[int, ...]],
+    solve_one: Callable[[int, tuple[int, ...]], tuple[str, object]],
+    record: Callable[[tuple[int, ...], str, object], None],
+    workers: int,
+) -> tuple[list[object], bool]:
+    """Run ``solve_one(worker, seq)`` over ``seqs`` (in order) on ``workers`` threads.
+
+    ``solve_one`` returns (outcome, payload): "refuted" (no plan below the cutoff in
+    this sequence), "found" (a plan below it: payload) or "stop" (time limit, or a plan
+    not proven best in its sequence). ``record(seq, outcome, payload)`` is called under
+    one lock for every result. After a "found" or "stop" no new sequence is started (the
+    ones running finish). An exception in a worker stops the others and is raised here,
+    so a sequence is never silently left out. Returns (found payloads, stopped).
+    """
+    queue = list(reversed(seqs))  # pop() takes them in order
+    lock = threading.Lock()
+    halt = threading.Event()
+    found: list[object] = []
+    stopped = False
+    errors: list[BaseException] = []
+
+    def work(worker: int) -> None:
+        nonlocal stopped
+        try:
+            while not halt.is_set():
+                with lock:
+                    if not queue:
+                        return
+                    seq = queue.pop()
+                outcome, payload = solve_one(worker, seq)
+                with lock:
+                    record(seq, outcome, payload)
+                    if outcome == "found":
+                        found.append(payload)
+                        halt.set()
+                    elif outcome == "stop":
+                        stopped = True
+                        halt.set()
+                    elif outcome != "refuted":
+                        raise ValueError(f"unknown outcome {outcome!r}")
+        except BaseException as exc:  # raised again in the caller's thread
+            with lock:
+                errors.append(exc)
+            halt.set()
+
+    threads = [threading.Thread(target=work, args=(w,), daemon=True) for w in range(max(1, workers))]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    if errors:
+        raise errors[0]
+    return found, stopped

@@ -121,7 +121,6 @@ from __future__ import annotations
 
 import math
 import sys
-import threading
 import time
 from dataclasses import replace
 from functools import reduce
@@ -134,7 +133,7 @@ from piper.problem import Problem
 from piper.result import Result, SolverError, Status
 
 from ._model_data import Choice, ModelData, WarmStart, build_model_data, guarded_result
-from ._split import MAX_SEQUENCES, SPLIT_MODES, option_sequences
+from ._split import MAX_SEQUENCES, SPLIT_MODES, option_sequences, solve_sequences
 
 __all__ = ["solve_cpsat", "CpsatModel", "solver_parameters", "memory_scaling"]
 
@@ -715,77 +714,49 @@ def _split_search(data: ModelData, options: Options, warm: WarmStart, deadline: 
     # each with options.threads workers)
     workers = max(1, int(options.params.get("split_workers", options.threads)))
     sub = options if workers == 1 else replace(options, threads=1, params={**options.params, "num_workers": 1})
-    lock = threading.Lock()
-    last_progress = [time.perf_counter()]
-    timed_out = False
+    last_progress = time.perf_counter()
     while True:
-        queue = [s for s in reversed(seqs) if s not in refuted]  # pop() takes the shortest first
-        found: list[tuple[int, WarmStart]] = []
-        stop = threading.Event()
         current = model
 
-        def work() -> None:
-            nonlocal timed_out
-            while not stop.is_set():
-                with lock:
-                    if not queue:
-                        return
-                    seq = queue.pop()
-                    m = current.m.Clone()
-                remaining = None if deadline is None else deadline - time.perf_counter()
-                if remaining is not None and remaining <= 0.01:
-                    timed_out = True
-                    stop.set()
-                    return
-                for i, o in enumerate(seq, 1):
-                    m.Add(m.GetBoolVarFromProtoIndex(current.z[(i, o)].Index()) == 1)
-                if len(seq) < data.slots:
-                    m.Add(m.GetBoolVarFromProtoIndex(current.used[len(seq) + 1].Index()) == 0)
-                solver = solver_parameters(sub, remaining, proof=True)
-                # the split's progress lines replace CP-SAT's log (one per subproblem) unless asked
-                solver.parameters.log_search_progress = bool(options.params.get("msg", False))
-                code = solver.Solve(m)
-                with lock:
-                    name = solver.StatusName(code)
-                    code_counts[name] = code_counts.get(name, 0) + 1
-                    if code == cp_model.INFEASIBLE:
-                        refuted.add(seq)
-                    elif code in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-                        assign = {v: (i, c) for (v, i, c), var in current.x.items()
-                                  if solver.BooleanValue(m.GetBoolVarFromProtoIndex(var.Index()))}
-                        plan_found = data.slots_from_plan(data.plan_from_slots(assign))
-                        value = None if plan_found is None else current.stage_int(plan_found)[0]
-                        if value is None or value >= worst:
-                            raise SolverError(f"CP-SAT found a plan at or above the cutoff in sequence {seq}: "
-                                              "model bug")
-                        found.append((value, plan_found))
-                        stop.set()
-                    else:
-                        timed_out = True
-                        stop.set()
-                    if options.progress and time.perf_counter() - last_progress[0] > 5:
-                        last_progress[0] = time.perf_counter()
-                        print(f"cpsat split: {len(refuted)}/{len(seqs)} sequences refuted, "
-                              f"{time.perf_counter() - start:.1f} s", file=sys.stderr, flush=True)
+        def solve_one(_worker: int, seq: tuple[int, ...]) -> tuple[str, object]:
+            remaining = None if deadline is None else deadline - time.perf_counter()
+            if remaining is not None and remaining <= 0.01:
+                return "stop", ("not started", None)
+            m = current.m.Clone()
+            for i, o in enumerate(seq, 1):
+                m.Add(m.GetBoolVarFromProtoIndex(current.z[(i, o)].Index()) == 1)
+            if len(seq) < data.slots:
+                m.Add(m.GetBoolVarFromProtoIndex(current.used[len(seq) + 1].Index()) == 0)
+            solver = solver_parameters(sub, remaining, proof=True)
+            # the split's progress lines replace CP-SAT's log (one per subproblem) unless asked
+            solver.parameters.log_search_progress = bool(options.params.get("msg", False))
+            code = solver.Solve(m)
+            name = solver.StatusName(code)
+            if code == cp_model.INFEASIBLE:
+                return "refuted", (name, None)
+            if code not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+                return "stop", (name, None)
+            assign = {v: (i, c) for (v, i, c), var in current.x.items()
+                      if solver.BooleanValue(m.GetBoolVarFromProtoIndex(var.Index()))}
+            plan_found = data.slots_from_plan(data.plan_from_slots(assign))
+            value = None if plan_found is None else current.stage_int(plan_found)[0]
+            if value is None or value >= worst:
+                raise SolverError(f"CP-SAT found a plan at or above the cutoff in sequence {seq}: model bug")
+            return "found", (name, (value, plan_found))
 
-        errors: list[BaseException] = []
+        def record(seq: tuple[int, ...], outcome: str, payload: Any) -> None:
+            nonlocal last_progress
+            code_counts[payload[0]] = code_counts.get(payload[0], 0) + 1
+            if outcome == "refuted":
+                refuted.add(seq)
+            if options.progress and time.perf_counter() - last_progress > 5:
+                last_progress = time.perf_counter()
+                print(f"cpsat split: {len(refuted)} sequences refuted ({len(seqs)} at the current cutoff), "
+                      f"{time.perf_counter() - start:.1f} s", file=sys.stderr, flush=True)
 
-        def guarded() -> None:
-            try:
-                work()
-            except BaseException as exc:  # re-raised in the caller's thread
-                errors.append(exc)
-                stop.set()
-
-        threads = [threading.Thread(target=guarded, daemon=True) for _ in range(workers)]
-        for th in threads:
-            th.start()
-        for th in threads:
-            th.join()
-        if errors:
-            raise errors[0]
+        found, timed_out = solve_sequences([s for s in seqs if s not in refuted], solve_one, record, workers)
         if found:
-            value, plan_found = min(found, key=lambda f: f[0])
+            value, plan_found = min((p[1] for p in found), key=lambda f: f[0])  # type: ignore[index]
             best, worst, improved = plan_found, value, improved + len(found)
             model = build()
             model.add_cutoff(worst - 1)

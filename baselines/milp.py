@@ -117,7 +117,7 @@ from piper.problem import Problem
 from piper.result import Result, SolverError, Status
 
 from ._model_data import Choice, ModelData, WarmStart, build_model_data, guarded_result
-from ._split import MAX_SEQUENCES, SPLIT_MODES, option_sequences, sequence_y
+from ._split import MAX_SEQUENCES, SPLIT_MODES, option_sequences, sequence_y, solve_sequences
 
 __all__ = ["solve_milp", "build_milp", "write_lp", "write_mps", "MilpModel"]
 
@@ -713,10 +713,8 @@ def _split_search(data: ModelData, options: Options, backend: str, warm: WarmSta
     done: set[tuple[int, ...]] = set()
     best_plan, best_obj, improved = None, None, 0
     counts: dict[str, int] = {}
-    timed_out = False
     total = None
-    lock = threading.Lock()
-    last_progress = [time.perf_counter()]
+    last_progress = time.perf_counter()
     while True:
         models = [MilpModel(data, cutoff, tmpc_symmetry=symmetry) for _ in range(workers)]
         model = models[0]
@@ -727,49 +725,36 @@ def _split_search(data: ModelData, options: Options, backend: str, warm: WarmSta
                 f"(k = {data.problem.devices}); raise params['max_sequences'] or use split = 'none'"
             )
         total = len(seqs) if total is None else total
-        queue = [s for s in reversed(seqs) if s not in done]  # pop() takes the shortest first
-        found: list[tuple[float, Any]] = []
-        stop = threading.Event()
 
-        def work(mdl: MilpModel) -> None:
-            nonlocal timed_out, best_plan
-            while not stop.is_set():
-                with lock:
-                    if not queue:
-                        return
-                    seq = queue.pop()
-                if deadline is not None and deadline - time.perf_counter() <= 0.5:
-                    timed_out = True
-                    stop.set()
-                    return
-                mdl.fix_sequence(seq)
-                status, plan, objective, _b, _s = _solve_once(data, sub_options, backend, None, deadline, cutoff,
-                                                              model=mdl)
-                with lock:
-                    counts[status.value] = counts.get(status.value, 0) + 1
-                    if status == Status.INFEASIBLE:
-                        done.add(seq)
-                    elif status == Status.OPTIMAL and plan is not None:
-                        done.add(seq)  # the sequence's best plan: nothing below it in this sequence
-                        found.append((objective, plan))
-                        stop.set()
-                    else:
-                        if plan is not None:  # stopped with a plan: better than the warm start, unproven
-                            best_plan = plan
-                        timed_out = True
-                        stop.set()
-                    if options.progress and time.perf_counter() - last_progress[0] > 5:
-                        last_progress[0] = time.perf_counter()
-                        print(f"milp split: {len(done)}/{len(seqs)} sequences done, "
-                              f"{time.perf_counter() - t0:.1f} s", file=sys.stderr, flush=True)
+        def solve_one(worker: int, seq: tuple[int, ...]) -> tuple[str, Any]:
+            if deadline is not None and deadline - time.perf_counter() <= 0.5:
+                return "stop", (None, None)
+            mdl = models[worker]
+            mdl.fix_sequence(seq)
+            status, plan, objective, _b, _s = _solve_once(data, sub_options, backend, None, deadline, cutoff, model=mdl)
+            if status == Status.INFEASIBLE:
+                return "refuted", (status, None)
+            if status == Status.OPTIMAL and plan is not None:  # the sequence's best plan
+                return "found", (status, (objective, plan))
+            return "stop", (status, plan)  # time limit; a plan here is better but unproven
 
-        threads = [threading.Thread(target=work, args=(mdl,), daemon=True) for mdl in models]
-        for th in threads:
-            th.start()
-        for th in threads:
-            th.join()
+        def record(seq: tuple[int, ...], outcome: str, payload: Any) -> None:
+            nonlocal best_plan, last_progress
+            status, extra = payload
+            if status is not None:
+                counts[status.value] = counts.get(status.value, 0) + 1
+            if outcome in ("refuted", "found"):
+                done.add(seq)  # found: nothing below the sequence's best plan in it
+            elif extra is not None:
+                best_plan = extra
+            if options.progress and time.perf_counter() - last_progress > 5:
+                last_progress = time.perf_counter()
+                print(f"milp split: {len(done)} sequences done ({len(seqs)} at the current cutoff), "
+                      f"{time.perf_counter() - t0:.1f} s", file=sys.stderr, flush=True)
+
+        found, timed_out = solve_sequences([s for s in seqs if s not in done], solve_one, record, workers)
         if found:
-            objective, plan = min(found, key=lambda f: f[0])
+            objective, plan = min((p[1] for p in found), key=lambda f: f[0])
             if best_obj is None or objective < best_obj:
                 best_plan, best_obj = plan, objective
             improved += len(found)

@@ -194,3 +194,28 @@ def test_cli_split(tmp_path: Path) -> None:
         bad = _run("solve", *args)
         assert bad.returncode == 2 and words in bad.stderr and "Traceback" not in bad.stderr
         assert len(bad.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("workers", [1, 2, 3])
+def test_solve_sequences_records_everything_and_raises_worker_errors(workers: int) -> None:
+    from baselines._split import solve_sequences
+
+    seqs = [(i,) for i in range(20)]
+    seen: list[tuple[int, ...]] = []
+    found, stopped = solve_sequences(seqs, lambda w, s: ("refuted", None), lambda s, o, p: seen.append(s), workers)
+    assert sorted(seen) == seqs and found == [] and not stopped
+    # a plan found stops new work; the ones running finish and are recorded
+    seen.clear()
+    found, stopped = solve_sequences(
+        seqs, lambda w, s: ("found", s) if s == (3,) else ("refuted", None), lambda s, o, p: seen.append(s), workers)
+    assert found == [(3,)] and not stopped and (3,) in seen and len(seen) < 20
+    found, stopped = solve_sequences(seqs, lambda w, s: ("stop", None), lambda s, o, p: None, workers)
+    assert stopped and found == []
+
+    def boom(w: int, s: tuple[int, ...]):
+        if s == (5,):
+            raise RuntimeError("solver crashed on (5,)")
+        return "refuted", None
+
+    with pytest.raises(RuntimeError, match=r"\(5,\)"):  # never a silent gap in the proof
+        solve_sequences(seqs, boom, lambda s, o, p: None, workers)
