@@ -502,6 +502,18 @@ class CpsatModel:
             return None
         return self.data.plan_from_slots(assign)
 
+    def stats(self) -> dict[str, Any]:
+        """The model's size, scaling and tolerance, as every result's stats report them."""
+        return {
+            **self.size(),
+            "precision_bits": self.precision_bits,
+            "tau": self.data.tau,
+            "epsilon": self.epsilon,
+            "tolerance": 2 * self.epsilon,
+            "memory_exact": self.memory_exact,
+            "symmetry_clauses": self.symmetry_clauses,
+        }
+
     def size(self) -> dict[str, int]:
         proto = self.m.Proto()
         return {
@@ -655,15 +667,9 @@ def solve_cpsat(problem: Problem, options: Options | None = None) -> Result:
             bound = max(0.0, min(solver.BestObjectiveBound(), worst) * unit - eps)
     stats.update(
         {
-            **model.size(),
+            **model.stats(),
             "build_s": build_s,
             "solve_s": solver.WallTime(),
-            "precision_bits": model.precision_bits,
-            "tau": data.tau,
-            "epsilon": eps,
-            "tolerance": 2 * eps,
-            "memory_exact": model.memory_exact,
-            "symmetry_clauses": model.symmetry_clauses,
             "num_workers": solver.parameters.num_workers,
             "requested_subsolvers": list(solver.parameters.subsolvers),
             "presolve_inclusion_work_limit": solver.parameters.presolve_inclusion_work_limit,
@@ -764,14 +770,8 @@ def _split_search(data: ModelData, options: Options, warm: WarmStart, deadline: 
         if timed_out or not found:
             break
     stats: dict[str, Any] = {
-        **model.size(),
+        **model.stats(),
         "build_s": build_s,
-        "precision_bits": model.precision_bits,
-        "tau": data.tau,
-        "epsilon": eps,
-        "tolerance": 2 * eps,
-        "memory_exact": model.memory_exact,
-        "symmetry_clauses": model.symmetry_clauses,
         "num_workers": int(options.params.get("num_workers", max(1, int(options.threads)))),
         "warm_start": f"split proof search below the warm start (TPS {warm.tps!r})",
         "split": {"mode": "sequences", "sequences": total, "remaining_at_cutoff": len(seqs),
