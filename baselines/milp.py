@@ -708,8 +708,9 @@ def _split_search(data: ModelData, options: Options, backend: str, warm: WarmSta
         options = replace(options, params={**options.params, "msg": False})
     symmetry = bool(options.params.get("tmpc_symmetry", True))
     # one single-threaded solver per worker, each with its own copy of the model
+    # (split_workers = 1: one solve at a time with options.threads threads, as in CP-SAT)
     workers = max(1, int(options.params.get("split_workers", options.threads)))
-    sub_options = replace(options, threads=1)
+    sub_options = options if workers == 1 else replace(options, threads=1)
     done: set[tuple[int, ...]] = set()
     best_plan, best_obj, improved = None, None, 0
     counts: dict[str, int] = {}

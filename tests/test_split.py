@@ -219,3 +219,27 @@ def test_solve_sequences_records_everything_and_raises_worker_errors(workers: in
 
     with pytest.raises(RuntimeError, match=r"\(5,\)"):  # never a silent gap in the proof
         solve_sequences(seqs, boom, lambda s, o, p: None, workers)
+
+
+@pytest.mark.parametrize("solver", list(SOLVERS))
+def test_split_one_worker_at_a_time(solver: str) -> None:
+    """split_workers = 1: one subproblem at a time (with ``threads`` threads each); same
+    answers as the default two at a time, from a worse plan too."""
+    rng = random.Random(9)
+    checked = 0
+    for seed in range(60, 200):
+        best = oracle(seed)
+        if best.status != Status.OPTIMAL:
+            continue
+        data, plans = _random_plans(tiny(seed), rng, tries=10)
+        worse = [p for p in (data.plan_from_slots(a) for a in plans)
+                 if evaluate(tiny(seed), p).tps > best.tps * (1 + 1e-3)]
+        if not worse:
+            continue
+        options = replace(ABLATIONS["default"], warm_start=worse[0], params={**SPLIT, "split_workers": 1})
+        res = check_against_oracle(tiny(seed), solver, options, best)
+        assert res.stats["split"]["workers"] == 1
+        checked += 1
+        if checked == 3:
+            return
+    pytest.fail(f"only {checked} instances with a worse plan")
