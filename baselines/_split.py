@@ -26,7 +26,9 @@ branchy instance at k = 8, about 270,000 at k = 16), so the split is for small k
 from __future__ import annotations
 
 import math
+import sys
 import threading
+import time
 from collections.abc import Callable
 
 from ._model_data import Choice, ModelData
@@ -113,6 +115,7 @@ def solve_sequences(
     solve_one: Callable[[int, tuple[int, ...]], tuple[str, object]],
     record: Callable[[tuple[int, ...], str, object], None],
     workers: int,
+    progress: Callable[[], str] | None = None,
 ) -> tuple[list[object], bool]:
     """Run ``solve_one(worker, seq)`` over ``seqs`` (in order) on ``workers`` threads.
 
@@ -121,7 +124,8 @@ def solve_sequences(
     not proven best in its sequence). ``record(seq, outcome, payload)`` is called under
     one lock for every result. After a "found" or "stop" no new sequence is started (the
     ones running finish). An exception in a worker stops the others and is raised here,
-    so a sequence is never silently left out. Returns (found payloads, stopped).
+    so a sequence is never silently left out. ``progress()``, if given, is a line printed
+    on stderr at most every 5 s. Returns (found payloads, stopped).
     """
     queue = list(reversed(seqs))  # pop() takes them in order
     lock = threading.Lock()
@@ -129,9 +133,10 @@ def solve_sequences(
     found: list[object] = []
     stopped = False
     errors: list[BaseException] = []
+    last_line = time.perf_counter()
 
     def work(worker: int) -> None:
-        nonlocal stopped
+        nonlocal stopped, last_line
         try:
             while not halt.is_set():
                 with lock:
@@ -149,6 +154,9 @@ def solve_sequences(
                         halt.set()
                     elif outcome != "refuted":
                         raise ValueError(f"unknown outcome {outcome!r}")
+                    if progress is not None and time.perf_counter() - last_line > 5:
+                        last_line = time.perf_counter()
+                        print(progress(), file=sys.stderr, flush=True)
         except BaseException as exc:  # raised again in the caller's thread
             with lock:
                 errors.append(exc)

@@ -120,7 +120,6 @@ of sequences grows like the compositions of k: the 16-layer branchy DAG at k = 8
 from __future__ import annotations
 
 import math
-import sys
 import time
 from dataclasses import replace
 from functools import reduce
@@ -720,7 +719,6 @@ def _split_search(data: ModelData, options: Options, warm: WarmStart, deadline: 
     # each with options.threads workers)
     workers = max(1, int(options.params.get("split_workers", options.threads)))
     sub = options if workers == 1 else replace(options, threads=1, params={**options.params, "num_workers": 1})
-    last_progress = time.perf_counter()
     while True:
         current = model
 
@@ -751,16 +749,16 @@ def _split_search(data: ModelData, options: Options, warm: WarmStart, deadline: 
             return "found", (name, (value, plan_found))
 
         def record(seq: tuple[int, ...], outcome: str, payload: Any) -> None:
-            nonlocal last_progress
             code_counts[payload[0]] = code_counts.get(payload[0], 0) + 1
             if outcome == "refuted":
                 refuted.add(seq)
-            if options.progress and time.perf_counter() - last_progress > 5:
-                last_progress = time.perf_counter()
-                print(f"cpsat split: {len(refuted)} sequences refuted ({len(seqs)} at the current cutoff), "
-                      f"{time.perf_counter() - start:.1f} s", file=sys.stderr, flush=True)
 
-        found, timed_out = solve_sequences([s for s in seqs if s not in refuted], solve_one, record, workers)
+        def line() -> str:
+            return (f"cpsat split: {len(refuted)} sequences refuted ({len(seqs)} at the current cutoff), "
+                    f"{time.perf_counter() - start:.1f} s")
+
+        found, timed_out = solve_sequences([s for s in seqs if s not in refuted], solve_one, record, workers,
+                                           line if options.progress else None)
         if found:
             value, plan_found = min((p[1] for p in found), key=lambda f: f[0])  # type: ignore[index]
             best, worst, improved = plan_found, value, improved + len(found)

@@ -715,7 +715,6 @@ def _split_search(data: ModelData, options: Options, backend: str, warm: WarmSta
     best_plan, best_obj, improved = None, None, 0
     counts: dict[str, int] = {}
     total = None
-    last_progress = time.perf_counter()
     while True:
         models = [MilpModel(data, cutoff, tmpc_symmetry=symmetry) for _ in range(workers)]
         model = models[0]
@@ -740,7 +739,7 @@ def _split_search(data: ModelData, options: Options, backend: str, warm: WarmSta
             return "stop", (status, plan)  # time limit; a plan here is better but unproven
 
         def record(seq: tuple[int, ...], outcome: str, payload: Any) -> None:
-            nonlocal best_plan, last_progress
+            nonlocal best_plan
             status, extra = payload
             if status is not None:
                 counts[status.value] = counts.get(status.value, 0) + 1
@@ -748,12 +747,13 @@ def _split_search(data: ModelData, options: Options, backend: str, warm: WarmSta
                 done.add(seq)  # found: nothing below the sequence's best plan in it
             elif extra is not None:
                 best_plan = extra
-            if options.progress and time.perf_counter() - last_progress > 5:
-                last_progress = time.perf_counter()
-                print(f"milp split: {len(done)} sequences done ({len(seqs)} at the current cutoff), "
-                      f"{time.perf_counter() - t0:.1f} s", file=sys.stderr, flush=True)
 
-        found, timed_out = solve_sequences([s for s in seqs if s not in done], solve_one, record, workers)
+        def line() -> str:
+            return (f"milp split: {len(done)} sequences done ({len(seqs)} at the current cutoff), "
+                    f"{time.perf_counter() - t0:.1f} s")
+
+        found, timed_out = solve_sequences([s for s in seqs if s not in done], solve_one, record, workers,
+                                           line if options.progress else None)
         if found:
             objective, plan = min((p[1] for p in found), key=lambda f: f[0])
             if best_obj is None or objective < best_obj:
