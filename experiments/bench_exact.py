@@ -104,6 +104,8 @@ def cell(run: dict[str, Any] | None, best: float | None, limit: float) -> str:
     st = run["status"]
     if st == "error" and "ideals" in (run.get("error") or ""):
         return "refused (>200k ideals)"
+    if st == "error" and "max_sequences" in (run.get("error") or ""):
+        return "refused (too many sequences)"
     if st in ("unavailable", "error"):
         return st
     t = run.get("time_s") or 0.0
@@ -199,6 +201,9 @@ def main(argv: list[str] | None = None) -> int:
                          "portfolio, which on 2 cores proved 24-chain k=16 in 28 s with 2 workers, "
                          "35 s with 3 and 52 s with 4)")
     ap.add_argument("--no-warm", action="store_true", help="no warm start from the DP's plan")
+    ap.add_argument("--split", action="store_true",
+                    help="milp/milp-highs/cpsat: split the proof below the DP's plan over option sequences "
+                         "(params['split']; rows without a DP plan run unsplit; use its own --out file)")
     ap.add_argument("--out", default="/tmp/bench_exact.jsonl", help="JSONL file of runs (appended; resumable)")
     ap.add_argument("--table-only", action="store_true", help="print the table from --out and exit")
     args = ap.parse_args(argv)
@@ -251,12 +256,16 @@ def main(argv: list[str] | None = None) -> int:
                         params: dict[str, Any] = {}
                         if solver == "cpsat" and args.cp_workers is not None:
                             params["num_workers"] = args.cp_workers
-                        opts = replace(base, params=params, warm_start=None if args.no_warm else warm)
+                        use_warm = None if args.no_warm else warm
+                        if args.split and use_warm is not None and solver in ("milp", "milp-highs", "cpsat"):
+                            params["split"] = "sequences"
+                        opts = replace(base, params=params, warm_start=use_warm)
                         run = run_one(problem, solver, opts)
                         if solver == "dp" and run.get("plan") and run["status"] == "optimal":
                             warm = plan_from_dict(run["plan"])
                         verdicts.append(run["status"])
-                        rec = {**meta, "solver": solver, "warm": opts.warm_start is not None, **run}
+                        rec = {**meta, "solver": solver, "warm": opts.warm_start is not None,
+                               "split": params.get("split", "none"), **run}
                         with out.open("a") as fh:
                             fh.write(json.dumps(rec) + "\n")
                         print(f"n={n} {shape} k={k} seed={seed} {solver}: {run['status']} "

@@ -243,3 +243,22 @@ def test_split_one_worker_at_a_time(solver: str) -> None:
         if checked == 3:
             return
     pytest.fail(f"only {checked} instances with a worse plan")
+
+
+def test_bench_exact_split_mode(tmp_path: Path) -> None:
+    """``python -m experiments.bench_exact --split``: the exact solvers run split below the
+    DP's plan, agree with it, and the runs say so; k = 16 is refused, not an error."""
+    import json
+
+    out = tmp_path / "runs.jsonl"
+    proc = subprocess.run([sys.executable, "-m", "experiments.bench_exact", "--sizes", "8", "--shapes", "chain",
+                           "--ks", "4,16", "--solvers", "dp,cpsat,milp-highs", "--split", "--time-limit", "30",
+                           "--out", str(out)], capture_output=True, text=True, cwd=ROOT, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    runs = [json.loads(line) for line in out.read_text().splitlines()]
+    by = {(r["k"], r["solver"]): r for r in runs}
+    for solver in ("cpsat", "milp-highs"):
+        assert by[(4, solver)]["split"] == "sequences" and by[(4, solver)]["status"] == "optimal"
+        assert by[(4, solver)]["tps"] == pytest.approx(by[(4, "dp")]["tps"], rel=1e-6)
+        assert "max_sequences" in by[(16, solver)]["error"]
+    assert "refused (too many sequences)" in proc.stdout
