@@ -29,15 +29,42 @@ import math
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from piper.result import SolverError
 
 from ._model_data import Choice, ModelData
 
-__all__ = ["option_sequences", "sequence_y", "solve_sequences", "MAX_SEQUENCES", "SPLIT_MODES"]
+__all__ = ["split_mode", "option_sequences", "checked_sequences", "sequence_y", "solve_sequences",
+           "MAX_SEQUENCES", "SPLIT_MODES"]
 
 #: default cap on the number of subproblems (``params["max_sequences"]``)
 MAX_SEQUENCES = 20_000
 SPLIT_MODES = ("none", "sequences")
+
+
+def split_mode(params: Mapping[str, Any]) -> str:
+    """``params["split"]`` checked: one of :data:`SPLIT_MODES` (default "none")."""
+    mode = str(params.get("split", "none"))
+    if mode not in SPLIT_MODES:
+        raise SolverError(f"params['split'] must be one of {', '.join(SPLIT_MODES)}, not {mode!r}")
+    return mode
+
+
+def checked_sequences(
+    data: ModelData, cutoff: float, kappa: Callable[[Choice], float], params: Mapping[str, Any]
+) -> list[tuple[int, ...]]:
+    """:func:`option_sequences` with the cap ``params["max_sequences"]`` (default
+    :data:`MAX_SEQUENCES`); more sequences than that is a :class:`SolverError`."""
+    limit = int(params.get("max_sequences", MAX_SEQUENCES))
+    seqs = option_sequences(data, cutoff, kappa, limit=limit)
+    if seqs is None:
+        raise SolverError(
+            f"params['split'] = 'sequences': more than {limit} option sequences on this instance "
+            f"(k = {data.problem.devices}); raise params['max_sequences'] or use split = 'none'"
+        )
+    return seqs
 
 
 def option_sequences(

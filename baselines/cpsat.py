@@ -132,7 +132,7 @@ from piper.problem import Problem
 from piper.result import Result, SolverError, Status
 
 from ._model_data import Choice, ModelData, WarmStart, build_model_data, guarded_result
-from ._split import MAX_SEQUENCES, SPLIT_MODES, option_sequences, solve_sequences
+from ._split import checked_sequences, solve_sequences, split_mode
 
 __all__ = ["solve_cpsat", "CpsatModel", "solver_parameters", "memory_scaling"]
 
@@ -610,9 +610,7 @@ def solve_cpsat(problem: Problem, options: Options | None = None) -> Result:
             tmpc_symmetry=bool(options.params.get("tmpc_symmetry", True)),
         )
 
-    split = str(options.params.get("split", "none"))
-    if split not in SPLIT_MODES:
-        raise SolverError(f"params['split'] must be one of {', '.join(SPLIT_MODES)}, not {split!r}")
+    split = split_mode(options.params)
     model = build()
     warm = None
     strict = False
@@ -694,7 +692,6 @@ def _split_search(data: ModelData, options: Options, warm: WarmStart, deadline: 
     again. Every sequence refuted: the incumbent is optimal. Returns (status, plan,
     objective, bound, ε, stats) in problem units.
     """
-    limit = int(options.params.get("max_sequences", MAX_SEQUENCES))
     unit = data.tau / model.unit
     eps = model.epsilon
     best, (worst, _) = warm, model.stage_int(warm)
@@ -704,13 +701,7 @@ def _split_search(data: ModelData, options: Options, warm: WarmStart, deadline: 
     code_counts: dict[str, int] = {}
 
     def sequences() -> list[tuple[int, ...]]:
-        seqs = option_sequences(data, worst - 1, lambda c: model.q(c.kappa), limit=limit)
-        if seqs is None:
-            raise SolverError(
-                f"params['split'] = 'sequences': more than {limit} option sequences on this instance "
-                f"(k = {data.problem.devices}); raise params['max_sequences'] or use split = 'none'"
-            )
-        return seqs
+        return checked_sequences(data, worst - 1, lambda c: model.q(c.kappa), options.params)
 
     seqs = sequences()
     total = len(seqs)

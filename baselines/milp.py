@@ -117,7 +117,7 @@ from piper.problem import Problem
 from piper.result import Result, SolverError, Status
 
 from ._model_data import Choice, ModelData, WarmStart, build_model_data, guarded_result
-from ._split import MAX_SEQUENCES, SPLIT_MODES, option_sequences, sequence_y, solve_sequences
+from ._split import checked_sequences, sequence_y, solve_sequences, split_mode
 
 __all__ = ["solve_milp", "build_milp", "write_lp", "write_mps", "MilpModel"]
 
@@ -354,16 +354,13 @@ class MilpModel:
                     var.setInitialValue(rcost.get(j, 0.0))
         self.T.setInitialValue(worst)
 
-    def fix_sequence(self, seq: tuple[int, ...] | None) -> None:
+    def fix_sequence(self, seq: tuple[int, ...]) -> None:
         """Fix slot i to option seq[i-1] with its y (:func:`baselines._split.sequence_y`)
-        and the slots after the sequence unused, through the bounds of u; None frees them."""
-        ys = {} if seq is None else sequence_y(self.data, seq)
+        and the slots after the sequence unused, through the bounds of u."""
+        ys = sequence_y(self.data, seq)
         for (i, o, y), var in self.u.items():
-            if seq is None:
-                var.lowBound, var.upBound = 0, 1
-            else:
-                on = i <= len(seq) and seq[i - 1] == o and ys[i] == y
-                var.lowBound = var.upBound = 1 if on else 0
+            on = i <= len(seq) and seq[i - 1] == o and ys[i] == y
+            var.lowBound = var.upBound = 1 if on else 0
 
     # ------------------------------------------------------------------ reading
     def read_plan(self):
@@ -701,7 +698,6 @@ def _split_search(data: ModelData, options: Options, backend: str, warm: WarmSta
     plan found when every sequence is done, else FEASIBLE / UNKNOWN.
     """
     t0 = time.perf_counter()
-    limit = int(options.params.get("max_sequences", MAX_SEQUENCES))
     if "cbc_options" not in options.params and backend == "cbc":
         options = replace(options, params={**options.params, "cbc_options": list(SPLIT_CBC_OPTIONS)})
     if "msg" not in options.params:  # the split's own progress lines replace the solver logs
@@ -718,12 +714,7 @@ def _split_search(data: ModelData, options: Options, backend: str, warm: WarmSta
     while True:
         models = [MilpModel(data, cutoff, tmpc_symmetry=symmetry) for _ in range(workers)]
         model = models[0]
-        seqs = [] if model.unplaceable else option_sequences(data, cutoff, lambda c: c.kappa, limit=limit)
-        if seqs is None:
-            raise SolverError(
-                f"params['split'] = 'sequences': more than {limit} option sequences on this instance "
-                f"(k = {data.problem.devices}); raise params['max_sequences'] or use split = 'none'"
-            )
+        seqs = [] if model.unplaceable else checked_sequences(data, cutoff, lambda c: c.kappa, options.params)
         total = len(seqs) if total is None else total
 
         def solve_one(worker: int, seq: tuple[int, ...]) -> tuple[str, Any]:
@@ -810,9 +801,7 @@ def solve_milp(problem: Problem, options: Options | None = None) -> Result:
     cutoff = None
     if warm is not None and options.params.get("cutoff", True):
         cutoff = warm.tps / data.tau * (1.0 - CUTOFF_REL)
-    split = str(options.params.get("split", "none"))
-    if split not in SPLIT_MODES:
-        raise SolverError(f"params['split'] must be one of {', '.join(SPLIT_MODES)}, not {split!r}")
+    split = split_mode(options.params)
     if split == "sequences" and cutoff is None:
         raise SolverError("params['split'] = 'sequences' splits a proof search below a warm start: "
                           "give a usable warm start (e.g. the DP's plan) and keep params['cutoff'] on"
