@@ -680,10 +680,12 @@ def _solve_once(
 #: CBC options of the split's subproblems unless ``params["cbc_options"]`` is given: the
 #: subproblems are refutations, where heuristics find nothing and most cut generators cost
 #: more than they save, but probing at every node (fixing x by implications from the
-#: fixed sequence) pays. 16-layer branchy k=8, 287 sequences, one single-threaded CBC
-#: (one run each): 103 s with CBC's defaults, 91 s heuristics off, 89 s cuts off, 74 s
-#: both off (an earlier revision); 115 s both off, 50.6 s with ``probing on``, 46.4 and
-#: 50.9 s with ``probing forceOn``, 49.4 s ``forceOnStrong``, 63.0 s with heuristics on.
+#: fixed sequence) pays. Measured on the 16-layer branchy bench row at k=8 (287
+#: sequences, one run each): at da718df with one single-threaded CBC, 115 s with
+#: heuristics and cuts off, 50.6 s adding ``probing on``, 46.4 and 50.9 s adding
+#: ``probing forceOn``, 49.4 s with ``forceOnStrong``, 63.0 s with forceOn and heuristics
+#: on; at an earlier revision, 103 s with CBC's defaults, 91 s heuristics off, 89 s cuts
+#: off, 74 s both off.
 SPLIT_CBC_OPTIONS = ("heur off", "cuts off", "probing forceOn")
 
 
