@@ -99,6 +99,7 @@ from __future__ import annotations
 import math
 import os
 import re
+import subprocess
 import sys
 import tempfile
 import threading
@@ -416,6 +417,10 @@ def write_mps(problem: Problem, options: Options | None, path: str | Path) -> Pa
 # --------------------------------------------------------------------------- backends
 
 
+#: seconds a CBC run may go on past its time limit before :class:`_CbcDeadline` stops it
+CBC_OVERRUN_S = 10.0
+
+
 class _CbcDeadline(pulp.PULP_CBC_CMD):  # type: ignore[misc,valid-type]
     """PuLP's CBC whose time limit is computed when the command line is made, after
     PuLP has written the MPS file (seconds on large models), so the deadline holds."""
@@ -423,6 +428,7 @@ class _CbcDeadline(pulp.PULP_CBC_CMD):  # type: ignore[misc,valid-type]
     def __init__(self, *args: Any, deadline: float | None = None, **kw: Any) -> None:
         self._deadline = deadline
         self._time_limit: float | None = None
+        self.overran = False
         super().__init__(*args, **kw)
 
     @property
@@ -434,6 +440,56 @@ class _CbcDeadline(pulp.PULP_CBC_CMD):  # type: ignore[misc,valid-type]
     @timeLimit.setter
     def timeLimit(self, value: float | None) -> None:  # noqa: N802
         self._time_limit = value
+
+    def solve_CBC(self, lp: pulp.LpProblem, use_mps: bool = True) -> int:  # noqa: N802 (PuLP's name)
+        """Run CBC on ``lp`` (MPS) as PuLP does, with a watchdog: CBC does not look at its
+        time limit while it solves the root LP (coin-or/Cbc#514, #506), and its dual
+        simplex can cycle there for good after presolve (seen on ResNet-50 at k = 8: a
+        30 s limit ran 138 s, and a split subproblem ran for minutes; ``primalS`` avoids
+        that one). A CBC still running :data:`CBC_OVERRUN_S` after its limit is killed,
+        the problem reads as not solved and :attr:`overran` is set."""
+        if self.optionsDict.get("presolve") is not None or self.optionsDict.get("cuts") is not None:
+            raise ValueError("_CbcDeadline takes CBC's presolve / cuts settings as options, e.g. 'cuts off'")
+        tmp_mps, tmp_sol, tmp_mst = self.create_tmp_files(lp.name, "mps", "sol", "mst")
+        try:
+            vs, var_names, con_names, _ = lp.writeMPS(tmp_mps, rename=1)
+            args = [self.path, tmp_mps] + (["-max"] if lp.sense == pulp.LpMaximize else [])
+            if self.optionsDict.get("warmStart", False):
+                self.writesol(tmp_mst, lp, vs, var_names, con_names)
+                args += ["-mips", tmp_mst]
+            limit = self.timeLimit  # after writing the files
+            if limit is not None:
+                args += ["-sec", str(limit)]
+            for option in list(self.options) + self.getOptions():
+                args += ("-" + option).split()
+            args += ["-solve", "-printingOptions", "all", "-solution", tmp_sol]
+            log_path = self.optionsDict.get("logPath")
+            pipe = open(log_path, "w") if log_path else self.get_pipe()
+            try:
+                proc = subprocess.Popen(args, stdout=pipe, stderr=pipe, stdin=subprocess.DEVNULL)
+                try:
+                    code = proc.wait(timeout=None if limit is None else limit + CBC_OVERRUN_S)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+                    self.overran = True
+                    lp.assignStatus(pulp.LpStatusNotSolved, pulp.LpSolutionNoSolutionFound)
+                    return pulp.LpStatusNotSolved
+            finally:
+                if pipe is not None:
+                    pipe.close()
+            if code != 0 or not os.path.exists(tmp_sol):
+                raise pulp.PulpSolverError(f"CBC failed (exit status {code}): {' '.join(args)}")
+            status, values, reduced, shadow, slacks, sol_status = self.readsol_MPS(
+                tmp_sol, lp, vs, var_names, con_names)
+            lp.assignVarsVals(values)
+            lp.assignVarsDj(reduced)
+            lp.assignConsPi(shadow)
+            lp.assignConsSlack(slacks, activity=True)
+            lp.assignStatus(status, sol_status)
+            return status
+        finally:
+            self.delete_tmp_files(tmp_mps, tmp_sol, tmp_mst)
 
 
 #: HiGHS keeps one global thread scheduler per process, and a run whose ``threads`` differs
@@ -581,6 +637,10 @@ def _solve_once(
                 + list(params.get("cbc_options", [])),
             )
             model.prob.solve(solver)
+            if solver.overran:
+                stats.setdefault("guards", []).append(
+                    f"CBC was still running {CBC_OVERRUN_S:g} s after its time limit (the root LP, "
+                    "coin-or/Cbc#514) and was stopped")
             try:
                 info = _cbc_log_numbers(Path(log).read_text(errors="replace"))
             except OSError:

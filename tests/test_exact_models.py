@@ -604,3 +604,30 @@ def test_highs_runs_with_changing_thread_counts_in_one_process() -> None:
         res = SOLVERS["milp-highs"](tiny(seed), replace(ABLATIONS["default"], threads=threads))
         assert res.status == Status.OPTIMAL, (threads, res.stats.get("pulp_status"))
         assert res.tps == pytest.approx(best.tps, rel=REL)
+
+
+def test_cbc_watchdog_stops_a_cbc_past_its_time_limit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """CBC does not look at its time limit while it solves the root LP (it ran 138 s
+    with a 30 s limit on ResNet-50 at k = 8): milp._CbcDeadline kills a CBC still running
+    CBC_OVERRUN_S after its limit. Here a stand-in "CBC" that only sleeps."""
+    import pulp
+
+    from baselines import milp
+
+    fake = tmp_path / "cbc"
+    fake.write_text("#!/bin/sh\nsleep 120\n")
+    fake.chmod(0o755)
+    monkeypatch.setattr(milp, "CBC_OVERRUN_S", 0.5)
+    with milp._quiet_pulp():  # PuLP 3's deprecation warnings, as in milp.py
+        prob = pulp.LpProblem("watchdog", pulp.LpMinimize)
+        x = pulp.LpVariable("x", 0, 1, cat="Binary")
+        prob += x
+        prob += x >= 0
+        solver = milp._CbcDeadline(timeLimit=0.5, msg=False)
+        solver.path = str(fake)
+        status = prob.solve(solver)
+        assert solver.overran
+        assert status == pulp.LpStatusNotSolved and prob.sol_status == pulp.LpSolutionNoSolutionFound
+        # the same solver class with the real CBC solves it (and is not flagged)
+        real = milp._CbcDeadline(timeLimit=10, msg=False)
+        assert prob.solve(real) == pulp.LpStatusOptimal and not real.overran and x.value() == 0
