@@ -422,8 +422,10 @@ CBC_OVERRUN_S = 10.0
 
 
 class _CbcDeadline(pulp.PULP_CBC_CMD):  # type: ignore[misc,valid-type]
-    """PuLP's CBC whose time limit is computed when the command line is made, after
-    PuLP has written the MPS file (seconds on large models), so the deadline holds."""
+    """PuLP's CBC, run by :meth:`solve_CBC`: its time limit is computed when the command
+    line is made, after the MPS file is written (seconds on large models), and a CBC still
+    running :data:`CBC_OVERRUN_S` after that limit is stopped, so the deadline holds.
+    Always through an MPS file (``use_mps`` is PuLP's and ignored)."""
 
     def __init__(self, *args: Any, deadline: float | None = None, **kw: Any) -> None:
         self._deadline = deadline
