@@ -452,6 +452,8 @@ class _CbcDeadline(pulp.PULP_CBC_CMD):  # type: ignore[misc,valid-type]
         the problem reads as not solved and :attr:`overran` is set."""
         if self.optionsDict.get("presolve") is not None or self.optionsDict.get("cuts") is not None:
             raise ValueError("_CbcDeadline takes CBC's presolve / cuts settings as options, e.g. 'cuts off'")
+        if not self.executable(self.path):
+            raise pulp.PulpSolverError(f"cannot execute CBC at {self.path}")
         tmp_mps, tmp_sol, tmp_mst = self.create_tmp_files(lp.name, "mps", "sol", "mst")
         try:
             vs, var_names, con_names, _ = lp.writeMPS(tmp_mps, rename=1)
@@ -464,7 +466,8 @@ class _CbcDeadline(pulp.PULP_CBC_CMD):  # type: ignore[misc,valid-type]
                 args += ["-sec", str(limit)]
             for option in list(self.options) + self.getOptions():
                 args += ("-" + option).split()
-            args += ["-solve", "-printingOptions", "all", "-solution", tmp_sol]
+            # mip=False asks for the LP relaxation only, as in PuLP's own solve_CBC
+            args += ["-solve" if self.mip else "-initialSolve", "-printingOptions", "all", "-solution", tmp_sol]
             log_path = self.optionsDict.get("logPath")
             pipe = open(log_path, "w") if log_path else self.get_pipe()
             try:

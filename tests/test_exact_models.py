@@ -631,3 +631,25 @@ def test_cbc_watchdog_stops_a_cbc_past_its_time_limit(tmp_path: Path, monkeypatc
         # the same solver class with the real CBC solves it (and is not flagged)
         real = milp._CbcDeadline(timeLimit=10, msg=False)
         assert prob.solve(real) == pulp.LpStatusOptimal and not real.overran and x.value() == 0
+
+
+def test_cbc_deadline_runs_cbc_as_pulp_does(tmp_path: Path) -> None:
+    """_CbcDeadline replaces PuLP's solve_CBC: mip=False still solves only the LP
+    relaxation, and a CBC path that cannot be executed is a PulpSolverError naming it."""
+    import pulp
+
+    from baselines import milp
+
+    with milp._quiet_pulp():
+        prob = pulp.LpProblem("relaxation", pulp.LpMinimize)
+        x, y = (pulp.LpVariable(name, 0, 1, cat="Binary") for name in "xy")
+        prob += -x - y
+        prob += x + y <= 1.5
+        assert prob.solve(milp._CbcDeadline(msg=False)) == pulp.LpStatusOptimal
+        assert pulp.value(prob.objective) == pytest.approx(-1.0)
+        assert prob.solve(milp._CbcDeadline(msg=False, mip=False)) == pulp.LpStatusOptimal
+        assert pulp.value(prob.objective) == pytest.approx(-1.5)
+        missing = milp._CbcDeadline(msg=False)
+        missing.path = str(tmp_path / "no-cbc-here")
+        with pytest.raises(pulp.PulpSolverError, match="no-cbc-here"):
+            prob.solve(missing)
