@@ -34,10 +34,42 @@ __all__ = [
     "insert_bert_layers",
     "ACTIVATION_RECOMP",
     "VANILLA",
+    "VERSION2_FEATURES",
+    "DEFAULT_ALLREDUCE_FACTOR",
+    "KNOWN_KEYS",
 ]
 
 ACTIVATION_RECOMP = "activation recomp"
 VANILLA = "vanilla"
+
+#: the version-2 extensions (PROBLEM.md, "Extensions (version 2)"), named by their JSON key;
+#: :meth:`Problem.version2_features` lists the active ones, and a solver says which it honours
+VERSION2_FEATURES = ("devicesPerNode", "intraNodeBandwidth", "allReduceFactor", "memoryUsageShardedB")
+
+#: f when ``allReduceFactor`` is not given: bytes moved per weight byte in the
+#: data-parallel resync (Piper's PipeDream rule, 4 (d - 1) w / (d N))
+DEFAULT_ALLREDUCE_FACTOR = 4.0
+
+_TOP_KEYS = (
+    "maxDevices", "maxMemoryPerDevice", "bandwidth", "mbsInBatch", "maxBatchSize", "nodes", "edges",
+    "devicesPerNode", "intraNodeBandwidth", "allReduceFactor",
+    # written by the project's generators (experiments/instances.py, suites.py) and read back as
+    # ``problem.extra["name"]``: known, and kept in ``extra``
+    "name",
+)
+_NODE_KEYS = ("id", "TMPCs", "name", "kind", "layerIndex")
+_TMPC_KEYS = ("id", "timePerSample", "parameterSize", "memoryUsageA", "memoryUsageB", "syncTimeFw", "syncTimeBw")
+_TMPC_OPTIONAL_KEYS = ("memoryUsageShardedB",)
+_EDGE_KEYS = ("sourceId", "destId", "communicationCost")
+
+#: the JSON keys the loader understands, per place; any other key is kept (``extra``) for
+#: round trips and reported in :attr:`Problem.unknown_keys` (an error with ``strict=True``)
+KNOWN_KEYS: Mapping[str, tuple[str, ...]] = {
+    "top level": _TOP_KEYS,
+    "node": _NODE_KEYS,
+    "TMPC": _TMPC_KEYS + _TMPC_OPTIONAL_KEYS,
+    "edge": _EDGE_KEYS,
+}
 
 #: first label given to BERT layers inserted by :func:`insert_bert_layers`
 #: (what the authors' code uses)
@@ -70,6 +102,10 @@ class TMPC:
     sync_bw: Mapping[int, float]
     #: unknown JSON keys, kept for round trips
     extra: Mapping[str, Any] = field(default_factory=dict, compare=False)
+    #: s, ``memoryUsageShardedB`` (version 2): bytes of state split evenly across the stage's
+    #: d data-parallel replicas (optimizer state under ZeRO-1); each device holds s / d. 0 when
+    #: not given (and then not written back by :func:`problem_to_dict`)
+    memory_sharded: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -80,6 +116,10 @@ class Node:
     tmpcs: Mapping[int, tuple[TMPC, ...]]
     name: str | None = None
     extra: Mapping[str, Any] = field(default_factory=dict, compare=False)
+    #: ``kind`` (optional): what the layer is, e.g. "transformer", as the model front end writes it
+    kind: str | None = None
+    #: ``layerIndex`` (optional, integer >= 0): which transformer layer this node is
+    layer_index: int | None = None
 
     @property
     def label(self) -> str:
@@ -117,10 +157,21 @@ class Problem:
     memory_per_device: float
     #: N, microbatches in one batch
     microbatches: int
-    #: B, bandwidth from each device to the outside, bytes/second
+    #: B, bandwidth from each device to the outside, bytes/second (in version 2: for
+    #: traffic that leaves a node)
     bandwidth: float
-    #: unknown top-level JSON keys, kept for round trips
+    #: top-level JSON keys without a field here (``name`` and unknown ones), kept for round trips
     extra: Mapping[str, Any] = field(default_factory=dict, compare=False)
+    # ---- version 2 (PROBLEM.md, "Extensions (version 2)"); None = the key was not given ----
+    #: G, ``devicesPerNode``: devices in one node (integer >= 1); see :attr:`node_size`
+    devices_per_node: int | None = None
+    #: B_in, ``intraNodeBandwidth``: bytes/second per device inside a node; see :attr:`bandwidth_intra`
+    intra_node_bandwidth: float | None = None
+    #: f, ``allReduceFactor``: bytes moved per weight byte in the resync; see :attr:`resync_factor`
+    allreduce_factor: float | None = None
+    #: one message per unknown JSON key, saying where it is, e.g.
+    #: "unknown key 'intraNodeBandwith' at top level (known: ...)"; the loader's warnings
+    unknown_keys: tuple[str, ...] = field(default=(), compare=False)
 
     # ---- derived views (computed once, on demand) -------------------------------
     @cached_property
@@ -161,6 +212,54 @@ class Problem:
         return len(self.nodes)
 
     @property
+    def node_size(self) -> int:
+        """G: devices in one node (``devicesPerNode``; k when not given: one node)."""
+        return self.devices if self.devices_per_node is None else self.devices_per_node
+
+    @property
+    def bandwidth_intra(self) -> float:
+        """B_in: bytes/second per device inside a node (``intraNodeBandwidth``; B when not given)."""
+        return self.bandwidth if self.intra_node_bandwidth is None else self.intra_node_bandwidth
+
+    @property
+    def resync_factor(self) -> float:
+        """f: bytes moved per weight byte in the data-parallel resync (``allReduceFactor``; 4 when not given)."""
+        return DEFAULT_ALLREDUCE_FACTOR if self.allreduce_factor is None else self.allreduce_factor
+
+    def version2_feature_notes(self) -> dict[str, str]:
+        """The active version-2 extensions, JSON key -> why it is active (e.g. "G=8 < k=64").
+
+        A key counts as active only when it is given and changes some score:
+
+        * ``devicesPerNode``: G given with G < k (with G >= k the cluster is one node);
+        * ``intraNodeBandwidth``: B_in given and != B;
+        * ``allReduceFactor``: f given and != 4;
+        * ``memoryUsageShardedB``: some TMPC has s > 0.
+
+        (G < k with B_in = B changes no number either; it is still listed, so that a solver
+        that does not know about nodes refuses rather than guesses.)
+        """
+        out: dict[str, str] = {}
+        if self.devices_per_node is not None and self.devices_per_node < self.devices:
+            out["devicesPerNode"] = f"G={self.devices_per_node} < k={self.devices}"
+        if self.intra_node_bandwidth is not None and self.intra_node_bandwidth != self.bandwidth:
+            out["intraNodeBandwidth"] = f"B_in={self.intra_node_bandwidth:.6g} != B={self.bandwidth:.6g} bytes/s"
+        if self.allreduce_factor is not None and self.allreduce_factor != DEFAULT_ALLREDUCE_FACTOR:
+            out["allReduceFactor"] = f"f={self.allreduce_factor:.6g} != 4"
+        sharded = sum(1 for nd in self.nodes for lst in nd.tmpcs.values() for c in lst if c.memory_sharded > 0)
+        if sharded:
+            out["memoryUsageShardedB"] = f"{sharded} TMPC(s) with s > 0"
+        return out
+
+    def version2_features(self) -> tuple[str, ...]:
+        """The active version-2 extensions by JSON key, in :data:`VERSION2_FEATURES` order.
+
+        Empty for a version-1 instance: then every score is exactly the version-1 score.
+        See :meth:`version2_feature_notes` for when a key counts as active.
+        """
+        return tuple(self.version2_feature_notes())
+
+    @property
     def max_stage_sum_d(self) -> int:
         """S = min(N, k): a bound on the sum of data-parallel degrees."""
         return min(self.microbatches, self.devices)
@@ -177,17 +276,24 @@ class Problem:
         memory: float | None = None,
         microbatches: int | None = None,
         bandwidth: float | None = None,
+        devices_per_node: int | None = None,
+        intra_node_bandwidth: float | None = None,
+        allreduce_factor: float | None = None,
     ) -> "Problem":
-        """A copy with some cluster numbers replaced (validated like the file's)."""
+        """A copy with some cluster numbers replaced (validated like the file's; None keeps the value)."""
         p = replace(
             self,
             devices=self.devices if devices is None else devices,
             memory_per_device=self.memory_per_device if memory is None else memory,
             microbatches=self.microbatches if microbatches is None else microbatches,
             bandwidth=self.bandwidth if bandwidth is None else bandwidth,
+            devices_per_node=self.devices_per_node if devices_per_node is None else devices_per_node,
+            intra_node_bandwidth=self.intra_node_bandwidth if intra_node_bandwidth is None else intra_node_bandwidth,
+            allreduce_factor=self.allreduce_factor if allreduce_factor is None else allreduce_factor,
         )
         _validate_cluster(p.devices, p.memory_per_device, p.microbatches, p.bandwidth)
-        return p
+        g, b_in, f = _validate_cluster_v2(p.devices_per_node, p.intra_node_bandwidth, p.allreduce_factor)
+        return replace(p, devices_per_node=g, intra_node_bandwidth=b_in, allreduce_factor=f)
 
     def to_dict(self) -> dict[str, Any]:
         return problem_to_dict(self)
@@ -226,6 +332,21 @@ def _validate_cluster(k: Any, m: Any, n: Any, b: Any) -> tuple[int, float, int, 
     )
 
 
+def _validate_cluster_v2(g: Any, b_in: Any, f: Any) -> tuple[int | None, float | None, float | None]:
+    """The version-2 cluster keys (each may be None = not given)."""
+    return (
+        None if g is None else int(_number(g, "devicesPerNode", integer=True)),
+        None if b_in is None else _number(b_in, "intraNodeBandwidth", positive=True),
+        None if f is None else _number(f, "allReduceFactor", positive=True),
+    )
+
+
+def _unknown(raw: Mapping[str, Any], known: tuple[str, ...], where: str, out: list[str]) -> None:
+    for key in raw:
+        if key not in known:
+            out.append(f"unknown key {key!r} at {where} (known: {', '.join(known)})")
+
+
 def _node_id(value: Any, where: str) -> int:
     if isinstance(value, bool):
         raise ProblemError(f"{where}: node id must be an integer, got {value!r}")
@@ -253,10 +374,7 @@ def _sync_map(raw: Any, where: str) -> dict[int, float]:
     return out
 
 
-_TMPC_KEYS = ("id", "timePerSample", "parameterSize", "memoryUsageA", "memoryUsageB", "syncTimeFw", "syncTimeBw")
-
-
-def _tmpc_from_dict(raw: Any, where: str) -> TMPC:
+def _tmpc_from_dict(raw: Any, where: str, unknown: list[str] | None = None) -> TMPC:
     if not isinstance(raw, Mapping):
         raise ProblemError(f"{where}: a TMPC must be an object, got {type(raw).__name__}")
     for key in _TMPC_KEYS:
@@ -266,6 +384,9 @@ def _tmpc_from_dict(raw: Any, where: str) -> TMPC:
     if not isinstance(tid, str) or not tid:
         raise ProblemError(f"{where}: 'id' must be a non-empty string, got {tid!r}")
     where = f"{where} (TMPC {tid!r})"
+    if unknown is not None:
+        _unknown(raw, KNOWN_KEYS["TMPC"], where, unknown)
+    sharded = raw.get("memoryUsageShardedB")
     return TMPC(
         id=tid,
         time_per_sample=_number(raw["timePerSample"], f"{where} timePerSample"),
@@ -274,11 +395,12 @@ def _tmpc_from_dict(raw: Any, where: str) -> TMPC:
         memory_b=_number(raw["memoryUsageB"], f"{where} memoryUsageB"),
         sync_fw=_sync_map(raw["syncTimeFw"], f"{where} syncTimeFw"),
         sync_bw=_sync_map(raw["syncTimeBw"], f"{where} syncTimeBw"),
-        extra={k: v for k, v in raw.items() if k not in _TMPC_KEYS},
+        extra={k: v for k, v in raw.items() if k not in KNOWN_KEYS["TMPC"]},
+        memory_sharded=0.0 if sharded is None else _number(sharded, f"{where} memoryUsageShardedB"),
     )
 
 
-def _node_from_dict(raw: Any, pos: int) -> Node:
+def _node_from_dict(raw: Any, pos: int, unknown: list[str] | None = None) -> Node:
     if not isinstance(raw, Mapping):
         raise ProblemError(f"nodes[{pos}]: a node must be an object, got {type(raw).__name__}")
     if "id" not in raw:
@@ -287,6 +409,8 @@ def _node_from_dict(raw: Any, pos: int) -> Node:
     where = f"node {nid}"
     if "TMPCs" not in raw:
         raise ProblemError(f"{where}: missing key 'TMPCs'")
+    if unknown is not None:
+        _unknown(raw, _NODE_KEYS, where, unknown)
     tm = raw["TMPCs"]
     if not isinstance(tm, Mapping):
         raise ProblemError(f"{where}: 'TMPCs' must be an object keyed by degree t")
@@ -302,7 +426,7 @@ def _node_from_dict(raw: Any, pos: int) -> Node:
             raise ProblemError(f"{where}: degree t={t} given twice")
         if not isinstance(lst, list) or not lst:
             raise ProblemError(f"{where}: TMPCs[{tkey!r}] must be a non-empty list")
-        items = tuple(_tmpc_from_dict(c, f"{where} t={t} TMPCs[{i}]") for i, c in enumerate(lst))
+        items = tuple(_tmpc_from_dict(c, f"{where} t={t} TMPCs[{i}]", unknown) for i, c in enumerate(lst))
         seen: set[str] = set()
         for c in items:
             if c.id in seen:
@@ -312,11 +436,22 @@ def _node_from_dict(raw: Any, pos: int) -> Node:
     if not tmpcs:
         raise ProblemError(f"{where}: 'TMPCs' is empty (a layer needs at least one degree t)")
     name = raw.get("name")
+    kind = raw.get("kind")
+    if kind is not None and not isinstance(kind, str):
+        raise ProblemError(f"{where} kind: must be a string, got {kind!r}")
+    layer_index = raw.get("layerIndex")
+    if layer_index is not None:
+        whole = isinstance(layer_index, int) or (isinstance(layer_index, float) and layer_index.is_integer())
+        if isinstance(layer_index, bool) or not whole or layer_index < 0:
+            raise ProblemError(f"{where} layerIndex: must be an integer >= 0, got {layer_index!r}")
+        layer_index = int(layer_index)
     return Node(
         id=nid,
         tmpcs=dict(sorted(tmpcs.items())),
         name=None if name is None else str(name),
-        extra={k: v for k, v in raw.items() if k not in ("id", "TMPCs", "name")},
+        extra={k: v for k, v in raw.items() if k not in _NODE_KEYS},
+        kind=kind,
+        layer_index=layer_index,
     )
 
 
@@ -345,8 +480,13 @@ def _topological_order(nodes: tuple[Node, ...], edges: tuple[Edge, ...]) -> tupl
     return tuple(order)
 
 
-def problem_from_dict(raw: Any) -> Problem:
-    """Build and validate a :class:`Problem` from the reference JSON structure."""
+def problem_from_dict(raw: Any, *, strict: bool = False) -> Problem:
+    """Build and validate a :class:`Problem` from the reference JSON structure.
+
+    Keys the loader does not know (see :data:`KNOWN_KEYS`) are kept in ``extra`` for round
+    trips and listed in :attr:`Problem.unknown_keys`; with ``strict=True`` the first one is a
+    :class:`ProblemError` instead.
+    """
     if not isinstance(raw, Mapping):
         raise ProblemError(f"the workload must be a JSON object, got {type(raw).__name__}")
     for key in ("maxDevices", "maxMemoryPerDevice", "bandwidth", "nodes", "edges"):
@@ -364,12 +504,15 @@ def problem_from_dict(raw: Any) -> Problem:
     else:
         raise ProblemError("missing top-level key 'mbsInBatch' (or its alias 'maxBatchSize')")
     k, m, n, b = _validate_cluster(raw["maxDevices"], raw["maxMemoryPerDevice"], mbs, raw["bandwidth"])
+    g, b_in, f = _validate_cluster_v2(raw.get("devicesPerNode"), raw.get("intraNodeBandwidth"), raw.get("allReduceFactor"))
+    unknown: list[str] = []
+    _unknown(raw, _TOP_KEYS, "top level", unknown)
 
     if not isinstance(raw["nodes"], list):
         raise ProblemError("'nodes' must be a list")
     if not isinstance(raw["edges"], list):
         raise ProblemError("'edges' must be a list")
-    nodes = tuple(_node_from_dict(x, i) for i, x in enumerate(raw["nodes"]))
+    nodes = tuple(_node_from_dict(x, i, unknown) for i, x in enumerate(raw["nodes"]))
     if not nodes:
         raise ProblemError("'nodes' is empty: a workload needs at least one layer")
     ids: set[int] = set()
@@ -383,7 +526,7 @@ def problem_from_dict(raw: Any) -> Problem:
     for i, e in enumerate(raw["edges"]):
         if not isinstance(e, Mapping):
             raise ProblemError(f"edges[{i}]: an edge must be an object")
-        for key in ("sourceId", "destId", "communicationCost"):
+        for key in _EDGE_KEYS:
             if key not in e:
                 raise ProblemError(f"edges[{i}]: missing key {key!r}")
         u = _node_id(e["sourceId"], f"edges[{i}] sourceId")
@@ -399,7 +542,8 @@ def problem_from_dict(raw: Any) -> Problem:
             raise ProblemError(f"{where}: duplicate edge")
         seen_edges.add((u, v))
         cost = _number(e["communicationCost"], f"{where} communicationCost")
-        extra = {k2: v2 for k2, v2 in e.items() if k2 not in ("sourceId", "destId", "communicationCost")}
+        _unknown(e, _EDGE_KEYS, where, unknown)
+        extra = {k2: v2 for k2, v2 in e.items() if k2 not in _EDGE_KEYS}
         edges.append(Edge(u, v, cost, extra))
     edges_t = tuple(edges)
     _topological_order(nodes, edges_t)  # raises on a cycle
@@ -416,12 +560,11 @@ def problem_from_dict(raw: Any) -> Problem:
                 _check_keys(set(c.sync_fw), preds[nd.id], f"{where} syncTimeFw", "in-neighbours")
                 _check_keys(set(c.sync_bw), succs[nd.id], f"{where} syncTimeBw", "out-neighbours")
 
-    extra = {
-        key: val
-        for key, val in raw.items()
-        if key not in ("maxDevices", "maxMemoryPerDevice", "bandwidth", "mbsInBatch", "maxBatchSize", "nodes", "edges")
-    }
-    return Problem(nodes, edges_t, k, m, n, b, extra)
+    if strict and unknown:
+        raise ProblemError(f"{unknown[0]} (strict mode: unknown keys are errors)")
+    extra = {key: val for key, val in raw.items() if key == "name" or key not in _TOP_KEYS}
+    return Problem(nodes, edges_t, k, m, n, b, extra, devices_per_node=g, intra_node_bandwidth=b_in,
+                   allreduce_factor=f, unknown_keys=tuple(unknown))
 
 
 def _check_keys(have: set[int], want: set[int], where: str, what: str) -> None:
@@ -436,11 +579,15 @@ def _check_keys(have: set[int], want: set[int], where: str, what: str) -> None:
         raise ProblemError(f"{where}: keys must be exactly the node's {what} {sorted(want)}; " + ", ".join(parts))
 
 
-def load_problem(source: str | Path | Mapping[str, Any]) -> Problem:
-    """Load a workload from a JSON file path or an already-parsed dict."""
+def load_problem(source: str | Path | Mapping[str, Any], *, strict: bool = False) -> Problem:
+    """Load a workload from a JSON file path or an already-parsed dict.
+
+    ``strict=True``: an unknown key is a :class:`ProblemError` (otherwise it is kept and
+    reported in :attr:`Problem.unknown_keys`).
+    """
     if isinstance(source, Mapping):
-        return problem_from_dict(source)
-    return problem_from_dict(read_json(source, ProblemError, "workload"))
+        return problem_from_dict(source, strict=strict)
+    return problem_from_dict(read_json(source, ProblemError, "workload"), strict=strict)
 
 
 def _num_out(x: float) -> float | int:
@@ -460,6 +607,8 @@ def problem_to_dict(problem: Problem) -> dict[str, Any]:
             "syncTimeFw": {str(k): v for k, v in c.sync_fw.items()},
             "syncTimeBw": {str(k): v for k, v in c.sync_bw.items()},
         }
+        if c.memory_sharded != 0:
+            d["memoryUsageShardedB"] = c.memory_sharded
         d.update(c.extra)
         return d
 
@@ -468,6 +617,10 @@ def problem_to_dict(problem: Problem) -> dict[str, Any]:
         d: dict[str, Any] = {"id": nd.id}
         if nd.name is not None:
             d["name"] = nd.name
+        if nd.kind is not None:
+            d["kind"] = nd.kind
+        if nd.layer_index is not None:
+            d["layerIndex"] = nd.layer_index
         d["TMPCs"] = {str(t): [tmpc(c) for c in lst] for t, lst in nd.tmpcs.items()}
         d.update(nd.extra)
         nodes.append(d)
@@ -482,6 +635,12 @@ def problem_to_dict(problem: Problem) -> dict[str, Any]:
         "bandwidth": problem.bandwidth,
         "mbsInBatch": problem.microbatches,
     }
+    if problem.devices_per_node is not None:
+        out["devicesPerNode"] = problem.devices_per_node
+    if problem.intra_node_bandwidth is not None:
+        out["intraNodeBandwidth"] = problem.intra_node_bandwidth
+    if problem.allreduce_factor is not None:
+        out["allReduceFactor"] = problem.allreduce_factor
     out.update(problem.extra)
     out["nodes"] = nodes
     out["edges"] = edges
@@ -571,7 +730,8 @@ def insert_bert_layers(problem: Problem, transformer_layers: int) -> Problem:
             t: tuple(with_sync(c, {prev: c.sync_fw[anchor_pred]}, {nxt: c.sync_bw[succ.id]}) for c in lst)
             for t, lst in anchor.tmpcs.items()
         }
-        new_nodes.append(Node(cid, tm, anchor.name, dict(anchor.extra)))
+        # a copy is the same kind of layer; its layerIndex (if any) would repeat the anchor's, so it has none
+        new_nodes.append(Node(cid, tm, anchor.name, dict(anchor.extra), kind=anchor.kind))
     new_edges = [e for e in problem.edges if not (e.u == anchor.id and e.v == succ.id)]
     for a, b in zip(chain, chain[1:]):
         new_edges.append(Edge(a, b, link.communication_cost, dict(link.extra)))
