@@ -1,14 +1,24 @@
 """The one evaluator: scores any :class:`~piper.plan.Plan` against its :class:`~piper.problem.Problem`.
 
-Score, for stage i with degrees d = d_i, t = t_i and its chosen TMPCs (``PROBLEM.md``):
+Score, for stage i with degrees d = d_i, t = t_i and its chosen TMPCs (``PROBLEM.md``,
+including "Extensions (version 2)"; sizes in bytes, bandwidths in bytes/second, times in
+the workload's time units):
 
 * in flight  y_i   = ceil((d_i + d_{i+1} + ... + d_L) / d_i)
-* memory     mem_i = sum_v (a_v * y_i + b_v)  bytes; OOM iff mem_i > M
+* memory     mem_i = sum_v (a_v * y_i + b_v + s_v / d)  bytes; OOM iff mem_i > M
 * compute    P_i   = sum_v p_v
 * edge bytes X_i   = sum_{(u,v): v in S_i, u not} 2 (c_uv + sfw_v[u])
                    + sum_{(v,x): v in S_i, x not} 2 (c_vx + sbw_v[x])
-* resync     R_i   = sum_v 4 (d - 1) w_v / (d N)  bytes
-* TPS_i = (X_i / d + R_i) / B + P_i / d;   TPS = max_i TPS_i  (+inf when any stage is OOM)
+* resync     R_i   = sum_v f (d - 1) w_v / (d N)  bytes
+* bandwidths the stage *fits in a node* when d t <= G: its resync runs at B_resync,i = B_in,
+             else at B; the plan fits in a node when sum_i d_i t_i <= G: then every
+             stage's edge bytes run at B_edge = B_in, else at B
+* TPS_i = X_i / (d B_edge) + R_i / B_resync,i + P_i / d;   TPS = max_i TPS_i  (+inf when OOM)
+* batch time = N TPS + sum_i tau_i - max_i tau_i, tau_i = P_i + X_i / B_edge (+inf when OOM)
+
+Defaults (no version-2 key): G = k, B_in = B, f = 4, s = 0. Then both bandwidths of every
+stage are B and TPS_i is computed as ``(X_i / d + R_i) / B + P_i / d``, exactly the
+version-1 expression, so every number is bit-for-bit the version-1 number.
 
 Every solver's plan is scored here; no solver's own objective is reported as the TPS.
 """
@@ -36,9 +46,9 @@ class StageScore:
     tps: float
     #: P_i / d: compute time per sample
     compute: float
-    #: X_i / (d B): cut-edge communication time per sample
+    #: X_i / (d B_edge): cut-edge communication time per sample
     edge: float
-    #: R_i / B: data-parallel weight resync time per sample
+    #: R_i / B_resync: data-parallel weight resync time per sample
     resync: float
     #: bytes used on each of the stage's devices
     memory: float
@@ -48,6 +58,14 @@ class StageScore:
     oom: bool
     d: int
     t: int
+    #: B_edge, bytes/second its cut-edge bytes ran at (B_in when the whole plan fits in a node, else B)
+    edge_bandwidth: float
+    #: B_resync, bytes/second its data-parallel resync ran at (B_in when the stage fits in a node, else B)
+    resync_bandwidth: float
+    #: d * t <= G: the stage sits inside one node
+    fits_in_node: bool
+    #: tau_i = P_i + X_i / B_edge: time one replica spends on one microbatch (time units)
+    tau: float
 
 
 @dataclass(frozen=True)
@@ -60,6 +78,11 @@ class Score:
     stages: tuple[StageScore, ...]
     devices_used: int
     sum_d: int
+    #: time of one batch of N microbatches (time units; no solver optimizes it):
+    #: N * TPS + sum_i tau_i - max_i tau_i (1F1B steady state plus fill and drain); +inf when OOM
+    batch_time: float
+    #: sum_i d_i t_i <= G: the whole plan sits inside one node (its edges run at B_in)
+    fits_in_node: bool
 
     @property
     def throughput(self) -> float:
@@ -77,10 +100,12 @@ class Score:
         return max(range(len(self.stages)), key=lambda i: self.stages[i].tps)
 
     def to_dict(self) -> dict:
-        """The ``evaluate --json`` shape: tps is null when OOM."""
+        """The ``evaluate --json`` shape: tps and batch_time are null when OOM; bandwidths in bytes/s."""
         return {
             "tps": None if self.oom else self.tps,
             "oom": self.oom,
+            "batch_time": None if self.oom else self.batch_time,
+            "fits_in_node": self.fits_in_node,
             "devices_used": self.devices_used,
             "sum_d": self.sum_d,
             "stages": [
@@ -94,6 +119,10 @@ class Score:
                     "oom": s.oom,
                     "d": s.d,
                     "t": s.t,
+                    "fits_in_node": s.fits_in_node,
+                    "edge_bandwidth": s.edge_bandwidth,
+                    "resync_bandwidth": s.resync_bandwidth,
+                    "tau": s.tau,
                 }
                 for s in self.stages
             ],
@@ -166,7 +195,11 @@ def evaluate(problem: Problem, plan: Plan) -> Score:
     """
     chosen = check_plan(problem, plan)
     n_mb = problem.microbatches
-    bw = problem.bandwidth
+    f = problem.resync_factor
+    g = problem.node_size
+    bw_out, bw_in = problem.bandwidth, problem.bandwidth_intra
+    plan_fits = plan.devices_used <= g
+    bw_edge = bw_in if plan_fits else bw_out
     suffix = 0
     suffix_d = [0] * len(plan.stages)
     for i in range(len(plan.stages) - 1, -1, -1):
@@ -177,25 +210,32 @@ def evaluate(problem: Problem, plan: Plan) -> Score:
         d = s.d
         members = set(s.nodes)
         y = -(-suffix_d[i] // d)
+        stage_fits = d * s.t <= g
+        bw_resync = bw_in if stage_fits else bw_out
         memory = 0.0
         compute = 0.0
         edge_bytes = 0.0
         resync_bytes = 0.0
         for v in s.nodes:
             c = chosen[v]
-            memory += c.memory_a * y + c.memory_b
+            # s = 0 adds exactly 0.0: the version-1 sum
+            memory += c.memory_a * y + c.memory_b + c.memory_sharded / d
             compute += c.time_per_sample
-            resync_bytes += 4.0 * (d - 1) * c.parameter_size / (d * n_mb)
+            resync_bytes += f * (d - 1) * c.parameter_size / (d * n_mb)
             for e in problem.in_edges[v]:
                 if e.u not in members:
                     edge_bytes += 2.0 * (e.communication_cost + c.sync_fw[e.u])
             for e in problem.out_edges[v]:
                 if e.v not in members:
                     edge_bytes += 2.0 * (e.communication_cost + c.sync_bw[e.v])
-        edge_t = edge_bytes / d / bw
-        resync_t = resync_bytes / bw
+        edge_t = edge_bytes / d / bw_edge
+        resync_t = resync_bytes / bw_resync
         compute_t = compute / d
-        tps = (edge_bytes / d + resync_bytes) / bw + compute / d
+        if bw_edge == bw_resync:
+            # the version-1 expression, kept verbatim so that defaults give bit-identical numbers
+            tps = (edge_bytes / d + resync_bytes) / bw_edge + compute / d
+        else:
+            tps = edge_bytes / (d * bw_edge) + resync_bytes / bw_resync + compute / d
         stages.append(
             StageScore(
                 tps=tps,
@@ -207,8 +247,15 @@ def evaluate(problem: Problem, plan: Plan) -> Score:
                 oom=memory > problem.memory_per_device,
                 d=d,
                 t=s.t,
+                edge_bandwidth=bw_edge,
+                resync_bandwidth=bw_resync,
+                fits_in_node=stage_fits,
+                tau=compute + edge_bytes / bw_edge,
             )
         )
     oom = any(st.oom for st in stages)
     total = math.inf if oom else max(st.tps for st in stages)
-    return Score(tps=total, oom=oom, stages=tuple(stages), devices_used=plan.devices_used, sum_d=plan.sum_d)
+    taus = [st.tau for st in stages]
+    batch_time = math.inf if oom else n_mb * total + sum(taus) - max(taus)
+    return Score(tps=total, oom=oom, stages=tuple(stages), devices_used=plan.devices_used, sum_d=plan.sum_d,
+                 batch_time=batch_time, fits_in_node=plan_fits)

@@ -189,8 +189,10 @@ def _fmt_bytes(x: float) -> str:
 
 def render_plan(problem: "Problem", plan: Plan, score: "Score | None" = None) -> str:
     """A readable table: stage, layers (as id ranges), d, t, TMPCs used, stage TPS,
-    memory used / limit. ``score`` (from :func:`piper.evaluate.evaluate`) adds the numbers."""
-    rows = [["stage", "layers", "d", "t", "TMPCs", "TPS", "compute", "edge", "resync", "y", "memory / limit"]]
+    memory used / limit. ``score`` (from :func:`piper.evaluate.evaluate`) adds the numbers,
+    the column "node" ("in": d * t <= G, the stage sits inside one node and resyncs at the
+    intra-node bandwidth; "spans": it does not) and the batch time in the footer."""
+    rows = [["stage", "layers", "d", "t", "TMPCs", "TPS", "compute", "edge", "resync", "y", "node", "memory / limit"]]
     for i, s in enumerate(plan.stages):
         counts: dict[str, int] = {}
         for v in s.nodes:
@@ -201,17 +203,21 @@ def render_plan(problem: "Problem", plan: Plan, score: "Score | None" = None) ->
         if score is not None and i < len(score.stages):
             st = score.stages[i]
             mem = f"{_fmt_bytes(st.memory)} / {_fmt_bytes(problem.memory_per_device)}" + ("  OOM" if st.oom else "")
-            row += [f"{st.tps:.6g}", f"{st.compute:.4g}", f"{st.edge:.4g}", f"{st.resync:.4g}", str(st.y), mem]
+            node = "in" if st.fits_in_node else "spans"
+            row += [f"{st.tps:.6g}", f"{st.compute:.4g}", f"{st.edge:.4g}", f"{st.resync:.4g}", str(st.y), node, mem]
         else:
-            row += ["", "", "", "", "", ""]
+            row += ["", "", "", "", "", "", ""]
         rows.append(row)
     widths = [max(len(r[c]) for r in rows) for c in range(len(rows[0]))]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip() for r in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))
     if score is not None:
         tps = "OOM (infinite)" if score.oom else f"{score.tps:.10g}"
+        batch = "OOM (infinite)" if score.oom else f"{score.batch_time:.10g}"
         lines.append(
-            f"TPS {tps}; bottleneck stage {score.bottleneck + 1 if score.bottleneck is not None else '-'}; "
+            f"TPS {tps}; batch time {batch}; bottleneck stage "
+            f"{score.bottleneck + 1 if score.bottleneck is not None else '-'}; "
             f"devices used {plan.devices_used} of {problem.devices}; sum of d {plan.sum_d} (N = {problem.microbatches})"
+            + ("; the plan fits in one node" if score.fits_in_node and problem.node_size < problem.devices else "")
         )
     return "\n".join(lines)
