@@ -16,14 +16,15 @@ from .cli import (
     UsageError,
     add_ablation_args,
     add_cluster_args,
-    apply_cluster_args,
+    add_strict_arg,
+    load_workload,
     options_from_args,
     positive_int,
     run_main,
 )
 from .evaluate import evaluate
 from .plan import load_plan, render_plan
-from .problem import Problem, load_problem
+from .problem import Problem
 
 
 def _parser() -> ArgumentParser:
@@ -34,6 +35,7 @@ def _parser() -> ArgumentParser:
     info = sub.add_parser("info", help="describe a workload: layers, edges, degrees, TMPCs, ideals, cluster")
     info.add_argument("file", help="workload JSON")
     add_cluster_args(info)
+    add_strict_arg(info)
     info.add_argument("--max-ideals", type=positive_int, default=200_000, metavar="N", help="stop counting ideals past N")
     info.add_argument("--json", action="store_true", help="print one JSON object")
 
@@ -41,11 +43,13 @@ def _parser() -> ArgumentParser:
     ev.add_argument("file", help="workload JSON")
     ev.add_argument("plan", help="plan JSON (reference output shape)")
     add_cluster_args(ev)
+    add_strict_arg(ev)
     ev.add_argument("--json", action="store_true", help="print one JSON object")
 
     so = sub.add_parser("solve", help="find the best plan (Piper's DP by default)")
     so.add_argument("file", help="workload JSON")
     add_cluster_args(so)
+    add_strict_arg(so)
     add_ablation_args(so)
     so.add_argument("--solver", default="dp", help="registered solver name (dp, dp-greedy, milp, milp-highs, cpsat, brute, equi)")
     so.add_argument("--knapsack", choices=("exact", "greedy"), default=None, help="the DP's per-stage TMPC choice (default exact)")
@@ -61,7 +65,9 @@ def _parser() -> ArgumentParser:
 
 
 def _load(args) -> Problem:
-    return apply_cluster_args(load_problem(args.file), args)
+    """The workload with the cluster flags applied; warnings (unknown keys, ...) one line each on
+    stderr, or with --strict an unknown key is an error (exit 2)."""
+    return load_workload(args.file, args)
 
 
 def _count_ideals(problem: Problem, limit: int) -> int | None:
@@ -95,6 +101,11 @@ def cmd_info(args) -> int:
         "memory_per_device_bytes": problem.memory_per_device,
         "microbatches": problem.microbatches,
         "bandwidth_bytes_per_s": problem.bandwidth,
+        "devices_per_node": problem.node_size,
+        "intra_node_bandwidth_bytes_per_s": problem.bandwidth_intra,
+        "allreduce_factor": problem.resync_factor,
+        "version2_features": list(problem.version2_features()),
+        "unknown_keys": list(problem.unknown_keys),
     }
     if args.json:
         print(json.dumps(info))
@@ -114,6 +125,12 @@ def cmd_info(args) -> int:
         f"({problem.memory_per_device / 2**30:.4g} GiB), N={problem.microbatches} microbatches, "
         f"B={problem.bandwidth:.6g} bytes/s ({problem.bandwidth / 2**30:.4g} GiB/s)"
     )
+    print(
+        f"cluster shape {problem.devices} devices in nodes of {problem.node_size}, network {problem.bandwidth:.6g} bytes/s, "
+        f"intra-node {problem.bandwidth_intra:.6g} bytes/s, all-reduce factor {problem.resync_factor:.6g}"
+    )
+    features = problem.version2_feature_notes()
+    print(f"version 2     {'; '.join(f'{k} ({v})' for k, v in features.items()) if features else 'none (a version-1 instance)'}")
     return 0
 
 

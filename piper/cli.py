@@ -4,6 +4,7 @@ and the error contract (user errors -> one line on stderr, exit status 2, no tra
 from __future__ import annotations
 
 import argparse
+import math
 import re
 import sys
 from collections.abc import Callable, Sequence
@@ -12,7 +13,7 @@ from typing import Any, NoReturn
 from .evaluate import PlanError
 from .options import NO_AR, Options
 from .plan import PlanFormatError
-from .problem import ACTIVATION_RECOMP, Problem, ProblemError
+from .problem import ACTIVATION_RECOMP, Problem, ProblemError, load_problem
 from .result import SolverError
 
 __all__ = [
@@ -21,6 +22,9 @@ __all__ = [
     "parse_size",
     "add_cluster_args",
     "apply_cluster_args",
+    "add_strict_arg",
+    "problem_warnings",
+    "load_workload",
     "add_ablation_args",
     "options_from_args",
     "run_main",
@@ -107,13 +111,31 @@ size_arg = _size_arg
 seconds_arg = _seconds
 
 
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not (value > 0 and math.isfinite(value)):
+        raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text!r}")
+    return value
+
+
 def add_cluster_args(parser: argparse.ArgumentParser) -> None:
-    """--devices, --memory, --microbatches, --bandwidth: each overrides the file's value."""
+    """--devices, --memory, --microbatches, --bandwidth, and the version-2 --devices-per-node,
+    --intra-node-bandwidth, --allreduce-factor: each overrides the file's value."""
     g = parser.add_argument_group("cluster overrides (default: the file's values)")
     g.add_argument("--devices", "-k", type=_positive_int, metavar="K", help="number of accelerators k")
     g.add_argument("--memory", "-M", type=_size_arg, metavar="SIZE", help="memory per device, e.g. 8GiB or 80e9 (bytes)")
     g.add_argument("--microbatches", "-N", type=_positive_int, metavar="N", help="microbatches per batch")
-    g.add_argument("--bandwidth", "-B", type=_size_arg, metavar="SIZE", help="bytes/second per device, e.g. 25GiB")
+    g.add_argument("--bandwidth", "-B", type=_size_arg, metavar="SIZE",
+                   help="bytes/second per device, e.g. 25GiB (between nodes when --devices-per-node is set)")
+    g.add_argument("--devices-per-node", "-G", type=_positive_int, metavar="G",
+                   help="devices in one node, G (file key devicesPerNode; default k: one node)")
+    g.add_argument("--intra-node-bandwidth", type=_size_arg, metavar="SIZE",
+                   help="bytes/second per device inside a node, e.g. 300GB (file key intraNodeBandwidth; default B)")
+    g.add_argument("--allreduce-factor", type=_positive_float, metavar="F",
+                   help="bytes moved per weight byte in the data-parallel resync (file key allReduceFactor; default 4)")
 
 
 def apply_cluster_args(problem: Problem, args: argparse.Namespace) -> Problem:
@@ -122,7 +144,36 @@ def apply_cluster_args(problem: Problem, args: argparse.Namespace) -> Problem:
         memory=getattr(args, "memory", None),
         microbatches=getattr(args, "microbatches", None),
         bandwidth=getattr(args, "bandwidth", None),
+        devices_per_node=getattr(args, "devices_per_node", None),
+        intra_node_bandwidth=getattr(args, "intra_node_bandwidth", None),
+        allreduce_factor=getattr(args, "allreduce_factor", None),
     )
+
+
+def add_strict_arg(parser: argparse.ArgumentParser) -> None:
+    """--strict: unknown keys in the workload are errors (exit 2) instead of warnings."""
+    parser.add_argument("--strict", action="store_true",
+                        help="unknown keys in the workload file are errors, not warnings")
+
+
+def problem_warnings(problem: Problem) -> list[str]:
+    """One line each: the loader's unknown keys, and an intra-node bandwidth below the network's."""
+    out = [f"warning: {msg}" for msg in problem.unknown_keys]
+    if problem.intra_node_bandwidth is not None and problem.intra_node_bandwidth < problem.bandwidth:
+        out.append(
+            f"warning: intraNodeBandwidth {problem.intra_node_bandwidth:.6g} bytes/s is below bandwidth "
+            f"{problem.bandwidth:.6g} bytes/s (inside a node is usually faster)"
+        )
+    return out
+
+
+def load_workload(path: str, args: argparse.Namespace, prog: str = "piper") -> Problem:
+    """Load a workload file for a command: --strict (if the parser has it) makes unknown keys
+    errors, the cluster flags are applied, and each warning is one line on stderr."""
+    problem = apply_cluster_args(load_problem(path, strict=bool(getattr(args, "strict", False))), args)
+    for line in problem_warnings(problem):
+        print(f"{prog}: {line}", file=sys.stderr)
+    return problem
 
 
 def add_ablation_args(parser: argparse.ArgumentParser) -> None:
