@@ -16,8 +16,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from piper.options import Options
-from piper.problem import Problem
-from piper.result import Result
+from piper.problem import VERSION2_FEATURES, Problem
+from piper.result import Result, SolverError
 
 __all__ = ["SolverInfo", "SOLVERS", "register", "get_solver", "solve", "solver_names"]
 
@@ -36,12 +36,25 @@ class SolverInfo:
     fixed: dict[str, Any] = field(default_factory=dict)
     #: largest graph (layers) the solver accepts; None = any
     max_nodes: int | None = None
+    #: the version-2 extensions (JSON keys, see ``piper.problem.VERSION2_FEATURES``) the solver
+    #: honours; an instance using any other (``Problem.version2_features()``) is refused
+    features: frozenset[str] = frozenset()
+
+    def unsupported(self, problem: Problem) -> dict[str, str]:
+        """The problem's active version-2 features this solver does not honour: key -> why active."""
+        return {key: why for key, why in problem.version2_feature_notes().items() if key not in self.features}
 
     def load(self) -> SolverFunc:
         module, func = self.target.split(":")
         return getattr(importlib.import_module(module), func)
 
     def __call__(self, problem: Problem, options: Options | None = None) -> Result:
+        missing = self.unsupported(problem)
+        if missing:
+            what = ", ".join(f"{key} ({why})" for key, why in missing.items())
+            keys = "the key" if len(missing) == 1 else "the keys"
+            raise SolverError(f"solver {self.name!r} does not support {what} yet; "
+                              f"use --solver brute or drop {keys}")
         options = options or Options()
         if self.fixed:
             params = dict(options.params)
@@ -91,5 +104,6 @@ register(SolverInfo("dp-greedy", "piper.dp:solve_dp", False, "Piper's DP with th
 register(SolverInfo("milp", "baselines.milp:solve_milp", True, "exact MILP (PuLP + CBC)", {"backend": "cbc"}))
 register(SolverInfo("milp-highs", "baselines.milp:solve_milp", True, "exact MILP (PuLP + HiGHS)", {"backend": "highs"}))
 register(SolverInfo("cpsat", "baselines.cpsat:solve_cpsat", True, "exact CP-SAT model (OR-Tools)"))
-register(SolverInfo("brute", "baselines.brute:solve_brute", True, "exhaustive enumeration (tiny graphs)", max_nodes=8))
+register(SolverInfo("brute", "baselines.brute:solve_brute", True, "exhaustive enumeration (tiny graphs)", max_nodes=8,
+                    features=frozenset(VERSION2_FEATURES)))
 register(SolverInfo("equi", "baselines.equi:solve_equi", False, "PipeDream-2BW-like equi-partition baseline"))

@@ -20,6 +20,14 @@ Written independently of the DP and the models, to be obviously right:
 Empty stages are never needed (FORMULATIONS.md, fact F2). The stage time is
 computed here from the formula, not by the evaluator; the returned plan is
 then scored by the evaluator like every other solver's (``make_result``).
+
+Version 2 (PROBLEM.md, "Extensions (version 2)") is honoured in full, again
+by its own few lines: memory a*y + b + s/d, resync f (d-1) w / (d N) at B_in
+when the stage fits in a node (d t <= G) else at B, and edge bytes at B_in
+when the whole plan fits in a node (sum d t <= G) else at B. The last is a
+property of the whole plan, so the search runs twice: over plans with
+sum d t <= min(G, k) (edges at B_in), then, when G < k, over plans with
+sum d t > G (edges at B); the better of the two is the optimum.
 """
 
 from __future__ import annotations
@@ -60,10 +68,16 @@ def solve_brute(problem: Problem, options: Options | None = None) -> Result:
         succ_mask[pos[e.u]] |= 1 << pos[e.v]
     k, n_mb, bw = problem.devices, problem.microbatches, problem.bandwidth
     memory_limit = problem.memory_per_device
+    # version 2: G devices per node (default k), B_in inside a node (default B), f (default 4)
+    node_g = k if problem.devices_per_node is None else problem.devices_per_node
+    bw_in = bw if problem.intra_node_bandwidth is None else problem.intra_node_bandwidth
+    factor = 4.0 if problem.allreduce_factor is None else problem.allreduce_factor
 
     @lru_cache(maxsize=None)
-    def stage_best(mask: int, t: int, d: int, y: int) -> tuple[float, tuple[str, ...]] | None:
-        """Fastest TMPC choice for the stage (bitmask) at (t, d, y) that fits in memory."""
+    def stage_best(mask: int, t: int, d: int, y: int, bw_edge: float) -> tuple[float, tuple[str, ...]] | None:
+        """Fastest TMPC choice for the stage (bitmask) at (t, d, y) that fits in memory,
+        its cut edges running at ``bw_edge`` bytes/s."""
+        bw_resync = bw_in if d * t <= node_g else bw
         members = [ids[i] for i in range(n) if mask >> i & 1]
         member_set = set(members)
         choices = []
@@ -74,11 +88,11 @@ def solve_brute(problem: Problem, options: Options | None = None) -> Result:
             choices.append([c for _, c in allowed])
         best: tuple[float, tuple[str, ...]] | None = None
         for combo in itertools.product(*choices):
-            memory = sum(c.memory_a * y + c.memory_b for c in combo)
+            memory = sum(c.memory_a * y + c.memory_b + c.memory_sharded / d for c in combo)
             if memory > memory_limit:
                 continue
             compute = sum(c.time_per_sample for c in combo)
-            resync = sum(4.0 * (d - 1) * c.parameter_size / (d * n_mb) for c in combo)
+            resync = sum(factor * (d - 1) * c.parameter_size / (d * n_mb) for c in combo)
             edge = 0.0
             for v, c in zip(members, combo):
                 for e in problem.in_edges[v]:
@@ -87,7 +101,10 @@ def solve_brute(problem: Problem, options: Options | None = None) -> Result:
                 for e in problem.out_edges[v]:
                     if e.v not in member_set:
                         edge += 2.0 * (e.communication_cost + c.sync_bw[e.v])
-            tps = (edge / d + resync) / bw + compute / d
+            if bw_edge == bw_resync:
+                tps = (edge / d + resync) / bw_edge + compute / d
+            else:
+                tps = edge / (d * bw_edge) + resync / bw_resync + compute / d
             if best is None or tps < best[0]:
                 best = (tps, tuple(c.id for c in combo))
         return best
@@ -109,6 +126,8 @@ def solve_brute(problem: Problem, options: Options | None = None) -> Result:
                stages: list[tuple[int, int, int, tuple[str, ...]]]) -> None:
         nonlocal best_value, best_stages, timed_out
         if remaining == 0:
+            if budget - devices_left < min_devices:
+                return  # this pass is for plans that span nodes (sum d*t > G)
             if worst < best_value:
                 best_value, best_stages = worst, list(stages)
             return
@@ -122,7 +141,7 @@ def solve_brute(problem: Problem, options: Options | None = None) -> Result:
                         continue
                     total_d = suffix_d + d
                     y = -(-total_d // d)
-                    got = stage_best(mask, t, d, y)
+                    got = stage_best(mask, t, d, y, bw_edge)
                     if got is None:
                         continue
                     new_worst = max(worst, got[0])
@@ -132,7 +151,13 @@ def solve_brute(problem: Problem, options: Options | None = None) -> Result:
                     search(remaining & ~mask, devices_left - d * t, d_left - d, total_d, new_worst, stages)
                     stages.pop()
 
-    search((1 << n) - 1, k, n_mb, 0, 0.0, [])
+    # pass 1: plans inside one node (sum d*t <= min(G, k)), edges at B_in;
+    # pass 2 (when G < k): plans spanning nodes (sum d*t > G), edges at B
+    passes = [(min(node_g, k), 0, bw_in)]
+    if node_g < k:
+        passes.append((k, node_g + 1, bw))
+    for budget, min_devices, bw_edge in passes:
+        search((1 << n) - 1, budget, n_mb, 0, 0.0, [])
     elapsed = time.perf_counter() - start
     plan = None
     if best_stages is not None:
