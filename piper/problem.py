@@ -386,7 +386,7 @@ def _tmpc_from_dict(raw: Any, where: str, unknown: list[str] | None = None) -> T
     where = f"{where} (TMPC {tid!r})"
     if unknown is not None:
         _unknown(raw, KNOWN_KEYS["TMPC"], where, unknown)
-    sharded = raw.get("memoryUsageShardedB")
+    sharded = raw.get("memoryUsageShardedB", 0.0)  # an explicit null is an error, like any number
     return TMPC(
         id=tid,
         time_per_sample=_number(raw["timePerSample"], f"{where} timePerSample"),
@@ -396,7 +396,7 @@ def _tmpc_from_dict(raw: Any, where: str, unknown: list[str] | None = None) -> T
         sync_fw=_sync_map(raw["syncTimeFw"], f"{where} syncTimeFw"),
         sync_bw=_sync_map(raw["syncTimeBw"], f"{where} syncTimeBw"),
         extra={k: v for k, v in raw.items() if k not in KNOWN_KEYS["TMPC"]},
-        memory_sharded=0.0 if sharded is None else _number(sharded, f"{where} memoryUsageShardedB"),
+        memory_sharded=_number(sharded, f"{where} memoryUsageShardedB"),
     )
 
 
@@ -440,7 +440,7 @@ def _node_from_dict(raw: Any, pos: int, unknown: list[str] | None = None) -> Nod
     if kind is not None and not isinstance(kind, str):
         raise ProblemError(f"{where} kind: must be a string, got {kind!r}")
     layer_index = raw.get("layerIndex")
-    if layer_index is not None:
+    if "layerIndex" in raw:
         whole = isinstance(layer_index, int) or (isinstance(layer_index, float) and layer_index.is_integer())
         if isinstance(layer_index, bool) or not whole or layer_index < 0:
             raise ProblemError(f"{where} layerIndex: must be an integer >= 0, got {layer_index!r}")
@@ -504,6 +504,9 @@ def problem_from_dict(raw: Any, *, strict: bool = False) -> Problem:
     else:
         raise ProblemError("missing top-level key 'mbsInBatch' (or its alias 'maxBatchSize')")
     k, m, n, b = _validate_cluster(raw["maxDevices"], raw["maxMemoryPerDevice"], mbs, raw["bandwidth"])
+    for key in ("devicesPerNode", "intraNodeBandwidth", "allReduceFactor"):
+        if key in raw and raw[key] is None:  # null is not "not given"
+            _number(None, key)
     g, b_in, f = _validate_cluster_v2(raw.get("devicesPerNode"), raw.get("intraNodeBandwidth"), raw.get("allReduceFactor"))
     unknown: list[str] = []
     _unknown(raw, _TOP_KEYS, "top level", unknown)
