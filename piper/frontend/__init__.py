@@ -1,0 +1,39 @@
+"""The model front end: Piper workloads from a transformer description and hardware.
+
+Data flows one way: a :class:`TransformerConfig` (a preset or a Hugging Face
+``config.json``) and a :class:`Hardware` (catalog entry or user numbers) and a
+:class:`TrainingSetup` -> :func:`build_workload` -> the workload JSON object
+(PROBLEM.md version 2) -> :func:`piper.load_problem`.
+
+Modules: ``config`` (the model dataclass), ``presets``, ``hf`` (config.json),
+``hardware`` (catalog), ``costs`` (formulas, with their papers),
+``tmpc`` (TMPC ids), ``workload`` (the graph), ``summary``, ``cli``.
+"""
+
+from .config import TransformerConfig
+from .costs import (
+    hardware_flops_per_iteration,
+    layer_activation_bytes,
+    layer_params,
+    model_flops_per_iteration,
+    model_params,
+    sc21_flops_per_iteration,
+    sc21_params,
+)
+from .errors import FrontendError, HardwareError, ModelConfigError
+from .hardware import ACCELERATORS, NODE_TYPES, Hardware, hardware, hardware_from_file
+from .hf import config_from_hf, load_hf_config
+from .presets import PRESETS, preset, preset_names
+from .summary import model_summary
+from .tmpc import parse_tmpc_id, tmpc_id, tmpc_ids
+from .workload import TrainingSetup, all_reduce_factor, build_workload, tensor_parallel_degrees
+
+__all__ = [
+    "TransformerConfig", "ModelConfigError", "HardwareError", "FrontendError",
+    "PRESETS", "preset", "preset_names", "config_from_hf", "load_hf_config",
+    "Hardware", "ACCELERATORS", "NODE_TYPES", "hardware", "hardware_from_file",
+    "model_params", "layer_params", "model_flops_per_iteration", "hardware_flops_per_iteration",
+    "sc21_params", "sc21_flops_per_iteration", "layer_activation_bytes",
+    "parse_tmpc_id", "tmpc_id", "tmpc_ids",
+    "TrainingSetup", "build_workload", "tensor_parallel_degrees", "all_reduce_factor", "model_summary",
+]

@@ -1,0 +1,126 @@
+"""The model description: a dense decoder-only transformer.
+
+:class:`TransformerConfig` holds the architecture (layers, widths, heads,
+vocabulary), the training shape (sequence length, micro-batch size) and the
+numeric precision. It is validated when built: an invalid value raises
+:class:`~piper.frontend.errors.ModelConfigError` naming the field.
+
+Two families are covered, told apart by a few switches:
+
+* GPT / Megatron-LM (Narayanan et al., SC'21): LayerNorm, biases on every
+  linear layer, learned position embeddings, a GELU MLP with two matrices
+  (FFN = 4h), tied input and output embeddings.
+* Llama 2 / Llama 3: RMSNorm, no biases, rotary position embeddings (no
+  position parameters), a SwiGLU MLP with three matrices, grouped-query
+  attention (fewer key/value heads than query heads), untied embeddings.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields, replace
+from typing import Any
+
+from .errors import ModelConfigError
+
+__all__ = ["TransformerConfig", "FFN_KINDS", "NORM_KINDS"]
+
+#: MLP kinds: "gelu" = two matrices h->f->h with GELU; "swiglu" = three
+#: matrices (gate and up h->f, down f->h), Shazeer 2020 "GLU Variants Improve Transformer"
+FFN_KINDS = ("gelu", "swiglu")
+#: normalisation layers: LayerNorm has a weight and a bias (2h parameters),
+#: RMSNorm a weight only (h parameters)
+NORM_KINDS = ("layernorm", "rmsnorm")
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+@dataclass(frozen=True)
+class TransformerConfig:
+    """A dense decoder-only transformer and its training shape.
+
+    Sizes are counts (not bytes) unless the name says otherwise.
+    """
+
+    #: a label for reports (preset name or config file name)
+    name: str
+    #: l, number of transformer layers
+    layers: int
+    #: h, hidden size (model width)
+    hidden_size: int
+    #: a, number of query attention heads
+    attention_heads: int
+    #: number of key/value heads (grouped-query attention; = a for multi-head attention)
+    kv_heads: int
+    #: f, the MLP's inner width
+    ffn_hidden_size: int
+    #: V, vocabulary size
+    vocab_size: int
+    #: s, sequence length of one training sample, tokens
+    seq_length: int
+    #: "gelu" (2 matrices) or "swiglu" (3 matrices)
+    ffn_kind: str = "gelu"
+    #: "layernorm" or "rmsnorm"
+    norm: str = "layernorm"
+    #: biases on the linear layers (GPT: yes, Llama: no)
+    linear_bias: bool = True
+    #: learned absolute position embeddings of s x h parameters (GPT); False for rotary (Llama)
+    learned_positions: bool = True
+    #: the output head shares the input embedding's weights
+    tied_embeddings: bool = True
+    #: b, sequences in one micro-batch
+    micro_batch: int = 1
+    #: bytes per weight and per activation element (2 for bf16 / fp16)
+    precision_bytes: int = 2
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name:
+            raise ModelConfigError(f"name: must be a non-empty string, got {self.name!r}")
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.type in ("int", int):
+                if not _is_int(value):
+                    raise ModelConfigError(f"{self.name}: {f.name} must be a whole number, got {value!r}")
+                if value < 1:
+                    raise ModelConfigError(f"{self.name}: {f.name} must be >= 1, got {value}")
+            elif f.type in ("bool", bool) and not isinstance(value, bool):
+                raise ModelConfigError(f"{self.name}: {f.name} must be true or false, got {value!r}")
+        if self.ffn_kind not in FFN_KINDS:
+            raise ModelConfigError(f"{self.name}: ffn_kind must be one of {', '.join(FFN_KINDS)}, got {self.ffn_kind!r}")
+        if self.norm not in NORM_KINDS:
+            raise ModelConfigError(f"{self.name}: norm must be one of {', '.join(NORM_KINDS)}, got {self.norm!r}")
+        if self.hidden_size % self.attention_heads:
+            raise ModelConfigError(
+                f"{self.name}: attention_heads ({self.attention_heads}) must divide hidden_size ({self.hidden_size})"
+            )
+        if self.attention_heads % self.kv_heads:
+            raise ModelConfigError(
+                f"{self.name}: kv_heads ({self.kv_heads}) must divide attention_heads ({self.attention_heads})"
+            )
+
+    # ---- derived sizes ------------------------------------------------------------
+    @property
+    def head_dim(self) -> int:
+        """h / a, the width of one attention head."""
+        return self.hidden_size // self.attention_heads
+
+    @property
+    def kv_dim(self) -> int:
+        """Width of the key (and of the value) projection: kv_heads * head_dim."""
+        return self.kv_heads * self.head_dim
+
+    @property
+    def ffn_matrices(self) -> int:
+        """Weight matrices of the MLP: 2 (GELU) or 3 (SwiGLU)."""
+        return 3 if self.ffn_kind == "swiglu" else 2
+
+    def with_changes(self, **changes: Any) -> "TransformerConfig":
+        """A copy with some fields replaced (validated again)."""
+        unknown = set(changes) - {f.name for f in fields(self)}
+        if unknown:
+            raise ModelConfigError(f"unknown model field(s): {', '.join(sorted(unknown))}")
+        return replace(self, **changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
