@@ -61,6 +61,9 @@ def _parser() -> ArgumentParser:
     so.add_argument("--out", metavar="PLAN.json", help="write the plan here")
     so.add_argument("--json", action="store_true", help="print one JSON object")
     so.add_argument("--quiet", "-q", action="store_true", help="no progress on stderr")
+    from .frontend.cli import add_model_parser
+
+    add_model_parser(sub)
     return p
 
 
@@ -191,9 +194,15 @@ def cmd_solve(args) -> int:
     return 0
 
 
+def cmd_model(args) -> int:
+    from .frontend.cli import cmd_model as run
+
+    return run(args)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    return {"info": cmd_info, "evaluate": cmd_evaluate, "solve": cmd_solve}[args.command](args)
+    return {"info": cmd_info, "evaluate": cmd_evaluate, "solve": cmd_solve, "model": cmd_model}[args.command](args)
 
 
 if __name__ == "__main__":
