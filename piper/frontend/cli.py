@@ -148,7 +148,7 @@ def cmd_model(args: argparse.Namespace) -> int:
         recompute=args.recompute,
     )
     workload = build_workload(cfg, hw, setup)
-    load_problem(workload)  # the planner must accept what we write
+    load_problem(workload, strict=True)  # the planner must accept what we write, every key known
     if args.out:
         try:
             Path(args.out).write_text(json.dumps(workload, indent=1) + "\n")

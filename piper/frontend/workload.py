@@ -197,7 +197,8 @@ def _chain(cfg: TransformerConfig) -> list[tuple[str, int]]:
 
 
 def build_workload(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup | None = None) -> dict[str, Any]:
-    """The workload JSON object (loadable by :func:`piper.load_problem`)."""
+    """The workload JSON object (loadable by :func:`piper.load_problem` with ``strict=True``:
+    only keys of PROBLEM.md version 2, plus the top-level ``name``)."""
     setup = setup or TrainingSetup()
     if setup.global_batch % cfg.micro_batch:
         raise FrontendError(
@@ -229,6 +230,7 @@ def build_workload(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup | 
     edge_bytes = float(cfg.precision_bytes * cfg.micro_batch * cfg.seq_length * cfg.hidden_size)
     edges = [{"sourceId": i, "destId": i + 1, "communicationCost": edge_bytes} for i in range(len(chain) - 1)]
     return {
+        "name": f"{cfg.name} on {setup.nodes} x {hw.devices_per_node} {hw.name}, b={cfg.micro_batch}, s={cfg.seq_length}",
         "maxDevices": setup.nodes * hw.devices_per_node,
         "maxMemoryPerDevice": memory,
         "mbsInBatch": setup.global_batch // cfg.micro_batch,
@@ -236,12 +238,6 @@ def build_workload(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup | 
         "devicesPerNode": hw.devices_per_node,
         "intraNodeBandwidth": hw.nvlink_bandwidth,
         "allReduceFactor": all_reduce_factor(cfg, setup),
-        "frontend": {
-            "sample": "one micro-batch of microBatch sequences; times in seconds, sizes in bytes",
-            "model": cfg.to_dict(),
-            "hardware": hw.to_dict(),
-            "setup": setup.to_dict(),
-        },
         "nodes": nodes,
         "edges": edges,
     }
