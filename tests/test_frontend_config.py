@@ -77,6 +77,9 @@ def test_hf_llama_config(tmp_path):
     assert not cfg.linear_bias and not cfg.learned_positions and not cfg.tied_embeddings
     assert model_params(cfg) == 1256  # hand count in test_frontend_costs (toy Llama)
     assert load_hf_config(d / "config.json", seq_length=2).seq_length == 2
+    untied_by_default = {k: v for k, v in LLAMA_CONFIG.items() if k != "tie_word_embeddings"}
+    assert not config_from_hf(untied_by_default).tied_embeddings  # LlamaConfig's default
+    assert config_from_hf({**LLAMA_CONFIG, "head_dim": 2}).kv_dim == 4  # consistent head_dim is fine
 
 
 def test_hf_gpt2_config(tmp_path):
@@ -101,6 +104,8 @@ def test_hf_real_gpt2_small_size():
     ({**LLAMA_CONFIG, "num_key_value_heads": 3}, "kv_heads"),
     ({**LLAMA_CONFIG, "num_hidden_layers": "two"}, "num_hidden_layers"),
     ({**LLAMA_CONFIG, "tie_word_embeddings": "no"}, "tie_word_embeddings"),
+    ({**LLAMA_CONFIG, "head_dim": 4}, "head_dim"),
+    ({**LLAMA_CONFIG, "num_local_experts": 8}, "mixture-of-experts"),
 ])
 def test_hf_bad_config(raw, field):
     with pytest.raises(ModelConfigError, match=field):

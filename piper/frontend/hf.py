@@ -3,9 +3,14 @@
 Keys read (Llama / Mistral style): ``num_hidden_layers``, ``hidden_size``,
 ``num_attention_heads``, ``num_key_value_heads`` (default: the heads),
 ``intermediate_size`` (default 4h), ``vocab_size``,
-``max_position_embeddings`` (the sequence length unless one is given),
-``hidden_act``, ``tie_word_embeddings`` (default true, as in transformers'
-``PretrainedConfig``), ``attention_bias`` / ``mlp_bias``.
+``max_position_embeddings`` (the sequence length unless one is given: for
+long-context checkpoints such as Llama 3.1's 131,072 pass the training length),
+``hidden_act``, ``tie_word_embeddings`` (default: false for the Llama family as
+in transformers' ``LlamaConfig``, true otherwise as in ``PretrainedConfig``),
+``attention_bias`` / ``mlp_bias`` (either one puts biases on every linear layer).
+Refused with a clear error: a ``head_dim`` other than hidden_size /
+num_attention_heads, and mixture-of-experts configs (``num_local_experts``,
+``num_experts``, ``n_routed_experts``): the cost model is for dense models.
 GPT-2 style: ``n_layer``, ``n_embd``, ``n_head``, ``n_inner`` (default 4h),
 ``n_positions`` (or ``n_ctx``), ``activation_function``.
 
@@ -65,7 +70,15 @@ def config_from_hf(raw: Mapping[str, Any], name: str = "hf-config", seq_length: 
     act = str(_get(raw, ("hidden_act", "activation_function"), name, "gelu")).lower()
     model_type = str(raw.get("model_type", "")).lower()
     llama = model_type in _LLAMA_TYPES or (model_type not in _GPT_TYPES and act in _GATED)
-    tied = raw.get("tie_word_embeddings", True)
+    head_dim = raw.get("head_dim")
+    if head_dim is not None and head_dim * heads != hidden:
+        raise ModelConfigError(
+            f"{name}: head_dim ({head_dim!r}) differs from hidden_size / num_attention_heads ({hidden} / {heads}): not supported"
+        )
+    for key in ("num_local_experts", "num_experts", "n_routed_experts"):
+        if isinstance(raw.get(key), int) and raw[key] > 1:
+            raise ModelConfigError(f"{name}: {key} = {raw[key]}: mixture-of-experts models are not supported (dense only)")
+    tied = raw.get("tie_word_embeddings", not llama)
     if not isinstance(tied, bool):
         raise ModelConfigError(f"{name}: tie_word_embeddings must be true or false, got {tied!r}")
     bias = bool(raw.get("attention_bias", False) or raw.get("mlp_bias", False)) if llama else True
