@@ -16,6 +16,11 @@ the workload's time units):
 * TPS_i = X_i / (d B_edge) + R_i / B_resync,i + P_i / d;   TPS = max_i TPS_i  (+inf when OOM)
 * batch time = N TPS + sum_i tau_i - max_i tau_i, tau_i = P_i + X_i / B_edge (+inf when OOM)
 
+Placement is implied, not checked: a stage that fits in a node is taken to sit inside one.
+With power-of-two stage sizes d t and G a power of two such a packing always exists (place
+stages largest first: each fits in the free part of a node or starts a new one); for other
+sizes it may not, and the evaluator does not enforce it.
+
 Defaults (no version-2 key): G = k, B_in = B, f = 4, s = 0. Then both bandwidths of every
 stage are B and TPS_i is computed as ``(X_i / d + R_i) / B + P_i / d``, exactly the
 version-1 expression, so every number is bit-for-bit the version-1 number.

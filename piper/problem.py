@@ -7,6 +7,15 @@ in bytes/second.
 
 Loading validates everything and raises :class:`ProblemError` naming the
 node, edge or key at fault; a loaded :class:`Problem` is immutable.
+
+Version 2 (``PROBLEM.md``, "Extensions (version 2)") adds the optional keys
+``devicesPerNode`` (G), ``intraNodeBandwidth`` (B_in, bytes/second),
+``allReduceFactor`` (f) and the TMPC key ``memoryUsageShardedB`` (s, bytes);
+a field is None (s: 0) when its key is not given, and the properties
+:attr:`Problem.node_size`, :attr:`Problem.bandwidth_intra` and
+:attr:`Problem.resync_factor` give the effective values. Unknown keys are kept
+for round trips and listed in :attr:`Problem.unknown_keys` (``strict=True``:
+an error).
 """
 
 from __future__ import annotations
