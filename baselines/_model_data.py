@@ -503,7 +503,10 @@ def guarded_result(
        and a solver objective that disagrees with the evaluator by more than the
        tolerance downgrades "optimal" to "feasible";
     4. "infeasible" while holding a feasible warm start is a contradiction: the
-       warm start is returned with status "feasible".
+       warm start is returned with status "feasible";
+    5. "optimal" stands only when the evaluator's TPS of the plan is at most the proven
+       bound plus ``tolerance`` (docs/formulations.md §6); the result carries
+       ``tolerance`` as :attr:`piper.result.Result.tolerance`.
 
     A bound weaker than :meth:`ModelData.static_bound` is raised to it (the solver's own
     is kept in ``stats["solver_bound"]``).
@@ -554,12 +557,16 @@ def guarded_result(
             if math.isfinite(tps) and bound > tps + tolerance:
                 guards.append(f"bound {bound!r} above the evaluated TPS {tps!r} of a plan: clamped")
             bound = tps
-        if status == Status.OPTIMAL:
-            bound = min(bound, tps)
+        if status == Status.OPTIMAL and tps > bound + tolerance:
+            # a proof must hold for the evaluator's score of the plan, within the tolerance
+            guards.append(f"solver claimed optimal, but the plan's TPS {tps!r} is more than the tolerance "
+                          f"{tolerance:g} above the proven bound {bound!r}")
+            status = Status.FEASIBLE
     stats = dict(stats)
     stats["guards"] = guards
     if guards and not message:
         message = "; ".join(guards)
     return make_result(
-        problem, solver, status, plan, time_s=time_s, objective=objective, bound=bound, stats=stats, message=message
+        problem, solver, status, plan, time_s=time_s, objective=objective, bound=bound, stats=stats, message=message,
+        tolerance=tolerance,
     )

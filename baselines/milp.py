@@ -114,6 +114,7 @@ from typing import Any
 import pulp
 
 from piper.options import Options
+from piper.evaluate import evaluate
 from piper.problem import Problem
 from piper.result import Result, SolverError, Status
 
@@ -125,6 +126,48 @@ __all__ = ["solve_milp", "build_milp", "write_lp", "write_mps", "MilpModel"]
 BACKENDS = ("cbc", "highs")
 #: with a warm start, the model only looks for plans at least this much (relative) better
 CUTOFF_REL = 1e-6
+#: the solvers' feasibility tolerances as set here (absolute, in the model's units: times
+#: divided by τ, memory by M): rows may be violated and binaries may be fractional by
+#: this much in a solution the solver accepts (CBC's ``primalTolerance`` and
+#: ``integerTolerance``, HiGHS's ``primal_feasibility_tolerance`` and
+#: ``mip_feasibility_tolerance``); :func:`claim_tolerance` turns them into time.
+PRIMAL_TOL = 1e-7
+INTEGER_TOL = 1e-7
+#: CBC's cutoff increment (model units): a new plan must beat the incumbent by this much,
+#: and nodes whose bound is within it of the incumbent are pruned. CBC's default, 1e-5,
+#: pruned the optimum on docs/formulations.md §7's reproducer (plans 1.3e-6 relative
+#: apart, T about 0.25 τ): it is set far below the gap.
+CBC_INCREMENT = 1e-12
+#: an "optimal" claim is re-proved by a second solve strictly below it, with another seed
+#: and another CBC / HiGHS configuration, at most this many times (each refuted claim is
+#: replaced by the better plan the second solve found) before the result is "feasible"
+VERIFY_ROUNDS = 3
+#: CBC options of a verification solve (a refutation: no heuristics, no cuts, probing)
+VERIFY_CBC_OPTIONS = ("heur off", "cuts off", "probing forceOn")
+
+
+def claim_tolerance(data: ModelData, gap_abs: float) -> float:
+    """How far (problem time units) the model's T may be from the evaluator's TPS of the
+    plan read back, and a proven bound from the true optimum, given the solvers'
+    tolerances (docs/formulations.md §7).
+
+    A stage's row (I) holds its layers' κ and the r of its cut edges, each r bounded by
+    a row (H) of γ and Γ terms. With binaries within INTEGER_TOL of 0/1 and rows within
+    PRIMAL_TOL, the row's value differs from the plan's stage time by at most
+    INTEGER_TOL · C + PRIMAL_TOL · (m + 1), C = Σ_v max κ + Σ_e 2 (max γin + max γout)
+    (every coefficient that can appear in one stage's rows); the gap and CBC's increment
+    add to it. Times τ, in problem units.
+    """
+    c_sum = 0.0
+    for cs in data.choices.values():
+        c_sum += max((c.kappa for c in cs), default=0.0)
+    for j in range(len(data.edges)):
+        u, v = data.edges[j]
+        gin = max((c.gin.get(j, 0.0) for c in data.choices.get(v, [])), default=0.0)
+        gout = max((c.gout.get(j, 0.0) for c in data.choices.get(u, [])), default=0.0)
+        c_sum += 2.0 * (gin + gout)
+    model_units = INTEGER_TOL * c_sum + PRIMAL_TOL * (len(data.edges) + 1) + gap_abs + CBC_INCREMENT
+    return model_units * data.tau
 
 
 @contextmanager
@@ -638,7 +681,9 @@ def _solve_once(
                 threads=threads,
                 warmStart=warm is not None and cutoff is None,
                 logPath=log,
-                options=[f"randomSeed {options.seed + 1}", f"randomCbcSeed {options.seed + 1}"]
+                options=[f"randomSeed {options.seed + 1}", f"randomCbcSeed {options.seed + 1}",
+                         f"increment {CBC_INCREMENT:g}", f"primalTolerance {PRIMAL_TOL:g}",
+                         f"integerTolerance {INTEGER_TOL:g}"]
                 + list(params.get("cbc_options", [])),
             )
             model.prob.solve(solver)
@@ -665,7 +710,8 @@ def _solve_once(
                 warm=warm is not None and cutoff is None,
                 deadline=deadline,
                 random_seed=int(options.seed),
-                mip_feasibility_tolerance=1e-7,
+                mip_feasibility_tolerance=INTEGER_TOL,
+                primal_feasibility_tolerance=PRIMAL_TOL,
                 **extra,
             )
             model.prob.solve(solver)
@@ -889,25 +935,83 @@ def solve_milp(problem: Problem, options: Options | None = None) -> Result:
         elif status == Status.UNKNOWN:
             status, plan, objective = Status.FEASIBLE, warm.plan, warm.tps
             bound = min(bound, cutoff * data.tau)
-    if plan is not None:
-        from piper.evaluate import evaluate
-
-        if evaluate(problem, plan).oom:
-            # accepted within the solver's feasibility tolerance, OOM for the evaluator:
-            # tighten M a little and solve again (FORMULATIONS.md, pitfall 3)
-            stats.setdefault("guards", []).append("plan OOM under the evaluator; re-solved with M*(1-1e-6)")
-            data = build_model_data(problem, options, memory_factor=1.0 - 1e-6)
-            warm = None if options.warm_start is None else data.slots_from_plan(options.warm_start)
-            with _quiet_pulp():
-                status, plan, objective, bound, stats2 = _solve_once(data, options, backend, None, deadline)
-            stats2["guards"] = stats["guards"] + stats2.get("guards", [])
-            stats = stats2
+    gap_abs = float(options.params.get("gap_abs", 1e-9))
+    tol = claim_tolerance(data, gap_abs)
+    if plan is not None and evaluate(problem, plan).oom:
+        # accepted within the solver's feasibility tolerance, OOM for the evaluator:
+        # tighten M a little and solve again (docs/problem.md, P3). That model is a
+        # restriction, so its bound is no bound on this problem: the first solve's is kept
+        first_bound = bound if status == Status.OPTIMAL else 0.0
+        stats.setdefault("guards", []).append("plan OOM under the evaluator; re-solved with M*(1-1e-6)")
+        data = build_model_data(problem, options, memory_factor=1.0 - 1e-6)
+        warm = None if options.warm_start is None else data.slots_from_plan(options.warm_start)
+        with _quiet_pulp():
+            status, plan, objective, _restricted_bound, stats2 = _solve_once(data, options, backend, None, deadline)
+        stats2["guards"] = stats["guards"] + stats2.get("guards", [])
+        stats = stats2
+        bound = max(0.0, first_bound - tol)
+    elif status == Status.OPTIMAL:
+        bound = max(0.0, bound - tol)  # a proof holds within the solver's tolerances
+    if status == Status.OPTIMAL and plan is not None and split != "sequences" and options.params.get("verify", True):
+        with _quiet_pulp():
+            status, plan, objective, bound = _verify_optimum(data, options, backend, plan, objective, bound, tol,
+                                                             deadline, stats)
     if warm_msg:
         stats["warm_start"] = warm_msg
     elif warm is not None:
         stats["warm_start"] = f"used (TPS {warm.tps!r})"
-    tol = 1e-6 * data.tau * max(1.0, (objective or 0.0) / data.tau)
+    # the claim's tolerance: the solvers' tolerances on both the plan's T and the bound,
+    # plus the cutoff's CUTOFF_REL (a cutoff proof excludes plans below TPS·(1 - CUTOFF_REL))
+    plan_tps = evaluate(problem, plan).tps if plan is not None else math.inf
+    tolerance = 2.0 * tol + (CUTOFF_REL * plan_tps if math.isfinite(plan_tps) else 0.0)
+    stats["tolerance"] = tolerance
     return guarded_result(
         data, name, status, plan, time_s=time.perf_counter() - start, objective=objective, bound=bound,
-        tolerance=tol, warm=warm, stats=stats,
+        tolerance=tolerance, warm=warm, stats=stats,
     )
+
+
+def _verify_optimum(data: ModelData, options: Options, backend: str, plan: Any, objective: float | None,
+                    bound: float, tol: float, deadline: float | None,
+                    stats: dict[str, Any]) -> tuple[Status, Any, float | None, float]:
+    """Re-prove an "optimal" claim: solve again strictly below the plan's evaluated TPS
+    (the cutoff model of a warm start), with another seed and another configuration
+    (:data:`VERIFY_CBC_OPTIONS`; HiGHS without presolve). Infeasible there confirms the
+    claim, with the cutoff as the bound. A plan found there refutes it (CBC 2.10 certified
+    a plan twice the optimum on docs/formulations.md §7's reproducer): the better plan
+    is verified in turn, up to :data:`VERIFY_ROUNDS` times. A second solve that stops
+    without an answer leaves the claim unconfirmed: "feasible".
+    """
+    records: list[str] = []
+    stats["verify"] = records
+    for round_ in range(1, VERIFY_ROUNDS + 1):
+        tps = evaluate(data.problem, plan).tps
+        warm = data.slots_from_plan(plan)
+        if warm is None:
+            records.append(f"round {round_}: the plan is not representable ({data.warm_message})")
+            return Status.FEASIBLE, plan, objective, 0.0
+        cutoff = warm.tps / data.tau * (1.0 - CUTOFF_REL)
+        params = {**options.params, "msg": False}
+        if backend == "cbc":
+            params["cbc_options"] = list(VERIFY_CBC_OPTIONS)
+        vopts = replace(options, seed=options.seed + 7919 * round_, params=params)
+        st2, plan2, obj2, _b2, _s2 = _solve_once(data, vopts, backend, None, deadline, cutoff,
+                                                 presolve_off=backend == "highs")
+        if st2 == Status.INFEASIBLE:
+            records.append(f"round {round_}: nothing below {tps!r} (second proof)")
+            return Status.OPTIMAL, plan, objective, max(bound, cutoff * data.tau - tol)
+        better = None if plan2 is None else evaluate(data.problem, plan2)
+        if better is not None and not better.oom and better.tps < tps:
+            stats.setdefault("guards", []).append(
+                f"verify: the solver proved {tps!r} optimal, but a second solve below it found a plan "
+                f"with TPS {better.tps!r}: the first proof was wrong"
+            )
+            records.append(f"round {round_}: refuted by a plan with TPS {better.tps!r}")
+            plan, objective, bound = plan2, obj2, 0.0
+            if st2 != Status.OPTIMAL:
+                return Status.FEASIBLE, plan, objective, 0.0
+            continue
+        records.append(f"round {round_}: the second proof stopped ({st2.value}); optimum unconfirmed")
+        return Status.FEASIBLE, plan, objective, 0.0
+    records.append(f"no confirmed proof after {VERIFY_ROUNDS} rounds")
+    return Status.FEASIBLE, plan, objective, 0.0

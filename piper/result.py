@@ -55,6 +55,12 @@ class Result:
     #: solver-specific statistics (model size, ideals, curve, ...)
     stats: Mapping[str, Any] = field(default_factory=dict)
     message: str = ""
+    #: the certificate's tolerance, in the workload's time units: an "optimal" result's
+    #: ``tps`` is at most ``bound + tolerance``, and ``objective`` (the solver's own number)
+    #: is within it of ``tps``. 0 for solvers that compute exactly (the DP, brute force);
+    #: for the MILP and CP-SAT it follows from their tolerances and scaling
+    #: (docs/formulations.md §7).
+    tolerance: float = 0.0
 
     @property
     def devices_used(self) -> int | None:
@@ -74,6 +80,7 @@ class Result:
             "devices_used": self.devices_used,
             "plan": None if self.plan is None else self.plan.to_dict(),
             "message": self.message,
+            "tolerance": self.tolerance,
             "stats": dict(self.stats),
         }
 
@@ -89,6 +96,7 @@ def make_result(
     bound: float | None = None,
     stats: Mapping[str, Any] | None = None,
     message: str = "",
+    tolerance: float = 0.0,
 ) -> Result:
     """Score ``plan`` with the evaluator and package a :class:`Result`.
 
@@ -110,4 +118,5 @@ def make_result(
         score=score,
         stats=dict(stats or {}),
         message=message,
+        tolerance=tolerance,
     )
