@@ -625,6 +625,7 @@ def solve_cpsat(problem: Problem, options: Options | None = None) -> Result:
                               "give a usable warm start (e.g. the DP's plan)"
                               + (f"; this one is not: {data.warm_message}" if options.warm_start is not None else ""))
         status, plan, objective, bound, eps, stats = _split_search(data, options, warm, deadline, model, build, start)
+        status, bound = _restricted_memory(model, status, bound, stats)
         return guarded_result(
             data, "cpsat", status, plan, time_s=time.perf_counter() - start, objective=objective, bound=bound,
             tolerance=2 * eps, warm=warm, stats=stats,
@@ -675,10 +676,25 @@ def solve_cpsat(problem: Problem, options: Options | None = None) -> Result:
     )
     if status == Status.OPTIMAL and options.params.get("verify"):
         status, plan, objective, bound = _verify(model, solver, options, deadline, status, plan, objective, bound, stats)
+    status, bound = _restricted_memory(model, status, bound, stats)
     return guarded_result(
         data, "cpsat", status, plan, time_s=time.perf_counter() - start, objective=objective, bound=bound,
         tolerance=2 * eps, warm=warm, stats=stats,
     )
+
+
+def _restricted_memory(model: CpsatModel, status: Status, bound: float, stats: dict[str, Any]) -> tuple[Status, float]:
+    """When the memory numbers could not be scaled to integers exactly, the model rounds
+    a and b up and M down (:func:`memory_scaling`): it is a restriction of the problem, so
+    its proofs are no proofs of the problem's optimum or infeasibility. "optimal" becomes
+    "feasible" (the plan fits: the evaluator checks it) with no bound from the search, and
+    "infeasible" becomes "unknown" (docs/formulations.md §6)."""
+    if model.memory_exact or status not in (Status.OPTIMAL, Status.INFEASIBLE):
+        return status, bound
+    stats.setdefault("guards", []).append(
+        "memory scaled inexactly (rounded conservatively): the model is a restriction, its proof is not one "
+        "for the problem")
+    return (Status.FEASIBLE, 0.0) if status == Status.OPTIMAL else (Status.UNKNOWN, 0.0)
 
 
 def _split_search(data: ModelData, options: Options, warm: WarmStart, deadline: float | None, model: CpsatModel,

@@ -1011,6 +1011,11 @@ def _verify_optimum(data: ModelData, options: Options, backend: str, plan: Any, 
             if st2 != Status.OPTIMAL:
                 return Status.FEASIBLE, plan, objective, 0.0
             continue
+        if st2 == Status.OPTIMAL:
+            # the cutoff model's optimum is a plan no better than ours (it sits below the
+            # cutoff only within the tolerances): its proven bound confirms the claim
+            records.append(f"round {round_}: nothing below {tps!r} beyond the tolerance (second proof)")
+            return Status.OPTIMAL, plan, objective, max(bound, _b2 - tol)
         records.append(f"round {round_}: the second proof stopped ({st2.value}); optimum unconfirmed")
         return Status.FEASIBLE, plan, objective, 0.0
     records.append(f"no confirmed proof after {VERIFY_ROUNDS} rounds")

@@ -6,19 +6,21 @@ plan with the one evaluator, and prove or refute that the solvers agree.
     python -m experiments.compare FILE.json -k 4 -M 8GiB --slice 10 --time-limit 30
     python -m experiments.compare --list               # suites and solvers
 
-Checks, per instance (``rtol`` = ``--rtol``, default 1e-6 relative; two numbers
-a, b "agree" when |a - b| <= rtol * max(|a|, |b|)). Only evaluated TPS values are
-compared (``Result.tps``, the evaluator's score of the returned plan), never a
-solver's own claim, except in check 1 which compares the two:
+Checks, per instance. Two numbers a, b "agree" when |a - b| <= max(rtol * max(|a|, |b|),
+atol), with ``rtol`` = ``--rtol`` (default 1e-9: floating-point noise only) and ``atol``
+the solver's own certificate tolerance ``Result.tolerance`` (time units; 0 for the DP
+and brute force; CP-SAT's 2ε of its integer scaling; the MILP's, from its solvers'
+feasibility tolerances and its cutoff, docs/formulations.md §7). The solvers state the
+tolerance of each claim, and compare holds them to exactly that. Only evaluated TPS
+values are compared (``Result.tps``, the evaluator's score of the returned plan), never
+a solver's own claim, except in check 1 which compares the two:
 
 1. ``claimed-tps``: a returned plan's claimed objective (``Result.objective``) agrees
-   with its evaluated TPS. 1e-6 covers the MILP's feasibility tolerance (a claim up
-   to ~1e-6 below the plan's value was observed) and CP-SAT's integer scaling of
-   times (within 2^-30 of the largest time, well under 1e-6 of the TPS).
+   with its evaluated TPS, within the solver's tolerance.
 2. ``plan``: a solver that reports a plan (optimal / feasible) returns one, and it
    fits in memory (an OOM plan has TPS +inf).
 3. ``optimality``: no plan found by any solver (exact or heuristic) beats a proven
-   optimum: an exact solver's "optimal" value is at most rtol above the best
+   optimum: an exact solver's "optimal" value is at most its tolerance above the best
    evaluated plan, and an exact "infeasible" holds only if nobody found a plan.
    Two exact solvers that disagree always trip this check (the worse one is
    named, the better one holds an evaluated plan that refutes it).
@@ -115,7 +117,7 @@ __all__ = [
 ]
 
 #: default relative tolerance on TPS comparisons (see the module docstring)
-RTOL = 1e-6
+RTOL = 1e-9
 DEFAULT_OUT = Path("out/compare")
 #: default per-solve time limit, seconds
 DEFAULT_TIME_LIMIT = 10.0
@@ -150,6 +152,9 @@ class SolverRun:
     objective: float | None = None
     #: the solver's proven lower bound (None when not run)
     bound: float | None = None
+    #: the certificate's tolerance (Result.tolerance, time units): an optimal claim and
+    #: the solver's objective may be this far from the evaluated TPS
+    tolerance: float = 0.0
     #: wall-clock seconds around the call (model building included)
     time_s: float = 0.0
     #: the solver's own time (Result.time_s)
@@ -447,6 +452,7 @@ def _run_from_result(problem: Any, info: SolverInfo, result: Result, wall: float
         reported_tps=reported,
         objective=None if result.objective is None else float(result.objective),
         bound=None if result.bound is None else float(result.bound),
+        tolerance=float(getattr(result, "tolerance", 0.0) or 0.0),
         time_s=wall,
         solver_time_s=result.time_s,
         message=_one_line(result.message),
@@ -460,18 +466,19 @@ def _run_from_result(problem: Any, info: SolverInfo, result: Result, wall: float
 # ---------------------------------------------------------------------------------
 
 
-def close(a: float, b: float, rtol: float) -> bool:
-    """a and b agree within ``rtol`` relative (infinities agree only with themselves)."""
+def close(a: float, b: float, rtol: float, atol: float = 0.0) -> bool:
+    """a and b agree within ``rtol`` relative or ``atol`` absolute (a certificate's own
+    tolerance, ``Result.tolerance``); infinities agree only with themselves."""
     if a == b:
         return True
     if not (math.isfinite(a) and math.isfinite(b)):
         return False
-    return abs(a - b) <= rtol * max(abs(a), abs(b))
+    return abs(a - b) <= max(rtol * max(abs(a), abs(b)), atol)
 
 
-def exceeds(value: float, ref: float, rtol: float) -> bool:
+def exceeds(value: float, ref: float, rtol: float, atol: float = 0.0) -> bool:
     """value > ref beyond the tolerance."""
-    return value > ref and not close(value, ref, rtol)
+    return value > ref and not close(value, ref, rtol, atol)
 
 
 @dataclass
@@ -522,7 +529,8 @@ def _check_run(run: SolverRun, rtol: float) -> list[Failure]:
         out.append(
             Failure(run.solver, "result-tps", f"Result.tps is {run.reported_tps:.9g} but the evaluator scores its plan {run.tps:.9g}")
         )
-    if run.has_plan and run.objective is not None and math.isfinite(run.tps) and not close(run.objective, run.tps, rtol):
+    if (run.has_plan and run.objective is not None and math.isfinite(run.tps)
+            and not close(run.objective, run.tps, rtol, run.tolerance)):
         rel = abs(run.objective - run.tps) / max(abs(run.tps), 1e-300)
         out.append(
             Failure(run.solver, "claimed-tps", f"claims {run.objective:.9g} but its plan evaluates to {run.tps:.9g} (rel {rel:.2g})")
@@ -535,8 +543,9 @@ def _check_proofs(runs: Sequence[SolverRun], best: float, best_by: str, rtol: fl
     for run in runs:
         if not run.exact:
             continue
-        if run.status == Status.OPTIMAL.value and run.has_plan and exceeds(run.tps, best, rtol):
-            out.append(Failure(run.solver, "optimality", f"claims optimal {run.tps:.9g} but {best_by} found {best:.9g}"))
+        if run.status == Status.OPTIMAL.value and run.has_plan and exceeds(run.tps, best, rtol, run.tolerance):
+            out.append(Failure(run.solver, "optimality", f"claims optimal {run.tps:.9g} (tolerance {run.tolerance:.3g}) "
+                                                         f"but {best_by} found {best:.9g}"))
         if run.status == Status.INFEASIBLE.value and math.isfinite(best):
             out.append(Failure(run.solver, "optimality", f"claims infeasible but {best_by} found a plan with TPS {best:.9g}"))
         if run.bound is not None and math.isfinite(best) and exceeds(run.bound, best, rtol):
@@ -1103,7 +1112,7 @@ def build_parser() -> ArgumentParser:
     )
     p.add_argument("files", nargs="*", metavar="FILE", help="workload JSON files (cluster overrides apply to these)")
     p.add_argument("--suite", action="append", default=[], metavar="NAME",
-                   help=f"instance suite(s), comma-separated: {', '.join(suite_names())}, random:COUNT[:FIRST_SEED] "
+                   help=f"instance suite(s), comma-separated: {', '.join(suite_names())}, random:COUNT[:FIRST_SEED], real-magnitudes:COUNT[:FIRST[:MAXN]] "
                    "(default: 'default' when no FILE is given)")  # fmt: skip
     p.add_argument("--solvers", action="append", default=[], metavar="A,B",
                    help="solvers to run, comma-separated (default: every registered one)")  # fmt: skip
@@ -1144,7 +1153,7 @@ def select_instances(args: argparse.Namespace) -> list[Instance]:
     instances: list[Instance] = []
     for name in suites:
         if not is_suite(name):
-            raise UsageError(f"unknown suite {name!r}; known: {', '.join(suite_names())}, random:COUNT[:FIRST_SEED]")
+            raise UsageError(f"unknown suite {name!r}; known: {', '.join(suite_names())}, random:COUNT[:FIRST_SEED], real-magnitudes:COUNT[:FIRST[:MAXN]] (MAXN 6..24)")
         instances += build_suite(name)
     cluster_given = any(getattr(args, k) is not None for k in ("devices", "memory", "microbatches", "bandwidth"))
     if (cluster_given or args.slice) and not args.files:

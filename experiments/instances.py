@@ -16,7 +16,7 @@ from piper.evaluate import evaluate
 from piper.plan import Plan, Stage
 from piper.problem import ACTIVATION_RECOMP, VANILLA, Problem, problem_from_dict, problem_to_dict
 
-__all__ = ["random_problem", "random_dag", "repeated_layers", "witness_memory", "SHAPES"]
+__all__ = ["random_problem", "random_dag", "repeated_layers", "witness_memory", "operator_graph_problem", "SHAPES"]
 
 SHAPES = ("chain", "branchy")
 
@@ -252,3 +252,92 @@ def repeated_layers(problem: Problem, seed: int, *, share: float = 0.7, jitter: 
         nd["TMPCs"] = tm
     raw["name"] = f"{raw.get('name', 'random')}-repeated{seed}"
     return problem_from_dict(raw)
+
+
+#: operator kinds of :func:`operator_graph_problem`: (weight, compute seconds per sample
+#: (log-uniform range), parameter bytes (log-uniform range, 0 = none), activation bytes
+#: per microbatch in flight (log-uniform range))
+OPERATOR_KINDS: dict[str, tuple[float, tuple[float, float], tuple[float, float], tuple[float, float]]] = {
+    "matmul": (0.4, (1e-3, 1.0), (1e6, 1e9), (1e6, 1e8)),
+    "attention": (0.15, (1e-3, 3e-1), (0.0, 0.0), (1e6, 1e9)),
+    "elementwise": (0.3, (1e-5, 1e-3), (0.0, 0.0), (1e4, 1e8)),
+    "norm": (0.15, (1e-5, 1e-4), (1e3, 1e5), (1e4, 1e7)),
+}
+
+
+def _log_uniform(rng: random.Random, lo: float, hi: float) -> float:
+    return lo if lo == hi else math.exp(rng.uniform(math.log(lo), math.log(hi)))
+
+
+def operator_graph_problem(seed: int, n: int | None = None, shape: str | None = None, *,
+                           devices: int | None = None, microbatches: int | None = None,
+                           degrees: tuple[int, ...] | None = None) -> Problem:
+    """An operator-like graph with the magnitudes of real profiles (issue 18's
+    "real-magnitudes" family), feasible by construction with memory that binds.
+
+    Operators are matmuls, attention cores, elementwise ops and norms with compute times
+    log-uniform over 1e-5..1 s per sample, weights up to 1e9 bytes (none for elementwise
+    ops and attention cores), activations 1e4..1e9 bytes per microbatch, edges of
+    1e4..1e9 bytes per sample, and 1e10 bytes/s of bandwidth, all as unrounded floats
+    (bytes as whole numbers, as a profiler writes them). Every operator has a "vanilla"
+    TMPC and, when it keeps activations, an "activation recomp" one (activations / 3..10,
+    20-40% more time); matmuls and attention cores may also take t = 2 (half the time and
+    weights plus 5%, and sync bytes of a partial-sum exchange). The memory limit comes
+    from a random witness plan (:func:`witness_memory`), so some plan fits and memory
+    binds. Unset arguments are drawn from the seed: n in 6..24, k in {2, 4, 8}, N in
+    {2, 4, 8, 16}, degrees (1,) or (1, 2).
+    """
+    rng = random.Random(1_000_003 * seed + 17)
+    n = n if n is not None else rng.randint(6, 24)
+    shape = shape if shape is not None else rng.choice(SHAPES)
+    k = devices if devices is not None else rng.choice((2, 4, 8))
+    n_mb = microbatches if microbatches is not None else rng.choice((2, 4, 8, 16))
+    degrees = degrees if degrees is not None else rng.choice(((1,), (1, 2)))
+    edges = random_dag(rng, n, shape)
+    preds: dict[int, list[int]] = {v: [] for v in range(n)}
+    succs: dict[int, list[int]] = {v: [] for v in range(n)}
+    for u, v in edges:
+        preds[v].append(u)
+        succs[u].append(v)
+    kinds = list(OPERATOR_KINDS)
+    weights = [OPERATOR_KINDS[kd][0] for kd in kinds]
+    comm = {(u, v): float(round(_log_uniform(rng, 1e4, 1e9))) for u, v in edges}
+    nodes: list[dict[str, Any]] = []
+    for v in range(n):
+        kind = rng.choices(kinds, weights)[0]
+        _, p_range, w_range, a_range = OPERATOR_KINDS[kind]
+        p = _log_uniform(rng, *p_range)
+        w = float(round(_log_uniform(rng, *w_range))) if w_range[1] > 0 else 0.0
+        a = float(round(_log_uniform(rng, *a_range)))
+        state = w * rng.choice((2.0, 4.0, 8.0, 16.0))  # weights, gradients, optimizer state
+        tm: dict[str, list[dict[str, Any]]] = {}
+        for t in degrees:
+            if t > 1 and kind not in ("matmul", "attention"):
+                continue
+            scale = 1.0 if t == 1 else 1.05 / t
+            sync = 0.0 if t == 1 else float(round(a * rng.uniform(0.1, 0.5)))
+            vanilla = {"id": VANILLA, "timePerSample": p * scale, "parameterSize": float(round(w * scale)),
+                       "memoryUsageA": float(round(a * scale)), "memoryUsageB": float(round(state * scale)),
+                       "syncTimeFw": {str(u): sync for u in preds[v]}, "syncTimeBw": {str(x): sync for x in succs[v]}}
+            lst = [vanilla]
+            if a > 0:
+                lst.append({**vanilla, "id": ACTIVATION_RECOMP,
+                            "timePerSample": p * scale * rng.uniform(1.2, 1.4),
+                            "memoryUsageA": float(round(a * scale / rng.uniform(3.0, 10.0))),
+                            "syncTimeFw": dict(vanilla["syncTimeFw"]), "syncTimeBw": dict(vanilla["syncTimeBw"])})
+            tm[str(t)] = lst
+        nodes.append({"id": v, "name": f"{kind}{v}", "TMPCs": tm})
+    raw = {
+        "name": f"realmag-{shape}-n{n}-k{k}-seed{seed}",
+        "maxDevices": k,
+        "maxMemoryPerDevice": 1e12,
+        "mbsInBatch": n_mb,
+        "bandwidth": 1e10,
+        "nodes": nodes,
+        "edges": [{"sourceId": u, "destId": v, "communicationCost": comm[(u, v)]} for u, v in edges],
+    }
+    problem = problem_from_dict(raw)
+    fitted = witness_memory(problem, seed, slack=(1.0, 1.3))
+    if fitted is None:  # pragma: no cover - every operator has t = 1, so a witness exists
+        raise ValueError(f"operator_graph_problem({seed}): no witness plan")
+    return fitted

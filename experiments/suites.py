@@ -12,7 +12,9 @@ the same problems on every machine). Suites:
 * ``medium``: larger random DAGs (12-16 layers, k = 8, N = 16); exact solvers hit
   the time limit on some. Not in the default suite.
 * ``random:COUNT[:FIRST]``: ``random_problem(seed)`` for COUNT seeds from FIRST
-  (e.g. ``random:320`` is the cross-check set of FORMULATIONS.md section 7).
+  (e.g. ``random:320``, the 320 seeds the exact models were first cross-checked on).
+* ``real-magnitudes``: issue 18's reproducer and operator-like graphs with real
+  magnitudes; ``real-magnitudes:COUNT[:FIRST[:MAXN]]`` for more (``real_magnitude_suite``).
 * ``default``: what ``python -m experiments.compare`` runs with no arguments:
   tiny + small + paper-slices + infeasible, sized to finish well within 3 minutes
   on 2 cores with every solver.
@@ -30,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from experiments.instances import random_problem
+from experiments.instances import operator_graph_problem, random_problem
 from piper.problem import Problem, load_problem, problem_from_dict, problem_to_dict
 
 __all__ = [
@@ -232,6 +234,32 @@ def infeasible_suite() -> list[Instance]:
     ]
 
 
+#: the certificate reproducer of issue 18 (experiments/workloads/README.md)
+REPRODUCER = "bert-op-slice-n10-k8.json"
+
+
+def real_magnitude_suite(count: int = 11, first_seed: int = 0, max_layers: int = 12) -> list[Instance]:
+    """``real-magnitudes[:COUNT[:FIRST[:MAXN]]]``: operator-like graphs with the
+    magnitudes of real profiles (times 1e-5..1 s, bytes up to 1e10, 1e10 B/s, memory that
+    binds; :func:`~experiments.instances.operator_graph_problem`), seeds FIRST.. with at
+    most MAXN layers (6..MAXN, k in {2, 4, 8}); the plain name adds the reproducer of a
+    wrong MILP certificate (``experiments/workloads/bert-op-slice-n10-k8.json``)."""
+    out = []
+    suite = f"real-magnitudes:{count}:{first_seed}:{max_layers}"
+    for seed in range(first_seed, first_seed + count):
+        rng_n = 6 + (seed * 7919) % (max_layers - 5)
+        problem = operator_graph_problem(seed, n=rng_n)
+        out.append(Instance(problem_name(problem, f"realmag-seed{seed}"), problem, suite,
+                            "operator-like graph, real magnitudes, memory binds"))
+    return out
+
+
+def _real_magnitudes_named() -> list[Instance]:
+    repro = load_problem(WORKLOADS_DIR / REPRODUCER)
+    note = "issue 18's reproducer: CBC certified a worse plan as optimal"
+    return [Instance("bert-op-slice-n10-k8", repro, "real-magnitudes", note), *real_magnitude_suite()]
+
+
 def default_suite() -> list[Instance]:
     """The embedded default: tiny + small + paper-slices + infeasible (24 instances, all
     proven by the exact solvers within seconds each; well under 3 minutes on 2 cores)."""
@@ -245,6 +273,8 @@ SUITES: dict[str, tuple[str, Callable[[], list[Instance]]]] = {
     "paper-slices": ("5 slices: first 6-12 layers of BERT-32, GNMT, ResNet-50; k = 4, memory binds", paper_slices_suite),
     "infeasible": ("3 provably infeasible instances", infeasible_suite),
     "medium": ("4 random DAGs, 12-16 layers, k = 8, N = 16 (exact solvers may time out)", medium_suite),
+    "real-magnitudes": ("issue 18's reproducer + 11 operator-like graphs with real magnitudes, 6-12 layers; "
+                        "real-magnitudes:COUNT[:FIRST[:MAXN]] for more", _real_magnitudes_named),
 }
 
 
@@ -254,8 +284,7 @@ def suite_names() -> list[str]:
 
 def random_suite(count: int, first_seed: int = 0) -> list[Instance]:
     """``random:COUNT[:FIRST]``: random_problem(seed) for COUNT seeds from FIRST (the
-    generator's own draws: 3-7 layers, both shapes, k <= 6; FORMULATIONS.md section 7
-    cross-checked seeds 0-319)."""
+    generator's own draws: 3-7 layers, both shapes, k <= 6)."""
     return [_random(f"random:{count}:{first_seed}", seed) for seed in range(first_seed, first_seed + count)]
 
 
@@ -270,20 +299,37 @@ def _parse_random(name: str) -> tuple[int, int] | None:
     return (count, first) if count >= 1 and first >= 0 else None
 
 
+def _parse_real(name: str) -> tuple[int, int, int] | None:
+    parts = name.split(":")
+    if parts[0] != "real-magnitudes" or len(parts) not in (2, 3, 4):
+        return None
+    try:
+        count = int(parts[1])
+        first = int(parts[2]) if len(parts) >= 3 else 0
+        max_layers = int(parts[3]) if len(parts) == 4 else 12
+    except ValueError:
+        return None
+    return (count, first, max_layers) if count >= 1 and first >= 0 and 6 <= max_layers <= 24 else None
+
+
 def is_suite(name: str) -> bool:
-    return name in SUITES or _parse_random(name) is not None
+    return name in SUITES or _parse_random(name) is not None or _parse_real(name) is not None
 
 
 def build_suite(name: str) -> list[Instance]:
-    """The instances of a named suite (or ``random:COUNT[:FIRST]``); KeyError
-    (naming the known suites) otherwise."""
+    """The instances of a named suite (or ``random:COUNT[:FIRST]``,
+    ``real-magnitudes:COUNT[:FIRST[:MAXN]]``); KeyError (naming the known suites) otherwise."""
     parsed = _parse_random(name)
     if parsed is not None:
         return random_suite(*parsed)
+    real = _parse_real(name)
+    if real is not None:
+        return real_magnitude_suite(*real)
     try:
         _, builder = SUITES[name]
     except KeyError:
-        raise KeyError(f"unknown suite {name!r}; known: {', '.join(SUITES)}, random:COUNT[:FIRST_SEED]") from None
+        raise KeyError(f"unknown suite {name!r}; known: {', '.join(SUITES)}, random:COUNT[:FIRST_SEED], "
+                       "real-magnitudes:COUNT[:FIRST[:MAXN]] (MAXN 6..24)") from None
     return builder()
 
 
