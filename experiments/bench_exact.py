@@ -1,4 +1,4 @@
-"""Time to a proven optimum for each exact solver (the table of FORMULATIONS.md section 8).
+"""Time to a proven optimum for each exact solver (README's table; measurements in experiments/EXACT_MODELS.md).
 
     python -m experiments.bench_exact [--quick] [--time-limit 60] [--out runs.jsonl]
         [--solvers dp,cpsat,milp-highs,milp] [--sizes 8,12,16,24,32] [--ks 4,8,16]

@@ -1,6 +1,6 @@
 """The one evaluator: scores any :class:`~piper.plan.Plan` against its :class:`~piper.problem.Problem`.
 
-Score, for stage i with degrees d = d_i, t = t_i and its chosen TMPCs (``PROBLEM.md``,
+Score, for stage i with degrees d = d_i, t = t_i and its chosen TMPCs (``docs/problem.md`` §4 and §2,
 including "Extensions (version 2)"; sizes in bytes, bandwidths in bytes/second, times in
 the workload's time units):
 
@@ -135,7 +135,7 @@ class Score:
 
 
 def check_plan(problem: Problem, plan: Plan) -> dict[int, TMPC]:
-    """Check the structural rules of ``PROBLEM.md``; return node id -> chosen TMPC.
+    """Check the structural rules 1-4 of ``docs/problem.md`` §3.2; return node id -> chosen TMPC.
 
     Raises :class:`PlanError` naming the rule (1-4) and the stage.
     """

@@ -3,7 +3,7 @@
 An *ideal* here is a set I of nodes closed under successors: v in I and (v, x)
 an edge imply x in I (the reference code calls them "downsets").  Every plan is
 a chain V = I_1 > I_2 > ... > I_{L+1} = {} and stage i is I_i minus I_{i+1};
-every difference of two nested ideals is a legal stage (``PROBLEM.md``).
+every difference of two nested ideals is a legal stage (``docs/problem.md`` §6.1).
 
 Representation: node *positions* 0..n-1 follow ``problem.nodes`` (file order).
 An ideal is a Python ``int`` bitmask (bit i = position i; works for any n, e.g.

@@ -1,6 +1,6 @@
 """The problem spec every solver shares: a profiled layer graph and a cluster.
 
-Follows ``PROBLEM.md`` (the reference JSON format of msr-fiddle/piper).
+Follows ``docs/problem.md`` §1 (the reference JSON format of msr-fiddle/piper).
 Units: times are in the profiler's units (seconds for BERT, milliseconds
 for GNMT/ResNet; the model takes them as given), sizes in bytes, bandwidth
 in bytes/second.
@@ -8,7 +8,7 @@ in bytes/second.
 Loading validates everything and raises :class:`ProblemError` naming the
 node, edge or key at fault; a loaded :class:`Problem` is immutable.
 
-Version 2 (``PROBLEM.md``, "Extensions (version 2)") adds the optional keys
+Version 2 (``docs/problem.md`` §2) adds the optional keys
 ``devicesPerNode`` (G), ``intraNodeBandwidth`` (B_in, bytes/second),
 ``allReduceFactor`` (f) and the TMPC key ``memoryUsageShardedB`` (s, bytes);
 a field is None (s: 0) when its key is not given, and the properties
@@ -51,7 +51,7 @@ __all__ = [
 ACTIVATION_RECOMP = "activation recomp"
 VANILLA = "vanilla"
 
-#: the version-2 extensions (PROBLEM.md, "Extensions (version 2)"), named by their JSON key;
+#: the version-2 extensions (docs/problem.md §2), named by their JSON key;
 #: :meth:`Problem.version2_features` lists the active ones, and a solver says which it honours
 VERSION2_FEATURES = ("devicesPerNode", "intraNodeBandwidth", "allReduceFactor", "memoryUsageShardedB")
 
@@ -171,7 +171,7 @@ class Problem:
     bandwidth: float
     #: top-level JSON keys without a field here (``name`` and unknown ones), kept for round trips
     extra: Mapping[str, Any] = field(default_factory=dict, compare=False)
-    # ---- version 2 (PROBLEM.md, "Extensions (version 2)"); None = the key was not given ----
+    # ---- version 2 (docs/problem.md §2); None = the key was not given ----
     #: G, ``devicesPerNode``: devices in one node (integer >= 1); see :attr:`node_size`
     devices_per_node: int | None = None
     #: B_in, ``intraNodeBandwidth``: bytes/second per device inside a node; see :attr:`bandwidth_intra`

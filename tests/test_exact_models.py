@@ -230,7 +230,7 @@ def test_time_limit_keeps_status_and_bound_consistent(solver: str) -> None:
 
 def test_cpsat_always_sets_the_wrong_optimal_guard() -> None:
     """OR-Tools 9.15 certifies wrong optima on this model without this parameter
-    (google/or-tools#5293, FORMULATIONS.md section 4)."""
+    (google/or-tools#5293, docs/formulations.md §3.4)."""
     assert GUARD_PARAMETERS == {"presolve_inclusion_work_limit": 0}
     solver = solver_parameters(Options(threads=2), 10.0)
     assert solver.parameters.presolve_inclusion_work_limit == 0

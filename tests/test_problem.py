@@ -1,4 +1,4 @@
-"""Loading and validating workloads: every rule of PROBLEM.md, round trips, overrides, BERT insertion."""
+"""Loading and validating workloads: every rule of docs/problem.md §1.5, round trips, overrides, BERT insertion."""
 
 import copy
 import json

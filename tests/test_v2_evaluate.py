@@ -1,4 +1,4 @@
-"""The version-2 evaluator (PROBLEM.md, "Extensions (version 2)"): hand-computed numbers for
+"""The version-2 evaluator (docs/problem.md §2): hand-computed numbers for
 each new formula, and defaults that give exactly (``==``) the version-1 numbers."""
 
 import json

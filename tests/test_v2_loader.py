@@ -1,4 +1,4 @@
-"""Version-2 loading (PROBLEM.md, "Extensions (version 2)"): the new keys, their defaults and
+"""Version-2 loading (docs/problem.md §2): the new keys, their defaults and
 validation, unknown-key warnings and strict mode, round trips, and version2_features()."""
 
 import json

@@ -3,7 +3,7 @@
 Data flows one way: a :class:`TransformerConfig` (a preset or a Hugging Face
 ``config.json``) and a :class:`Hardware` (catalog entry or user numbers) and a
 :class:`TrainingSetup` -> :func:`build_workload` -> the workload JSON object
-(PROBLEM.md version 2) -> :func:`piper.load_problem`.
+(docs/problem.md §2, version 2) -> :func:`piper.load_problem`.
 
 Modules: ``config`` (the model dataclass), ``presets``, ``hf`` (config.json),
 ``hardware`` (catalog), ``costs`` (formulas, with their papers),

@@ -1,4 +1,4 @@
-"""Build Piper's workload (PROBLEM.md, version 2) from a model, hardware and a training setup.
+"""Build Piper's workload (docs/problem.md §2, version 2) from a model, hardware and a training setup.
 
 The graph is a chain: ``embedding`` (node 0) -> one ``transformer`` node per
 layer (nodes 1..l) -> ``final_norm`` (node l + 1) -> ``output_head``
@@ -198,7 +198,7 @@ def _chain(cfg: TransformerConfig) -> list[tuple[str, int]]:
 
 def build_workload(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup | None = None) -> dict[str, Any]:
     """The workload JSON object (loadable by :func:`piper.load_problem` with ``strict=True``:
-    only keys of PROBLEM.md version 2, plus the top-level ``name``)."""
+    only keys of docs/problem.md version 2, plus the top-level ``name``)."""
     setup = setup or TrainingSetup()
     if setup.global_batch % cfg.micro_batch:
         raise FrontendError(
