@@ -106,4 +106,5 @@ register(SolverInfo("milp-highs", "baselines.milp:solve_milp", True, "exact MILP
 register(SolverInfo("cpsat", "baselines.cpsat:solve_cpsat", True, "exact CP-SAT model (OR-Tools)"))
 register(SolverInfo("brute", "baselines.brute:solve_brute", True, "exhaustive enumeration (tiny graphs)", max_nodes=8,
                     features=frozenset(VERSION2_FEATURES)))
-register(SolverInfo("equi", "baselines.equi:solve_equi", False, "PipeDream-2BW-like equi-partition baseline"))
+register(SolverInfo("equi", "baselines.equi:solve_equi", False, "PipeDream-2BW-like equi-partition baseline",
+                    features=frozenset(VERSION2_FEATURES)))

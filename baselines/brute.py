@@ -28,6 +28,10 @@ when the whole plan fits in a node (sum d t <= G) else at B. The last is a
 property of the whole plan, so the search runs twice: over plans with
 sum d t <= min(G, k) (edges at B_in), then, when G < k, over plans with
 sum d t > G (edges at B); the better of the two is the optimum.
+
+Uniform plans (``Options.uniform``, docs/problem.md §2.5): every stage has the same
+(d, t); the search then fixes them at the last stage (the first one built) and
+filters every earlier stage to the same pair.
 """
 
 from __future__ import annotations
@@ -122,6 +126,8 @@ def solve_brute(problem: Problem, options: Options | None = None) -> Result:
     best_stages: list[tuple[int, int, int, tuple[str, ...]]] | None = None
     timed_out = False
 
+    uniform = options.uniform
+
     def search(remaining: int, devices_left: int, d_left: int, suffix_d: int, worst: float,
                stages: list[tuple[int, int, int, tuple[str, ...]]]) -> None:
         nonlocal best_value, best_stages, timed_out
@@ -139,6 +145,8 @@ def solve_brute(problem: Problem, options: Options | None = None) -> Result:
                 for d in cand.ds:
                     if d * t > devices_left or d > d_left:
                         continue
+                    if uniform and stages and (stages[0][1], stages[0][2]) != (t, d):
+                        continue  # uniform plans: every stage has the last stage's (t, d)
                     total_d = suffix_d + d
                     y = -(-total_d // d)
                     got = stage_best(mask, t, d, y, bw_edge)

@@ -50,6 +50,14 @@ Decisions where the authors' code is silent or would crash, written down here:
   mode is not applicable and the topological mode is used (``stats["mode"]``
   says which, ``message`` says why).
 
+Version 2 (docs/problem.md §2: nodes of G devices, B_in, f, sharded memory s/d) is
+honoured because every candidate plan is scored by the one evaluator
+(:func:`piper.evaluate.evaluate`), which applies the version-2 formulas; this module
+computes no stage time of its own. Every equi plan is uniform (docs/problem.md §2.5:
+one (d, t) in all stages), so ``Options.uniform`` restricts nothing here: equi is the
+special case of a uniform plan with, in addition, an even split of the layers and
+activation recomputation on every layer or on none.
+
 The result is a heuristic: status FEASIBLE with the best plan (bound 0), or
 UNKNOWN when every plan of its family is out of memory: that is no proof that
 no plan exists, so it is not reported as INFEASIBLE. INFEASIBLE (a proof) is
@@ -247,7 +255,8 @@ def solve_equi(problem: Problem, options: Options | None = None) -> Result:
     graph has transformer layers), "transformer" or "topological";
     ``equi_separate`` (default True) also tries the non-transformer layers in
     their own first / last stages. Honours ``data_parallel``,
-    ``tensor_parallel``, ``exclude_tmpcs`` and ``time_limit_s``.
+    ``tensor_parallel``, ``exclude_tmpcs``, ``time_limit_s`` and (trivially: every equi
+    plan is uniform) ``uniform``; version 2 through the evaluator.
     """
     options = options or Options()
     start = time.perf_counter()

@@ -177,12 +177,14 @@ def load_workload(path: str, args: argparse.Namespace, prog: str = "piper") -> P
 
 
 def add_ablation_args(parser: argparse.ArgumentParser) -> None:
-    """--no-dp, --no-tp, --no-ar, --exclude-tmpc ID (repeatable), --time-limit, --threads."""
+    """--no-dp, --no-tp, --no-ar, --exclude-tmpc ID (repeatable), --uniform, --time-limit, --threads."""
     g = parser.add_argument_group("ablations and limits")
     g.add_argument("--no-dp", action="store_true", help="no data parallelism (every d = 1)")
     g.add_argument("--no-tp", action="store_true", help="no tensor parallelism (every t = 1)")
     g.add_argument("--no-ar", action="store_true", help=f"no activation recomputation (exclude TMPC {ACTIVATION_RECOMP!r})")
     g.add_argument("--exclude-tmpc", action="append", default=[], metavar="ID", help="exclude TMPCs with this id (repeatable)")
+    g.add_argument("--uniform", action="store_true",
+                   help="uniform plans only: every stage has the same (d, t) (docs/problem.md section 2.5)")
     g.add_argument("--time-limit", type=_seconds, metavar="S", help="solver time limit, seconds")
     g.add_argument("--threads", type=_positive_int, default=2, metavar="N", help="solver threads (default 2)")
 
@@ -195,6 +197,7 @@ def options_from_args(args: argparse.Namespace, **overrides: Any) -> Options:
         data_parallel=not getattr(args, "no_dp", False),
         tensor_parallel=not getattr(args, "no_tp", False),
         exclude_tmpcs=frozenset(exclude),
+        uniform=bool(getattr(args, "uniform", False)),
         time_limit_s=getattr(args, "time_limit", None),
         threads=getattr(args, "threads", 2) or 2,
     )

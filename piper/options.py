@@ -41,6 +41,10 @@ class Options:
     max_ideals: int = 200_000
     #: restrict stages to contiguous segments of one topological order (DP)
     linearize: bool = False
+    #: uniform plans only: every stage has the same (d, t), as Megatron-LM and DeepSpeed
+    #: require (docs/problem.md §2.5); honoured by the DP (one DP per (t, d)), brute force
+    #: (a filter) and equi (whose plans are uniform already)
+    uniform: bool = False
     #: wall-clock limit in seconds (None = no limit)
     time_limit_s: float | None = None
     #: worker threads for solvers that use them
