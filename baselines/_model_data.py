@@ -20,14 +20,28 @@ everything both models need, with the notation of ``FORMULATIONS.md``:
 * Per-term coefficients (times already divided by τ, see below), for a stage with
   option o and TMPC ℓ of v:
 
-  - node term   κ(v,o,ℓ) = p_ℓ/d + 4(d-1)·w_ℓ/(d·N·B)
+  - node term   κ(v,o,ℓ) = p_ℓ/d + f(d-1)·w_ℓ/(d·N·B_res(o)),
+    B_res(o) = B_in if t_o·d_o <= G else B (version 2; f = 4, B_in = B by default)
   - in-edge e=(u,v), charged to v's stage when u is elsewhere:
-    γin(e,o,ℓ) = 2(c_e + sfw_ℓ[u])/(d·B)
+    γin(e,o,ℓ) = 2(c_e + sfw_ℓ[u])/(d·B_edge)
   - out-edge e=(v,x), charged to v's stage when x is elsewhere:
-    γout(e,o,ℓ) = 2(c_e + sbw_ℓ[x])/(d·B)
+    γout(e,o,ℓ) = 2(c_e + sbw_ℓ[x])/(d·B_edge)
+  - memory a_ℓ and b_ℓ + s_ℓ/d (s: ``memoryUsageShardedB``, version 2)
 
   TPS_i = Σ_{v∈S_i} κ + Σ_{cut in-edges} γin + Σ_{cut out-edges} γout, exactly the
   evaluator's formula regrouped per term.
+
+* Version 2, the plan-level edge bandwidth B_edge (B_in when Σ t_i d_i <= G, else B) is
+  not a per-option number, so the plan space is split in two *parts* (:func:`node_parts`),
+  each one model: "inside" (plans with Σ t_i d_i <= min(k, G): the device budget of the
+  model is min(k, G), B_edge = B_in) and, only when G < k, "spanning" (plans with
+  Σ t_i d_i >= G + 1: budget k plus that row, B_edge = B). In each part every plan's
+  model value is the evaluator's TPS; the optimum is the better of the two parts'
+  (:func:`combine_results`). With G >= k (every version-1 instance) there is one part,
+  "inside", with budget k and B_edge = B_in = B: the version-1 model, coefficient for
+  coefficient.
+* Uniform plans (``options.uniform``): every used slot takes slot 1's option (the models
+  add z[i,o] <= z[1,o]); :meth:`ModelData.slots_from_plan` refuses a non-uniform warm start.
 
 * Numerics: τ = the largest stage time of a single layer (d = 1, every edge cut,
   any TMPC), so every coefficient is in [0, 1] and the optimum in (0, n + 2m];
@@ -51,7 +65,22 @@ from piper.plan import Plan, Stage
 from piper.problem import TMPC, Problem
 from piper.result import Result, Status, make_result
 
-__all__ = ["Option", "Choice", "ModelData", "build_model_data", "WarmStart", "guarded_result"]
+__all__ = ["Option", "Choice", "ModelData", "build_model_data", "WarmStart", "guarded_result", "node_parts",
+           "combine_results", "is_uniform", "PARTS"]
+
+#: the parts of the plan space that the exact models solve separately (module docstring)
+PARTS = ("inside", "spanning")
+
+
+def is_uniform(options: Options) -> bool:
+    """``options.uniform`` (False when the field does not exist yet)."""
+    return bool(getattr(options, "uniform", False))
+
+
+def node_parts(problem: Problem) -> tuple[str, ...]:
+    """The parts of the plan space to solve: ("inside",) when G >= k (every plan fits in a
+    node, so B_edge = B_in for all), else ("inside", "spanning")."""
+    return ("inside",) if problem.node_size >= problem.devices else PARTS
 
 #: a model variable (CP-SAT or PuLP)
 V = TypeVar("V")
@@ -111,6 +140,16 @@ class ModelData:
     edges: list[tuple[int, int]] = field(default_factory=list)
     #: M is multiplied by this in the model (1, or slightly less on a re-solve)
     memory_factor: float = 1.0
+    #: the part of the plan space (:func:`node_parts`): "inside" or "spanning"
+    part: str = "inside"
+    #: the device budget: Σ t_i d_i <= devices (min(k, G) inside, k spanning)
+    devices: int = 0
+    #: Σ t_i d_i >= min_devices (G + 1 when spanning, else 0: no row)
+    min_devices: int = 0
+    #: B_edge of this part (bytes/s)
+    edge_bandwidth: float = 0.0
+    #: every used slot takes slot 1's option (options.uniform)
+    uniform: bool = False
 
     def __post_init__(self) -> None:
         self._slot_opt_sets = {i: set(v) for i, v in self.slot_opts.items()}
@@ -156,7 +195,7 @@ class ModelData:
         """
         if not self.choices or any(not cs for cs in self.choices.values()):
             return 0.0
-        k = self.problem.devices
+        k = self.devices
         per_layer = max(min(c.kappa for c in cs) for cs in self.choices.values())
         work = sum(min(self.opts[c.opt].t * self.opts[c.opt].d * c.kappa for c in cs) for cs in self.choices.values())
         batch = sum(min(self.opts[c.opt].d * c.kappa for c in cs) for cs in self.choices.values())
@@ -177,6 +216,14 @@ class ModelData:
             return None
         if len(plan.stages) > self.slots:
             self.warm_message = f"warm start ignored: {len(plan.stages)} stages > {self.slots} slots"
+            return None
+        used_devices = sum(st.t * st.d for st in plan.stages)
+        if not self.min_devices <= used_devices <= self.devices:
+            self.warm_message = (f"warm start ignored: it uses {used_devices} devices, outside this model's part "
+                                 f"{self.part!r} ({self.min_devices}..{self.devices})")
+            return None
+        if self.uniform and len({(st.t, st.d) for st in plan.stages}) > 1:
+            self.warm_message = "warm start ignored: the plan is not uniform"
             return None
         opt_index = {(o.t, o.d): j for j, o in enumerate(self.opts)}
         assign: dict[int, tuple[int, Choice]] = {}
@@ -358,6 +405,7 @@ def _dominates(a: TMPC, b: TMPC) -> bool:
         and a.parameter_size <= b.parameter_size
         and a.memory_a <= b.memory_a
         and a.memory_b <= b.memory_b
+        and a.memory_sharded <= b.memory_sharded
         and all(a.sync_fw[u] <= b.sync_fw[u] for u in b.sync_fw)
         and all(a.sync_bw[x] <= b.sync_bw[x] for x in b.sync_bw)
     )
@@ -379,14 +427,24 @@ def _undominated(lst: tuple[tuple[int, TMPC], ...]) -> tuple[tuple[int, TMPC], .
     return tuple(keep)
 
 
-def build_model_data(problem: Problem, options: Options, *, memory_factor: float = 1.0) -> ModelData:
+def build_model_data(problem: Problem, options: Options, *, memory_factor: float = 1.0,
+                     part: str = "inside") -> ModelData:
     """Options, slots, pruned choices and scaled coefficients (module docstring).
 
     ``memory_factor`` < 1 shrinks M (used to re-solve when a floating-point model
-    accepted a plan that the evaluator calls out of memory).
+    accepted a plan that the evaluator calls out of memory). ``part``: "inside" (plans
+    with Σ t d <= min(k, G), edges at B_in) or "spanning" (Σ t d >= G + 1, edges at B;
+    only meaningful when G < k), see :func:`node_parts`.
     """
+    if part not in PARTS:
+        raise ValueError(f"unknown part {part!r}")
     cand = candidates(problem, options)
-    k, n_mb, bw = problem.devices, problem.microbatches, problem.bandwidth
+    n_mb, bw = problem.microbatches, problem.bandwidth
+    node_g, bw_in, factor = problem.node_size, problem.bandwidth_intra, problem.resync_factor
+    if part == "inside":
+        k, min_devices, bw_edge = min(problem.devices, node_g), 0, bw_in
+    else:
+        k, min_devices, bw_edge = problem.devices, node_g + 1, bw
     mem = problem.memory_per_device * memory_factor
     s_max = min(n_mb, k)
     n = problem.n
@@ -403,16 +461,18 @@ def build_model_data(problem: Problem, options: Options, *, memory_factor: float
         lst = []
         undominated = {t: _undominated(lst) for t, lst in cand.tmpcs[v].items()}
         for j, o in enumerate(opts):
+            # resync inside a node (B_in) when the stage fits in one (version 2)
+            bw_res = bw_in if o.t * o.d <= node_g else bw
             for idx, c in undominated.get(o.t, ()):
-                if c.memory_a + c.memory_b > mem:
+                if c.memory_a + c.memory_b + c.memory_sharded / o.d > mem:
                     continue  # never fits, whatever y >= 1
-                kappa = c.time_per_sample / o.d + 4.0 * (o.d - 1) * c.parameter_size / (o.d * n_mb * bw)
+                kappa = c.time_per_sample / o.d + factor * (o.d - 1) * c.parameter_size / (o.d * n_mb * bw_res)
                 gin = {
-                    eidx[(e.u, v)]: 2.0 * (e.communication_cost + c.sync_fw[e.u]) / (o.d * bw)
+                    eidx[(e.u, v)]: 2.0 * (e.communication_cost + c.sync_fw[e.u]) / (o.d * bw_edge)
                     for e in problem.in_edges[v]
                 }
                 gout = {
-                    eidx[(v, e.v)]: 2.0 * (e.communication_cost + c.sync_bw[e.v]) / (o.d * bw)
+                    eidx[(v, e.v)]: 2.0 * (e.communication_cost + c.sync_bw[e.v]) / (o.d * bw_edge)
                     for e in problem.out_edges[v]
                 }
                 if o.d == 1:
@@ -435,7 +495,7 @@ def build_model_data(problem: Problem, options: Options, *, memory_factor: float
                 tmpc=c,
                 kappa=kp / tau,
                 mem_a=c.memory_a / mem,
-                mem_b=c.memory_b / mem,
+                mem_b=(c.memory_b + c.memory_sharded / opts[j].d) / mem,
                 gin={e: g / tau for e, g in gin.items()},
                 gout={e: g / tau for e, g in go.items()},
             )
@@ -468,6 +528,11 @@ def build_model_data(problem: Problem, options: Options, *, memory_factor: float
         infeasible_reason=reason,
         edges=edges,
         memory_factor=memory_factor,
+        part=part,
+        devices=k,
+        min_devices=min_devices,
+        edge_bandwidth=bw_edge,
+        uniform=is_uniform(options),
     )
 
 
@@ -569,4 +634,50 @@ def guarded_result(
     return make_result(
         problem, solver, status, plan, time_s=time_s, objective=objective, bound=bound, stats=stats, message=message,
         tolerance=tolerance,
+    )
+
+
+def combine_results(problem: Problem, solver: str, results: Mapping[str, Result], *, time_s: float) -> Result:
+    """One answer from the answers of the parts of the plan space (:func:`node_parts`),
+    each already guarded (:func:`guarded_result`).
+
+    The plan is the part plan with the least evaluated TPS (the first part on ties). It
+    is "optimal" only when every part is proven ("optimal" or "infeasible"); "infeasible"
+    when every part is; else "feasible" with a plan, "unknown" without. The bound is the
+    least of the parts' bounds (an infeasible part's is +inf), the tolerance the largest.
+    Each part's stats, status, TPS and bound are kept in ``stats["parts"]``.
+    """
+    best_part, best = None, None
+    for name, res in results.items():
+        if res.plan is not None and math.isfinite(res.tps) and (best is None or res.tps < best.tps):
+            best_part, best = name, res
+    statuses = [res.status for res in results.values()]
+    proven = all(st in (Status.OPTIMAL, Status.INFEASIBLE) for st in statuses)
+    if all(st == Status.INFEASIBLE for st in statuses):
+        status = Status.INFEASIBLE
+    elif best is not None:
+        status = Status.OPTIMAL if proven else Status.FEASIBLE
+    else:
+        status = Status.UNKNOWN
+    bound = min((res.bound for res in results.values()), default=0.0)
+    if status != Status.INFEASIBLE and not math.isfinite(bound):
+        bound = 0.0
+    if best is not None:
+        bound = min(bound, best.tps)
+    tolerance = max((res.tolerance for res in results.values()), default=0.0)
+    parts = {
+        name: {"status": res.status.value, "tps": res.tps, "bound": res.bound, "tolerance": res.tolerance,
+               "time_s": res.time_s, "message": res.message, "stats": res.stats}
+        for name, res in results.items()
+    }
+    stats: dict = {"parts": parts, "chosen_part": best_part, "tolerance": tolerance}
+    if best is not None:
+        for key in ("variables", "constraints", "tau"):
+            if key in best.stats:
+                stats[key] = best.stats[key]
+    messages = [f"{name}: {res.message}" for name, res in results.items() if res.message]
+    return make_result(
+        problem, solver, status, None if best is None else best.plan, time_s=time_s,
+        objective=None if best is None else best.objective, bound=bound, stats=stats,
+        message="; ".join(messages), tolerance=tolerance,
     )

@@ -9,7 +9,9 @@ all sequences that the whole model has to refute (measured on ResNet-50 k=8: 126
 sequences refuted by CP-SAT in 21 s, where the whole model had no proof after 300 s).
 
 Every sequence with Σ t_i d_i <= k, Σ d_i <= S and L <= the number of slots is a
-subproblem, except those that two bounds rule out, each implied by the model's own
+subproblem (version 2: k is the model's part's device budget, min(k, G) for plans inside
+a node, and a part of plans spanning nodes also needs Σ t_i d_i >= G + 1; with uniform
+plans only constant sequences o_1 = ... = o_L are enumerated), except those that two bounds rule out, each implied by the model's own
 rows at the cutoff C (in the model's units, so the pruning is exactly as strong as the
 model and never removes a plan the model accepts):
 
@@ -73,7 +75,9 @@ def option_sequences(
     """The option sequences (indices into ``data.opts``, slot 1 first) that pass both
     bounds at ``cutoff``, with ``kappa(choice)`` the node term in the same units; None
     when there are more than ``limit``. Shorter sequences come first."""
-    opts, k, s_max = data.opts, data.problem.devices, data.s_max
+    # k: the part's device budget; a "spanning" part wants Σ t d >= min_devices, and a
+    # uniform model only constant sequences (baselines._model_data)
+    opts, k, s_max = data.opts, data.devices, data.s_max
     # v -> (option, y) -> its cheapest device-time t·d·κ among the choices with κ <= cutoff
     # whose memory a·y + b fits (within 1e-9 of M: never stricter than the models)
     work: dict[int, dict[tuple[int, int], float]] = {}
@@ -94,6 +98,8 @@ def option_sequences(
     out: list[tuple[int, ...]] = []
 
     def passes(seq: list[int], devices: int) -> bool:
+        if devices < data.min_devices:
+            return False
         ys = sequence_y(data, tuple(seq))
         slots = {(o, ys[i]) for i, o in enumerate(seq, 1)}
         need = 0.0
@@ -112,6 +118,8 @@ def option_sequences(
         if len(seq) == data.slots:
             return True
         for j, o in enumerate(opts):
+            if data.uniform and seq and j != seq[0]:
+                continue
             if devices + o.t * o.d <= k and dsum + o.d <= s_max:
                 seq.append(j)
                 ok = extend(seq, devices + o.t * o.d, dsum + o.d)

@@ -131,7 +131,7 @@ from piper.options import Options
 from piper.problem import Problem
 from piper.result import Result, SolverError, Status
 
-from ._model_data import Choice, ModelData, WarmStart, build_model_data, guarded_result
+from ._model_data import Choice, ModelData, WarmStart, build_model_data, combine_results, guarded_result, node_parts
 from ._split import checked_sequences, solve_sequences, split_mode
 
 __all__ = ["solve_cpsat", "CpsatModel", "solver_parameters", "memory_scaling"]
@@ -187,7 +187,7 @@ class CpsatModel:
         self.x: dict[tuple[int, int, Choice], cp_model.IntVar] = {}
         n, m_edges = data.problem.n, len(data.edges)
         nx = sum(len(c) for c in data.choices.values()) * data.slots
-        mass = max(data.s_max, data.problem.devices) * (n + m_edges + 1) * (nx + 1)
+        mass = max(data.s_max, data.devices) * (n + m_edges + 1) * (nx + 1)
         p = precision_bits
         while p > 8 and mass * 2**p > 2**60:
             p -= 1
@@ -204,15 +204,24 @@ class CpsatModel:
     def _build(self) -> None:
         d, m, q = self.data, self.m, self.q
         L, S = d.slots, d.s_max
-        k, N = d.problem.devices, d.problem.microbatches
+        k, N = d.devices, d.problem.microbatches  # k: this part's device budget (min(k, G) inside)
         opts = d.opts
         nodes = [nd.id for nd in d.problem.nodes]
         pos = {v: p for p, v in enumerate(nodes)}
 
         # memory integers
         allc = [c for v in nodes for c in d.choices[v]]
-        mem_vals = [c.tmpc.memory_a for c in allc] + [c.tmpc.memory_b for c in allc]
-        ints, mint, exact = memory_scaling(mem_vals, d.problem.memory_per_device * (d.memory_factor))
+        limit = d.problem.memory_per_device * (d.memory_factor)
+        if any(c.tmpc.memory_sharded for c in allc):
+            # version 2: b + s/d, all multiplied by the lcm of the d's so that byte counts
+            # stay integers (exact scaling)
+            lcm = reduce(lambda a, b: a * b // math.gcd(a, b), {opts[c.opt].d for c in allc}, 1)
+            mem_vals = ([c.tmpc.memory_a * lcm for c in allc]
+                        + [c.tmpc.memory_b * lcm + c.tmpc.memory_sharded * (lcm // opts[c.opt].d) for c in allc])
+            limit *= lcm
+        else:
+            mem_vals = [c.tmpc.memory_a for c in allc] + [c.tmpc.memory_b for c in allc]
+        ints, mint, exact = memory_scaling(mem_vals, limit)
         self.memory_exact = exact
         ma = {id(c): ints[j] for j, c in enumerate(allc)}
         mb = {id(c): ints[len(allc) + j] for j, c in enumerate(allc)}
@@ -272,6 +281,12 @@ class CpsatModel:
         # resources
         m.Add(sum(opts[o].t * opts[o].d * var for (i, o), var in z.items()) <= k)
         m.Add(sum(opts[o].d * var for (i, o), var in z.items()) <= N)
+        if d.min_devices > 0:  # the "spanning" part: plans across nodes only (version 2)
+            m.Add(sum(opts[o].t * opts[o].d * var for (i, o), var in z.items()) >= d.min_devices)
+        if d.uniform:  # uniform plans: every used slot takes slot 1's option
+            for (i, o), var in z.items():
+                if i >= 2:
+                    m.AddImplication(var, z[(1, o)])
         # y = ceil(D / d)
         dd, Dv, yv, yb = {}, {}, {}, {}
         for i in range(1, L + 1):
@@ -593,7 +608,22 @@ def solve_cpsat(problem: Problem, options: Options | None = None) -> Result:
     options = options or Options()
     start = time.perf_counter()
     deadline = None if options.time_limit_s is None else start + float(options.time_limit_s)
-    data = build_model_data(problem, options)
+    parts = node_parts(problem)
+    if len(parts) == 1:  # G >= k (every version-1 instance): one model, edges at B_in
+        return _solve_part(problem, options, parts[0], start, deadline, split_fallback=False)
+    # G < k: plans inside one node (edges at B_in) and plans spanning nodes (edges at B),
+    # one model each; the better plan wins, "optimal" only when both are proven
+    results = {part: _solve_part(problem, options, part, time.perf_counter(), deadline, split_fallback=True)
+               for part in parts}
+    return combine_results(problem, "cpsat", results, time_s=time.perf_counter() - start)
+
+
+def _solve_part(problem: Problem, options: Options, part: str, start: float, deadline: float | None, *,
+                split_fallback: bool) -> Result:
+    """:func:`solve_cpsat` on one part of the plan space (``_model_data.node_parts``).
+    ``split_fallback``: a part the warm start is not in is solved unsplit (the split needs
+    it) instead of refused."""
+    data = build_model_data(problem, options, part=part)
     if data.infeasible_reason is not None:
         return guarded_result(
             data, "cpsat", Status.INFEASIBLE, None, time_s=time.perf_counter() - start, objective=None,
@@ -619,6 +649,9 @@ def solve_cpsat(problem: Problem, options: Options | None = None) -> Result:
         warm = data.slots_from_plan(options.warm_start)
         if warm is None:
             stats["warm_start"] = data.warm_message
+    if split == "sequences" and warm is None and split_fallback:
+        split = "none"
+        stats["split"] = f"part {part!r} solved without the split (it needs a warm start in this part)"
     if split == "sequences":
         if warm is None:
             raise SolverError("params['split'] = 'sequences' splits a proof search below a warm start: "

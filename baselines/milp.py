@@ -118,7 +118,8 @@ from piper.evaluate import evaluate
 from piper.problem import Problem
 from piper.result import Result, SolverError, Status
 
-from ._model_data import Choice, ModelData, WarmStart, build_model_data, guarded_result
+from ._model_data import (Choice, ModelData, WarmStart, build_model_data, combine_results, guarded_result,
+                          node_parts)
 from ._split import checked_sequences, sequence_y, solve_sequences, split_mode
 
 __all__ = ["solve_milp", "build_milp", "write_lp", "write_mps", "MilpModel"]
@@ -204,7 +205,7 @@ class MilpModel:
     def _build(self) -> None:
         d, prob = self.data, self.prob
         L, S = d.slots, d.s_max
-        k, N = d.problem.devices, d.problem.microbatches
+        k, N = d.devices, d.problem.microbatches  # k: this part's device budget (min(k, G) inside)
         opts = d.opts
         nodes = [nd.id for nd in d.problem.nodes]
         pos = {v: p for p, v in enumerate(nodes)}
@@ -288,6 +289,13 @@ class MilpModel:
         # (E)
         prob += lsum(opts[o].t * opts[o].d * z[(i, o)] for (i, o) in z) <= k, "E_devices"
         prob += lsum(opts[o].d * z[(i, o)] for (i, o) in z) <= N, "E_microbatches"
+        if d.min_devices > 0:  # the "spanning" part: plans across nodes only (version 2)
+            prob += lsum(opts[o].t * opts[o].d * z[(i, o)] for (i, o) in z) >= d.min_devices, "E_span"
+        # (U) uniform plans: every used slot takes slot 1's option
+        if d.uniform:
+            for (i, o) in z:
+                if i >= 2:
+                    prob += z[(i, o)] <= z[(1, o)], f"U_{i}_{o}"
         # (F)
         for i in range(1, L + 1):
             D_i = lsum(dsum[j] for j in range(i, L + 1))
@@ -902,7 +910,23 @@ def solve_milp(problem: Problem, options: Options | None = None) -> Result:
         raise SolverError(f"unknown MILP backend {backend!r}; use one of {', '.join(BACKENDS)}")
     name = "milp" if backend == "cbc" else "milp-highs"
     deadline = None if options.time_limit_s is None else start + float(options.time_limit_s)
-    data = build_model_data(problem, options)
+    parts = node_parts(problem)
+    if len(parts) == 1:  # G >= k (every version-1 instance): one model, edges at B_in
+        return _solve_part(problem, options, backend, name, parts[0], start, deadline, split_fallback=False)
+    # G < k: plans inside one node (edges at B_in) and plans spanning nodes (edges at B),
+    # one model each; the better plan wins, "optimal" only when both are proven
+    results = {part: _solve_part(problem, options, backend, name, part, time.perf_counter(), deadline,
+                                 split_fallback=True)
+               for part in parts}
+    return combine_results(problem, name, results, time_s=time.perf_counter() - start)
+
+
+def _solve_part(problem: Problem, options: Options, backend: str, name: str, part: str, start: float,
+                deadline: float | None, *, split_fallback: bool) -> Result:
+    """:func:`solve_milp` on one part of the plan space (``_model_data.node_parts``).
+    ``split_fallback``: a part the warm start is not in is solved unsplit (the split needs
+    it) instead of refused."""
+    data = build_model_data(problem, options, part=part)
     if data.infeasible_reason is not None:
         return guarded_result(
             data, name, Status.INFEASIBLE, None, time_s=time.perf_counter() - start, objective=None,
@@ -918,6 +942,10 @@ def solve_milp(problem: Problem, options: Options | None = None) -> Result:
     if warm is not None and options.params.get("cutoff", True):
         cutoff = warm.tps / data.tau * (1.0 - CUTOFF_REL)
     split = split_mode(options.params)
+    if split == "sequences" and cutoff is None and split_fallback and options.params.get("cutoff", True):
+        split = "none"
+        warm_msg = warm_msg or "no warm start"
+        warm_msg += f"; part {part!r} solved without the split (it needs a warm start in this part)"
     if split == "sequences" and cutoff is None:
         raise SolverError("params['split'] = 'sequences' splits a proof search below a warm start: "
                           "give a usable warm start (e.g. the DP's plan) and keep params['cutoff'] on"
@@ -943,7 +971,7 @@ def solve_milp(problem: Problem, options: Options | None = None) -> Result:
         # restriction, so its bound is no bound on this problem: the first solve's is kept
         first_bound = bound if status == Status.OPTIMAL else 0.0
         stats.setdefault("guards", []).append("plan OOM under the evaluator; re-solved with M*(1-1e-6)")
-        data = build_model_data(problem, options, memory_factor=1.0 - 1e-6)
+        data = build_model_data(problem, options, memory_factor=1.0 - 1e-6, part=part)
         warm = None if options.warm_start is None else data.slots_from_plan(options.warm_start)
         with _quiet_pulp():
             status, plan, objective, _restricted_bound, stats2 = _solve_once(data, options, backend, None, deadline)
