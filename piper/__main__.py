@@ -7,24 +7,22 @@ status 2 and a one-line message on stderr.
 from __future__ import annotations
 
 import json
-import math
 import sys
 from collections.abc import Sequence
 
 from .cli import (
     ArgumentParser,
-    UsageError,
-    add_ablation_args,
     add_cluster_args,
     add_strict_arg,
     load_workload,
-    options_from_args,
     positive_int,
     run_main,
 )
 from .evaluate import evaluate
 from .plan import load_plan, render_plan
 from .problem import Problem
+from .solve_cmd import add_solve_args
+from .solve_cmd import cmd_solve as run_solve
 
 
 def _parser() -> ArgumentParser:
@@ -46,21 +44,8 @@ def _parser() -> ArgumentParser:
     add_strict_arg(ev)
     ev.add_argument("--json", action="store_true", help="print one JSON object")
 
-    so = sub.add_parser("solve", help="find the best plan (Piper's DP by default)")
-    so.add_argument("file", help="workload JSON")
-    add_cluster_args(so)
-    add_strict_arg(so)
-    add_ablation_args(so)
-    so.add_argument("--solver", default="dp", help="registered solver name (dp, dp-greedy, milp, milp-highs, cpsat, brute, equi)")
-    so.add_argument("--knapsack", choices=("exact", "greedy"), default=None, help="the DP's per-stage TMPC choice (default exact)")
-    so.add_argument("--max-ideals", type=positive_int, default=200_000, metavar="N", help="refuse graphs with more ideals")
-    so.add_argument("--linearize", action="store_true", help="DP: stages are segments of one topological order")
-    curve = so.add_mutually_exclusive_group()
-    curve.add_argument("--curve", action="store_true", help="DP: best TPS for every device count 1..k (default: only when cheap, k <= 64 and <= 5000 ideal pairs)")
-    curve.add_argument("--no-curve", action="store_true", help="DP: skip the best-TPS-per-device-count curve")
-    so.add_argument("--out", metavar="PLAN.json", help="write the plan here")
-    so.add_argument("--json", action="store_true", help="print one JSON object")
-    so.add_argument("--quiet", "-q", action="store_true", help="no progress on stderr")
+    so = sub.add_parser("solve", help="find the best plan (Piper's DP by default; any registered solver)")
+    add_solve_args(so, default_solver="dp")
     from .frontend.cli import add_model_parser
 
     add_model_parser(sub)
@@ -149,49 +134,7 @@ def cmd_evaluate(args) -> int:
 
 
 def cmd_solve(args) -> int:
-    from baselines import get_solver
-
-    problem = _load(args)
-    try:
-        info = get_solver(args.solver)
-    except KeyError as exc:
-        raise UsageError(str(exc.args[0])) from None
-    params = {"curve": True} if args.curve else {"curve": False} if args.no_curve else {}
-    overrides = dict(max_ideals=args.max_ideals, linearize=args.linearize, progress=not args.quiet, params=params)
-    if args.knapsack is not None:
-        if args.solver not in ("dp", "dp-greedy"):
-            raise UsageError("--knapsack applies to the DP solvers only")
-        info = get_solver("dp" if args.knapsack == "exact" else "dp-greedy")
-    options = options_from_args(args, **overrides)
-    result = info(problem, options)
-    if args.out and result.plan is not None:
-        result.plan.dump(args.out)
-    if args.json:
-        out = {
-            "tps": result.tps if math.isfinite(result.tps) else None,
-            "status": result.status.value,
-            "solver": result.solver,
-            "plan": None if result.plan is None else result.plan.to_dict(),
-            "devices_used": result.devices_used,
-            "bound": result.bound if math.isfinite(result.bound) else None,
-            "time_s": result.time_s,
-            "ideals": result.stats.get("ideals"),
-            "ideal_pairs": result.stats.get("ideal_pairs"),
-            "curve": result.stats.get("curve"),
-            "message": result.message,
-        }
-        print(json.dumps(out))
-        return 0
-    if result.plan is not None:
-        print(render_plan(problem, result.plan, result.score))
-    tps = f"{result.tps:.10g}" if math.isfinite(result.tps) else "none (no plan)"
-    print(f"solver {result.solver}: status {result.status.value}, TPS {tps}, "
-          f"devices used {result.devices_used if result.plan else 0} of {problem.devices}, time {result.time_s:.3f} s")
-    if result.message:
-        print(f"note: {result.message}")
-    if args.out and result.plan is None:
-        print(f"no plan written to {args.out}", file=sys.stderr)
-    return 0
+    return run_solve(args, prog="piper")
 
 
 def cmd_model(args) -> int:

@@ -67,22 +67,71 @@ class Result:
         return None if self.plan is None else self.plan.devices_used
 
     def to_dict(self) -> dict[str, Any]:
-        def num(x: float | None) -> float | None:
-            return None if x is None or not math.isfinite(x) else x
+        """The one JSON form of a result (``solve --json``, compare's report, benchmarks).
 
+        Encoding: every number that is +infinity is written as ``null`` (JSON has no
+        infinity): ``tps`` is null without a plan or for an OOM plan, ``bound`` is null
+        when infeasibility is proven; ``objective`` is null when the solver claims none.
+        Statistics keep only JSON values (numbers, strings, booleans, lists, dicts, null);
+        others are written with ``str``. :meth:`from_dict` reads it back.
+        """
         return {
             "solver": self.solver,
             "status": self.status.value,
-            "tps": num(self.tps),
-            "objective": num(self.objective),
-            "bound": None if self.bound is None else (self.bound if math.isfinite(self.bound) else "inf"),
+            "tps": _finite(self.tps),
+            "objective": _finite(self.objective),
+            "bound": _finite(self.bound),
+            "tolerance": self.tolerance,
             "time_s": self.time_s,
             "devices_used": self.devices_used,
             "plan": None if self.plan is None else self.plan.to_dict(),
             "message": self.message,
-            "tolerance": self.tolerance,
-            "stats": dict(self.stats),
+            "stats": _jsonable(dict(self.stats)),
         }
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, Any], problem: Problem | None = None) -> "Result":
+        """A Result from :meth:`to_dict`'s form (null numbers read as +infinity; a null
+        ``objective`` as None). With ``problem`` the plan is re-scored by the evaluator
+        (``score``, and ``tps`` from it); without, ``tps`` is taken as written."""
+        from .plan import plan_from_dict
+
+        def num(key: str) -> float:
+            value = raw.get(key)
+            return math.inf if value is None else float(value)
+
+        plan = None if raw.get("plan") is None else plan_from_dict(raw["plan"])
+        score = evaluate(problem, plan) if (problem is not None and plan is not None) else None
+        return cls(
+            solver=str(raw["solver"]),
+            status=Status(raw["status"]),
+            plan=plan,
+            tps=score.tps if score is not None else num("tps"),
+            objective=None if raw.get("objective") is None else float(raw["objective"]),
+            bound=num("bound"),
+            time_s=float(raw.get("time_s", 0.0)),
+            score=score,
+            stats=dict(raw.get("stats") or {}),
+            message=str(raw.get("message", "")),
+            tolerance=float(raw.get("tolerance", 0.0) or 0.0),
+        )
+
+
+def _finite(x: float | None) -> float | None:
+    """None for None and for a non-finite number (the JSON encoding of +infinity)."""
+    return None if x is None or not math.isfinite(x) else float(x)
+
+
+def _jsonable(value: Any) -> Any:
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    if isinstance(value, float):
+        return _finite(value)
+    if isinstance(value, Mapping):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    return str(value)
 
 
 def make_result(
