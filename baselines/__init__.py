@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from piper.options import Options
+from piper.params import check_params
 from piper.problem import VERSION2_FEATURES, Problem
 from piper.result import Result, SolverError
 
@@ -56,6 +57,7 @@ class SolverInfo:
             raise SolverError(f"solver {self.name!r} does not support {what} yet; "
                               f"use --solver brute or drop {keys}")
         options = options or Options()
+        check_params(self.name, self.target, options.params)  # a misspelt knob is an error, never ignored
         if self.fixed:
             params = dict(options.params)
             fields = {}
