@@ -103,9 +103,12 @@ def solve(problem: Problem, options: Options | None = None, solver: str = "dp") 
 
 register(SolverInfo("dp", "piper.dp:solve_dp", True, "Piper's two-level DP, exact knapsack", {"knapsack": "exact"}))
 register(SolverInfo("dp-greedy", "piper.dp:solve_dp", False, "Piper's DP with the reference greedy knapsack", {"knapsack": "greedy"}))
-register(SolverInfo("milp", "baselines.milp:solve_milp", True, "exact MILP (PuLP + CBC)", {"backend": "cbc"}))
-register(SolverInfo("milp-highs", "baselines.milp:solve_milp", True, "exact MILP (PuLP + HiGHS)", {"backend": "highs"}))
-register(SolverInfo("cpsat", "baselines.cpsat:solve_cpsat", True, "exact CP-SAT model (OR-Tools)"))
+register(SolverInfo("milp", "baselines.milp:solve_milp", True, "exact MILP (PuLP + CBC)", {"backend": "cbc"},
+                    features=frozenset(VERSION2_FEATURES)))
+register(SolverInfo("milp-highs", "baselines.milp:solve_milp", True, "exact MILP (PuLP + HiGHS)", {"backend": "highs"},
+                    features=frozenset(VERSION2_FEATURES)))
+register(SolverInfo("cpsat", "baselines.cpsat:solve_cpsat", True, "exact CP-SAT model (OR-Tools)",
+                    features=frozenset(VERSION2_FEATURES)))
 register(SolverInfo("brute", "baselines.brute:solve_brute", True, "exhaustive enumeration (tiny graphs)", max_nodes=8,
                     features=frozenset(VERSION2_FEATURES)))
 register(SolverInfo("equi", "baselines.equi:solve_equi", False, "PipeDream-2BW-like equi-partition baseline",
