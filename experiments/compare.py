@@ -718,7 +718,7 @@ def run_compare(
 CSV_FIELDS = [
     "instance", "suite", "layers", "edges", "k", "N", "solver", "exact", "status", "limit", "early", "tps", "reported_tps",
     "objective",
-    "bound", "gap", "gap_vs", "time_s", "solver_time_s", "warmup_s", "devices_used", "check", "message",
+    "bound", "tolerance", "gap", "gap_vs", "time_s", "solver_time_s", "warmup_s", "devices_used", "check", "message",
 ]  # fmt: skip
 
 
@@ -750,6 +750,7 @@ def run_row(report: InstanceReport, run: SolverRun) -> dict[str, Any]:
         "reported_tps": _num(run.reported_tps),
         "objective": _num(run.objective),
         "bound": _num(run.bound),
+        "tolerance": run.tolerance,
         "gap": _num(run.gap),
         "gap_vs": None if run.gap is None else ("optimum" if run.gap_vs_proof else "best"),
         "time_s": run.time_s,

@@ -1,4 +1,4 @@
-"""``python -m piper info|evaluate|solve FILE ...``: the planner's command line.
+"""``python -m piper info|evaluate|solve|model|plan ...``: the planner's command line.
 
 User errors (bad file, bad JSON, invalid problem or plan, bad flag) exit with
 status 2 and a one-line message on stderr.
@@ -47,8 +47,10 @@ def _parser() -> ArgumentParser:
     so = sub.add_parser("solve", help="find the best plan (Piper's DP by default; any registered solver)")
     add_solve_args(so, default_solver="dp")
     from .frontend.cli import add_model_parser
+    from .frontend.plan_cmd import add_plan_parser
 
     add_model_parser(sub)
+    add_plan_parser(sub)
     return p
 
 
@@ -137,6 +139,12 @@ def cmd_solve(args) -> int:
     return run_solve(args, prog="piper")
 
 
+def cmd_plan(args) -> int:
+    from .frontend.plan_cmd import cmd_plan as run
+
+    return run(args)
+
+
 def cmd_model(args) -> int:
     from .frontend.cli import cmd_model as run
 
@@ -145,7 +153,7 @@ def cmd_model(args) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    return {"info": cmd_info, "evaluate": cmd_evaluate, "solve": cmd_solve, "model": cmd_model}[args.command](args)
+    return {"info": cmd_info, "evaluate": cmd_evaluate, "solve": cmd_solve, "model": cmd_model, "plan": cmd_plan}[args.command](args)
 
 
 if __name__ == "__main__":

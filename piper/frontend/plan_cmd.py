@@ -1,0 +1,138 @@
+"""``python -m piper plan PRESET|config.json --gpu h100 --nodes 64 [...]``: from a model
+config to the best plan in one command.
+
+Builds the workload (:func:`~piper.frontend.workload.build_workload`), solves it with
+Piper's DP (exact knapsack; ``--solver`` for another registered solver, ``--uniform`` for
+plans with one (d, t) in every stage, as Megatron-LM and DeepSpeed run them) and prints
+the plan with its predicted training speed, all from the one evaluator's score:
+
+* batch time (seconds per iteration): ``Score.batch_time`` (docs/problem.md §2.4);
+* tokens/s = global batch x sequence length / batch time;
+* TFLOP/s per device = hardware FLOPs per iteration (with the recomputation the plan
+  chose, counted per layer) / batch time / devices used;
+* MFU = model FLOPs per iteration (no recomputation) / batch time / (devices used x peak
+  FLOP/s), as in the PaLM paper's definition (Chowdhery et al. 2022, appendix B);
+* memory per device (the fullest stage's) and the bottleneck stage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from typing import Any
+
+from ..cli import seconds_arg
+from ..evaluate import Score, evaluate
+from ..options import Options
+from ..plan import render_plan
+from ..problem import load_problem
+from ..result import SolverError
+from .cli import _hardware, add_model_arguments, load_model
+from .costs import head_forward_flops, layer_train_flops, model_flops_per_iteration
+from .tmpc import parse_tmpc_id
+from .workload import TrainingSetup, build_workload
+
+__all__ = ["add_plan_parser", "cmd_plan", "plan_metrics"]
+
+
+def add_plan_parser(subparsers: Any) -> argparse.ArgumentParser:
+    p = subparsers.add_parser("plan", help="from a model config to the best plan and its predicted throughput")
+    add_model_arguments(p)
+    g = p.add_argument_group("planning")
+    g.add_argument("--solver", default="dp", help="registered solver (default dp: Piper's DP, exact knapsack)")
+    g.add_argument("--uniform", action="store_true", help="every stage the same (d, t), as Megatron-LM and DeepSpeed require")
+    g.add_argument("--time-limit", type=seconds_arg, metavar="S", help="solver time limit, seconds")
+    g.add_argument("--plan-out", metavar="PLAN.json", help="write the plan here")
+    return p
+
+
+def plan_metrics(cfg: Any, hw: Any, setup: TrainingSetup, problem: Any, plan: Any, score: Score) -> dict[str, Any]:
+    """Predicted speed of ``plan`` (units in the keys)."""
+    devices = plan.devices_used
+    batch_time = score.batch_time
+    tokens = setup.global_batch * cfg.seq_length
+    # hardware FLOPs with the recomputation each transformer layer's TMPC does (per sequence,
+    # times the global batch), plus the output layer (never recomputed)
+    node = {nd.id: nd for nd in problem.nodes}
+    per_sequence = 3 * head_forward_flops(cfg)
+    for st in plan.stages:
+        for v in st.nodes:
+            if node[v].kind == "transformer":
+                recompute, _sequence_parallel = parse_tmpc_id(st.tmpcs[v])
+                per_sequence += layer_train_flops(cfg, recompute)
+    hw_flops = per_sequence * setup.global_batch
+    model_flops = model_flops_per_iteration(cfg, setup.global_batch)
+    ok = math.isfinite(batch_time) and batch_time > 0
+    return {
+        "devices_used": devices,
+        "devices": problem.devices,
+        "stages": len(plan.stages),
+        "batch_time_s": batch_time if ok else None,
+        "tps_s": score.tps if math.isfinite(score.tps) else None,
+        "tokens_per_s": tokens / batch_time if ok else None,
+        "tflops_per_device": hw_flops / batch_time / devices / 1e12 if ok else None,
+        "mfu": model_flops / batch_time / (devices * hw.peak_flops) if ok else None,
+        "model_flops_per_iteration": model_flops,
+        "hardware_flops_per_iteration": hw_flops,
+        "max_memory_per_device_bytes": max(s.memory for s in score.stages),
+        "memory_limit_bytes": problem.memory_per_device,
+        "bottleneck_stage": None if score.bottleneck is None else score.bottleneck + 1,
+    }
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    from baselines import get_solver  # the registry
+
+    if args.list or not args.model:
+        from .cli import cmd_model
+
+        return cmd_model(args)
+    cfg = load_model(args.model, seq_length=args.seq)
+    changes: dict[str, Any] = {}
+    if args.seq is not None:
+        changes["seq_length"] = args.seq
+    if args.micro_batch is not None:
+        changes["micro_batch"] = args.micro_batch
+    cfg = cfg.with_changes(**changes)
+    hw = _hardware(args)
+    setup = TrainingSetup(nodes=args.nodes, global_batch=args.global_batch, efficiency=args.efficiency,
+                          distributed_optimizer=not args.no_distributed_optimizer, grad_bytes=args.grad_bytes,
+                          memory_reserve_bytes=args.memory_reserve, recompute=args.recompute)
+    workload = build_workload(cfg, hw, setup)
+    problem = load_problem(workload, strict=True)
+    if args.out:
+        with open(args.out, "w") as fh:
+            fh.write(json.dumps(workload, indent=1) + "\n")
+    try:
+        info = get_solver(args.solver)
+    except KeyError as exc:
+        raise SolverError(str(exc.args[0])) from None
+    options = Options(uniform=bool(args.uniform), time_limit_s=args.time_limit, progress=not args.json)
+    result = info(problem, options)
+    if result.plan is None:
+        msg = {"status": result.status.value, "message": result.message or "no plan fits"}
+        if args.json:
+            print(json.dumps({**msg, "plan": None}))
+        else:
+            print(f"no plan: {msg['message']} (status {msg['status']})")
+        return 0
+    if args.plan_out:
+        result.plan.dump(args.plan_out)
+    score = evaluate(problem, result.plan)
+    metrics = plan_metrics(cfg, hw, setup, problem, result.plan, score)
+    if args.json:
+        print(json.dumps({"status": result.status.value, "solver": result.solver, **metrics,
+                          "plan": result.plan.to_dict(), "time_s": result.time_s}))
+        return 0
+    print(render_plan(problem, result.plan, score))
+    m = metrics
+    print(f"model         {cfg.name}: {args.nodes} x {hw.devices_per_node} {hw.name}, global batch "
+          f"{setup.global_batch} x {cfg.seq_length} tokens, micro-batch {cfg.micro_batch}")
+    print(f"plan          {m['stages']} stages on {m['devices_used']} of {m['devices']} devices "
+          f"({result.solver}, {result.status.value}, {result.time_s:.2f} s)")
+    print(f"predicted     batch time {m['batch_time_s']:.4g} s, {m['tokens_per_s']:.4g} tokens/s, "
+          f"{m['tflops_per_device']:.4g} TFLOP/s per device, MFU {100 * m['mfu']:.1f}%")
+    print(f"memory        fullest stage {m['max_memory_per_device_bytes'] / 1e9:.2f} GB of "
+          f"{m['memory_limit_bytes'] / 1e9:.2f} GB; bottleneck stage {m['bottleneck_stage']}")
+    return 0
