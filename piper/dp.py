@@ -116,15 +116,23 @@ class _Arrays:
     inb: np.ndarray
     outb_ptr: np.ndarray
     outb: np.ndarray
-    #: per (TMPC, index of d in ds): 4 (d - 1) w / d / N, p / d and their cost when no edge is cut
+    #: per (TMPC, index of d in ds): f (d - 1) w / d / N (resync bytes), p / d, B_resync (B_in when
+    #: t d <= G, else B) and the cost when no edge is cut, rq / B_resync + pq (docs/problem.md §2.2)
     rq: np.ndarray
     pq: np.ndarray
     c0: np.ndarray
+    rb: np.ndarray
+    #: per (index of d in ds, TMPC): s / d, the sharded bytes each device holds (zeros in version 1)
+    sq: np.ndarray
+    #: B_edge of this run, bytes/second: B_in for plans inside one node, else B
+    bw_edge: float
     #: flat index -> (node id, t, TMPC id)
     labels: list[tuple[int, int, str]]
 
 
-def _arrays(problem: Problem, cand: Candidates) -> _Arrays:
+def _arrays(problem: Problem, cand: Candidates, bw_edge: float | None = None) -> _Arrays:
+    """The flat arrays of ``problem`` under ``cand``; ``bw_edge`` = B_edge of the run in bytes/s
+    (default B; docs/problem.md §2.2)."""
     pos = problem.index
     n = problem.n
     ts = np.array(cand.ts, dtype=np.int64)
@@ -143,7 +151,7 @@ def _arrays(problem: Problem, cand: Candidates) -> _Arrays:
     out_dst = np.array([pos[e.v] for lst in out_lists for e in lst], dtype=np.int64)
     opt_start = np.zeros((n, max(1, len(ts))), dtype=np.int64)
     opt_cnt = np.zeros((n, max(1, len(ts))), dtype=np.int64)
-    tp, tw, ta, tb, inb_ptr, outb_ptr = [], [], [], [], [], []
+    tp, tw, ta, tb, tsh, tt, inb_ptr, outb_ptr = [], [], [], [], [], [], [], []
     inb: list[float] = []
     outb: list[float] = []
     labels: list[tuple[int, int, str]] = []
@@ -157,6 +165,8 @@ def _arrays(problem: Problem, cand: Candidates) -> _Arrays:
                 tw.append(c.parameter_size)
                 ta.append(c.memory_a)
                 tb.append(c.memory_b)
+                tsh.append(c.memory_sharded)
+                tt.append(t)
                 inb_ptr.append(len(inb))
                 for e in in_lists[v]:
                     inb.append(2 * (e.communication_cost + c.sync_fw[e.u]))
@@ -167,18 +177,25 @@ def _arrays(problem: Problem, cand: Candidates) -> _Arrays:
     f64 = lambda x: np.array(x, dtype=np.float64)  # noqa: E731
     i64 = lambda x: np.array(x, dtype=np.int64)  # noqa: E731
     n_mb, bw = problem.microbatches, problem.bandwidth
+    bw_edge = bw if bw_edge is None else float(bw_edge)
+    bw_in, g_node, f = problem.bandwidth_intra, problem.node_size, problem.resync_factor
     ds = [int(d) for d in cand.ds]
-    if ds[0] != 1:
-        raise SolverError("internal error: d = 1 must be an allowed data-parallel degree")
-    # the reference's expressions, evaluated in the same order (IEEE doubles, as compiled code)
-    rq = f64([[4 * (d - 1) * w / d / n_mb for d in ds] for w in tw]).reshape(len(tw), len(ds))
+    if ds != sorted(ds) or len(set(ds)) != len(ds):
+        raise SolverError("internal error: the data-parallel degrees must be distinct and ascending")
+    # the reference's expressions, evaluated in the same order (IEEE doubles, as compiled code);
+    # version 2 (docs/problem.md §2.2): factor f (4 by default: 4.0 (d - 1) == 4 (d - 1) exactly),
+    # resync at B_in when the stage fits in a node (t d <= G), else at B; s / d more memory
+    rq = f64([[f * (d - 1) * w / d / n_mb for d in ds] for w in tw]).reshape(len(tw), len(ds))
     pq = f64([[p / d for d in ds] for p in tp]).reshape(len(tp), len(ds))
-    c0 = f64([[(4 * (d - 1) * w / d / n_mb) / bw + p / d for d in ds] for w, p in zip(tw, tp)]).reshape(len(tp), len(ds))
+    rb = f64([[bw_in if t * d <= g_node else bw for d in ds] for t in tt]).reshape(len(tt), len(ds))
+    c0 = f64([[(f * (d - 1) * w / d / n_mb) / (bw_in if t * d <= g_node else bw) + p / d for d in ds]
+              for w, p, t in zip(tw, tp, tt)]).reshape(len(tp), len(ds))
+    sq = np.ascontiguousarray(f64([[x / d for x in tsh] for d in ds]).reshape(len(ds), len(tsh)))
     return _Arrays(
         n=n, ts=ts, ds=np.array(cand.ds, dtype=np.int64), opt_start=opt_start, opt_cnt=opt_cnt,
         tp=f64(tp), tw=f64(tw), ta=f64(ta), tb=f64(tb), in_ptr=in_ptr, in_src=in_src, out_ptr=out_ptr,
         out_dst=out_dst, inb_ptr=i64(inb_ptr), inb=f64(inb), outb_ptr=i64(outb_ptr), outb=f64(outb), rq=rq, pq=pq,
-        c0=c0, labels=labels,
+        c0=c0, rb=rb, sq=sq, bw_edge=bw_edge, labels=labels,
     )
 
 
@@ -242,10 +259,14 @@ def _stage_options(nodes, nx, ti, in_i, in_j, opt_start, opt_cnt, in_ptr, in_src
 
 
 @njit(cache=True)
-def _stage_costs(m, qidx, ebytes, d, ds, bw, rq, pq, c0, cost):
-    """cost_q = (E_q / d + 4 (d - 1) w_q / d / N) / B + p_q / d, in the reference's arithmetic;
-    the pair-independent parts are precomputed per (TMPC, d): rq = 4 (d - 1) w / d / N,
-    pq = p / d and c0 = rq / B + pq (the cost when E_q = 0: 0 / d + rq == rq exactly)."""
+def _stage_costs(m, qidx, ebytes, d, ds, bw, rq, pq, c0, rb, cost):
+    """cost_q = E_q / (d B_edge) + R_q / B_resync + p_q / d (docs/problem.md §2.2), bw = B_edge.
+
+    The pair-independent parts are precomputed per (TMPC, d): rq = f (d - 1) w / d / N
+    (resync bytes), pq = p / d, rb = B_resync (B_in when t d <= G, else B) and
+    c0 = rq / rb + pq (the cost when E_q = 0: 0 / (d bw) + x == x exactly).  When
+    B_resync == B_edge (always in version 1) the reference's arithmetic is kept verbatim,
+    (E_q / d + rq) / B + pq, so version-1 numbers are bit-for-bit unchanged."""
     di = 0
     while ds[di] != d:
         di += 1
@@ -255,41 +276,59 @@ def _stage_costs(m, qidx, ebytes, d, ds, bw, rq, pq, c0, cost):
         if e == 0.0:
             cost[r] = c0[q, di]
         else:
-            cost[r] = (e / d + rq[q, di]) / bw + pq[q, di]
+            b = rb[q, di]
+            if b == bw:
+                cost[r] = (e / d + rq[q, di]) / bw + pq[q, di]
+            else:
+                cost[r] = e / (d * bw) + rq[q, di] / b + pq[q, di]
 
 
 @njit(cache=True)
-def _d_invariant(nx, off, qidx, tw):
-    """True when each node's options all have the same parameter size w."""
+def _d_invariant(nx, off, qidx, tw, sd):
+    """True when each node's options all have the same parameter size w and no option
+    has sharded memory (sd = s / d at some d: 0 iff s = 0; memory s / d depends on d)."""
     for i in range(nx):
         w0 = tw[qidx[off[i]]]
+        if sd[qidx[off[i]]] != 0.0:
+            return False
         for j in range(off[i] + 1, off[i + 1]):
-            if tw[qidx[j]] != w0:
+            if tw[qidx[j]] != w0 or sd[qidx[j]] != 0.0:
                 return False
     return True
 
 
 @njit(cache=True)
-def _mem_choice(nx, ch, qidx, ta, tb, y):
-    """The memory a y + b of the choice ch, summed over the stage's nodes (bytes)."""
+def _sharded(nx, off, qidx, sd):
+    """True when some option of the stage has sharded memory s > 0 (sd = s / ds[0])."""
+    for j in range(off[nx]):
+        if sd[qidx[j]] != 0.0:
+            return True
+    return False
+
+
+@njit(cache=True)
+def _mem_choice(nx, ch, qidx, ta, tb, sd, y):
+    """The memory a y + b + s / d of the choice ch, summed over the stage's nodes (bytes);
+    sd = s / d of every TMPC at the stage's d (zeros without sharded state).  Summed as
+    the evaluator does, (a y + b) + s / d per node in node order (docs/problem.md §2.2)."""
     mem = 0.0
     for i in range(nx):
         q = qidx[ch[i]]
-        mem += ta[q] * y + tb[q]
+        mem += ta[q] * y + tb[q] + sd[q]
     return mem
 
 
 @njit(cache=True)
-def _fits(nx, ch, ta, tb, qidx, y, M):
-    return _mem_choice(nx, ch, qidx, ta, tb, y) <= M
+def _fits(nx, ch, ta, tb, sd, qidx, y, M):
+    return _mem_choice(nx, ch, qidx, ta, tb, sd, y) <= M
 
 
 @njit(cache=True)
-def _mem_at(m, qidx, ta, tb, y, mem):
-    """mem[j] = a y + b of the stage's j-th flat option, j < m (bytes)."""
+def _mem_at(m, qidx, ta, tb, sd, y, mem):
+    """mem[j] = a y + b + s / d of the stage's j-th flat option, j < m (bytes)."""
     for j in range(m):
         q = qidx[j]
-        mem[j] = ta[q] * y + tb[q]
+        mem[j] = ta[q] * y + tb[q] + sd[q]
 
 
 @njit(cache=True)
@@ -344,7 +383,7 @@ def _push_entry(e_i, e_j, e_t, e_d, e_s0, n_ent, i, j, t, d, s0):
 
 
 @njit(cache=True)
-def _choice_runs(nx, n, m, off, qidx, ta, tb, M, cost, mem, ch, fast, kmode, heur, y_limit, ub, t, k, S, ds,
+def _choice_runs(nx, n, m, off, qidx, ta, tb, sd, M, cost, mem, ch, fast, kmode, heur, y_limit, ub, t, k, S, ds,
                  alive, costs_d, run_lo, run_hi, run_ch):
     """The d-invariant case (every node's options share w, so the optimal choice at a
     given y is the same for every d): with cost the options' costs at d = 1, solve the
@@ -371,16 +410,16 @@ def _choice_runs(nx, n, m, off, qidx, ta, tb, M, cost, mem, ch, fast, kmode, heu
             ys = y - 1
             while lo_y <= hi_y:
                 mid = (lo_y + hi_y) // 2
-                _mem_at(m, qidx, ta, tb, mid, mem)
+                _mem_at(m, qidx, ta, tb, sd, mid, mem)
                 _least(off[: nx + 1], mem[:m], fast)
-                if _mem_choice(nx, fast, qidx, ta, tb, mid) <= M:
+                if _mem_choice(nx, fast, qidx, ta, tb, sd, mid) <= M:
                     ys = mid
                     lo_y = mid + 1
                 else:
                     hi_y = mid - 1
             if ys < y:
                 break
-        _mem_at(m, qidx, ta, tb, ys, mem)
+        _mem_at(m, qidx, ta, tb, sd, ys, mem)
         val = knapsack(kmode, off[: nx + 1], cost[:m], mem[:m], M, ch[:nx])
         if val == np.inf:
             break
@@ -398,7 +437,7 @@ def _choice_runs(nx, n, m, off, qidx, ta, tb, M, cost, mem, ch, fast, kmode, heu
             if y > y_limit:
                 break
         y2 = y + 1
-        while y2 <= y_limit and _fits(nx, ch, ta, tb, qidx, y2, M):
+        while y2 <= y_limit and _fits(nx, ch, ta, tb, sd, qidx, y2, M):
             y2 += 1
         run_lo, run_hi, run_ch = _push_run(run_lo, run_hi, run_ch, n_run, y, y2 - 1, ch, nx, n)
         n_run += 1
@@ -409,7 +448,7 @@ def _choice_runs(nx, n, m, off, qidx, ta, tb, M, cost, mem, ch, fast, kmode, heu
 @njit(cache=True)
 def _build_tables(p_i, p_j, words, n, ts, ds, k, S, n_mb, bw, M, mode, ub,
                   opt_start, opt_cnt, tp, tw, ta, tb, in_ptr, in_src, out_ptr, out_dst,
-                  inb_ptr, inb, outb_ptr, outb, rq, pq, c0):
+                  inb_ptr, inb, outb_ptr, outb, rq, pq, c0, rb, sq):
     """Stage tables for the pairs (p_i[r], p_j[r]): entries (pair, t, d) with their
     segments (y_lo, y_hi, value), value = K(stage, t, d, y) for y_lo <= y <= y_hi.
 
@@ -444,7 +483,7 @@ def _build_tables(p_i, p_j, words, n, ts, ds, k, S, n_mb, bw, M, mode, ub,
                                   out_dst, inb_ptr, inb, outb_ptr, outb, off, qidx, ebytes):
                 continue
             m = off[nx]
-            if mode != GREEDY and _d_invariant(nx, off, qidx, tw):
+            if mode != GREEDY and _d_invariant(nx, off, qidx, tw, sq[0]):
                 # every node's options share w: cost_q(d) = cost_q(1) / d + (a per-node
                 # constant), so the optimal choice at each y is the same for every d.
                 # Solve at d = 1 over y = 1..S once, then price those choices at each d.
@@ -458,13 +497,13 @@ def _build_tables(p_i, p_j, words, n, ts, ds, k, S, n_mb, bw, M, mode, ub,
                         d = ds[di]
                         if t * d > k:
                             break
-                        _stage_costs(m, qidx, ebytes, d, ds, bw, rq, pq, c0, costs_d[di])
+                        _stage_costs(m, qidx, ebytes, d, ds, bw, rq, pq, c0, rb, costs_d[di])
                         _least(off[: nx + 1], costs_d[di, :m], fast)
                         alive[di] = _total(fast[:nx], costs_d[di]) <= ub
                         if alive[di]:
                             y_limit = max(y_limit, (S + d - 1) // d)
-                _stage_costs(m, qidx, ebytes, 1, ds, bw, rq, pq, c0, cost)
-                n_run, run_lo, run_hi, run_ch = _choice_runs(nx, n, m, off, qidx, ta, tb, M, cost, mem, ch, fast,
+                _stage_costs(m, qidx, ebytes, ds[0], ds, bw, rq, pq, c0, rb, cost)
+                n_run, run_lo, run_hi, run_ch = _choice_runs(nx, n, m, off, qidx, ta, tb, sq[0], M, cost, mem, ch, fast,
                                                              kmode, mode == HEUR, y_limit, ub, t, k, S, ds,
                                                              alive, costs_d, run_lo, run_hi, run_ch)
                 if n_run == 0:
@@ -473,7 +512,7 @@ def _build_tables(p_i, p_j, words, n, ts, ds, k, S, n_mb, bw, M, mode, ub,
                     d = ds[di]
                     if t * d > k:
                         break
-                    _stage_costs(m, qidx, ebytes, d, ds, bw, rq, pq, c0, cost)
+                    _stage_costs(m, qidx, ebytes, d, ds, bw, rq, pq, c0, rb, cost)
                     y_max = (S + d - 1) // d
                     seg_start = n_seg
                     for rr in range(n_run):
@@ -496,7 +535,7 @@ def _build_tables(p_i, p_j, words, n, ts, ds, k, S, n_mb, bw, M, mode, ub,
                 d = ds[di]
                 if t * d > k:
                     break
-                _stage_costs(m, qidx, ebytes, d, ds, bw, rq, pq, c0, cost)
+                _stage_costs(m, qidx, ebytes, d, ds, bw, rq, pq, c0, rb, cost)
                 # fastest option of every node (first on ties), for the greedy fast path
                 _least(off[: nx + 1], cost, fast)
                 y_max = (S + d - 1) // d
@@ -505,14 +544,14 @@ def _build_tables(p_i, p_j, words, n, ts, ds, k, S, n_mb, bw, M, mode, ub,
                 seg_start = n_seg
                 y = 1
                 while y <= y_max:
-                    _mem_at(m, qidx, ta, tb, y, mem)
+                    _mem_at(m, qidx, ta, tb, sq[di], y, mem)
                     val = knapsack(kmode, off[: nx + 1], cost[:m], mem[:m], M, ch[:nx])
                     if val == np.inf or val > ub:
                         break  # memory only grows with y (and exact values with it)
                     y2 = y + 1
                     if mode != GREEDY:
                         # the optimal choice stays optimal while it fits (K is non-decreasing)
-                        while y2 <= y_max and _fits(nx, ch, ta, tb, qidx, y2, M):
+                        while y2 <= y_max and _fits(nx, ch, ta, tb, sq[di], qidx, y2, M):
                             y2 += 1
                     else:
                         all_fast = True
@@ -522,7 +561,7 @@ def _build_tables(p_i, p_j, words, n, ts, ds, k, S, n_mb, bw, M, mode, ub,
                                 break
                         if all_fast:
                             # the greedy returns the all-fastest choice whenever it fits
-                            while y2 <= y_max and _fits(nx, fast, ta, tb, qidx, y2, M):
+                            while y2 <= y_max and _fits(nx, fast, ta, tb, sq[di], qidx, y2, M):
                                 y2 += 1
                     if n_seg > seg_start and s_val[n_seg - 1] == val and s_hi[n_seg - 1] == y - 1:
                         s_hi[n_seg - 1] = y2 - 1
@@ -589,7 +628,7 @@ def _test(T, n_ideals, e_i, e_j, e_t, e_d, e_s0, e_s1, s_lo, s_hi, s_val, S, g, 
 
 @njit(cache=True)
 def _stage_choice(words, I, J, n, ti, d, y, ds, n_mb, bw, M, mode, opt_start, opt_cnt, tp, tw, ta, tb,
-                  in_ptr, in_src, out_ptr, out_dst, inb_ptr, inb, outb_ptr, outb, rq, pq, c0):
+                  in_ptr, in_src, out_ptr, out_dst, inb_ptr, inb, outb_ptr, outb, rq, pq, c0, rb, sq):
     """(node positions, chosen flat TMPC indices, knapsack value) of the stage I \\ J."""
     in_i, in_j, nodes, off, qidx, ebytes, cost, mem, ch = _stage_scratch(n, tp.shape[0] + 1)
     nx = _stage_nodes(words, I, J, n, in_i, in_j, nodes)
@@ -599,8 +638,11 @@ def _stage_choice(words, I, J, n, ti, d, y, ds, n_mb, bw, M, mode, opt_start, op
     if not ok:
         return nodes[:nx].copy(), chosen, np.inf
     m = off[nx]
-    _stage_costs(m, qidx, ebytes, d, ds, bw, rq, pq, c0, cost)
-    _mem_at(m, qidx, ta, tb, y, mem)
+    _stage_costs(m, qidx, ebytes, d, ds, bw, rq, pq, c0, rb, cost)
+    di = 0
+    while ds[di] != d:
+        di += 1
+    _mem_at(m, qidx, ta, tb, sq[di], y, mem)
     val = knapsack(mode, off[: nx + 1], cost[:m], mem[:m], M, ch[:nx])
     if val == np.inf:
         return nodes[:nx].copy(), chosen, val
@@ -616,7 +658,7 @@ def _stage_choice(words, I, J, n, ti, d, y, ds, n_mb, bw, M, mode, opt_start, op
 
 @njit(cache=True)
 def _pair_values(words, I, J, n, ts, ds, k, S, n_mb, bw, M, mode, opt_start, opt_cnt, tp, tw, ta, tb,
-                 in_ptr, in_src, out_ptr, out_dst, inb_ptr, inb, outb_ptr, outb, rq, pq, c0, opt_t, opt_d, K, work_nodes,
+                 in_ptr, in_src, out_ptr, out_dst, inb_ptr, inb, outb_ptr, outb, rq, pq, c0, rb, sq, opt_t, opt_d, K, work_nodes,
                  in_i, in_j, off, qidx, ebytes, cost, mem, ch, fast, alive, costs_d, run_lo, run_hi, run_ch):
     """K[o, y] = stage value of I \\ J with option o = (opt_t[o], opt_d[o]) at y (inf if none).
 
@@ -634,9 +676,9 @@ def _pair_values(words, I, J, n, ts, ds, k, S, n_mb, bw, M, mode, opt_start, opt
                               inb_ptr, inb, outb_ptr, outb, off, qidx, ebytes):
             continue
         m = off[nx]
-        if mode == EXACT and _d_invariant(nx, off, qidx, tw):
-            _stage_costs(m, qidx, ebytes, 1, ds, bw, rq, pq, c0, cost)
-            n_run, run_lo, run_hi, run_ch = _choice_runs(nx, n, m, off, qidx, ta, tb, M, cost, mem, ch, fast, mode,
+        if mode == EXACT and _d_invariant(nx, off, qidx, tw, sq[0]):
+            _stage_costs(m, qidx, ebytes, ds[0], ds, bw, rq, pq, c0, rb, cost)
+            n_run, run_lo, run_hi, run_ch = _choice_runs(nx, n, m, off, qidx, ta, tb, sq[0], M, cost, mem, ch, fast, mode,
                                                          False, S, np.inf, t, k, S, ds, alive, costs_d,
                                                          run_lo, run_hi, run_ch)
             if n_run == 0:
@@ -646,7 +688,7 @@ def _pair_values(words, I, J, n, ts, ds, k, S, n_mb, bw, M, mode, opt_start, opt
                 if opt_t[o] != t:
                     continue
                 d = opt_d[o]
-                _stage_costs(m, qidx, ebytes, d, ds, bw, rq, pq, c0, cost)
+                _stage_costs(m, qidx, ebytes, d, ds, bw, rq, pq, c0, rb, cost)
                 y_max = (S + d - 1) // d
                 for rr in range(n_run):
                     if run_lo[rr] > y_max:
@@ -659,11 +701,14 @@ def _pair_values(words, I, J, n, ts, ds, k, S, n_mb, bw, M, mode, opt_start, opt
             if opt_t[o] != t:
                 continue
             d = opt_d[o]
-            _stage_costs(m, qidx, ebytes, d, ds, bw, rq, pq, c0, cost)
+            di = 0
+            while ds[di] != d:
+                di += 1
+            _stage_costs(m, qidx, ebytes, d, ds, bw, rq, pq, c0, rb, cost)
             y_max = (S + d - 1) // d
             y = 1
             while y <= y_max:
-                _mem_at(m, qidx, ta, tb, y, mem)
+                _mem_at(m, qidx, ta, tb, sq[di], y, mem)
                 val = knapsack(mode, off[: nx + 1], cost[:m], mem[:m], M, ch[:nx])
                 if val == np.inf:
                     break
@@ -671,7 +716,7 @@ def _pair_values(words, I, J, n, ts, ds, k, S, n_mb, bw, M, mode, opt_start, opt
                 K[o, y] = val
                 y2 = y + 1
                 if mode == EXACT:
-                    while y2 <= y_max and _fits(nx, ch, ta, tb, qidx, y2, M):
+                    while y2 <= y_max and _fits(nx, ch, ta, tb, sq[di], qidx, y2, M):
                         K[o, y2] = val
                         y2 += 1
                 y = y2
@@ -716,7 +761,7 @@ def _region_needs(cur, dpm, J, td, d, y, S, k, lb, ub):
 
 @njit(cache=True)
 def _table_dp(i0, i1, ptr, sub, words, n, ts, ds, k, S, n_mb, bw, M, mode, opt_start, opt_cnt, tp, tw, ta, tb,
-              in_ptr, in_src, out_ptr, out_dst, inb_ptr, inb, outb_ptr, outb, rq, pq, c0, opt_t, opt_d, dpm,
+              in_ptr, in_src, out_ptr, out_dst, inb_ptr, inb, outb_ptr, outb, rq, pq, c0, rb, sq, opt_t, opt_d, dpm,
               pmin, pmiss, ub):
     """Fill dpm[I] for I in [i0, i1): dpm[I, k', s] = min over J < I and options (t, d),
     t d <= k', d <= s, of max(dpm[J, k' - t d, s - d], K(I \\ J, t, d, ceil(s / d))),
@@ -752,6 +797,12 @@ def _table_dp(i0, i1, ptr, sub, words, n, ts, ds, k, S, n_mb, bw, M, mode, opt_s
     hard = np.zeros(1024, dtype=np.bool_)
     hard_f = np.empty((1024, n_opts))
     useful_t = np.zeros(ts.shape[0], dtype=np.bool_)
+    o_di = np.empty(n_opts, dtype=np.int64)  # option -> index of its d in ds (for sq)
+    for o in range(n_opts):
+        di = 0
+        while ds[di] != opt_d[o]:
+            di += 1
+        o_di[o] = di
     for I in range(i0, i1):
         cur[:, :] = np.inf
         n_sub = ptr[I + 1] - ptr[I]
@@ -795,28 +846,31 @@ def _table_dp(i0, i1, ptr, sub, words, n, ts, ds, k, S, n_mb, bw, M, mode, opt_s
                                           out_ptr, out_dst, inb_ptr, inb, outb_ptr, outb, off, qidx, ebytes):
                         continue
                     m = off[nx]
-                    d_inv = mode == EXACT and _d_invariant(nx, off, qidx, tw)
+                    d_inv = mode == EXACT and _d_invariant(nx, off, qidx, tw, sq[0])
+                    # sharded memory s / d: the least-memory choice and infeasibility depend on d
+                    shard = _sharded(nx, off, qidx, sq[0])
                     if d_inv:
-                        _stage_costs(m, qidx, ebytes, 1, ds, bw, rq, pq, c0, cost1)
+                        _stage_costs(m, qidx, ebytes, ds[0], ds, bw, rq, pq, c0, rb, cost1)
                     # per option of this t: costs, fastest choice, its value F, its memory A y + B
                     n_o = 0
                     for o in range(n_opts):
                         if opt_t[o] != t:
                             continue
                         o_list[n_o] = o
-                        _stage_costs(m, qidx, ebytes, opt_d[o], ds, bw, rq, pq, c0, costs[n_o])
+                        _stage_costs(m, qidx, ebytes, opt_d[o], ds, bw, rq, pq, c0, rb, costs[n_o])
                         _least(off[: nx + 1], costs[n_o, :m], fasts[n_o])
                         F[n_o] = _total(fasts[n_o][:nx], costs[n_o])
                         fa = 0.0
                         fb = 0.0
+                        sd = sq[o_di[o]]
                         for i in range(nx):
                             q = qidx[fasts[n_o, i]]
                             fa += ta[q]
-                            fb += tb[q]
+                            fb += tb[q] + sd[q]
                         FA[n_o] = fa
                         FB[n_o] = fb
                         n_o += 1
-                    # a lower bound on the least memory: sum of per-node least a and least b
+                    # a lower bound on the least memory: sum of per-node least a and least b (s / d >= 0)
                     la = 0.0
                     lb_ = 0.0
                     for i in range(nx):
@@ -835,11 +889,14 @@ def _table_dp(i0, i1, ptr, sub, words, n, ts, ds, k, S, n_mb, bw, M, mode, opt_s
                         if la * y + lb_ > hi_tol:
                             break  # surely no choice fits at y or any larger y
                         low_ready = False
+                        low_di = -1
                         infeasible = False
                         any_opt = False
+                        any_fits = False
                         for r in range(n_o):
                             o = o_list[r]
                             d = opt_d[o]
+                            di = o_di[o]
                             if (S + d - 1) // d < y:
                                 continue
                             any_opt = True
@@ -851,18 +908,30 @@ def _table_dp(i0, i1, ptr, sub, words, n, ts, ds, k, S, n_mb, bw, M, mode, opt_s
                             elif approx > hi_tol:
                                 fast_fits = False
                             else:  # close to the limit: the evaluator's exact sum
-                                fast_fits = _mem_choice(nx, fasts[r], qidx, ta, tb, y) <= M
+                                fast_fits = _mem_choice(nx, fasts[r], qidx, ta, tb, sq[di], y) <= M
                             if fast_fits:
+                                any_fits = True
                                 if phase == 0:
                                     _region_update(cur, dpm, J, td, d, y, S, k, F[r], ub)
                                 continue
-                            if not low_ready:
-                                _mem_at(m, qidx, ta, tb, y, mem)
-                                _least(off[: nx + 1], mem[:m], low)
-                                infeasible = _mem_choice(nx, low, qidx, ta, tb, y) > M
-                                low_ready = True
-                            if infeasible:
-                                break
+                            if shard:
+                                # memory a y + b + s / d: per d (options of one t come in d order)
+                                if low_di != di:
+                                    _mem_at(m, qidx, ta, tb, sq[di], y, mem)
+                                    _least(off[: nx + 1], mem[:m], low)
+                                    infeasible = _mem_choice(nx, low, qidx, ta, tb, sq[di], y) > M
+                                    low_di = di
+                                if infeasible:
+                                    continue  # a larger d may still fit (s / d shrinks)
+                                any_fits = True
+                            else:
+                                if not low_ready:
+                                    _mem_at(m, qidx, ta, tb, sq[di], y, mem)
+                                    _least(off[: nx + 1], mem[:m], low)
+                                    infeasible = _mem_choice(nx, low, qidx, ta, tb, sq[di], y) > M
+                                    low_ready = True
+                                if infeasible:
+                                    break  # memory does not depend on d: no option fits at y
                             if phase == 0:
                                 hard[p - ptr[I]] = True
                                 if F[r] < hard_f[p - ptr[I], o]:
@@ -873,14 +942,19 @@ def _table_dp(i0, i1, ptr, sub, words, n, ts, ds, k, S, n_mb, bw, M, mode, opt_s
                             if not _region_needs(cur, dpm, J, td, d, y, S, k, F[r], ub):
                                 continue
                             if d_inv:
-                                if not (have_choice and _mem_choice(nx, ch, qidx, ta, tb, y) <= M):
+                                if not (have_choice and _mem_choice(nx, ch, qidx, ta, tb, sq[0], y) <= M):
                                     knapsack(mode, off[: nx + 1], cost1[:m], mem[:m], M, ch[:nx])
                                     have_choice = True
                                 val = _total(ch[:nx], cost)
                             else:
                                 val = knapsack(mode, off[: nx + 1], cost[:m], mem[:m], M, ch[:nx])
                             _region_update(cur, dpm, J, td, d, y, S, k, val, ub)
-                        if infeasible or not any_opt:
+                        if not any_opt:
+                            break
+                        if shard:
+                            if not any_fits:
+                                break  # no d fits at y, hence none at a larger y (memory grows with y)
+                        elif infeasible:
                             break
                 if phase == 1:
                     hard[p - ptr[I]] = False
@@ -897,7 +971,7 @@ def _table_dp(i0, i1, ptr, sub, words, n, ts, ds, k, S, n_mb, bw, M, mode, opt_s
 
 @njit(cache=True)
 def _table_step(I, kap, s, target, ptr, sub, words, n, ts, ds, k, S, n_mb, bw, M, mode, opt_start, opt_cnt, tp,
-                tw, ta, tb, in_ptr, in_src, out_ptr, out_dst, inb_ptr, inb, outb_ptr, outb, rq, pq, c0, opt_t, opt_d, dpm):
+                tw, ta, tb, in_ptr, in_src, out_ptr, out_dst, inb_ptr, inb, outb_ptr, outb, rq, pq, c0, rb, sq, opt_t, opt_d, dpm):
     """One reconstruction step: (J, o, k'', s'') with k'' <= kap, s'' <= s and
     max(dpm[J, k'' - t d, s'' - d], K(I \\ J, o, ceil(s'' / d))) <= target; J = -1 if none.
     (The table may hold an achievable upper bound where the exact stage value is lower.)"""
@@ -913,7 +987,7 @@ def _table_step(I, kap, s, target, ptr, sub, words, n, ts, ds, k, S, n_mb, bw, M
     for p in range(ptr[I], ptr[I + 1]):
         J = sub[p]
         if not _pair_values(words, I, J, n, ts, ds, k, S, n_mb, bw, M, mode, opt_start, opt_cnt, tp, tw, ta,
-                            tb, in_ptr, in_src, out_ptr, out_dst, inb_ptr, inb, outb_ptr, outb, rq, pq, c0, opt_t, opt_d, K,
+                            tb, in_ptr, in_src, out_ptr, out_dst, inb_ptr, inb, outb_ptr, outb, rq, pq, c0, rb, sq, opt_t, opt_d, K,
                             work_nodes, in_i, in_j, off, qidx, ebytes, cost, mem, ch, fast, alive, costs_d,
                             run_lo, run_hi, run_ch):
             continue
@@ -997,9 +1071,9 @@ def build_tables(problem: Problem, arr: _Arrays, ideals: Ideals, pairs: IdealPai
         t0 = time.perf_counter()
         parts.append(_build_tables(
             p_i_all[start:stop], p_j_all[start:stop], ideals.words, arr.n, arr.ts, arr.ds, problem.devices, S,
-            problem.microbatches, problem.bandwidth, problem.memory_per_device, mode, ub,
+            problem.microbatches, arr.bw_edge, problem.memory_per_device, mode, ub,
             arr.opt_start, arr.opt_cnt, arr.tp, arr.tw, arr.ta, arr.tb, arr.in_ptr, arr.in_src, arr.out_ptr,
-            arr.out_dst, arr.inb_ptr, arr.inb, arr.outb_ptr, arr.outb, arr.rq, arr.pq, arr.c0))
+            arr.out_dst, arr.inb_ptr, arr.inb, arr.outb_ptr, arr.outb, arr.rq, arr.pq, arr.c0, arr.rb, arr.sq))
         # aim at ~0.5 s per chunk
         dt = time.perf_counter() - t0
         chunk = int(min(1 << 20, max(64, chunk * (0.5 / max(dt, 1e-3)))))
@@ -1126,9 +1200,9 @@ def _reconstruct(problem: Problem, arr: _Arrays, search: _Search, idx: int, mode
         J, t, d = int(tb.e_j[e]), int(tb.e_t[e]), int(tb.e_d[e])
         y = -(-s // d)
         nodes, chosen, val = _stage_choice(
-            words, cur, J, arr.n, t_index[t], d, y, arr.ds, problem.microbatches, problem.bandwidth,
+            words, cur, J, arr.n, t_index[t], d, y, arr.ds, problem.microbatches, arr.bw_edge,
             problem.memory_per_device, mode, arr.opt_start, arr.opt_cnt, arr.tp, arr.tw, arr.ta, arr.tb,
-            arr.in_ptr, arr.in_src, arr.out_ptr, arr.out_dst, arr.inb_ptr, arr.inb, arr.outb_ptr, arr.outb, arr.rq, arr.pq, arr.c0)
+            arr.in_ptr, arr.in_src, arr.out_ptr, arr.out_dst, arr.inb_ptr, arr.inb, arr.outb_ptr, arr.outb, arr.rq, arr.pq, arr.c0, arr.rb, arr.sq)
         worst = max(worst, float(val))
         ids = tuple(problem.nodes[int(v)].id for v in nodes)
         names = {problem.nodes[int(v)].id: arr.labels[int(q)][2] for v, q in zip(nodes, chosen)}
@@ -1195,9 +1269,9 @@ def _solve_table(problem: Problem, arr: _Arrays, ideals: Ideals, pairs: IdealPai
                           f"use fewer devices, --linearize, or the threshold engine (params engine='threshold')")
     dpm = np.empty((n_ideals, k + 1, S + 1))
     dpm[0] = 0.0
-    consts = (problem.microbatches, problem.bandwidth, problem.memory_per_device, mode, arr.opt_start, arr.opt_cnt,
+    consts = (problem.microbatches, arr.bw_edge, problem.memory_per_device, mode, arr.opt_start, arr.opt_cnt,
               arr.tp, arr.tw, arr.ta, arr.tb, arr.in_ptr, arr.in_src, arr.out_ptr, arr.out_dst, arr.inb_ptr, arr.inb,
-              arr.outb_ptr, arr.outb, arr.rq, arr.pq, arr.c0, opt_t, opt_d)
+              arr.outb_ptr, arr.outb, arr.rq, arr.pq, arr.c0, arr.rb, arr.sq, opt_t, opt_d)
     i0 = 1
     step = 16
     ptr = pairs.ptr
@@ -1227,9 +1301,9 @@ def _solve_table(problem: Problem, arr: _Arrays, ideals: Ideals, pairs: IdealPai
         t, d = int(opt_t[o]), int(opt_d[o])
         y = -(-int(ss) // d)
         nodes, chosen, _ = _stage_choice(
-            ideals.words, cur, J, arr.n, t_index[t], d, y, arr.ds, problem.microbatches, problem.bandwidth,
+            ideals.words, cur, J, arr.n, t_index[t], d, y, arr.ds, problem.microbatches, arr.bw_edge,
             problem.memory_per_device, mode, arr.opt_start, arr.opt_cnt, arr.tp, arr.tw, arr.ta, arr.tb,
-            arr.in_ptr, arr.in_src, arr.out_ptr, arr.out_dst, arr.inb_ptr, arr.inb, arr.outb_ptr, arr.outb, arr.rq, arr.pq, arr.c0)
+            arr.in_ptr, arr.in_src, arr.out_ptr, arr.out_dst, arr.inb_ptr, arr.inb, arr.outb_ptr, arr.outb, arr.rq, arr.pq, arr.c0, arr.rb, arr.sq)
         ids = tuple(problem.nodes[int(v)].id for v in nodes)
         names = {problem.nodes[int(v)].id: arr.labels[int(q)][2] for v, q in zip(nodes, chosen)}
         stages.append(Stage(ids, d, t, names))
@@ -1238,15 +1312,10 @@ def _solve_table(problem: Problem, arr: _Arrays, ideals: Ideals, pairs: IdealPai
     return dpm, Plan(tuple(stages)), float(dpm[full, k, S])
 
 
-def solve_dp(problem: Problem, options: Options | None = None) -> Result:
-    """Piper's DP (exact or greedy knapsack per ``options.knapsack``); see the module docstring.
-
-    Result: ``objective`` = the DP's value (max stage value of its plan), ``tps`` =
-    the evaluator's score of the plan, ``stats`` with ``ideals``, ``ideal_pairs``,
-    ``curve`` ([k', best TPS or None]), ``entries``, ``segments``, ``candidates``,
-    ``tests`` and phase timings.
-    """
-    options = options or Options()
+def _solve_run(problem: Problem, options: Options, bw_edge: float, cand: Candidates | None = None) -> Result:
+    """One DP over the plans of ``problem`` (its ``devices`` is this run's device budget) with
+    every cut edge at ``bw_edge`` bytes/s, under ``cand`` (default ``candidates(problem,
+    options)``; a uniform run passes one (t, d)).  Result as :func:`solve_dp`'s."""
     start = time.perf_counter()
     deadline = None if options.time_limit_s is None else start + options.time_limit_s
     name = "dp" if options.knapsack == "exact" else "dp-greedy"
@@ -1254,7 +1323,7 @@ def solve_dp(problem: Problem, options: Options | None = None) -> Result:
         raise SolverError(f"unknown knapsack mode {options.knapsack!r}; use 'exact' or 'greedy'")
     mode = EXACT if options.knapsack == "exact" else GREEDY
     progress = _Progress(options.progress)
-    cand = candidates(problem, options)
+    cand = candidates(problem, options) if cand is None else cand
     stats: dict = {"knapsack": options.knapsack, "linearize": options.linearize}
     if cand.infeasible_reason is not None:  # no plan on any number of devices: the curve is all None
         stats["curve"] = _none_curve(problem, options, 0)
@@ -1264,12 +1333,12 @@ def solve_dp(problem: Problem, options: Options | None = None) -> Result:
     pairs = ideal_pairs(ideals)
     stats.update(ideals=len(ideals), ideal_pairs=pairs.count)
     progress.say(f"{len(ideals)} ideals, {pairs.count} ideal pairs", force=True)
-    arr = _arrays(problem, cand)
+    arr = _arrays(problem, cand, bw_edge)
     S = min(problem.microbatches, problem.devices)
     engine = _choose_engine(options, pairs, arr, problem.devices)
     stats["engine"] = engine
     if engine == "table":
-        return _finish_table(problem, options, arr, ideals, pairs, mode, name, start, deadline, progress, stats)
+        return _finish_table(problem, options, arr, ideals, pairs, mode, name, start, deadline, progress, stats, cand)
     pts = _curve_points(problem, options, pairs.count)
     ub = math.inf
     use_bound = options.params.get("greedy_bound", None)
@@ -1356,14 +1425,16 @@ def _choose_engine(options: Options, pairs: IdealPairs, arr: _Arrays, k: int) ->
 
 
 def _finish_table(problem: Problem, options: Options, arr: _Arrays, ideals: Ideals, pairs: IdealPairs, mode: int,
-                  name: str, start: float, deadline: float | None, progress: _Progress, stats: dict) -> Result:
+                  name: str, start: float, deadline: float | None, progress: _Progress, stats: dict,
+                  cand: Candidates) -> Result:
     t0 = time.perf_counter()
     want_curve = options.params.get("curve", None) is True or options.params.get("curve_points") is not None
     ub = math.inf
     if not want_curve and not ideals.linear:
         # a bound from the linearized problem (n + 1 ideals, cheap) prunes the full DP
-        lin = solve_dp(problem, replace(options, linearize=True, time_limit_s=None, progress=False,
-                                        params={**options.params, "curve": False, "engine": "auto"}))
+        lin = _solve_run(problem, replace(options, linearize=True, time_limit_s=None, progress=False,
+                                          params={**options.params, "curve": False, "engine": "auto"}),
+                         arr.bw_edge, cand)
         ub = _with_slack(lin.objective) if lin.objective is not None else math.inf
         stats["linearized_tps"] = None if math.isinf(lin.tps) else lin.tps
     try:
@@ -1383,3 +1454,217 @@ def _finish_table(problem: Problem, options: Options, arr: _Arrays, ideals: Idea
                            message="no plan fits in memory on the available devices")
     status = Status.OPTIMAL if mode == EXACT else Status.FEASIBLE
     return make_result(problem, name, status, plan, time_s=time.perf_counter() - start, objective=obj, stats=stats)
+
+
+# ---------------------------------------------------------------------------------
+# version 2 (two edge-bandwidth runs) and uniform plans: the public entry point
+# ---------------------------------------------------------------------------------
+
+#: uniform plans: refuse when (DPs to run) x (ideal pairs of one DP) exceeds this
+UNIFORM_MAX_WORK = 20_000_000
+
+
+def solve_dp(problem: Problem, options: Options | None = None) -> Result:
+    """Piper's DP (exact or greedy knapsack per ``options.knapsack``); see the module docstring.
+
+    Version 2 (docs/problem.md §2.2): B_edge is a property of the whole plan (B_in when
+    sum d t <= G, else B), so the DP runs twice when G < k: once over plans with at most
+    G devices and cut edges at B_in (exact for them), once over all plans with cut edges
+    at B (exact for plans spanning nodes; with B_in >= B a plan inside one node is scored
+    pessimistically there), and the better plan wins (:func:`_solve_edges`).  With G >= k
+    (always in version 1) there is one run, at B_in (= B without the key): every number
+    is then exactly the version-1 number.
+
+    Uniform plans (``options.uniform``, docs/problem.md §2.5): one DP (both runs) per
+    allowed (t, d) with only that pair allowed; the best wins (:func:`_solve_uniform`).
+
+    Result: ``objective`` = the DP's value (max stage value of its plan), ``tps`` =
+    the evaluator's score of the plan, ``stats`` with ``ideals``, ``ideal_pairs``,
+    ``curve`` ([k', best TPS or None]), ``entries``, ``segments``, ``candidates``,
+    ``tests`` and phase timings; with two runs also ``runs`` (one summary per run).
+    """
+    options = options or Options()
+    if options.knapsack not in ("exact", "greedy"):
+        raise SolverError(f"unknown knapsack mode {options.knapsack!r}; use 'exact' or 'greedy'")
+    if options.uniform:
+        return _solve_uniform(problem, options)
+    return _solve_edges(problem, options)
+
+
+def _edge_runs(problem: Problem) -> list[tuple[Problem, float]]:
+    """(the run's problem, its B_edge in bytes/s): [(problem, B_in)] when G >= k; else
+    [(problem with k = G, B_in), (problem, B)] (docs/problem.md §2.2)."""
+    g, k = problem.node_size, problem.devices
+    if g >= k:
+        return [(problem, problem.bandwidth_intra)]
+    return [(replace(problem, devices=g), problem.bandwidth_intra), (problem, problem.bandwidth)]
+
+
+def _restrict(cand: Candidates, t: int, d: int) -> Candidates | None:
+    """``cand`` with only the pair (t, d) allowed (None when some layer lacks t or d is not allowed)."""
+    if t not in cand.ts or d not in cand.ds:
+        return None
+    tmpcs = {}
+    for v, per_t in cand.tmpcs.items():
+        if t not in per_t:
+            return None
+        tmpcs[v] = {t: per_t[t]}
+    return Candidates(ts=(t,), ds=(d,), tmpcs=tmpcs, infeasible_reason=cand.infeasible_reason)
+
+
+def _remaining(options: Options, start: float) -> Options:
+    if options.time_limit_s is None:
+        return options
+    return replace(options, time_limit_s=max(0.0, options.time_limit_s - (time.perf_counter() - start)))
+
+
+def _solve_edges(problem: Problem, options: Options, pair: tuple[int, int] | None = None) -> Result | None:
+    """The DP with version 2's plan-level edge bandwidth (see :func:`solve_dp`); ``pair`` =
+    (t, d): only that pair (a uniform run; None when no run allows it)."""
+    start = time.perf_counter()
+    runs = _edge_runs(problem)
+    if pair is None and len(runs) == 1:
+        return _solve_run(problem, options, runs[0][1])  # version 1 (and G >= k): one run, as ever
+    name = "dp" if options.knapsack == "exact" else "dp-greedy"
+    results: list[tuple[Result, Problem, float]] = []
+    for prob, bw_edge in runs:
+        cand = candidates(prob, options)
+        if pair is not None:
+            if cand.infeasible_reason is None:
+                cand = _restrict(cand, *pair)
+            if cand is None:
+                continue
+        results.append((_solve_run(prob, _remaining(options, start), bw_edge, cand), prob, bw_edge))
+    if not results:
+        return None
+    if len(results) == 1:
+        res, prob, _ = results[0]
+        if prob is problem:
+            return res
+        return make_result(problem, name, res.status, res.plan, time_s=time.perf_counter() - start,
+                           objective=res.objective, bound=res.bound if res.status != Status.OPTIMAL else None,
+                           stats=res.stats, message=res.message)
+    return _combine_edges(problem, options, name, results, start)
+
+
+def _combine_edges(problem: Problem, options: Options, name: str, results: list[tuple[Result, Problem, float]],
+                   start: float) -> Result:
+    """The better of the run inside one node (k = G, edges at B_in) and the run over all
+    plans (edges at B); see :func:`solve_dp`.  With B_in < B (allowed, if odd) the second
+    run scores a plan inside one node optimistically: when its best plan is one, its value
+    is only a lower bound on plans spanning nodes, and the result is then FEASIBLE with
+    that bound unless the first run's optimum is already no larger."""
+    (r1, p1, _), (r2, _, _) = results
+    g = problem.node_size
+    exact = options.knapsack == "exact"
+    odd = problem.bandwidth_intra < problem.bandwidth
+    plans = [(r, i) for i, r in enumerate((r1, r2)) if r.plan is not None]
+    scored = [(make_result(problem, name, r.status, r.plan, time_s=0.0).tps, i, r) for r, i in plans]
+    message = "; ".join(m for m in (r1.message, r2.message) if m)
+    timed = any(r.status in (Status.UNKNOWN, Status.FEASIBLE) and "time limit" in r.message for r in (r1, r2))
+    bound: float | None = None
+    stats = dict((r2 if r2.plan is not None or r1.plan is None else r1).stats)
+    stats["runs"] = [{"devices": p.devices, "edge_bandwidth": bw, "status": r.status.value, "objective": r.objective,
+                      "tps": None if math.isinf(r.tps) else r.tps, "time_s": r.time_s} for r, p, bw in results]
+    if not scored:
+        status = Status.UNKNOWN if timed else Status.INFEASIBLE
+        stats.pop("curve", None)
+        return make_result(problem, name, status, None, time_s=time.perf_counter() - start, stats=stats,
+                           message=message or "no plan fits in memory on the available devices")
+    if exact:
+        # the least DP value is the optimum (run 1 first on ties); run 2's plan inside one node
+        # is never better than run 1's real optimum, so it only wins on value when B_in < B
+        best = min(plans, key=lambda ri: (ri[0].objective, ri[1]))
+        res = best[0]
+        objective = res.objective
+        if odd and r2.plan is not None and r2.plan.devices_used <= g:
+            lower = r2.objective
+            if r1.plan is not None and r1.status == Status.OPTIMAL and r1.objective <= lower:
+                res, objective = r1, r1.objective
+            else:
+                # run 2's value is a lower bound only; keep the best real plan
+                _, _, res = min(scored, key=lambda x: (x[0], x[1]))
+                objective = make_result(problem, name, res.status, res.plan, time_s=0.0).tps
+                bound = lower
+                message = "; ".join(m for m in (message, "intraNodeBandwidth < bandwidth: plans spanning nodes are "
+                                                "only bounded below (the DP scored a plan inside one node at B)") if m)
+        statuses = {r1.status, r2.status}
+        if bound is not None or timed or Status.FEASIBLE in statuses or Status.UNKNOWN in statuses:
+            status = Status.FEASIBLE
+            if bound is None:
+                bound = 0.0
+        else:
+            status = Status.OPTIMAL
+    else:
+        _, _, res = min(scored, key=lambda x: (x[0], x[1]))
+        objective = res.objective
+        status = Status.FEASIBLE
+    curve1, curve2 = r1.stats.get("curve"), r2.stats.get("curve")
+    stats.pop("curve", None)
+    if curve1 is not None and curve2 is not None and not odd:
+        c1 = {int(a): v for a, v in curve1}
+        c2 = {int(a): v for a, v in curve2}
+        curve = []
+        for kk in sorted(set(c1) | set(c2)):
+            if min(kk, p1.devices) not in c1 or kk not in c2:
+                continue
+            vals = [v for v in (c1[min(kk, p1.devices)], c2[kk]) if v is not None]
+            curve.append([kk, min(vals) if vals else None])
+        stats["curve"] = curve
+    return make_result(problem, name, status, res.plan, time_s=time.perf_counter() - start, objective=objective,
+                       bound=bound, stats=stats, message=message)
+
+
+def _solve_uniform(problem: Problem, options: Options) -> Result:
+    """Uniform plans (docs/problem.md §2.5): the DP once per allowed (t, d), only that pair
+    allowed (both edge runs of version 2 each); the best plan wins.  No curve."""
+    start = time.perf_counter()
+    name = "dp" if options.knapsack == "exact" else "dp-greedy"
+    cand = candidates(problem, options)
+    if cand.infeasible_reason is not None:
+        return make_result(problem, name, Status.INFEASIBLE, None, time_s=time.perf_counter() - start,
+                           stats={"uniform": True}, message=cand.infeasible_reason)
+    k = problem.devices
+    pairs_td = [(t, d) for t in cand.ts for d in cand.ds if t * d <= k
+                and all(t in per_t for per_t in cand.tmpcs.values())]
+    ideals = enumerate_ideals(problem, options.max_ideals, linearize=options.linearize)
+    n_pairs = ideal_pairs(ideals).count
+    n_dps = len(pairs_td) * len(_edge_runs(problem))
+    if n_dps * n_pairs > UNIFORM_MAX_WORK:
+        raise SolverError(
+            f"uniform plans need one DP per (t, d) pair: {len(pairs_td)} pairs x {len(_edge_runs(problem))} "
+            f"edge-bandwidth run(s) = {n_dps} DPs over {n_pairs} ideal pairs each, more than "
+            f"{UNIFORM_MAX_WORK:,} ideal-pair passes; use --linearize (n + 1 ideals), --no-dp / --no-tp, "
+            f"or fewer devices")
+    opts = replace(options, uniform=False, params={**options.params, "curve": False, "curve_points": None})
+    found: list[tuple[Result, tuple[int, int]]] = []
+    for t, d in pairs_td:
+        res = _solve_edges(problem, _remaining(opts, start), (t, d))
+        if res is not None:
+            found.append((res, (t, d)))
+    stats: dict = {"uniform": True, "uniform_pairs": len(pairs_td), "dps": n_dps, "ideal_pairs": n_pairs}
+    with_plan = [(r, td) for r, td in found if r.plan is not None]
+    timed = any("time limit" in r.message for r, _ in found)
+    if not with_plan:
+        status = Status.UNKNOWN if timed or any(r.status == Status.UNKNOWN for r, _ in found) else Status.INFEASIBLE
+        return make_result(problem, name, status, None, time_s=time.perf_counter() - start, stats=stats,
+                           message="no uniform plan fits in memory on the available devices"
+                           if status == Status.INFEASIBLE else "time limit hit before any uniform plan was found")
+    exact = options.knapsack == "exact"
+    if exact:
+        res, td = min(with_plan, key=lambda x: x[0].objective)
+    else:
+        res, td = min(with_plan, key=lambda x: x[0].tps)
+    stats.update(t=td[0], d=td[1], runs=[{"t": t, "d": d, "status": r.status.value, "objective": r.objective}
+                                          for r, (t, d) in found])
+    if exact and all(r.status in (Status.OPTIMAL, Status.INFEASIBLE) for r, _ in found):
+        status, bound = Status.OPTIMAL, None
+    elif exact:
+        status = Status.FEASIBLE
+        # every (t, d)'s bound (a proven optimum or lower bound; 0 when unknown) bounds the optimum
+        bound = min((r.bound for r, _ in found if r.status != Status.INFEASIBLE), default=0.0)
+    else:
+        status, bound = Status.FEASIBLE, None
+    message = "; ".join(sorted({r.message for r, _ in found if r.message and r.plan is not None}))
+    return make_result(problem, name, status, res.plan, time_s=time.perf_counter() - start, objective=res.objective,
+                       bound=bound, stats=stats, message=message)
