@@ -614,9 +614,10 @@ def compare_instance(task: Task, runner: Runner | None = None) -> tuple[int, Ins
     inst = task.instance
     problem = inst.problem
     start = time.perf_counter()
-    runs = [run_solver(problem, info, task.options, runner) for info in task.solvers]
+    options = replace(task.options, uniform=True) if inst.uniform else task.options
+    runs = [run_solver(problem, info, options, runner) for info in task.solvers]
     for run in runs:
-        run.mark_early(task.options.time_limit_s)
+        run.mark_early(options.time_limit_s)
     report = InstanceReport(
         name=inst.name,
         suite=inst.suite,

@@ -15,8 +15,10 @@ the same problems on every machine). Suites:
   (e.g. ``random:320``, the 320 seeds the exact models were first cross-checked on).
 * ``real-magnitudes``: issue 18's reproducer and operator-like graphs with real
   magnitudes; ``real-magnitudes:COUNT[:FIRST[:MAXN]]`` for more (``real_magnitude_suite``).
+* ``version2``: tiny DAGs with version-2 cluster keys (nodes of G devices, sharded
+  optimizer state, both) and with uniform plans.
 * ``default``: what ``python -m experiments.compare`` runs with no arguments:
-  tiny + small + paper-slices + infeasible, sized to finish well within 3 minutes
+  tiny + small + paper-slices + infeasible + 8 of version2, sized to finish well within 3 minutes
   on 2 cores with every solver.
 
 A slice (:func:`slice_problem`) is the induced subgraph on a prefix of the
@@ -32,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from experiments.instances import operator_graph_problem, random_problem
+from experiments.instances import operator_graph_problem, random_problem, witness_memory
 from piper.problem import Problem, load_problem, problem_from_dict, problem_to_dict
 
 __all__ = [
@@ -63,6 +65,8 @@ class Instance:
     suite: str
     #: what the instance is for, e.g. "provably infeasible: ..."
     note: str = ""
+    #: solve with ``Options(uniform=True)``: every stage the same (d, t)
+    uniform: bool = False
 
 
 # ---------------------------------------------------------------------------------
@@ -260,19 +264,62 @@ def _real_magnitudes_named() -> list[Instance]:
     return [Instance("bert-op-slice-n10-k8", repro, "real-magnitudes", note), *real_magnitude_suite()]
 
 
+def version2_variant(problem: Problem, seed: int, *, nodes: bool = True, sharded: bool = True) -> Problem:
+    """``problem`` with version-2 cluster keys (docs/problem.md §2), drawn from ``seed``:
+    with ``nodes``, G in {2, 4, 8} (below k when k allows), B_in = B x {4..20} and f in
+    {2, 4}; with ``sharded``, about 60% of the TMPCs get a sharded state s of 1/16..8/16 of
+    the memory limit (optimizer state split over the stage's d replicas)."""
+    import random
+
+    rng = random.Random(7919 * seed + 3)
+    raw = problem_to_dict(problem)
+    if nodes:
+        k = int(raw["maxDevices"])
+        below = [g for g in (2, 4, 8) if g < k]
+        raw["devicesPerNode"] = rng.choice(below or [2, 4, 8])
+        raw["intraNodeBandwidth"] = raw["bandwidth"] * rng.randint(4, 20)
+        raw["allReduceFactor"] = rng.choice((2, 4))
+    if sharded:
+        m = raw["maxMemoryPerDevice"]
+        for nd in raw["nodes"]:
+            for lst in nd["TMPCs"].values():
+                for c in lst:
+                    if rng.random() < 0.6:
+                        c["memoryUsageShardedB"] = float(rng.randint(1, 8)) * m / 16
+    raw["name"] = f"{raw.get('name', 'instance')}-{'nodes' if nodes else ''}{'+' if nodes and sharded else ''}{'sharded' if sharded else ''}"
+    return problem_from_dict(raw)
+
+
+def version2_suite(count: int = 4, first_seed: int = 40) -> list[Instance]:
+    """Random tiny DAGs (``random_problem``) in three version-2 families: nodes of G devices
+    with a faster intra-node link, sharded optimizer state, and both; plus uniform plans
+    (every stage the same (d, t)) on the version-1 instance."""
+    out = []
+    for seed in range(first_seed, first_seed + count):
+        base = random_problem(seed, shape=("chain", "branchy")[seed % 2], devices=4 + seed % 5)
+        base = witness_memory(base, seed) or base
+        for nodes, sharded in ((True, False), (False, True), (True, True)):
+            p = version2_variant(base, seed, nodes=nodes, sharded=sharded)
+            p = witness_memory(p, seed) or p  # feasible by construction, memory binds
+            out.append(Instance(problem_name(p), p, "version2", "version-2 keys (docs/problem.md §2), memory binds"))
+        out.append(Instance(f"{problem_name(base)}-uniform", base, "version2", "uniform plans", uniform=True))
+    return out
+
+
 def default_suite() -> list[Instance]:
-    """The embedded default: tiny + small + paper-slices + infeasible (24 instances, all
-    proven by the exact solvers within seconds each; well under 3 minutes on 2 cores)."""
-    return [*tiny_suite(), *small_suite(), *paper_slices_suite(), *infeasible_suite()]
+    """The embedded default: tiny + small + paper-slices + infeasible + two rounds of the
+    version-2 families (32 instances, all proven by the exact solvers within seconds each)."""
+    return [*tiny_suite(), *small_suite(), *paper_slices_suite(), *infeasible_suite(), *version2_suite(2)]
 
 
 SUITES: dict[str, tuple[str, Callable[[], list[Instance]]]] = {
-    "default": ("the embedded default: tiny + small + paper-slices + infeasible", default_suite),
+    "default": ("the embedded default: tiny + small + paper-slices + infeasible + 8 version-2", default_suite),
     "tiny": ("12 random DAGs, 3-7 layers, k <= 6", tiny_suite),
     "small": ("4 random DAGs, 8-10 layers, k = 4, N = 8, t in {1,2,4}", small_suite),
     "paper-slices": ("5 slices: first 6-12 layers of BERT-32, GNMT, ResNet-50; k = 4, memory binds", paper_slices_suite),
     "infeasible": ("3 provably infeasible instances", infeasible_suite),
     "medium": ("4 random DAGs, 12-16 layers, k = 8, N = 16 (exact solvers may time out)", medium_suite),
+    "version2": ("16 tiny DAGs: nodes of G devices, sharded optimizer state, both, and uniform plans", version2_suite),
     "real-magnitudes": ("issue 18's reproducer + 11 operator-like graphs with real magnitudes, 6-12 layers; "
                         "real-magnitudes:COUNT[:FIRST[:MAXN]] for more", _real_magnitudes_named),
 }
