@@ -101,8 +101,10 @@ def solve(problem: Problem, options: Options | None = None, solver: str = "dp") 
     return get_solver(solver)(problem, options)
 
 
-register(SolverInfo("dp", "piper.dp:solve_dp", True, "Piper's two-level DP, exact knapsack", {"knapsack": "exact"}))
-register(SolverInfo("dp-greedy", "piper.dp:solve_dp", False, "Piper's DP with the reference greedy knapsack", {"knapsack": "greedy"}))
+register(SolverInfo("dp", "piper.dp:solve_dp", True, "Piper's two-level DP, exact knapsack", {"knapsack": "exact"},
+                    features=frozenset(VERSION2_FEATURES)))
+register(SolverInfo("dp-greedy", "piper.dp:solve_dp", False, "Piper's DP with the reference greedy knapsack",
+                    {"knapsack": "greedy"}, features=frozenset(VERSION2_FEATURES)))
 register(SolverInfo("milp", "baselines.milp:solve_milp", True, "exact MILP (PuLP + CBC)", {"backend": "cbc"},
                     features=frozenset(VERSION2_FEATURES)))
 register(SolverInfo("milp-highs", "baselines.milp:solve_milp", True, "exact MILP (PuLP + HiGHS)", {"backend": "highs"},
