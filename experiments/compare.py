@@ -51,7 +51,8 @@ parallel); ``--hard-timeout 0`` solves in-process instead, and ``--jobs N`` then
 uses a process pool. The backend is any ``concurrent.futures.Executor``
 (:func:`make_executor`).
 
-Exit status: 0 when every check passed; 1 when any check failed (each offending
+Exit status: 0 when every check passed and at least one instance was proven by an exact
+solver; 1 when any check failed, or when nothing was proven (one line on stderr says so) (each offending
 instance is written to ``OUT/failed/NAME.json`` so that
 ``python -m experiments.compare OUT/failed/NAME.json`` re-runs it alone); 2 for
 usage errors; 130 when interrupted (the reports keep every finished instance:
@@ -1109,7 +1110,7 @@ def build_parser() -> ArgumentParser:
         prog="python -m experiments.compare",
         description="Run solvers on instances, score every plan with the evaluator, and check that they agree.",
         epilog=f"Default time limit: {DEFAULT_TIME_LIMIT:g} s per solve. "
-        "Exit status: 0 all checks passed, 1 a check failed (the instance is written to OUT/failed/), "
+        "Exit status: 0 all checks passed, 1 a check failed (the instance is written to OUT/failed/) or no instance was proven by an exact solver, "
         "2 usage error, 130 interrupted.",
     )
     p.add_argument("files", nargs="*", metavar="FILE", help="workload JSON files (cluster overrides apply to these)")
@@ -1293,7 +1294,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         target = str(failed[0]) if len(failed) == 1 else str(out / "failed" / "NAME.json")
         hint = " ".join(["python -m experiments.compare", target, *_rerun_flags(args, solvers)])
         print(f"{len(failed)} failed instance(s) written to {out / 'failed'}; re-run one alone: {hint}", file=sys.stderr)
-    return 0 if all(r.ok for r in reports) else 1
+    if not all(r.ok for r in reports):
+        return 1
+    if reports and not any(any(run.proof for run in r.runs) for r in reports):
+        # nothing was checked: no exact solver proved any instance (e.g. --solvers dp-greedy,equi)
+        print("compare: no instance was proven by an exact solver, so nothing was cross-checked", file=sys.stderr)
+        return 1
+    return 0
 
 
 def _importable_modules(solvers: Sequence[SolverInfo]) -> list[str]:

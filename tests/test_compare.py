@@ -411,9 +411,22 @@ def _run(solver: str, status: str, tps: float = math.inf, exact: bool = True, **
 
 
 def test_checks_agreement_within_tolerance() -> None:
-    rep = check_instance(_report(_run("a", "optimal", 1.0), _run("b", "optimal", 1.0 + 5e-7), _run("h", "feasible", 1.1, exact=False)))
+    """Each claim is held to its solver's stated tolerance (Result.tolerance), plus 1e-9
+    relative of floating-point noise."""
+    rep = check_instance(_report(_run("a", "optimal", 1.0), _run("b", "optimal", 1.0 + 5e-7, tolerance=1e-6),
+                                 _run("h", "feasible", 1.1, exact=False)))
     assert rep.ok and rep.verdict == "agree" and rep.optimum == 1.0
     assert rep.runs[2].gap == pytest.approx(0.1) and rep.runs[2].gap_vs_proof
+    # the same gap with a stated tolerance 10x smaller is a failed optimality check
+    rep = check_instance(_report(_run("a", "optimal", 1.0), _run("b", "optimal", 1.0 + 5e-7, tolerance=5e-8)))
+    assert [(f.solver, f.check) for f in rep.failures] == [("b", "optimality")]
+    # floating-point noise alone is tolerated
+    rep = check_instance(_report(_run("a", "optimal", 1.0), _run("b", "optimal", 1.0 + 1e-12)))
+    assert rep.ok
+    # a claimed objective within the tolerance of the evaluated TPS passes, beyond it fails
+    ok = check_instance(_report(_run("a", "optimal", 1.0, objective=1.0 - 4e-7, tolerance=1e-6)))
+    bad = check_instance(_report(_run("a", "optimal", 1.0, objective=1.0 - 4e-7, tolerance=1e-7)))
+    assert ok.ok and [(f.solver, f.check) for f in bad.failures] == [("a", "claimed-tps")]
 
 
 def test_checks_disagreeing_exact_solvers_blame_the_worse_one() -> None:
@@ -537,3 +550,11 @@ def test_an_interrupted_run_keeps_the_finished_instances(
     doc, rows = read_report(out)
     assert doc["meta"]["interrupted"] is True and doc["meta"]["complete"] is False
     assert [(r["instance"], r["status"]) for r in rows] == [("first", "optimal")]
+
+
+def test_nothing_proven_is_exit_1_with_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Heuristics alone check nothing: compare must not report success (issue 19)."""
+    code, _, err = run(["--suite", "tiny", "--solvers", "dp-greedy,equi", "--no-plots", "--no-progress",
+                        "--out", str(tmp_path / "o")], capsys)
+    assert code == 1
+    assert "no instance was proven by an exact solver" in err
