@@ -122,7 +122,8 @@ class _Arrays:
     pq: np.ndarray
     c0: np.ndarray
     rb: np.ndarray
-    #: per (index of d in ds, TMPC): s / d, the sharded bytes each device holds (zeros in version 1)
+    #: per (index of d in ds, TMPC): s / d, the sharded bytes each device holds; shape (len(ds), 0)
+    #: when no TMPC has sharded state (rb likewise has 0 rows when every B_resync == B_edge)
     sq: np.ndarray
     #: B_edge of this run, bytes/second: B_in for plans inside one node, else B
     bw_edge: float
@@ -191,6 +192,11 @@ def _arrays(problem: Problem, cand: Candidates, bw_edge: float | None = None) ->
     c0 = f64([[(f * (d - 1) * w / d / n_mb) / (bw_in if t * d <= g_node else bw) + p / d for d in ds]
               for w, p, t in zip(tw, tp, tt)]).reshape(len(tp), len(ds))
     sq = np.ascontiguousarray(f64([[x / d for x in tsh] for d in ds]).reshape(len(ds), len(tsh)))
+    # the kernels read an empty array as "not needed": no sharded state / one bandwidth (version 1)
+    if not any(x != 0 for x in tsh):
+        sq = np.zeros((len(ds), 0))
+    if bool(np.all(rb == bw_edge)):
+        rb = np.zeros((0, len(ds)))
     return _Arrays(
         n=n, ts=ts, ds=np.array(cand.ds, dtype=np.int64), opt_start=opt_start, opt_cnt=opt_cnt,
         tp=f64(tp), tw=f64(tw), ta=f64(ta), tb=f64(tb), in_ptr=in_ptr, in_src=in_src, out_ptr=out_ptr,
@@ -270,6 +276,15 @@ def _stage_costs(m, qidx, ebytes, d, ds, bw, rq, pq, c0, rb, cost):
     di = 0
     while ds[di] != d:
         di += 1
+    if rb.shape[0] == 0:  # every B_resync == B_edge (version 1): the reference's loop, verbatim
+        for r in range(m):
+            q = qidx[r]
+            e = ebytes[r]
+            if e == 0.0:
+                cost[r] = c0[q, di]
+            else:
+                cost[r] = (e / d + rq[q, di]) / bw + pq[q, di]
+        return
     for r in range(m):
         q = qidx[r]
         e = ebytes[r]
@@ -284,51 +299,70 @@ def _stage_costs(m, qidx, ebytes, d, ds, bw, rq, pq, c0, rb, cost):
 
 
 @njit(cache=True)
-def _d_invariant(nx, off, qidx, tw, sd):
+def _d_invariant(nx, off, qidx, tw, sq, di):
     """True when each node's options all have the same parameter size w and no option
-    has sharded memory (sd = s / d at some d: 0 iff s = 0; memory s / d depends on d)."""
+    has sharded memory (sq[di] = s / ds[di]: 0 iff s = 0; memory s / d depends on d)."""
+    if sq.shape[1] == 0:  # no sharded state anywhere
+        for i in range(nx):
+            w0 = tw[qidx[off[i]]]
+            for j in range(off[i] + 1, off[i + 1]):
+                if tw[qidx[j]] != w0:
+                    return False
+        return True
     for i in range(nx):
         w0 = tw[qidx[off[i]]]
-        if sd[qidx[off[i]]] != 0.0:
+        if sq[di, qidx[off[i]]] != 0.0:
             return False
         for j in range(off[i] + 1, off[i + 1]):
-            if tw[qidx[j]] != w0 or sd[qidx[j]] != 0.0:
+            if tw[qidx[j]] != w0 or sq[di, qidx[j]] != 0.0:
                 return False
     return True
 
 
 @njit(cache=True)
-def _sharded(nx, off, qidx, sd):
-    """True when some option of the stage has sharded memory s > 0 (sd = s / ds[0])."""
+def _sharded(nx, off, qidx, sq, di):
+    """True when some option of the stage has sharded memory s > 0 (sq[di] = s / ds[di])."""
+    if sq.shape[1] == 0:
+        return False
     for j in range(off[nx]):
-        if sd[qidx[j]] != 0.0:
+        if sq[di, qidx[j]] != 0.0:
             return True
     return False
 
 
 @njit(cache=True)
-def _mem_choice(nx, ch, qidx, ta, tb, sd, y):
+def _mem_choice(nx, ch, qidx, ta, tb, sq, di, y):
     """The memory a y + b + s / d of the choice ch, summed over the stage's nodes (bytes);
-    sd = s / d of every TMPC at the stage's d (zeros without sharded state).  Summed as
+    sq[di] = s / d of every TMPC at the stage's d = ds[di] (zeros without sharded state).  Summed as
     the evaluator does, (a y + b) + s / d per node in node order (docs/problem.md §2.2)."""
     mem = 0.0
+    if sq.shape[1] == 0:  # no sharded state anywhere (version 1)
+        for i in range(nx):
+            q = qidx[ch[i]]
+            mem += ta[q] * y + tb[q]
+        return mem
     for i in range(nx):
         q = qidx[ch[i]]
-        mem += ta[q] * y + tb[q] + sd[q]
+        mem += ta[q] * y + tb[q] + sq[di, q]
     return mem
 
 
 @njit(cache=True)
-def _fits(nx, ch, ta, tb, sd, qidx, y, M):
-    return _mem_choice(nx, ch, qidx, ta, tb, sd, y) <= M
+def _fits(nx, ch, ta, tb, sq, di, qidx, y, M):
+    return _mem_choice(nx, ch, qidx, ta, tb, sq, di, y) <= M
 
 
 @njit(cache=True)
-def _mem_at(m, qidx, ta, tb, sd, y, mem):
+def _mem_at(m, qidx, ta, tb, sq, di, y, mem):
     """mem[j] = a y + b + s / d of the stage's j-th flat option, j < m (bytes)."""
+    if sq.shape[1] == 0:  # no sharded state anywhere (version 1)
+        for j in range(m):
+            q = qidx[j]
+            mem[j] = ta[q] * y + tb[q]
+        return
     for j in range(m):
         q = qidx[j]
-        mem[j] = ta[q] * y + tb[q] + sd[q]
+        mem[j] = ta[q] * y + tb[q] + sq[di, q]
 
 
 @njit(cache=True)
@@ -383,7 +417,7 @@ def _push_entry(e_i, e_j, e_t, e_d, e_s0, n_ent, i, j, t, d, s0):
 
 
 @njit(cache=True)
-def _choice_runs(nx, n, m, off, qidx, ta, tb, sd, M, cost, mem, ch, fast, kmode, heur, y_limit, ub, t, k, S, ds,
+def _choice_runs(nx, n, m, off, qidx, ta, tb, sq, M, cost, mem, ch, fast, kmode, heur, y_limit, ub, t, k, S, ds,
                  alive, costs_d, run_lo, run_hi, run_ch):
     """The d-invariant case (every node's options share w, so the optimal choice at a
     given y is the same for every d): with cost the options' costs at d = 1, solve the
@@ -410,16 +444,16 @@ def _choice_runs(nx, n, m, off, qidx, ta, tb, sd, M, cost, mem, ch, fast, kmode,
             ys = y - 1
             while lo_y <= hi_y:
                 mid = (lo_y + hi_y) // 2
-                _mem_at(m, qidx, ta, tb, sd, mid, mem)
+                _mem_at(m, qidx, ta, tb, sq, 0, mid, mem)
                 _least(off[: nx + 1], mem[:m], fast)
-                if _mem_choice(nx, fast, qidx, ta, tb, sd, mid) <= M:
+                if _mem_choice(nx, fast, qidx, ta, tb, sq, 0, mid) <= M:
                     ys = mid
                     lo_y = mid + 1
                 else:
                     hi_y = mid - 1
             if ys < y:
                 break
-        _mem_at(m, qidx, ta, tb, sd, ys, mem)
+        _mem_at(m, qidx, ta, tb, sq, 0, ys, mem)
         val = knapsack(kmode, off[: nx + 1], cost[:m], mem[:m], M, ch[:nx])
         if val == np.inf:
             break
@@ -437,7 +471,7 @@ def _choice_runs(nx, n, m, off, qidx, ta, tb, sd, M, cost, mem, ch, fast, kmode,
             if y > y_limit:
                 break
         y2 = y + 1
-        while y2 <= y_limit and _fits(nx, ch, ta, tb, sd, qidx, y2, M):
+        while y2 <= y_limit and _fits(nx, ch, ta, tb, sq, 0, qidx, y2, M):
             y2 += 1
         run_lo, run_hi, run_ch = _push_run(run_lo, run_hi, run_ch, n_run, y, y2 - 1, ch, nx, n)
         n_run += 1
@@ -483,7 +517,7 @@ def _build_tables(p_i, p_j, words, n, ts, ds, k, S, n_mb, bw, M, mode, ub,
                                   out_dst, inb_ptr, inb, outb_ptr, outb, off, qidx, ebytes):
                 continue
             m = off[nx]
-            if mode != GREEDY and _d_invariant(nx, off, qidx, tw, sq[0]):
+            if mode != GREEDY and _d_invariant(nx, off, qidx, tw, sq, 0):
                 # every node's options share w: cost_q(d) = cost_q(1) / d + (a per-node
                 # constant), so the optimal choice at each y is the same for every d.
                 # Solve at d = 1 over y = 1..S once, then price those choices at each d.
@@ -503,7 +537,7 @@ def _build_tables(p_i, p_j, words, n, ts, ds, k, S, n_mb, bw, M, mode, ub,
                         if alive[di]:
                             y_limit = max(y_limit, (S + d - 1) // d)
                 _stage_costs(m, qidx, ebytes, ds[0], ds, bw, rq, pq, c0, rb, cost)
-                n_run, run_lo, run_hi, run_ch = _choice_runs(nx, n, m, off, qidx, ta, tb, sq[0], M, cost, mem, ch, fast,
+                n_run, run_lo, run_hi, run_ch = _choice_runs(nx, n, m, off, qidx, ta, tb, sq, M, cost, mem, ch, fast,
                                                              kmode, mode == HEUR, y_limit, ub, t, k, S, ds,
                                                              alive, costs_d, run_lo, run_hi, run_ch)
                 if n_run == 0:
@@ -544,14 +578,14 @@ def _build_tables(p_i, p_j, words, n, ts, ds, k, S, n_mb, bw, M, mode, ub,
                 seg_start = n_seg
                 y = 1
                 while y <= y_max:
-                    _mem_at(m, qidx, ta, tb, sq[di], y, mem)
+                    _mem_at(m, qidx, ta, tb, sq, di, y, mem)
                     val = knapsack(kmode, off[: nx + 1], cost[:m], mem[:m], M, ch[:nx])
                     if val == np.inf or val > ub:
                         break  # memory only grows with y (and exact values with it)
                     y2 = y + 1
                     if mode != GREEDY:
                         # the optimal choice stays optimal while it fits (K is non-decreasing)
-                        while y2 <= y_max and _fits(nx, ch, ta, tb, sq[di], qidx, y2, M):
+                        while y2 <= y_max and _fits(nx, ch, ta, tb, sq, di, qidx, y2, M):
                             y2 += 1
                     else:
                         all_fast = True
@@ -561,7 +595,7 @@ def _build_tables(p_i, p_j, words, n, ts, ds, k, S, n_mb, bw, M, mode, ub,
                                 break
                         if all_fast:
                             # the greedy returns the all-fastest choice whenever it fits
-                            while y2 <= y_max and _fits(nx, fast, ta, tb, sq[di], qidx, y2, M):
+                            while y2 <= y_max and _fits(nx, fast, ta, tb, sq, di, qidx, y2, M):
                                 y2 += 1
                     if n_seg > seg_start and s_val[n_seg - 1] == val and s_hi[n_seg - 1] == y - 1:
                         s_hi[n_seg - 1] = y2 - 1
@@ -642,7 +676,7 @@ def _stage_choice(words, I, J, n, ti, d, y, ds, n_mb, bw, M, mode, opt_start, op
     di = 0
     while ds[di] != d:
         di += 1
-    _mem_at(m, qidx, ta, tb, sq[di], y, mem)
+    _mem_at(m, qidx, ta, tb, sq, di, y, mem)
     val = knapsack(mode, off[: nx + 1], cost[:m], mem[:m], M, ch[:nx])
     if val == np.inf:
         return nodes[:nx].copy(), chosen, val
@@ -676,9 +710,9 @@ def _pair_values(words, I, J, n, ts, ds, k, S, n_mb, bw, M, mode, opt_start, opt
                               inb_ptr, inb, outb_ptr, outb, off, qidx, ebytes):
             continue
         m = off[nx]
-        if mode == EXACT and _d_invariant(nx, off, qidx, tw, sq[0]):
+        if mode == EXACT and _d_invariant(nx, off, qidx, tw, sq, 0):
             _stage_costs(m, qidx, ebytes, ds[0], ds, bw, rq, pq, c0, rb, cost)
-            n_run, run_lo, run_hi, run_ch = _choice_runs(nx, n, m, off, qidx, ta, tb, sq[0], M, cost, mem, ch, fast, mode,
+            n_run, run_lo, run_hi, run_ch = _choice_runs(nx, n, m, off, qidx, ta, tb, sq, M, cost, mem, ch, fast, mode,
                                                          False, S, np.inf, t, k, S, ds, alive, costs_d,
                                                          run_lo, run_hi, run_ch)
             if n_run == 0:
@@ -708,7 +742,7 @@ def _pair_values(words, I, J, n, ts, ds, k, S, n_mb, bw, M, mode, opt_start, opt
             y_max = (S + d - 1) // d
             y = 1
             while y <= y_max:
-                _mem_at(m, qidx, ta, tb, sq[di], y, mem)
+                _mem_at(m, qidx, ta, tb, sq, di, y, mem)
                 val = knapsack(mode, off[: nx + 1], cost[:m], mem[:m], M, ch[:nx])
                 if val == np.inf:
                     break
@@ -716,7 +750,7 @@ def _pair_values(words, I, J, n, ts, ds, k, S, n_mb, bw, M, mode, opt_start, opt
                 K[o, y] = val
                 y2 = y + 1
                 if mode == EXACT:
-                    while y2 <= y_max and _fits(nx, ch, ta, tb, sq[di], qidx, y2, M):
+                    while y2 <= y_max and _fits(nx, ch, ta, tb, sq, di, qidx, y2, M):
                         K[o, y2] = val
                         y2 += 1
                 y = y2
@@ -846,9 +880,9 @@ def _table_dp(i0, i1, ptr, sub, words, n, ts, ds, k, S, n_mb, bw, M, mode, opt_s
                                           out_ptr, out_dst, inb_ptr, inb, outb_ptr, outb, off, qidx, ebytes):
                         continue
                     m = off[nx]
-                    d_inv = mode == EXACT and _d_invariant(nx, off, qidx, tw, sq[0])
+                    d_inv = mode == EXACT and _d_invariant(nx, off, qidx, tw, sq, 0)
                     # sharded memory s / d: the least-memory choice and infeasibility depend on d
-                    shard = _sharded(nx, off, qidx, sq[0])
+                    shard = _sharded(nx, off, qidx, sq, 0)
                     if d_inv:
                         _stage_costs(m, qidx, ebytes, ds[0], ds, bw, rq, pq, c0, rb, cost1)
                     # per option of this t: costs, fastest choice, its value F, its memory A y + B
@@ -862,11 +896,13 @@ def _table_dp(i0, i1, ptr, sub, words, n, ts, ds, k, S, n_mb, bw, M, mode, opt_s
                         F[n_o] = _total(fasts[n_o][:nx], costs[n_o])
                         fa = 0.0
                         fb = 0.0
-                        sd = sq[o_di[o]]
+                        odi = o_di[o]
                         for i in range(nx):
                             q = qidx[fasts[n_o, i]]
                             fa += ta[q]
-                            fb += tb[q] + sd[q]
+                            fb += tb[q]
+                            if shard:
+                                fb += sq[odi, q]
                         FA[n_o] = fa
                         FB[n_o] = fb
                         n_o += 1
@@ -908,7 +944,7 @@ def _table_dp(i0, i1, ptr, sub, words, n, ts, ds, k, S, n_mb, bw, M, mode, opt_s
                             elif approx > hi_tol:
                                 fast_fits = False
                             else:  # close to the limit: the evaluator's exact sum
-                                fast_fits = _mem_choice(nx, fasts[r], qidx, ta, tb, sq[di], y) <= M
+                                fast_fits = _mem_choice(nx, fasts[r], qidx, ta, tb, sq, di, y) <= M
                             if fast_fits:
                                 any_fits = True
                                 if phase == 0:
@@ -917,18 +953,18 @@ def _table_dp(i0, i1, ptr, sub, words, n, ts, ds, k, S, n_mb, bw, M, mode, opt_s
                             if shard:
                                 # memory a y + b + s / d: per d (options of one t come in d order)
                                 if low_di != di:
-                                    _mem_at(m, qidx, ta, tb, sq[di], y, mem)
+                                    _mem_at(m, qidx, ta, tb, sq, di, y, mem)
                                     _least(off[: nx + 1], mem[:m], low)
-                                    infeasible = _mem_choice(nx, low, qidx, ta, tb, sq[di], y) > M
+                                    infeasible = _mem_choice(nx, low, qidx, ta, tb, sq, di, y) > M
                                     low_di = di
                                 if infeasible:
                                     continue  # a larger d may still fit (s / d shrinks)
                                 any_fits = True
                             else:
                                 if not low_ready:
-                                    _mem_at(m, qidx, ta, tb, sq[di], y, mem)
+                                    _mem_at(m, qidx, ta, tb, sq, di, y, mem)
                                     _least(off[: nx + 1], mem[:m], low)
-                                    infeasible = _mem_choice(nx, low, qidx, ta, tb, sq[di], y) > M
+                                    infeasible = _mem_choice(nx, low, qidx, ta, tb, sq, di, y) > M
                                     low_ready = True
                                 if infeasible:
                                     break  # memory does not depend on d: no option fits at y
@@ -942,7 +978,7 @@ def _table_dp(i0, i1, ptr, sub, words, n, ts, ds, k, S, n_mb, bw, M, mode, opt_s
                             if not _region_needs(cur, dpm, J, td, d, y, S, k, F[r], ub):
                                 continue
                             if d_inv:
-                                if not (have_choice and _mem_choice(nx, ch, qidx, ta, tb, sq[0], y) <= M):
+                                if not (have_choice and _mem_choice(nx, ch, qidx, ta, tb, sq, 0, y) <= M):
                                     knapsack(mode, off[: nx + 1], cost1[:m], mem[:m], M, ch[:nx])
                                     have_choice = True
                                 val = _total(ch[:nx], cost)
