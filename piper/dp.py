@@ -52,6 +52,25 @@ every k' = 1..k, False = none, default = every k' when cheap (k <= 64 and at mos
 Curve points use the budget bound S = min(N, k) of the full k: with the exact
 knapsack each point is the optimum at k' devices.
 
+**Version 2** (docs/problem.md §2.2; ``solve_dp``): a stage's knapsack at (t, d, y) prices
+each TMPC with the resync factor f, its resync at B_in when t d <= G (else B), its cut
+edges at the run's B_edge, and its memory as a y + b + s / d (summed as the evaluator
+does).  The d-invariant shortcut above needs, in addition, no sharded state (s / d makes
+the optimal choice depend on d); f and B_resync only add a per-node constant at each d,
+so they keep it.  B_edge is a property of the whole plan (B_in iff sum d t <= G), so with
+G < k the DP runs twice: over plans on at most G devices with edges at B_in, and over all
+plans with edges at B (a plan inside one node is scored pessimistically there when
+B_in >= B); the better plan wins (``stats["runs"]``; with B_in < B the second run's plan
+inside one node only bounds the optimum from below: OPTIMAL when the first run's value is
+no larger, else FEASIBLE with that bound).  With G >= k (always without the new keys)
+there is one run at B_in = B, f = 4, s = 0, and every number is bit-for-bit the
+version-1 number: the kernels keep the reference's arithmetic (E / d + R) / B + p / d
+whenever B_resync = B_edge.
+
+**Uniform plans** (``Options.uniform``, docs/problem.md §2.5): one DP (both runs) per
+allowed (t, d) with only that pair allowed; the best wins; no curve.  Refused with a
+SolverError when (t, d) pairs x runs x ideal pairs exceeds ``UNIFORM_MAX_WORK``.
+
 Statuses: exact knapsack -> OPTIMAL (bound = TPS) or INFEASIBLE; greedy ->
 FEASIBLE (bound 0) or INFEASIBLE; time limit -> FEASIBLE (best threshold proven
 feasible so far) or UNKNOWN, message "time limit ...".

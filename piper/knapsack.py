@@ -3,11 +3,14 @@
 For one stage, one (t, d) and one y (microbatches in flight), each node i of the
 stage picks one option l (a TMPC) with
 
-* cost_l = (E_l / d + 4 (d - 1) w_l / (d N)) / B + p_l / d   (time per sample;
-  E_l = the node's cut-edge bytes with its sync terms), and
-* mem_l  = a_l * y + b_l  (bytes on each device),
+* cost_l = E_l / (d B_edge) + f (d - 1) w_l / (d N B_resync) + p_l / d   (time per sample;
+  E_l = the node's cut-edge bytes with its sync terms; version 1: f = 4 and
+  B_edge = B_resync = B, computed as (E_l / d + 4 (d - 1) w_l / (d N)) / B + p_l / d), and
+* mem_l  = a_l * y + b_l + s_l / d  (bytes on each device; s = 0 in version 1),
 
-to minimise sum cost subject to sum mem <= M.  Options of node i are
+to minimise sum cost subject to sum mem <= M (docs/problem.md §2.2).  The solvers here only
+see the arrays cost and mem, which :mod:`piper.dp` fills with these formulas; they do not
+depend on the version.  Options of node i are
 ``off[i]..off[i+1]-1`` of the flat arrays; node order is the stage's node order
 (file order), and both solvers sum memory and time in that order, exactly as the
 evaluator does, so a plan's memory check here and in the evaluator agree bit for bit.
