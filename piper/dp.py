@@ -140,10 +140,10 @@ class _Arrays:
     rq: np.ndarray
     pq: np.ndarray
     c0: np.ndarray
-    rb: np.ndarray
-    #: per (index of d in ds, TMPC): s / d, the sharded bytes each device holds; shape (len(ds), 0)
-    #: when no TMPC has sharded state (rb likewise has 0 rows when every B_resync == B_edge)
-    sq: np.ndarray
+    rb: np.ndarray | None
+    #: per (index of d in ds, TMPC): s / d, the sharded bytes each device holds; None when no TMPC
+    #: has sharded state (rb likewise None when every B_resync == B_edge: version 1)
+    sq: np.ndarray | None
     #: B_edge of this run, bytes/second: B_in for plans inside one node, else B
     bw_edge: float
     #: flat index -> (node id, t, TMPC id)
@@ -211,16 +211,15 @@ def _arrays(problem: Problem, cand: Candidates, bw_edge: float | None = None) ->
     c0 = f64([[(f * (d - 1) * w / d / n_mb) / (bw_in if t * d <= g_node else bw) + p / d for d in ds]
               for w, p, t in zip(tw, tp, tt)]).reshape(len(tp), len(ds))
     sq = np.ascontiguousarray(f64([[x / d for x in tsh] for d in ds]).reshape(len(ds), len(tsh)))
-    # the kernels read an empty array as "not needed": no sharded state / one bandwidth (version 1)
-    if not any(x != 0 for x in tsh):
-        sq = np.zeros((len(ds), 0))
-    if bool(np.all(rb == bw_edge)):
-        rb = np.zeros((0, len(ds)))
+    # None = not needed (no sharded state / one bandwidth, as in version 1): the kernels are
+    # then compiled for None, with the version-1 loops only (numba prunes `x is None` branches)
+    sq_opt: np.ndarray | None = None if not any(x != 0 for x in tsh) else sq
+    rb_opt: np.ndarray | None = None if bool(np.all(rb == bw_edge)) else rb
     return _Arrays(
         n=n, ts=ts, ds=np.array(cand.ds, dtype=np.int64), opt_start=opt_start, opt_cnt=opt_cnt,
         tp=f64(tp), tw=f64(tw), ta=f64(ta), tb=f64(tb), in_ptr=in_ptr, in_src=in_src, out_ptr=out_ptr,
         out_dst=out_dst, inb_ptr=i64(inb_ptr), inb=f64(inb), outb_ptr=i64(outb_ptr), outb=f64(outb), rq=rq, pq=pq,
-        c0=c0, rb=rb, sq=sq, bw_edge=bw_edge, labels=labels,
+        c0=c0, rb=rb_opt, sq=sq_opt, bw_edge=bw_edge, labels=labels,
     )
 
 
@@ -295,7 +294,7 @@ def _stage_costs(m, qidx, ebytes, d, ds, bw, rq, pq, c0, rb, cost):
     di = 0
     while ds[di] != d:
         di += 1
-    if rb.shape[0] == 0:  # every B_resync == B_edge (version 1): the reference's loop, verbatim
+    if rb is None:  # every B_resync == B_edge (version 1): the reference's loop, verbatim (compiled apart)
         for r in range(m):
             q = qidx[r]
             e = ebytes[r]
@@ -321,7 +320,7 @@ def _stage_costs(m, qidx, ebytes, d, ds, bw, rq, pq, c0, rb, cost):
 def _d_invariant(nx, off, qidx, tw, sq, di):
     """True when each node's options all have the same parameter size w and no option
     has sharded memory (sq[di] = s / ds[di]: 0 iff s = 0; memory s / d depends on d)."""
-    if sq.shape[1] == 0:  # no sharded state anywhere
+    if sq is None:  # no sharded state anywhere (compiled apart)
         for i in range(nx):
             w0 = tw[qidx[off[i]]]
             for j in range(off[i] + 1, off[i + 1]):
@@ -341,7 +340,7 @@ def _d_invariant(nx, off, qidx, tw, sq, di):
 @njit(cache=True)
 def _sharded(nx, off, qidx, sq, di):
     """True when some option of the stage has sharded memory s > 0 (sq[di] = s / ds[di])."""
-    if sq.shape[1] == 0:
+    if sq is None:
         return False
     for j in range(off[nx]):
         if sq[di, qidx[j]] != 0.0:
@@ -355,7 +354,7 @@ def _mem_choice(nx, ch, qidx, ta, tb, sq, di, y):
     sq[di] = s / d of every TMPC at the stage's d = ds[di] (zeros without sharded state).  Summed as
     the evaluator does, (a y + b) + s / d per node in node order (docs/problem.md §2.2)."""
     mem = 0.0
-    if sq.shape[1] == 0:  # no sharded state anywhere (version 1)
+    if sq is None:  # no sharded state anywhere (version 1; compiled apart)
         for i in range(nx):
             q = qidx[ch[i]]
             mem += ta[q] * y + tb[q]
@@ -374,7 +373,7 @@ def _fits(nx, ch, ta, tb, sq, di, qidx, y, M):
 @njit(cache=True)
 def _mem_at(m, qidx, ta, tb, sq, di, y, mem):
     """mem[j] = a y + b + s / d of the stage's j-th flat option, j < m (bytes)."""
-    if sq.shape[1] == 0:  # no sharded state anywhere (version 1)
+    if sq is None:  # no sharded state anywhere (version 1; compiled apart)
         for j in range(m):
             q = qidx[j]
             mem[j] = ta[q] * y + tb[q]
@@ -920,8 +919,9 @@ def _table_dp(i0, i1, ptr, sub, words, n, ts, ds, k, S, n_mb, bw, M, mode, opt_s
                             q = qidx[fasts[n_o, i]]
                             fa += ta[q]
                             fb += tb[q]
-                            if shard:
-                                fb += sq[odi, q]
+                            if sq is not None:
+                                if shard:
+                                    fb += sq[odi, q]
                         FA[n_o] = fa
                         FB[n_o] = fb
                         n_o += 1
