@@ -10,7 +10,7 @@ import random
 
 import pytest
 
-from baselines import SOLVERS, get_solver, solve
+from baselines import SOLVERS, SolverInfo, get_solver, register, solve, unregister
 from experiments.instances import random_problem
 from piper import Options, Plan, Problem, SolverError, Stage, evaluate, problem_from_dict, problem_to_dict
 from piper.problem import VERSION2_FEATURES
@@ -194,28 +194,43 @@ def test_solver_infos_declare_their_features():
         assert info.features <= frozenset(VERSION2_FEATURES), name
 
 
-def test_dp_refuses_a_version2_instance_and_solves_it_without_the_keys():
+@pytest.fixture
+def v1_only():
+    """A solver registered without version-2 features (every shipped solver has them all
+    now): the guard must refuse version-2 instances for it."""
+    info = register(SolverInfo("v1-only", "piper.dp:solve_dp", True, "the DP, registered without features",
+                               {"knapsack": "exact"}))
+    yield info
+    unregister("v1-only")
+
+
+def test_a_solver_without_the_features_refuses_and_dp_solves(v1_only):
     p = v2_problem(devicesPerNode=4, intraNodeBandwidth=50.0)
     with pytest.raises(SolverError) as err:
-        solve(p, solver="dp")
+        solve(p, solver="v1-only")
     msg = str(err.value)
-    assert msg.startswith("solver 'dp' does not support devicesPerNode (G=4 < k=8)")
+    assert msg.startswith("solver 'v1-only' does not support devicesPerNode (G=4 < k=8)")
     assert "intraNodeBandwidth" in msg and "use --solver brute or drop the keys" in msg
+    assert solve(p, solver="dp").tps == solve(p, solver="brute").tps  # dp honours version 2
     plain = v2_problem()
     assert plain.version2_features() == ()
-    res = solve(plain, solver="dp")
+    res = solve(plain, solver="v1-only")
     assert res.status.value == "optimal" and res.tps == solve(plain, solver="brute").tps
 
 
 @pytest.mark.parametrize("key, value", [("allReduceFactor", 2), ("devicesPerNode", 2), ("intraNodeBandwidth", 3.0)])
-def test_every_solver_but_brute_refuses_each_feature(key, value):
+def test_every_solver_without_a_feature_refuses_it(key, value, v1_only):
     p = v2_problem(**{key: value})
     assert p.version2_features() == (key,)
+    refused = []
     for name, info in SOLVERS.items():
         if key in info.features:
+            assert info(p, Options()).status.value in ("optimal", "feasible"), name
             continue
         with pytest.raises(SolverError, match=f"solver '{name}' does not support {key} .* use --solver brute or drop the key$"):
             info(p, Options())
+        refused.append(name)
+    assert refused == ["v1-only"]
     assert solve(p, solver="brute").status.value == "optimal"
 
 
@@ -225,8 +240,13 @@ def test_inactive_keys_do_not_trigger_the_guard():
     assert solve(p, solver="dp").tps == solve(v2_problem(), solver="dp").tps
 
 
-def test_sharded_memory_is_refused_by_dp():
+def test_sharded_memory_is_refused_without_the_feature(v1_only):
     raw = problem_to_dict(v2_problem())
     raw["nodes"][0]["TMPCs"]["1"][0]["memoryUsageShardedB"] = 2.0
     with pytest.raises(SolverError, match="memoryUsageShardedB"):
-        get_solver("dp")(problem_from_dict(raw))
+        get_solver("v1-only")(problem_from_dict(raw))
+    assert get_solver("dp")(problem_from_dict(raw)).tps == solve_brute_tps(problem_from_dict(raw))
+
+
+def solve_brute_tps(problem):
+    return solve(problem, solver="brute").tps

@@ -143,17 +143,27 @@ def test_evaluate_json_carries_batch_time_and_the_flags_change_it(capsys, tmp_pa
     assert "batch time" in out.splitlines()[-1] and "spans" not in out
 
 
-def test_solve_refuses_version2_with_dp_and_brute_solves_it(capsys, tmp_path):
-    path = write(tmp_path, small(devicesPerNode=2, intraNodeBandwidth=4.0))
-    code, out, err = run(capsys, "solve", path, "-q")
-    lines = err.strip().splitlines()
-    assert code == 2 and len(lines) == 1
-    assert lines[0].startswith("piper: error: solver 'dp' does not support devicesPerNode (G=2 < k=8)")
-    code, out, err = run(capsys, "solve", path, "-q", "--solver", "brute", "--json")
+def test_solve_refuses_version2_for_a_solver_without_the_features(capsys, tmp_path):
+    from baselines import SolverInfo, register, unregister
+
+    register(SolverInfo("v1-only", "piper.dp:solve_dp", True, "the DP without features", {"knapsack": "exact"}))
+    try:
+        path = write(tmp_path, small(devicesPerNode=2, intraNodeBandwidth=4.0))
+        code, out, err = run(capsys, "solve", path, "-q", "--solver", "v1-only")
+        lines = err.strip().splitlines()
+        assert code == 2 and len(lines) == 1
+        assert lines[0].startswith("piper: error: solver 'v1-only' does not support devicesPerNode (G=2 < k=8)")
+        # the flags make a version-1 file version 2 as well
+        code, _, err = run(capsys, "solve", write(tmp_path, small(), "v1.json"), "-q", "--solver", "v1-only",
+                           "--allreduce-factor", "2")
+        assert code == 2 and "does not support allReduceFactor (f=2 != 4)" in err
+    finally:
+        unregister("v1-only")
+    # every shipped solver honours version 2: dp and brute agree
+    code, out, _ = run(capsys, "solve", path, "-q", "--solver", "brute", "--json")
     assert code == 0 and json.loads(out)["status"] == "optimal"
-    # the flags make a version-1 file version 2 as well
-    code, _, err = run(capsys, "solve", write(tmp_path, small(), "v1.json"), "-q", "--allreduce-factor", "2")
-    assert code == 2 and "does not support allReduceFactor (f=2 != 4)" in err
+    code, out2, _ = run(capsys, "solve", path, "-q", "--json")
+    assert code == 0 and json.loads(out2)["tps"] == json.loads(out)["tps"]
 
 
 def test_python_dash_m_piper_end_to_end(tmp_path):
