@@ -1721,5 +1721,9 @@ def _solve_uniform(problem: Problem, options: Options) -> Result:
     else:
         status, bound = Status.FEASIBLE, None
     message = "; ".join(sorted({r.message for r, _ in found if r.message and r.plan is not None}))
+    if timed:
+        cut = sum("time limit" in r.message for r, _ in found)
+        message = "; ".join(m for m in (message, f"time limit ({options.time_limit_s} s): {cut} of {len(found)} "
+                                                 f"(t, d) pairs not solved to the end") if m)
     return make_result(problem, name, status, res.plan, time_s=time.perf_counter() - start, objective=res.objective,
                        bound=bound, stats=stats, message=message)
