@@ -64,7 +64,17 @@ Integer scaling (chosen per instance, reported in ``stats``):
   of them integers within 1e-9 relative) and divided by their gcd: exact for byte
   counts. Otherwise M is scaled to 2^30 units, a and b rounded up and M down:
   conservative, a plan with slack below (n·(S+1)+1) units (about n·S·M·2^-30) may be
-  rejected (``stats["memory_exact"]`` says which).
+  rejected (``stats["memory_exact"]`` says which). With sharded state (version 2, some
+  s > 0) the memory of a choice is b + s/d_o: every a, b, s/d and M is first multiplied
+  by the lcm of the options' d, so byte counts stay integers.
+
+Version 2 (docs/problem.md §2) and uniform plans: κ, γ and memory are
+:mod:`baselines._model_data`'s per-option numbers (resync at B_in when t_o d_o <= G,
+b + s/d_o). The edge bandwidth is the whole plan's, so when G < k the problem is solved as
+two models, as the MILP does (:mod:`baselines.milp`): "inside" (k replaced by min(k, G),
+edges at B_in) and "spanning" (Σ t_o d_o z >= G + 1, edges at B), combined by
+``_model_data.combine_results``; with G >= k only "inside", the version-1 model.
+``options.uniform`` adds z[i,o] => z[1,o] for every slot i >= 2.
 
 Guards against solver bugs (OR-Tools 9.15 certifies wrong optima on this model,
 google/or-tools#5293, ``FORMULATIONS.md`` section 4):

@@ -64,6 +64,23 @@ What changed against FORMULATIONS.md, and why it is still exact:
   twins, lexicographically smaller). ``params["tmpc_symmetry"] = False`` drops it.
 * (J) adds the per-layer bound (a stage is at least as slow as any one of its layers).
 
+Version 2 (docs/problem.md §2) and uniform plans. κ, γ and b above are
+:mod:`baselines._model_data`'s per-option numbers: κ holds the resync f(d-1)w/(dN·B_res(o)),
+B_res(o) = B_in when t_o d_o <= G else B; b holds b + s/d_o; γ is at this model's B_edge.
+B_edge belongs to the whole plan (B_in when Σ t_i d_i <= G), so when G < k the problem is
+solved as two models (``_model_data.node_parts``): "inside", k replaced by min(k, G) in
+(E) and everywhere else (edges at B_in), and "spanning", k in (E) plus::
+
+    (E') Σ_{i,o} t_o d_o z[i,o] >= G + 1                          (edges at B)
+
+each with its own cutoff, verification and OOM re-solve; the better plan is returned,
+"optimal" only when both parts are proven (optimal or infeasible), the bound is the least
+of the two, the tolerance the largest (``_model_data.combine_results``; each part's
+answer in ``stats["parts"]``). With G >= k (every version-1 instance) only "inside" is
+solved, with k and B_in = B: the version-1 model. ``options.uniform`` adds::
+
+    (U) z[i,o] <= z[1,o]       ∀ i >= 2, o ∈ O_i        every used slot takes slot 1's option
+
 Warm start (``options.warm_start``, e.g. the DP's plan) with value U (units of τ): the
 model is solved with the cutoff T <= U·(1 - 1e-6) instead of as a MIP start, which
 also removes every choice with κ > cutoff and adds::
@@ -440,26 +457,30 @@ class MilpModel:
         }
 
 
-def build_milp(problem: Problem, options: Options | None = None) -> MilpModel:
-    """The MILP for ``problem`` (raises SolverError if no plan can exist at all)."""
+def build_milp(problem: Problem, options: Options | None = None, *, part: str = "inside") -> MilpModel:
+    """The MILP for ``problem`` (raises SolverError if no plan can exist at all). When
+    G < k it is one ``part`` of two (module docstring: "inside", the default, or
+    "spanning")."""
     options = options or Options()
-    data = build_model_data(problem, options)
+    data = build_model_data(problem, options, part=part)
     if data.infeasible_reason is not None:
         raise SolverError(f"no model to write: the instance is infeasible ({data.infeasible_reason})")
     return MilpModel(data, tmpc_symmetry=bool(options.params.get("tmpc_symmetry", True)))
 
 
-def write_lp(problem: Problem, options: Options | None, path: str | Path) -> Path:
-    """Write the MILP in CPLEX LP format (times divided by τ, memory by M)."""
-    model = build_milp(problem, options)
+def write_lp(problem: Problem, options: Options | None, path: str | Path, *, part: str = "inside") -> Path:
+    """Write the MILP in CPLEX LP format (times divided by τ, memory by M); when G < k, the
+    model of one ``part`` (:func:`build_milp`)."""
+    model = build_milp(problem, options, part=part)
     with _quiet_pulp():
         model.prob.writeLP(str(path))
     return Path(path)
 
 
-def write_mps(problem: Problem, options: Options | None, path: str | Path) -> Path:
-    """Write the MILP in MPS format (times divided by τ, memory by M)."""
-    model = build_milp(problem, options)
+def write_mps(problem: Problem, options: Options | None, path: str | Path, *, part: str = "inside") -> Path:
+    """Write the MILP in MPS format (times divided by τ, memory by M); when G < k, the
+    model of one ``part`` (:func:`build_milp`)."""
+    model = build_milp(problem, options, part=part)
     with _quiet_pulp():
         model.prob.writeMPS(str(path))
     return Path(path)
@@ -551,9 +572,14 @@ class _CbcDeadline(pulp.PULP_CBC_CMD):  # type: ignore[misc,valid-type]
 #: HiGHS keeps one global thread scheduler per process, and a run whose ``threads`` differs
 #: from the scheduler's fails ("Not Solved"; seen after a 2-thread solve followed by a
 #: 1-thread one). Runs are counted under this lock; the scheduler is reset to the new count
-#: when none is running, otherwise the run joins the running scheduler's count.
+#: when none is running, otherwise the run joins the running scheduler's count. It is also
+#: reset when a run starts on another Python thread than the one that last reset it and
+#: none is running: a scheduler made on a split worker thread that has since ended failed
+#: every later run of the same count on the main thread ("Not Solved" at once; this broke
+#: every HiGHS test after tests/test_split.py in one pytest process).
 _HIGHS_LOCK = threading.Lock()
-_HIGHS_STATE: dict[str, Any] = {"threads": None, "active": 0}
+_HIGHS_STATE: dict[str, Any] = {"threads": None, "thread": None, "active": 0}
+_HIGHS_THREAD = threading.local()
 
 
 class _HiGHSWarm(pulp.HiGHS):  # type: ignore[misc,valid-type]
@@ -600,11 +626,16 @@ class _HiGHSWarm(pulp.HiGHS):  # type: ignore[misc,valid-type]
             h.setOptionValue("time_limit", max(0.5, self.deadline - time.perf_counter()))
         with _HIGHS_LOCK:
             want = h.getOptionValue("threads")
-            if _HIGHS_STATE["threads"] != want:
+            if isinstance(want, tuple):  # highspy 1.16 returns (status, value)
+                want = want[-1]
+            me = getattr(_HIGHS_THREAD, "token", None)
+            if me is None:  # one object per Python thread (thread idents are reused)
+                me = _HIGHS_THREAD.token = object()
+            if _HIGHS_STATE["threads"] != want or _HIGHS_STATE["thread"] is not me:
                 if _HIGHS_STATE["active"] == 0:
                     highspy.Highs.resetGlobalScheduler(True)
-                    _HIGHS_STATE["threads"] = want
-                else:
+                    _HIGHS_STATE["threads"], _HIGHS_STATE["thread"] = want, me
+                elif _HIGHS_STATE["threads"] != want:
                     h.setOptionValue("threads", _HIGHS_STATE["threads"])
             _HIGHS_STATE["active"] += 1
         try:
