@@ -1515,7 +1515,10 @@ def _finish_table(problem: Problem, options: Options, arr: _Arrays, ideals: Idea
 # version 2 (two edge-bandwidth runs) and uniform plans: the public entry point
 # ---------------------------------------------------------------------------------
 
-#: uniform plans: refuse when (DPs to run) x (ideal pairs of one DP) exceeds this
+#: uniform plans: refuse when (DPs to run) x (ideal pairs of one DP) exceeds this. GNMT (k = 10,
+#: 15.5 M ideal pairs, 4 (t, d) pairs: 62 M) took 336 s uniform (2 cores, under load) against
+#: seconds for its ordinary DP: one (t, d) at a time defeats the table engine's pruning.
+#: BERT-32 (k = 512: 68 DPs x 890 pairs) takes ~8 s.
 UNIFORM_MAX_WORK = 20_000_000
 
 
