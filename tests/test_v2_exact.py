@@ -5,8 +5,7 @@ Tiny random version-2 instances (``experiments.instances.random_problem`` plus G
 s): every claim is checked against the brute-force oracle: "optimal" within the result's
 stated tolerance of brute force's optimum, "infeasible" only when brute force says so, and
 the bound never above the optimum. Uniform plans (``options.uniform``) are checked against a
-naive evaluator-scored enumeration of uniform plans (and against brute force when it
-honours ``uniform``). The full sweep (a few hundred instances per solver) is marked
+naive evaluator-scored enumeration of uniform plans, itself checked against brute force. The full sweep (a few hundred instances per solver) is marked
 ``slow`` and runs with ``pytest -m slow``.
 """
 
@@ -14,14 +13,12 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import inspect
 import itertools
 import math
 import random
 
 import pytest
 
-import baselines.brute
 from baselines import SOLVERS, solve
 from baselines._model_data import build_model_data, node_parts
 from baselines.brute import solve_brute
@@ -68,15 +65,7 @@ def brute(i: int) -> Result:
 
 
 def uniform_options(**kw) -> Options:
-    """Options(uniform=True), also before ``Options`` has the field (a subclass with it)."""
-    if "uniform" in {f.name for f in dataclasses.fields(Options)}:
-        return dataclasses.replace(Options(**kw), uniform=True)
-
-    @dataclasses.dataclass(frozen=True)
-    class _Uniform(Options):
-        uniform: bool = True
-
-    return _Uniform(**kw)
+    return dataclasses.replace(Options(**kw), uniform=True)
 
 
 def check_claim(problem: Problem, res: Result, best: Result, what: str) -> None:
@@ -206,9 +195,6 @@ def uniform_optimum(i: int) -> float:
     return best
 
 
-BRUTE_UNIFORM = "uniform" in inspect.getsource(baselines.brute)
-
-
 def check_uniform(solver: str, i: int, options: Options) -> None:
     p = case(i)
     want = uniform_optimum(i)
@@ -223,9 +209,7 @@ def check_uniform(solver: str, i: int, options: Options) -> None:
     assert res.bound <= want * (1 + 1e-12), (what, res.bound, want)
 
 
-def test_uniform_oracle_agrees_with_brute_force_when_it_honours_uniform():
-    if not BRUTE_UNIFORM:
-        pytest.skip("brute force does not read options.uniform yet")
+def test_uniform_oracle_agrees_with_brute_force():
     for i in range(40):
         want = uniform_optimum(i)
         res = solve_brute(case(i), uniform_options())
