@@ -3,10 +3,10 @@
 Both models assign every layer to one of L *slots* (slot i, when used, is the
 i-th pipeline stage), give every used slot one *option* o = (t_o, d_o), and
 every layer one TMPC at its slot's t. This module computes, once per instance,
-everything both models need, with the notation of ``FORMULATIONS.md``:
+everything both models need, with the notation of ``docs/formulations.md`` §1:
 
 * S = min(N, k); 𝒟 = allowed d (divisors of N, <= S); options 𝒪 = {(t, d): t·d <= k}.
-* L = min(k, N, n) slots suffice (fact F2: some optimal plan has only non-empty stages).
+* L = min(k, N, n) slots suffice (docs/problem.md F2: some optimal plan has only non-empty stages).
 * Domain reductions, all implied by "used slots first, and every used slot non-empty":
 
   - slot i is used only if slots 1..i-1 are, each with d >= 1 and t >= 1, so an

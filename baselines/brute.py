@@ -17,11 +17,11 @@ Written independently of the DP and the models, to be obviously right:
   only when a stage already placed is at least as slow as the best complete
   plan found (so cutting never loses a better plan).
 
-Empty stages are never needed (FORMULATIONS.md, fact F2). The stage time is
+Empty stages are never needed (docs/problem.md, fact F2). The stage time is
 computed here from the formula, not by the evaluator; the returned plan is
 then scored by the evaluator like every other solver's (``make_result``).
 
-Version 2 (PROBLEM.md, "Extensions (version 2)") is honoured in full, again
+Version 2 (docs/problem.md §2) is honoured in full, again
 by its own few lines: memory a*y + b + s/d, resync f (d-1) w / (d N) at B_in
 when the stage fits in a node (d t <= G) else at B, and edge bytes at B_in
 when the whole plan fits in a node (sum d t <= G) else at B. The last is a

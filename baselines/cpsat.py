@@ -1,130 +1,14 @@
 r"""Exact CP-SAT model for Piper's partitioning problem (OR-Tools).
 
 ``solve_cpsat(problem, options)``. Same slots, options and choices as the MILP
-(:mod:`baselines._model_data`: slots i = 1..L, options O_i allowed at slot i, layer v
-in slots i <= m_v, choices (o, ℓ) with node term κ, edge terms γin / γout), but
-CP-SAT's reification (``OnlyEnforceIf``) replaces every big-M and y is a division.
-
-Variables::
-
-    x[v,i,o,ℓ], z[i,o], in[v,i], used_i, yb[i,y]          Booleans
-    le[v,i] = Σ_{h<=i} in[v,h]  (i < m_v)                   Boolean: v in slots 1..i
-    dd_i ∈ [1, S]    = Σ_o d_o z[i,o] + 1 - used_i          (d_i, or 1 in an unused slot)
-    D_i  ∈ [0, S]    = Σ_{j>=i} Σ_o d_o z[j,o]              (suffix sum of d)
-    y_i  ∈ [0, S-i+1] = (D_i + dd_i - 1) div dd_i = ⌈D_i/d_i⌉ (0 in an unused slot)
-    r[e,i] ∈ [0, max γ]     cut cost of edge e charged to slot i
-    T ∈ [0, T_ub]           the objective
-
-Constraints::
-
-    ExactlyOne(in[v,·]);  in[v,i] = Σ_{o,ℓ} x[v,i,o,ℓ];  Σ_ℓ x[v,i,o,ℓ] <= z[i,o]
-    used_i = Σ_o z[i,o];  used_{i+1} <= used_i;  z[i,o] <= Σ_{v,ℓ} x[v,i,o,ℓ]
-    le[v,i] => le[u,i]                                    ∀ (u,v) ∈ E, i < m_u
-    Σ t_o d_o z <= k;  Σ d_o z <= N
-    y_i = (D_i + dd_i - 1) div dd_i;  Σ_y yb[i,y] = used_i;  y_i = Σ_y y·yb[i,y]
-    Σ_{v,o,ℓ} (a_ℓ y + b_ℓ) x[v,i,o,ℓ] <= M          OnlyEnforceIf(yb[i,y])
-    r[e,i] >= Σ γin(e,o,ℓ) x[v,i,o,ℓ]                 OnlyEnforceIf(¬in[u,i])   e = (u,v), i >= 2
-    r[e,i] >= Σ γout(e,o,ℓ) x[u,i,o,ℓ]                OnlyEnforceIf(¬in[v,i])
-    T >= Σ κ x[·,i,·,·] + Σ_e r[e,i]                  ∀ i
-    S·T >= Σ d_o κ x;  k·T >= Σ t_o d_o κ x;  T >= Σ_i Σ κ x[v,i,·,·]  ∀ v
-    dev_i ∈ {0} ∪ {t_o d_o : o ∈ O_i},  dev_i = Σ_o t_o d_o z[i,o]
-    T·dev_i >= Σ_v w_v in[v,i],  w_v = min over v's choices of t_o d_o κ     (bin packing)
-    ¬x[u,i,o,α] ∨ ¬x[v,i,o,β]     ∀ i, (u,o,α; v,o,β) ∈ ModelData.tmpc_exclusions()
-    minimise T
-
-The clauses are the TMPC exchange rule of repeated layers (``ModelData.tmpc_classes``:
-same TMPC memories, communication independent of the TMPC): in a stage, exchanging
-two such layers' TMPCs keeps memory and communication, so an optimal plan has, among
-them, no pair whose exchange would be faster (or, for exact twins, lexicographically
-smaller). ``params["tmpc_symmetry"] = False`` drops them. Measured with the DP's plan as
-the warm start (2 workers, ``experiments.bench_exact_workloads``): BERT-32, k = 8,
-8 GiB, N = 64 proven in 4.0 s (1,247 clauses; no proof in 60 s without); 6 GiB,
-N = 128: 4.0 s (55.6 s without).
-
-The last pair is redundant for the integer model (a stage's time times its devices is
-at least its layers' device-time) but lets CP-SAT round a slot's devices up to a
-feasible t·d as soon as layers are placed in it (``params["device_products"]=False``
-drops it). Precedence is written on the prefix literals le (u's slot <= v's slot as
-one implication per slot): measured on the proof searches below, the implications
-beat the cumulative rows Σ_{j<=i} in[v,j] <= Σ_{j<=i} in[u,j] of FORMULATIONS.md
-(24-layer branchy k=8 with the compute-only prefix rows of :meth:`CpsatModel.add_cutoff`,
-two seeds: 61.7 and 60.5 s against 71.9 and 64.2 s).
-
-Integer scaling (chosen per instance, reported in ``stats``):
-
-* **Times.** Coefficients are already divided by τ (the largest one-layer stage time,
-  so each is in [0, 1]); CP-SAT gets round(c·2^P) with P = 30, lowered when
-  S·(n+m+1)·(number of x + 1)·2^P would come near 2^62 (no overflow in any row). A
-  stage's time is a sum of at most n + m rounded terms (its layers, and each edge at
-  most once: an edge is cut-charged to a stage holding exactly one of its ends), so
-  for every plan |T_int·τ/2^P - TPS| <= ε := (n + m)·τ·2^-(P+1). Hence:
-  the returned plan's evaluated TPS is <= OPT + 2ε (``stats["tolerance"]`` = 2ε), and
-  the reported bound is the solver's bound·τ/2^P - ε, a true lower bound on OPT.
-* **Memory.** a, b and M are multiplied by 10^j (j <= 6, the first j that makes all
-  of them integers within 1e-9 relative) and divided by their gcd: exact for byte
-  counts. Otherwise M is scaled to 2^30 units, a and b rounded up and M down:
-  conservative, a plan with slack below (n·(S+1)+1) units (about n·S·M·2^-30) may be
-  rejected (``stats["memory_exact"]`` says which). With sharded state (version 2, some
-  s > 0) the memory of a choice is b + s/d_o: every a, b, s/d and M is first multiplied
-  by the lcm of the options' d, so byte counts stay integers.
-
-Version 2 (docs/problem.md §2) and uniform plans: κ, γ and memory are
-:mod:`baselines._model_data`'s per-option numbers (resync at B_in when t_o d_o <= G,
-b + s/d_o). The edge bandwidth is the whole plan's, so when G < k the problem is solved as
-two models, as the MILP does (:mod:`baselines.milp`): "inside" (k replaced by min(k, G),
-edges at B_in) and "spanning" (Σ t_o d_o z >= G + 1, edges at B), combined by
-``_model_data.combine_results``; with G >= k only "inside", the version-1 model.
-``options.uniform`` adds z[i,o] => z[1,o] for every slot i >= 2.
-
-Guards against solver bugs (OR-Tools 9.15 certifies wrong optima on this model,
-google/or-tools#5293, ``FORMULATIONS.md`` section 4):
-
-* ``presolve_inclusion_work_limit = 0`` is always set (unless the caller overrides it
-  in ``params["cp_params"]``, which the regression test does on purpose);
-* the returned plan is re-scored by the evaluator, its objective must match it within
-  2ε, the bound never exceeds its TPS, and a warm-start plan better than a claimed
-  optimum turns the claim into "feasible" (``_model_data.guarded_result``);
-* ``params["verify"] = True`` re-solves with T <= T_opt - 1, presolve off and the proof
-  portfolio below: any solution found there refutes the OPTIMAL claim (the better plan
-  is then kept).
-
-Warm start (``options.warm_start``, e.g. the DP's plan) with scaled objective W: by
-default the model becomes a *proof search*, as the MILP's cutoff does: only plans with
-T <= W - 1 are allowed (:meth:`CpsatModel.add_cutoff`, which also hands the cutoff to
-every slot). "Infeasible" then proves the warm start optimal (bound W - ε); a plan
-found there is better and the search goes on below it; at the time limit the warm
-start is returned as "feasible". Measured on ``experiments.bench_exact``: this proves
-rows that hinting alone (``params["strict_cutoff"] = False``: hint every variable and
-add T <= W) leaves open. An INFEASIBLE verdict is trusted here as any proof is; the
-guard parameter above is always on.
-
-A proof search asks CP-SAT for its complete tree searches only (:data:`PROOF_SUBSOLVERS`:
-the pure CP/SAT search with clause learning first, then the LP-based ones) and for no
-neighbourhood or feasibility-jump heuristics, which look for plans that usually do not
-exist below an optimal warm start (``params["proof_portfolio"] = False`` restores the
-default portfolio). What OR-Tools 9.15 then runs (its search log): with w <= 4 workers,
-the first w - 1 of that list plus one first-solution search, ``fs_random_no_lp`` (the
-CP/SAT search with random polarities), which finds no plan below the cutoff and so
-searches on to the end, sharing learnt clauses; with 2 workers that is no_lp beside
-fs_random_no_lp. Forcing two full searches (``num_full_subsolvers`` = 2: no_lp and
-default_lp) was slower on 24-layer branchy k=8 (86 s against 67 s) and the 24-layer
-chain k=16 (29 s against 21 s), faster on 16-layer branchy k=16 (13.9 s against 16.6 s).
-Measured on 2 cores with the DP's plan as the warm start, against the default 4-worker
-portfolio (before the prefix rows of :meth:`CpsatModel.add_cutoff`): 24-layer chain
-k=16 proven in 28 s (was >60 s), 12-layer branchy k=16 8 s (24 s), 16-layer branchy
-k=16 16 s (40 s), 16-layer branchy k=8 6 s (17 s). In a 3-worker default run on the
-24-layer chain, feasibility jump took 38 s of task time beside 42 s each for the two
-tree searches, and the pure CP/SAT one (no_lp) found the proof.
-
-``params["split"] = "sequences"`` runs that proof search once per option sequence of the
-stages (:mod:`baselines._split`), on a copy of the model with z[i, o_i] = 1 for every
-slot of the sequence and the next slot unused: D_i, y_i and the slots' devices become
-constants and presolve often refutes the copy alone. ``params["split_workers"]``
-(default ``threads``) single-worker searches run at once (1: one at a time with
-``threads`` workers each). ResNet-50 at k = 8 (126 sequences) is proven in 11-12 s that
-way (20.6 s one at a time), where the whole model had no proof after 300 s. The number
-of sequences grows like the compositions of k: the 16-layer branchy DAG at k = 8 has 287
-(7.0 s, against 1.8 s for the whole model), k = 16 about 270,000 (refused).
+(:mod:`baselines._model_data`), with reification instead of big-M and y as a division.
+The variables and constraints, the integer scaling of times (tolerance 2ε) and memory,
+the proof portfolio of a search below a warm start, the guards against OR-Tools 9.15's
+wrong-OPTIMAL bug (google/or-tools#5293: ``presolve_inclusion_work_limit = 0``), the
+optional ``verify`` and the split over option sequences are written once in
+``docs/formulations.md`` (§3 the CP-SAT model, §4 warm starts and the split, §6
+statuses and guards, §7 numerics, §8 version 2 and uniform plans). Measurements are in
+``experiments/EXACT_MODELS.md``.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The paper's PipeDream-2BW-like "equi" baseline (``PROBLEM.md``, "Ablations used in the paper").
+"""The paper's PipeDream-2BW-like "equi" baseline (``docs/problem.md`` §7.2).
 
 Every plan it considers has the same data-parallel degree d and tensor-parallel
 degree t in all L stages, and uses activation recomputation on every layer or on

@@ -1,114 +1,15 @@
 r"""Exact MILP for Piper's partitioning problem (PuLP; CBC by default, HiGHS selectable).
 
-``solve_milp(problem, options)``; ``options.params["backend"]`` is ``"cbc"`` (default)
-or ``"highs"``. ``write_lp`` / ``write_mps`` write the model for other solvers.
+``solve_milp(problem, options)``; ``options.params["backend"]`` is ``"cbc"`` (default) or
+``"highs"``. ``write_lp`` / ``write_mps`` write the model for other solvers.
 
-The model (``FORMULATIONS.md`` section 3, tightened). Coefficients and the domain
-reductions come from :mod:`baselines._model_data`: slots i = 1..L, L = min(k, N, n);
-options o = (t_o, d_o) allowed at slot i (O_i); per layer v its choices (o, ℓ) with
-scaled node term κ, in-edge terms γin, out-edge terms γout, memory a, b (divided by M);
-v may only sit in slots i <= m_v = n - |desc(v)|; Y_io = ⌈(S - i + 1)/d_o⌉.
-Times are divided by τ (the largest one-layer stage time), memory by M.
-
-Variables::
-
-    x[v,i,o,ℓ] ∈ {0,1}     v in slot i, slot i uses option o, v uses TMPC ℓ
-    u[i,o,y]   ∈ {0,1}     slot i uses option o and y_i = y   (y = 1..Y_io)
-    r[e,i]     >= 0        cut cost of edge e charged to slot i
-    T          >= 0        max stage time (the objective)
-
-    z[i,o] = Σ_y u[i,o,y],  used_i = Σ_o z[i,o],  in[v,i] = Σ_{o,ℓ} x[v,i,o,ℓ]
-    d_i = Σ_o d_o z[i,o],   D_i = Σ_{j>=i} d_j,   U[i,o,>=y] = Σ_{y'>=y} u[i,o,y']
-
-Constraints::
-
-    (A) Σ_i in[v,i] = 1                                          every layer once
-    (B) Σ_ℓ x[v,i,o,ℓ] <= z[i,o];   used_i <= 1                  one option per slot
-    (C) used_{i+1} <= used_i;  z[i,o] <= Σ_{v,ℓ} x[v,i,o,ℓ]      used slots first, none empty
-    (D) Σ_{j<=i} in[v,j] <= Σ_{j<=i} in[u,j]     ∀(u,v)∈E, i<L   stage(u) <= stage(v)
-        (written with continuous cum[v,i] = Σ_{j<=i} in[v,j], one chain per layer)
-    (E) Σ_{i,o} t_o d_o z[i,o] <= k;   Σ_{i,o} d_o z[i,o] <= N
-    (F) Σ_{o,y} (d_o(y-1)+1) u[i,o,y] <= D_i <= Σ_{o,y} d_o y u[i,o,y]      y_i = ⌈D_i/d_i⌉
-    (G) Σ_{v,ℓ} (a_ℓ y + b_ℓ) x[v,i,o,ℓ] <= z[i,o] + BM_ioy (z[i,o] - U[i,o,>=y])
-                                                 ∀ i, o, y = 1..Y_io      memory <= M
-    (H) r[e,i] >= Σ_{o,ℓ} γin(e,o,ℓ) x[v,i,o,ℓ] - Σ_o Γin(e,o) Σ_ℓ' x[u,i,o,ℓ']   e=(u,v), i>=2
-        r[e,i] >= Σ_{o,ℓ} γout(e,o,ℓ) x[u,i,o,ℓ] - Σ_o Γout(e,o) Σ_ℓ' x[v,i,o,ℓ']
-    (I) T >= Σ_{v,o,ℓ} κ(v,o,ℓ) x[v,i,o,ℓ] + Σ_e r[e,i]          ∀ i
-    (J) S·T >= Σ d_o κ x;   k·T >= Σ t_o d_o κ x;   T >= Σ_{i,o,ℓ} κ(v,o,ℓ) x[v,i,o,ℓ]  ∀ v
-
-    (X) x[u,i,o,α] + x[v,i,o,β] <= 1     ∀ i, (u,o,α; v,o,β) ∈ ModelData.tmpc_exclusions()
-
-    minimise T
-
-with Γin(e,o) = max_ℓ γin(e,o,ℓ), Γout likewise, and
-BM_ioy = Σ_v max_ℓ (a_ℓ y + b_ℓ) - 1 (the row is dropped when BM_ioy <= 0).
-
-What changed against FORMULATIONS.md, and why it is still exact:
-
-* (G) is written per option and with the cumulative indicator U[i,o,>=y] instead of
-  one big-M row per (i, y) over all options. Memory is non-decreasing in y (a >= 0),
-  so a plan with y_i = y satisfies every row y' <= y, and the row for y' is relaxed
-  exactly when y_i < y'. Multiplying M by z[i,o] is valid because x[v,i,o,·] <= z[i,o].
-  The rows are shorter (only option o's x) and tighter in the LP; the y = 1 row has
-  no big-M at all.
-* (C) per option: an option is only switched on when some layer uses it (summing
-  over o gives the old "used slot is not empty").
-* The domain reductions of :mod:`baselines._model_data` (slot/option/y/slot-of-v
-  bounds, TMPCs that never fit) remove variables, not solutions of the "used slots
-  first, none empty" form, which contains an optimal plan (fact F2).
-* (H) for i = 1 with e = (u,v) is dropped: v in slot 1 forces u into slot 1 by (D).
-* (X) is the TMPC exchange rule of repeated layers (``ModelData.tmpc_classes``: the
-  same TMPC memories, communication independent of the TMPC): exchanging two such
-  layers' TMPCs within a stage keeps its memory and communication, so an optimal plan
-  has no pair among them whose exchange would make the stage faster (or, for exact
-  twins, lexicographically smaller). ``params["tmpc_symmetry"] = False`` drops it.
-* (J) adds the per-layer bound (a stage is at least as slow as any one of its layers).
-
-Version 2 (docs/problem.md §2) and uniform plans. κ, γ and b above are
-:mod:`baselines._model_data`'s per-option numbers: κ holds the resync f(d-1)w/(dN·B_res(o)),
-B_res(o) = B_in when t_o d_o <= G else B; b holds b + s/d_o; γ is at this model's B_edge.
-B_edge belongs to the whole plan (B_in when Σ t_i d_i <= G), so when G < k the problem is
-solved as two models (``_model_data.node_parts``): "inside", k replaced by min(k, G) in
-(E) and everywhere else (edges at B_in), and "spanning", k in (E) plus::
-
-    (E') Σ_{i,o} t_o d_o z[i,o] >= G + 1                          (edges at B)
-
-each with its own cutoff, verification and OOM re-solve; the better plan is returned,
-"optimal" only when both parts are proven (optimal or infeasible), the bound is the least
-of the two, the tolerance the largest (``_model_data.combine_results``; each part's
-answer in ``stats["parts"]``). With G >= k (every version-1 instance) only "inside" is
-solved, with k and B_in = B: the version-1 model. ``options.uniform`` adds::
-
-    (U) z[i,o] <= z[1,o]       ∀ i >= 2, o ∈ O_i        every used slot takes slot 1's option
-
-Warm start (``options.warm_start``, e.g. the DP's plan) with value U (units of τ): the
-model is solved with the cutoff T <= U·(1 - 1e-6) instead of as a MIP start, which
-also removes every choice with κ > cutoff and adds::
-
-    (K) Σ_{v,ℓ} κ(v,o,ℓ) x[v,i,o,ℓ] <= cutoff · z[i,o]          ∀ i, o
-
-``params["split"] = "sequences"`` solves that model once per option sequence of the
-stages instead (:mod:`baselines._split`: with the sequence fixed, every y_i is known and
-(F), (G) lose their big-M); CBC proves the 16-layer branchy DAG at k = 8 that way.
-If that model is infeasible, the warm start is optimal (to 1e-6 relative, the same
-promise as the gap settings) and the bound is the cutoff; if it finds a plan, that
-plan is better and the search goes on below the warm start; at the time limit the warm
-start is returned as "feasible". ``params["cutoff"] = False`` uses a plain MIP start.
-
-Why proofs are hard for this model (measured): the LP relaxation is the bin-packing
-bound. Every option gives the same work capacity per device (κ ≈ p/d on d·t devices),
-so the LP spreads layers fractionally over slots and options and its bound is about
-total work / k (57% of the optimum on the 16-layer chain with k = 8, with or without
-memory), whatever cuts of this compact kind are added; closing the gap is branching.
-
-Solver settings: gapRel = 0 and gapAbs = 1e-9 (scaled units; HiGHS's defaults would
-stop 1e-4 short); PuLP's ``sol_status`` tells "proven optimal" (1) from "has a plan"
-(2); the proven bound comes from HiGHS's ``mip_dual_bound``; CBC stopped by the time
-limit claims none (its logged "Lower bound" was seen above the true optimum), and the
-result then carries :meth:`~baselines._model_data.ModelData.static_bound`. The plan is
-read from x > 0.5 and re-scored by the evaluator; if the evaluator finds it out of
-memory (a row accepted within the solver's feasibility tolerance), the model is
-solved once more with M·(1 - 1e-6).
+The model, its rows (A)-(K), (X), (E'), (U), the warm-start cutoff, the split over option
+sequences and the solver settings are written once, in ``docs/formulations.md`` (§2 the
+MILP, §4 warm starts and the split, §6 statuses and guards, §7 numerics: the stated
+tolerance :func:`claim_tolerance` and the second proof :func:`_verify_optimum` of every
+optimal claim, §8 version 2 and uniform plans). Coefficients and domain reductions come
+from :mod:`baselines._model_data`. Measurements of the model's speed are in
+``experiments/EXACT_MODELS.md``.
 """
 
 from __future__ import annotations

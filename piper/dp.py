@@ -1,6 +1,6 @@
 """Piper's two-level dynamic program: a threshold search, and the table itself.
 
-The problem (``PROBLEM.md``): split the DAG into stages S_1..S_L (differences of
+The problem (``docs/problem.md``): split the DAG into stages S_1..S_L (differences of
 nested ideals), give stage i degrees (t_i, d_i) and one TMPC per layer, to
 minimise max_i TPS_i subject to sum d_i t_i <= k, sum d_i <= N and memory.
 
