@@ -1,11 +1,14 @@
-"""Small builders for hand-made test workloads (plain dicts in the reference JSON format)."""
+"""Small builders for test workloads (plain dicts in the reference JSON format), random
+version-2 keys, and the ordered partitions of a graph (for naive oracles)."""
 
 from __future__ import annotations
 
 import copy
+import itertools
+import random
 from typing import Any
 
-from piper import Plan, Stage, problem_from_dict
+from piper import Plan, Problem, Stage, problem_from_dict, problem_to_dict
 
 
 def tmpc(tid: str = "vanilla", p: float = 1.0, w: float = 0.0, a: float = 0.0, b: float = 0.0,
@@ -48,3 +51,40 @@ def plan(*stages: tuple) -> Plan:
         tm = {v: names for v in nodes} if isinstance(names, str) else dict(names)
         out.append(Stage(tuple(nodes), d, t, tm))
     return Plan(tuple(out))
+
+
+def with_v2(problem: Problem, rng: random.Random, *, slower_inside: bool | None = None,
+            shard_denominator: int = 16) -> Problem:
+    """Random version-2 keys: G in {1, 2, 4, 8}, B_in = B * {4..20} (or B / {2..4}: with
+    probability 0.15 when ``slower_inside`` is None, always when True, never when False),
+    f in {2, 4}, and on ~60% of the TMPCs a sharded size s = {0..8} M / ``shard_denominator``."""
+    raw = problem_to_dict(problem)
+    raw["devicesPerNode"] = rng.choice((1, 2, 4, 8))
+    raw["intraNodeBandwidth"] = raw["bandwidth"] * rng.randint(4, 20)
+    slower = rng.random() < 0.15 if slower_inside is None else slower_inside
+    if slower:  # allowed, if odd: slower inside a node than across
+        raw["intraNodeBandwidth"] = raw["bandwidth"] / rng.randint(2, 4)
+    raw["allReduceFactor"] = rng.choice((2, 4))
+    m = raw["maxMemoryPerDevice"]
+    for nd in raw["nodes"]:
+        for lst in nd["TMPCs"].values():
+            for c in lst:
+                if rng.random() < 0.6:
+                    c["memoryUsageShardedB"] = float(rng.randint(0, 8)) * m / shard_denominator
+    return problem_from_dict(raw)
+
+
+def ordered_partitions(problem: Problem, remaining: frozenset[int]):
+    """Every ordered partition into non-empty stages with stage(u) <= stage(v) on each edge."""
+    if not remaining:
+        yield []
+        return
+    items = sorted(remaining)
+    for r in range(1, len(items) + 1):
+        for first in itertools.combinations(items, r):
+            s = set(first)
+            # no edge into the first stage from a node placed later
+            if any(e.u in remaining and e.u not in s for v in s for e in problem.in_edges[v]):
+                continue
+            for rest in ordered_partitions(problem, remaining - s):
+                yield [first, *rest]

@@ -15,40 +15,7 @@ from experiments.instances import random_problem
 from piper import Options, Plan, Problem, SolverError, Stage, evaluate, problem_from_dict, problem_to_dict
 from piper.problem import VERSION2_FEATURES
 
-from .helpers import tmpc, workload
-
-
-def with_v2(problem: Problem, rng: random.Random) -> Problem:
-    """Random version-2 keys: G in {1, 2, 4, 8}, B_in = B * {4..20} (or B / {2..4}), f in {2, 4}, some s > 0."""
-    raw = problem_to_dict(problem)
-    raw["devicesPerNode"] = rng.choice((1, 2, 4, 8))
-    raw["intraNodeBandwidth"] = raw["bandwidth"] * rng.randint(4, 20)
-    if rng.random() < 0.15:  # allowed, if odd: slower inside a node than across
-        raw["intraNodeBandwidth"] = raw["bandwidth"] / rng.randint(2, 4)
-    raw["allReduceFactor"] = rng.choice((2, 4))
-    m = raw["maxMemoryPerDevice"]
-    for nd in raw["nodes"]:
-        for lst in nd["TMPCs"].values():
-            for c in lst:
-                if rng.random() < 0.6:
-                    c["memoryUsageShardedB"] = float(rng.randint(0, 8)) * m / 16
-    return problem_from_dict(raw)
-
-
-def ordered_partitions(problem: Problem, remaining: frozenset[int]):
-    """Every ordered partition into non-empty stages with stage(u) <= stage(v) on each edge."""
-    if not remaining:
-        yield []
-        return
-    items = sorted(remaining)
-    for r in range(1, len(items) + 1):
-        for first in itertools.combinations(items, r):
-            s = set(first)
-            # no edge into the first stage from a node placed later
-            if any(e.u in remaining and e.u not in s for v in s for e in problem.in_edges[v]):
-                continue
-            for rest in ordered_partitions(problem, remaining - s):
-                yield [first, *rest]
+from .helpers import ordered_partitions, tmpc, with_v2, workload
 
 
 def evaluator_optimum(problem: Problem) -> float:

@@ -18,26 +18,8 @@ from experiments.instances import random_problem
 from piper import Options, Problem, check_plan, evaluate, problem_from_dict, problem_to_dict
 from piper.problem import VERSION2_FEATURES
 
-from .helpers import tmpc, workload
+from .helpers import tmpc, with_v2, workload
 from .reference import problem_of, rows
-
-
-def with_v2(problem: Problem, rng: random.Random, slower_inside: bool = False) -> Problem:
-    """Random version-2 keys: G in {1, 2, 4, 8}, B_in = B * {4..20} (B / {2..4} when
-    ``slower_inside``), f in {2, 4}, sharded sizes s = {0..8} M / 16 on ~60% of the TMPCs."""
-    raw = problem_to_dict(problem)
-    raw["devicesPerNode"] = rng.choice((1, 2, 4, 8))
-    raw["intraNodeBandwidth"] = raw["bandwidth"] * rng.randint(4, 20)
-    if slower_inside:
-        raw["intraNodeBandwidth"] = raw["bandwidth"] / rng.randint(2, 4)
-    raw["allReduceFactor"] = rng.choice((2, 4))
-    m = raw["maxMemoryPerDevice"]
-    for nd in raw["nodes"]:
-        for lst in nd["TMPCs"].values():
-            for c in lst:
-                if rng.random() < 0.6:
-                    c["memoryUsageShardedB"] = float(rng.randint(0, 8)) * m / 16
-    return problem_from_dict(raw)
 
 
 def tiny_cases(count: int, seed: int, slower_inside: bool = False) -> list[Problem]:
@@ -46,7 +28,7 @@ def tiny_cases(count: int, seed: int, slower_inside: bool = False) -> list[Probl
     for i in range(count):
         base = random_problem(seed * 1000 + i, n=rng.choice((2, 3, 3, 4)), devices=rng.choice((2, 3, 4, 4, 6, 8)),
                               microbatches=rng.choice((1, 2, 4, 8)), degrees=(1, 2))
-        out.append(with_v2(base, rng, slower_inside))
+        out.append(with_v2(base, rng, slower_inside=slower_inside))
     return out
 
 
@@ -239,7 +221,7 @@ def test_dp_equals_brute_force_on_more_version2_instances(request):
     for i in range(1000):
         base = random_problem(90_000 + i, n=rng.choice((3, 4, 5)), devices=rng.choice((4, 6, 8)),
                               microbatches=rng.choice((2, 4, 8)), degrees=(1, 2, 4))
-        p = with_v2(base, rng)
+        p = with_v2(base, rng, slower_inside=False)
         brute = solve(p, solver="brute")
         for params in ({}, {"engine": "table"}):
             dp = solve(p, Options(params=params), solver="dp")

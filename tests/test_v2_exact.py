@@ -27,28 +27,12 @@ from piper import Options, Plan, Problem, Stage, evaluate, problem_from_dict, pr
 from piper.problem import VERSION2_FEATURES
 from piper.result import Result, Status
 
+from .helpers import ordered_partitions, with_v2
+
 EXACT = ("milp-highs", "cpsat", "milp")
 #: instances per solver in the fast set (CBC is the slow one)
 FAST = {"milp-highs": 80, "cpsat": 80, "milp": 60}
 SLOW = 300
-
-
-def with_v2(problem: Problem, rng: random.Random) -> Problem:
-    """Random version-2 keys (as tests/test_v2_brute.py, with smaller s so that fewer cases
-    are infeasible): G, B_in, f and some s > 0."""
-    raw = problem_to_dict(problem)
-    raw["devicesPerNode"] = rng.choice((1, 2, 4, 8))
-    raw["intraNodeBandwidth"] = raw["bandwidth"] * rng.randint(4, 20)
-    if rng.random() < 0.15:  # allowed, if odd: slower inside a node than across
-        raw["intraNodeBandwidth"] = raw["bandwidth"] / rng.randint(2, 4)
-    raw["allReduceFactor"] = rng.choice((2, 4))
-    m = raw["maxMemoryPerDevice"]
-    for nd in raw["nodes"]:
-        for lst in nd["TMPCs"].values():
-            for c in lst:
-                if rng.random() < 0.6:
-                    c["memoryUsageShardedB"] = float(rng.randint(0, 8)) * m / 32
-    return problem_from_dict(raw)
 
 
 @functools.lru_cache(maxsize=None)
@@ -56,7 +40,7 @@ def case(i: int) -> Problem:
     rng = random.Random(90_001 * i + 17)
     base = random_problem(7000 + i, n=rng.choice((2, 3, 4, 4, 5)), devices=rng.choice((2, 3, 4, 4, 6, 8)),
                           microbatches=rng.choice((1, 2, 4, 8)), degrees=(1, 2), max_tmpcs=rng.choice((1, 2, 3)))
-    return with_v2(base, rng)
+    return with_v2(base, rng, shard_denominator=32)  # smaller s: fewer infeasible cases
 
 
 @functools.lru_cache(maxsize=None)
@@ -147,21 +131,6 @@ def test_spanning_part_uses_the_slow_links():
 
 
 # ----------------------------------------------------------------------------- uniform plans
-
-
-def ordered_partitions(problem: Problem, remaining: frozenset[int]):
-    """Every ordered partition into non-empty stages with stage(u) <= stage(v) on each edge."""
-    if not remaining:
-        yield []
-        return
-    items = sorted(remaining)
-    for r in range(1, len(items) + 1):
-        for first in itertools.combinations(items, r):
-            s = set(first)
-            if any(e.u in remaining and e.u not in s for v in s for e in problem.in_edges[v]):
-                continue
-            for rest in ordered_partitions(problem, remaining - s):
-                yield [first, *rest]
 
 
 @functools.lru_cache(maxsize=None)
