@@ -124,12 +124,11 @@ def _listing() -> str:
     return "\n".join(lines)
 
 
-def cmd_model(args: argparse.Namespace) -> int:
-    if args.list:
-        print(_listing())
-        return 0
+def model_from_args(args: argparse.Namespace) -> tuple[TransformerConfig, Hardware, TrainingSetup]:
+    """The model, hardware and training setup that :func:`add_model_arguments`' flags name
+    (shared by ``python -m piper model`` and ``python -m piper plan``)."""
     if not args.model:
-        raise UsageError("model: give a preset name or a config.json (see --list)")
+        raise UsageError(f"{getattr(args, 'command', None) or 'model'}: give a preset name or a config.json (see --list)")
     cfg = load_model(args.model, seq_length=args.seq)
     changes: dict[str, Any] = {}
     if args.seq is not None:
@@ -137,7 +136,6 @@ def cmd_model(args: argparse.Namespace) -> int:
     if args.micro_batch is not None:
         changes["micro_batch"] = args.micro_batch
     cfg = cfg.with_changes(**changes)
-    hw = _hardware(args)
     setup = TrainingSetup(
         nodes=args.nodes,
         global_batch=args.global_batch,
@@ -147,6 +145,14 @@ def cmd_model(args: argparse.Namespace) -> int:
         memory_reserve_bytes=args.memory_reserve,
         recompute=args.recompute,
     )
+    return cfg, _hardware(args), setup
+
+
+def cmd_model(args: argparse.Namespace) -> int:
+    if args.list:
+        print(_listing())
+        return 0
+    cfg, hw, setup = model_from_args(args)
     workload = build_workload(cfg, hw, setup)
     load_problem(workload, strict=True)  # the planner must accept what we write, every key known
     if args.out:

@@ -28,7 +28,7 @@ from ..options import Options
 from ..plan import render_plan
 from ..problem import load_problem
 from ..result import SolverError
-from .cli import _hardware, add_model_arguments, load_model
+from .cli import add_model_arguments, model_from_args
 from .costs import head_forward_flops, layer_train_flops, model_flops_per_iteration
 from .tmpc import parse_tmpc_id
 from .workload import TrainingSetup, build_workload
@@ -88,17 +88,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         from .cli import cmd_model
 
         return cmd_model(args)
-    cfg = load_model(args.model, seq_length=args.seq)
-    changes: dict[str, Any] = {}
-    if args.seq is not None:
-        changes["seq_length"] = args.seq
-    if args.micro_batch is not None:
-        changes["micro_batch"] = args.micro_batch
-    cfg = cfg.with_changes(**changes)
-    hw = _hardware(args)
-    setup = TrainingSetup(nodes=args.nodes, global_batch=args.global_batch, efficiency=args.efficiency,
-                          distributed_optimizer=not args.no_distributed_optimizer, grad_bytes=args.grad_bytes,
-                          memory_reserve_bytes=args.memory_reserve, recompute=args.recompute)
+    cfg, hw, setup = model_from_args(args)
     workload = build_workload(cfg, hw, setup)
     problem = load_problem(workload, strict=True)
     if args.out:
