@@ -15,10 +15,11 @@ the same problems on every machine). Suites:
   (e.g. ``random:320``, the 320 seeds the exact models were first cross-checked on).
 * ``real-magnitudes``: issue 18's reproducer and operator-like graphs with real
   magnitudes; ``real-magnitudes:COUNT[:FIRST[:MAXN]]`` for more (``real_magnitude_suite``).
+* ``models``: tiny transformers built by the model front end (``piper.frontend``).
 * ``version2``: tiny DAGs with version-2 cluster keys (nodes of G devices, sharded
   optimizer state, both) and with uniform plans.
 * ``default``: what ``python -m experiments.compare`` runs with no arguments:
-  tiny + small + paper-slices + infeasible + 8 of version2, sized to finish well within 3 minutes
+  tiny + small + paper-slices + infeasible + 8 of version2 + 2 of models, sized to finish well within 3 minutes
   on 2 cores with every solver.
 
 A slice (:func:`slice_problem`) is the induced subgraph on a prefix of the
@@ -306,19 +307,54 @@ def version2_suite(count: int = 4, first_seed: int = 40) -> list[Instance]:
     return out
 
 
+#: tiny transformers for the ``models`` suite: (layers, hidden, heads, kv heads, ffn kind,
+#: nodes, devices per node, memory per device in bytes)
+MODEL_CASES: tuple[tuple[int, int, int, int, str, int, int, float], ...] = (
+    (2, 1024, 8, 8, "gelu", 1, 8, 2e9),
+    (3, 2048, 16, 16, "gelu", 2, 4, 2e9),
+    (2, 1024, 8, 2, "swiglu", 1, 8, 1.5e9),
+    (4, 1024, 8, 8, "gelu", 2, 8, 1.2e9),
+    (3, 1536, 12, 4, "swiglu", 2, 4, 2e9),
+    (2, 2048, 16, 16, "gelu", 1, 4, 3e9),
+)
+
+
+def models_suite(count: int = len(MODEL_CASES)) -> list[Instance]:
+    """Workloads of the model front end (``piper.frontend``) for tiny transformers: 2-4
+    layers (GELU, and SwiGLU with grouped-query attention), 1-2 nodes, up to 16 devices,
+    small memory limits (1.2-3 GB), every version-2 key, six TMPCs per layer and degree."""
+    from piper.frontend.config import TransformerConfig
+    from piper.frontend.hardware import hardware
+    from piper.frontend.workload import TrainingSetup, build_workload
+
+    out = []
+    for layers, hidden, heads, kv, ffn, nodes, per_node, memory in MODEL_CASES[:count]:
+        cfg = TransformerConfig(name=f"toy-l{layers}-h{hidden}-{ffn}", layers=layers, hidden_size=hidden,
+                                attention_heads=heads, kv_heads=kv, ffn_hidden_size=4 * hidden if ffn == "gelu" else 3 * hidden,
+                                vocab_size=32000, seq_length=2048, ffn_kind=ffn)
+        hw = hardware("a100-80gb", None, devices_per_node=per_node, memory_bytes=memory)
+        problem = problem_from_dict(build_workload(cfg, hw, TrainingSetup(nodes=nodes, global_batch=16)))
+        name = f"{cfg.name}-{nodes}x{per_node}"
+        out.append(Instance(name, problem, "models", "model front end workload (piper.frontend)"))
+    return out
+
+
 def default_suite() -> list[Instance]:
     """The embedded default: tiny + small + paper-slices + infeasible + two rounds of the
-    version-2 families (32 instances, all proven by the exact solvers within seconds each)."""
-    return [*tiny_suite(), *small_suite(), *paper_slices_suite(), *infeasible_suite(), *version2_suite(2)]
+    version-2 families + two model front end workloads (34 instances, all proven by the
+    exact solvers within seconds each)."""
+    return [*tiny_suite(), *small_suite(), *paper_slices_suite(), *infeasible_suite(), *version2_suite(2),
+            *models_suite(2)]
 
 
 SUITES: dict[str, tuple[str, Callable[[], list[Instance]]]] = {
-    "default": ("the embedded default: tiny + small + paper-slices + infeasible + 8 version-2", default_suite),
+    "default": ("the embedded default: tiny + small + paper-slices + infeasible + 8 version-2 + 2 models", default_suite),
     "tiny": ("12 random DAGs, 3-7 layers, k <= 6", tiny_suite),
     "small": ("4 random DAGs, 8-10 layers, k = 4, N = 8, t in {1,2,4}", small_suite),
     "paper-slices": ("5 slices: first 6-12 layers of BERT-32, GNMT, ResNet-50; k = 4, memory binds", paper_slices_suite),
     "infeasible": ("3 provably infeasible instances", infeasible_suite),
     "medium": ("4 random DAGs, 12-16 layers, k = 8, N = 16 (exact solvers may time out)", medium_suite),
+    "models": ("6 tiny transformers from the model front end, 1-2 nodes, up to 16 devices", models_suite),
     "version2": ("16 tiny DAGs: nodes of G devices, sharded optimizer state, both, and uniform plans", version2_suite),
     "real-magnitudes": ("issue 18's reproducer + 11 operator-like graphs with real magnitudes, 6-12 layers; "
                         "real-magnitudes:COUNT[:FIRST[:MAXN]] for more", _real_magnitudes_named),
