@@ -21,6 +21,7 @@ from .problem import (
     problem_to_dict,
 )
 from .result import Result, SolverError, Status, make_result
+from .solvers import get_solver, solve, solver_names
 
 __all__ = [
     "TMPC", "Edge", "Node", "Problem", "ProblemError", "load_problem", "problem_from_dict",
@@ -29,5 +30,6 @@ __all__ = [
     "PlanError", "Score", "StageScore", "evaluate", "check_plan",
     "Options", "Candidates", "candidates", "NO_AR",
     "Result", "Status", "SolverError", "make_result",
+    "solve", "get_solver", "solver_names",
 ]
 __version__ = "0.1.0"

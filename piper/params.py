@@ -2,7 +2,7 @@
 
 A misspelt key (``{"engin": "table"}``) or a value of the wrong type is a
 :class:`~piper.result.SolverError` naming the key and listing the known ones, raised by
-the registry before the solver runs (:meth:`baselines.SolverInfo.__call__`); the command
+the registry before the solver runs (:meth:`piper.solvers.SolverInfo.__call__`); the command
 line turns it into exit status 2 and one line. Keys are documented in the solvers'
 docstrings (``solve_dp``, ``solve_milp``, ``solve_cpsat``, ``solve_equi``).
 """

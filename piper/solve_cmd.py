@@ -84,7 +84,7 @@ def stdout_to_stderr() -> Iterator[None]:
 
 
 def cmd_solve(args: argparse.Namespace, prog: str = "piper") -> int:
-    from baselines import get_solver  # the registry (moves to piper.solvers)
+    from .solvers import get_solver
 
     try:
         info = get_solver("dp-greedy" if args.knapsack == "greedy" and args.solver == "dp" else args.solver)

@@ -82,7 +82,7 @@ def plan_metrics(cfg: Any, hw: Any, setup: TrainingSetup, problem: Any, plan: An
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
-    from baselines import get_solver  # the registry
+    from ..solvers import get_solver
 
     if args.list or not args.model:
         from .cli import cmd_model
