@@ -29,6 +29,9 @@ a solver's own claim, except in check 1 which compares the two:
    something other than a Result, or returned a structurally invalid plan.
 6. ``result-tps``: ``Result.tps`` is the evaluator's score of the plan (compare
    re-scores every plan itself; a solver that bypasses ``make_result`` is caught).
+7. ``result``: the one result check, :func:`piper.check_result` (status and bound
+   consistent, an optimal plan within its tolerance of its bound, the options honoured:
+   no d > 1 without data parallelism, no excluded TMPC, one (d, t) when uniform, ...).
 
 A ``SolverError`` ("too large", missing backend, ...) marks the run ``skipped``
 with the reason, as does a graph larger than the registry's ``max_nodes``; a
@@ -94,6 +97,7 @@ from piper.cli import (
     positive_int,
     run_main,
 )
+from piper.checks import check_result
 from piper.evaluate import evaluate
 from piper.options import Options
 from piper.plan import Plan
@@ -171,6 +175,8 @@ class SolverRun:
     #: seconds of the untimed warm-up solve that preceded this one (None: none)
     warmup_s: float | None = None
     failures: list[str] = field(default_factory=list)
+    #: what piper.check_result found wrong with the Result (besides compare's own checks)
+    result_issues: list[str] = field(default_factory=list)
 
     @property
     def has_plan(self) -> bool:
@@ -244,7 +250,7 @@ def solve_in_process(problem: Any, info: SolverInfo, options: Options) -> Solver
         base.status, base.time_s = ERROR, wall
         base.message = f"returned {type(result).__name__}, not a Result"
         return base
-    return _run_from_result(problem, info, result, wall)
+    return _run_from_result(problem, info, result, wall, options)
 
 
 def _worker_main(conn: Any) -> None:
@@ -430,7 +436,8 @@ class IsolatedRunner:
         self.close()
 
 
-def _run_from_result(problem: Any, info: SolverInfo, result: Result, wall: float) -> SolverRun:
+def _run_from_result(problem: Any, info: SolverInfo, result: Result, wall: float,
+                     options: Options | None = None) -> SolverRun:
     """The row of a returned Result. Its plan is scored here, by the evaluator, and
     that score is the TPS compared (``Result.tps`` is kept as ``reported_tps``);
     a structurally invalid plan makes the run an error."""
@@ -445,7 +452,12 @@ def _run_from_result(problem: Any, info: SolverInfo, result: Result, wall: float
             run.message = _one_line(f"invalid plan: {type(exc).__name__}: {exc}")
             run.plan = result.plan.to_dict() if isinstance(result.plan, Plan) else None
             return run
+    # the one result check (piper.check_result); tps / objective / plan are compare's own
+    # checks below (result-tps, claimed-tps, plan), the rest become "result" failures
+    issues = [f"{i.check}: {i.message}" for i in check_result(problem, options, result, exact=info.exact)
+              if i.check not in ("tps", "objective", "plan")]
     return SolverRun(
+        result_issues=issues,
         solver=info.name,
         exact=info.exact,
         status=status,
@@ -522,6 +534,8 @@ def _check_run(run: SolverRun, rtol: float) -> list[Failure]:
     out = []
     if run.status == ERROR:
         out.append(Failure(run.solver, "exception", run.message))
+    for text in run.result_issues:
+        out.append(Failure(run.solver, "result", text))
     if run.status in PLAN_STATUSES and not run.has_plan:
         out.append(Failure(run.solver, "plan", f"status {run.status} but no plan returned"))
     if run.has_plan and run.status in PLAN_STATUSES and not math.isfinite(run.tps):

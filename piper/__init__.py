@@ -5,6 +5,7 @@ Data flows one way: workload JSON -> :class:`Problem` -> a solver ->
 :class:`Result` (holding a :class:`Plan`) -> :func:`evaluate` -> :class:`Score`.
 """
 
+from .checks import ResultIssue, check_result
 from .evaluate import PlanError, Score, StageScore, check_plan, evaluate
 from .options import NO_AR, Candidates, Options, candidates
 from .plan import Plan, PlanFormatError, Stage, load_plan, plan_from_dict, render_plan
@@ -30,6 +31,6 @@ __all__ = [
     "PlanError", "Score", "StageScore", "evaluate", "check_plan",
     "Options", "Candidates", "candidates", "NO_AR",
     "Result", "Status", "SolverError", "make_result",
-    "solve", "get_solver", "solver_names",
+    "solve", "get_solver", "solver_names", "check_result", "ResultIssue",
 ]
 __version__ = "0.1.0"

@@ -558,3 +558,36 @@ def test_nothing_proven_is_exit_1_with_one_line(tmp_path: Path, capsys: pytest.C
                         "--out", str(tmp_path / "o")], capsys)
     assert code == 1
     assert "no instance was proven by an exact solver" in err
+
+
+def ignores_no_dp(problem, options):
+    """A solver that ignores the 'no data parallelism' ablation (for the test below)."""
+    from dataclasses import replace as _replace
+
+    from piper import solve as _solve
+
+    return _solve(problem, _replace(options, data_parallel=True), solver="brute")
+
+
+def test_compare_runs_the_one_result_check() -> None:
+    """A solver that breaks an invariant only piper.check_result knows (here: d > 1 under
+    --no-dp) fails the 'result' check of compare."""
+    from experiments.compare import check_instance, solve_in_process
+    from experiments.instances import random_problem
+    from piper import Options as _Options
+    from piper.solvers import SolverInfo, register, unregister
+
+    info = register(SolverInfo("ignores-no-dp", "tests.test_compare:ignores_no_dp", True, "test double"))
+    try:
+        for seed in range(60):
+            problem = random_problem(seed, n=4, degrees=(1,))
+            run = solve_in_process(problem, info, _Options(data_parallel=False))
+            if run.plan and any(s["dataParallelDegree"] > 1 for s in run.plan["stages"]):
+                break
+        else:  # pragma: no cover
+            raise AssertionError("no instance whose optimum uses d > 1")
+        rep = check_instance(_report(run))
+        assert ("ignores-no-dp", "result") in {(f.solver, f.check) for f in rep.failures}
+        assert any("without data parallelism" in f.message for f in rep.failures)
+    finally:
+        unregister("ignores-no-dp")
