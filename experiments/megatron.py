@@ -39,7 +39,7 @@ TFLOP/s per GPU (model FLOPs, no recomputation: [L3] reports BF16 MFU) against 4
 the planner's plan if it finishes within the limit.
 
 Outputs: ``OUT/megatron.csv`` (one row per model, units in the column names),
-``OUT/megatron.png`` (predicted vs published TFLOP/s per GPU), ``OUT/megatron.md`` (the
+``OUT/megatron.png`` (predicted vs published TFLOP/s per GPU), ``OUT/MEGATRON.md`` (the
 tables), and the tables on stdout (``--json``: one JSON object instead).
 """
 
@@ -782,12 +782,12 @@ def main(argv: list[str] | None = None) -> int:
     write_csv(res, out / "megatron.csv")
     write_png(res, out / "megatron.png")
     md = markdown(res)
-    (out / "megatron.md").write_text(md + "\n")
+    (out / "MEGATRON.md").write_text(md + "\n")
     if args.json:
         print(json.dumps(_jsonable(res)))
     else:
         print(md)
-        print(f"wrote {out / 'megatron.csv'}, {out / 'megatron.png'}, {out / 'megatron.md'} "
+        print(f"wrote {out / 'megatron.csv'}, {out / 'megatron.png'}, {out / 'MEGATRON.md'} "
               f"({res['elapsed_s']:.0f} s)")
     return 0
 
