@@ -45,6 +45,16 @@ def random_dag(rng: random.Random, n: int, shape: str) -> list[tuple[int, int]]:
     return sorted(edges)
 
 
+def _neighbours(n: int, edges: list[tuple[int, int]]) -> tuple[dict[int, list[int]], dict[int, list[int]]]:
+    """(predecessors, successors) of layers 0..n-1."""
+    preds: dict[int, list[int]] = {v: [] for v in range(n)}
+    succs: dict[int, list[int]] = {v: [] for v in range(n)}
+    for u, v in edges:
+        preds[v].append(u)
+        succs[u].append(v)
+    return preds, succs
+
+
 def random_problem(
     seed: int,
     n: int | None = None,
@@ -74,11 +84,7 @@ def random_problem(
     realistic = realistic if realistic is not None else (seed % 5 == 4)
     tight = memory_tightness if memory_tightness is not None else rng.uniform(1.6, 4.0)
     edges = random_dag(rng, n, shape)
-    preds: dict[int, list[int]] = {v: [] for v in range(n)}
-    succs: dict[int, list[int]] = {v: [] for v in range(n)}
-    for u, v in edges:
-        preds[v].append(u)
-        succs[u].append(v)
+    preds, succs = _neighbours(n, edges)
 
     time_unit = 1e-3 if realistic else 1.0
     byte_unit = 2**20 if realistic else 1
@@ -294,11 +300,7 @@ def operator_graph_problem(seed: int, n: int | None = None, shape: str | None = 
     n_mb = microbatches if microbatches is not None else rng.choice((2, 4, 8, 16))
     degrees = degrees if degrees is not None else rng.choice(((1,), (1, 2)))
     edges = random_dag(rng, n, shape)
-    preds: dict[int, list[int]] = {v: [] for v in range(n)}
-    succs: dict[int, list[int]] = {v: [] for v in range(n)}
-    for u, v in edges:
-        preds[v].append(u)
-        succs[u].append(v)
+    preds, succs = _neighbours(n, edges)
     kinds = list(OPERATOR_KINDS)
     weights = [OPERATOR_KINDS[kd][0] for kd in kinds]
     comm = {(u, v): float(round(_log_uniform(rng, 1e4, 1e9))) for u, v in edges}
