@@ -148,6 +148,14 @@ def model_from_args(args: argparse.Namespace) -> tuple[TransformerConfig, Hardwa
     return cfg, _hardware(args), setup
 
 
+def write_workload(path: str, workload: dict[str, Any]) -> None:
+    """Write a workload JSON file; a path that cannot be written is a UsageError (exit 2)."""
+    try:
+        Path(path).write_text(json.dumps(workload, indent=1) + "\n")
+    except OSError as exc:
+        raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from None
+
+
 def cmd_model(args: argparse.Namespace) -> int:
     if args.list:
         print(_listing())
@@ -156,10 +164,7 @@ def cmd_model(args: argparse.Namespace) -> int:
     workload = build_workload(cfg, hw, setup)
     load_problem(workload, strict=True)  # the planner must accept what we write, every key known
     if args.out:
-        try:
-            Path(args.out).write_text(json.dumps(workload, indent=1) + "\n")
-        except OSError as exc:
-            raise UsageError(f"cannot write {args.out}: {exc.strerror or exc}") from None
+        write_workload(args.out, workload)
     summary = model_summary(cfg, hw, setup)
     summary["workload_file"] = args.out
     if args.json:

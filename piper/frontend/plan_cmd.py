@@ -28,7 +28,7 @@ from ..options import Options
 from ..plan import render_plan
 from ..problem import load_problem
 from ..result import SolverError
-from .cli import add_model_arguments, model_from_args
+from .cli import add_model_arguments, model_from_args, write_workload
 from .costs import head_forward_flops, layer_train_flops, model_flops_per_iteration
 from .tmpc import parse_tmpc_id
 from .workload import TrainingSetup, build_workload
@@ -92,8 +92,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     workload = build_workload(cfg, hw, setup)
     problem = load_problem(workload, strict=True)
     if args.out:
-        with open(args.out, "w") as fh:
-            fh.write(json.dumps(workload, indent=1) + "\n")
+        write_workload(args.out, workload)
     try:
         info = get_solver(args.solver)
     except KeyError as exc:
