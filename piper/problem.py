@@ -208,7 +208,7 @@ class Problem:
 
     @cached_property
     def topological_order(self) -> tuple[int, ...]:
-        """Node ids in a topological order (Kahn, ties by file order)."""
+        """Node ids in a topological order, ties by file order."""
         return _topological_order(self.nodes, self.edges)
 
     @cached_property
@@ -465,28 +465,21 @@ def _node_from_dict(raw: Any, pos: int, unknown: list[str] | None = None) -> Nod
 
 
 def _topological_order(nodes: tuple[Node, ...], edges: tuple[Edge, ...]) -> tuple[int, ...]:
-    import heapq
+    """Node ids in a topological order, ties broken by file order (networkx's
+    lexicographical topological sort keyed on the node's position in the file).
+    A cycle is a :class:`ProblemError` that names one cycle, edge by edge."""
+    import networkx as nx
 
     pos = {n.id: i for i, n in enumerate(nodes)}
-    indeg = {n.id: 0 for n in nodes}
-    succ: dict[int, list[int]] = {n.id: [] for n in nodes}
-    for e in edges:
-        indeg[e.v] += 1
-        succ[e.u].append(e.v)
-    heap = [pos[v] for v, d in indeg.items() if d == 0]
-    heapq.heapify(heap)
-    order: list[int] = []
-    while heap:
-        v = nodes[heapq.heappop(heap)].id
-        order.append(v)
-        for x in succ[v]:
-            indeg[x] -= 1
-            if indeg[x] == 0:
-                heapq.heappush(heap, pos[x])
-    if len(order) != len(nodes):
-        stuck = [nodes[i].id for i in sorted(pos[v] for v, d in indeg.items() if d > 0)]
-        raise ProblemError(f"the graph has a cycle through nodes {stuck[:10]}")
-    return tuple(order)
+    graph = nx.DiGraph()
+    graph.add_nodes_from(pos)
+    graph.add_edges_from((e.u, e.v) for e in edges)
+    try:
+        return tuple(nx.lexicographical_topological_sort(graph, key=pos.__getitem__))
+    except nx.NetworkXUnfeasible:
+        cycle = nx.find_cycle(graph)
+        path = " -> ".join(str(u) for u, _ in cycle) + f" -> {cycle[0][0]}"
+        raise ProblemError(f"the graph has a cycle: {path}") from None
 
 
 def problem_from_dict(raw: Any, *, strict: bool = False) -> Problem:
