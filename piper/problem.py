@@ -65,7 +65,13 @@ _TOP_KEYS = (
     # written by the project's generators (experiments/instances.py, suites.py) and read back as
     # ``problem.extra["name"]``: known, and kept in ``extra``
     "name",
+    # written by the model front end (piper/frontend/workload.py ``model_record``): the model and
+    # training shape (micro-batch, global batch, widths, ...), read by ``python -m piper export``
+    # as ``problem.extra["model"]``; known, kept in ``extra``, not part of the problem solved
+    "model",
 )
+#: known top-level keys that have no ``Problem`` field and are kept in ``Problem.extra``
+_TOP_EXTRA_KEYS = ("name", "model")
 _NODE_KEYS = ("id", "TMPCs", "name", "kind", "layerIndex")
 _TMPC_KEYS = ("id", "timePerSample", "parameterSize", "memoryUsageA", "memoryUsageB", "syncTimeFw", "syncTimeBw")
 _TMPC_OPTIONAL_KEYS = ("memoryUsageShardedB",)
@@ -169,7 +175,7 @@ class Problem:
     #: B, bandwidth from each device to the outside, bytes/second (in version 2: for
     #: traffic that leaves a node)
     bandwidth: float
-    #: top-level JSON keys without a field here (``name`` and unknown ones), kept for round trips
+    #: top-level JSON keys without a field here (``name``, ``model`` and unknown ones), kept for round trips
     extra: Mapping[str, Any] = field(default_factory=dict, compare=False)
     # ---- version 2 (docs/problem.md §2); None = the key was not given ----
     #: G, ``devicesPerNode``: devices in one node (integer >= 1); see :attr:`node_size`
@@ -567,7 +573,7 @@ def problem_from_dict(raw: Any, *, strict: bool = False) -> Problem:
 
     if strict and unknown:
         raise ProblemError(f"{unknown[0]} (strict mode: unknown keys are errors)")
-    extra = {key: val for key, val in raw.items() if key == "name" or key not in _TOP_KEYS}
+    extra = {key: val for key, val in raw.items() if key in _TOP_EXTRA_KEYS or key not in _TOP_KEYS}
     return Problem(nodes, edges_t, k, m, n, b, extra, devices_per_node=g, intra_node_bandwidth=b_in,
                    allreduce_factor=f, unknown_keys=tuple(unknown))
 

@@ -50,7 +50,9 @@ from .errors import FrontendError
 from .hardware import Hardware
 from .tmpc import parse_tmpc_id, tmpc_ids
 
-__all__ = ["TrainingSetup", "tensor_parallel_degrees", "all_reduce_factor", "build_workload", "node_costs", "NodeCost"]
+__all__ = [
+    "TrainingSetup", "tensor_parallel_degrees", "all_reduce_factor", "build_workload", "model_record", "node_costs", "NodeCost",
+]
 
 KINDS = ("embedding", "transformer", "final_norm", "output_head")
 NODE_NAMES = {
@@ -196,9 +198,39 @@ def _chain(cfg: TransformerConfig) -> list[tuple[str, int]]:
     return [("embedding", 0), *(("transformer", i) for i in range(cfg.layers)), ("final_norm", last), ("output_head", last)]
 
 
+def model_record(cfg: TransformerConfig, setup: TrainingSetup) -> dict[str, Any]:
+    """The workload's top-level ``model`` key: the model and training shape the workload was
+    built from, for tools that need them besides the layer costs (``python -m piper export``
+    writes Megatron-LM / DeepSpeed / torchtitan settings from it). Counts, except
+    ``precisionBytes`` and ``gradBytes`` (bytes per element); ``microBatch`` and
+    ``globalBatch`` are sequences (one Piper sample is one micro-batch of ``microBatch``
+    sequences, so ``globalBatch`` = ``mbsInBatch`` x ``microBatch``)."""
+    return {
+        "name": cfg.name,
+        "layers": cfg.layers,
+        "hiddenSize": cfg.hidden_size,
+        "ffnHiddenSize": cfg.ffn_hidden_size,
+        "attentionHeads": cfg.attention_heads,
+        "kvHeads": cfg.kv_heads,
+        "vocabSize": cfg.vocab_size,
+        "seqLength": cfg.seq_length,
+        "ffnKind": cfg.ffn_kind,
+        "norm": cfg.norm,
+        "linearBias": cfg.linear_bias,
+        "learnedPositions": cfg.learned_positions,
+        "tiedEmbeddings": cfg.tied_embeddings,
+        "precisionBytes": cfg.precision_bytes,
+        "microBatch": cfg.micro_batch,
+        "globalBatch": setup.global_batch,
+        "distributedOptimizer": setup.distributed_optimizer,
+        "gradBytes": setup.grad_bytes,
+    }
+
+
 def build_workload(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup | None = None) -> dict[str, Any]:
     """The workload JSON object (loadable by :func:`piper.load_problem` with ``strict=True``:
-    only keys of docs/problem.md version 2, plus the top-level ``name``)."""
+    only keys of docs/problem.md version 2, plus the top-level ``name`` and ``model``
+    (:func:`model_record`))."""
     setup = setup or TrainingSetup()
     if setup.global_batch % cfg.micro_batch:
         raise FrontendError(
@@ -231,6 +263,7 @@ def build_workload(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup | 
     edges = [{"sourceId": i, "destId": i + 1, "communicationCost": edge_bytes} for i in range(len(chain) - 1)]
     return {
         "name": f"{cfg.name} on {setup.nodes} x {hw.devices_per_node} {hw.name}, b={cfg.micro_batch}, s={cfg.seq_length}",
+        "model": model_record(cfg, setup),
         "maxDevices": setup.nodes * hw.devices_per_node,
         "maxMemoryPerDevice": memory,
         "mbsInBatch": setup.global_batch // cfg.micro_batch,
