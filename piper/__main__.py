@@ -21,6 +21,7 @@ from .cli import (
 from .evaluate import evaluate
 from .plan import load_plan, render_plan
 from .problem import Problem
+from .provenance import check_plan_record
 from .solve_cmd import add_solve_args
 from .solve_cmd import cmd_solve as run_solve
 
@@ -41,7 +42,9 @@ def _parser() -> ArgumentParser:
     ev.add_argument("file", help="workload JSON")
     ev.add_argument("plan", help="plan JSON (reference output shape)")
     add_cluster_args(ev)
-    add_strict_arg(ev)
+    ev.add_argument("--strict", action="store_true",
+                    help="unknown keys in the workload file, and a plan whose madeFor record (workload hash, "
+                         "cluster) does not match the workload and cluster given, are errors (exit 2), not warnings")
     ev.add_argument("--json", action="store_true", help="print one JSON object")
 
     so = sub.add_parser("solve", help="find the best plan (Piper's DP by default; any registered solver)")
@@ -127,6 +130,9 @@ def cmd_info(args) -> int:
 def cmd_evaluate(args) -> int:
     problem = _load(args)
     plan = load_plan(args.plan)
+    # a plan saved by the project records its workload and cluster (piper.provenance)
+    for line in check_plan_record(args.plan, problem, strict=bool(args.strict)):
+        print(f"piper: warning: {line}", file=sys.stderr)
     score = evaluate(problem, plan)
     if args.json:
         print(json.dumps(score.to_dict()))

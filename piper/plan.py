@@ -7,7 +7,9 @@ JSON in and out in the reference output shape::
                  "TMPCids": {"3": "vanilla", "4": "activation recomp"}}]}
 
 ``TMPCids`` is also read as a list of ``[node, tmpc]`` pairs (how the
-authors' code writes it).
+authors' code writes it). Other top-level keys are ignored here; plans saved by the
+project carry one, ``madeFor`` (the workload hash and cluster the plan was made for),
+which :mod:`piper.provenance` writes and checks.
 """
 
 from __future__ import annotations
@@ -120,7 +122,10 @@ def _tmpc_ids(raw: Any, where: str) -> dict[int, str]:
 
 
 def plan_from_dict(raw: Any) -> Plan:
-    """Read a plan from the reference output shape (also accepts a bare stage list)."""
+    """Read a plan from the reference output shape (also accepts a bare stage list).
+
+    Top-level keys other than ``stages`` (e.g. ``madeFor``, see :mod:`piper.provenance`) are
+    not part of the :class:`Plan`; they are accepted and ignored here."""
     if isinstance(raw, Mapping) and "plan" in raw and "stages" not in raw:
         raw = raw["plan"]
     if isinstance(raw, Mapping):

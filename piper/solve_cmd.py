@@ -20,13 +20,16 @@ import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 from .cli import UsageError, add_ablation_args, add_cluster_args, add_strict_arg, load_workload, options_from_args, positive_int
-from .plan import load_plan, render_plan
+from .plan import Plan, load_plan, render_plan
+from .problem import Problem
+from .provenance import check_plan_record, plan_document
 from .result import Result, SolverError
 
-__all__ = ["add_solve_args", "cmd_solve", "stdout_to_stderr"]
+__all__ = ["add_solve_args", "cmd_solve", "stdout_to_stderr", "check_writable", "write_plan"]
 
 #: solvers each solver-specific flag applies to
 _DP = ("dp", "dp-greedy")
@@ -58,7 +61,8 @@ def add_solve_args(parser: argparse.ArgumentParser, default_solver: str = "dp") 
                    help="milp: second proof of an optimal claim (default on); cpsat: re-prove with presolve off (default off)")
     g.add_argument("--seed", type=int, default=0, help="random seed of milp/cpsat (default 0)")
     parser.add_argument("--log", action="store_true", help="show the solver's own log (on stderr)")
-    parser.add_argument("--out", metavar="PLAN.json", help="write the plan here")
+    parser.add_argument("--out", metavar="PLAN.json",
+                        help="write the plan here, with the workload hash and cluster it was made for (key madeFor)")
     parser.add_argument("--json", action="store_true", help="print one JSON object (Result.to_dict) and nothing else")
     parser.add_argument("--quiet", "-q", action="store_true", help="no progress lines on stderr")
 
@@ -83,6 +87,29 @@ def stdout_to_stderr() -> Iterator[None]:
         os.close(saved)
 
 
+def check_writable(path: str, flag: str) -> None:
+    """Fail fast (before a long solve) when ``path`` cannot be a new or replaced file:
+    a :class:`UsageError` naming the flag. Writing can still fail later; see :func:`write_plan`."""
+    target = Path(path)
+    parent = target.parent if str(target.parent) else Path(".")
+    if target.is_dir():
+        raise UsageError(f"{flag} {path}: is a directory")
+    if not parent.is_dir():
+        raise UsageError(f"{flag} {path}: directory {str(parent)!r} does not exist")
+    if not os.access(parent, os.W_OK) or (target.exists() and not os.access(target, os.W_OK)):
+        raise UsageError(f"{flag} {path}: not writable")
+
+
+def write_plan(path: str, plan: Plan, problem: Problem, flag: str = "--out") -> None:
+    """Write ``plan`` with its ``madeFor`` record (piper.provenance) as JSON; a path that
+    cannot be written is a :class:`UsageError` naming the flag (exit 2, one line)."""
+    text = json.dumps(plan_document(plan, problem), indent=1) + "\n"
+    try:
+        Path(path).write_text(text)
+    except OSError as exc:
+        raise UsageError(f"{flag} {path}: cannot write: {exc.strerror or exc}") from None
+
+
 def cmd_solve(args: argparse.Namespace, prog: str = "piper") -> int:
     from .solvers import get_solver
 
@@ -103,6 +130,8 @@ def cmd_solve(args: argparse.Namespace, prog: str = "piper") -> int:
     if args.split != "none" and not args.warm_start:
         raise UsageError("--split needs --warm-start (it splits the proof that no better plan exists)")
     problem = load_workload(args.file, args, prog)
+    if args.out:
+        check_writable(args.out, "--out")
     params: dict[str, Any] = {}
     if name in _EXACT_MODELS:
         params["msg"] = bool(args.log)
@@ -118,6 +147,8 @@ def cmd_solve(args: argparse.Namespace, prog: str = "piper") -> int:
         overrides["max_ideals"] = args.max_ideals
     if args.warm_start:
         overrides["warm_start"] = load_plan(args.warm_start)
+        for line in check_plan_record(args.warm_start, problem, strict=bool(args.strict)):
+            print(f"{prog}: warning: --warm-start {line}", file=sys.stderr)
     options = options_from_args(args, **overrides)
     if info.max_nodes is not None and problem.n > info.max_nodes:
         raise SolverError(f"solver {name} handles at most {info.max_nodes} layers; this graph has {problem.n}")
@@ -127,7 +158,7 @@ def cmd_solve(args: argparse.Namespace, prog: str = "piper") -> int:
     except ImportError as exc:
         raise SolverError(f"solver {name} is not available here ({exc})") from None
     if args.out and result.plan is not None:
-        result.plan.dump(args.out)
+        write_plan(args.out, result.plan, problem)
     if args.json:
         print(json.dumps(result.to_dict()))
         return 0

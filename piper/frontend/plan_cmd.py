@@ -28,6 +28,7 @@ from ..options import Options
 from ..plan import render_plan
 from ..problem import load_problem
 from ..result import SolverError
+from ..solve_cmd import check_writable, write_plan
 from .cli import add_model_arguments, model_from_args, write_workload
 from .costs import head_forward_flops, layer_train_flops, model_flops_per_iteration
 from .tmpc import parse_tmpc_id
@@ -43,7 +44,8 @@ def add_plan_parser(subparsers: Any) -> argparse.ArgumentParser:
     g.add_argument("--solver", default="dp", help="registered solver (default dp: Piper's DP, exact knapsack)")
     g.add_argument("--uniform", action="store_true", help="every stage the same (d, t), as Megatron-LM and DeepSpeed require")
     g.add_argument("--time-limit", type=seconds_arg, metavar="S", help="solver time limit, seconds")
-    g.add_argument("--plan-out", metavar="PLAN.json", help="write the plan here")
+    g.add_argument("--plan-out", metavar="PLAN.json",
+                   help="write the plan here, with the workload hash and cluster it was made for (key madeFor)")
     return p
 
 
@@ -93,6 +95,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
     problem = load_problem(workload, strict=True)
     if args.out:
         write_workload(args.out, workload)
+    if args.plan_out:
+        check_writable(args.plan_out, "--plan-out")
     try:
         info = get_solver(args.solver)
     except KeyError as exc:
@@ -107,7 +111,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
             print(f"no plan: {msg['message']} (status {msg['status']})")
         return 0
     if args.plan_out:
-        result.plan.dump(args.plan_out)
+        write_plan(args.plan_out, result.plan, problem, "--plan-out")
     score = evaluate(problem, result.plan)
     metrics = plan_metrics(cfg, hw, setup, problem, result.plan, score)
     if args.json:
