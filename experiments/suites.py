@@ -22,9 +22,13 @@ the same problems on every machine). Suites:
   tiny + small + paper-slices + infeasible + 8 of version2 + 2 of models, sized to finish well within 3 minutes
   on 2 cores with every solver.
 
-A slice (:func:`slice_problem`) is the induced subgraph on a prefix of the
-topological order, with the ``syncTimeFw``/``syncTimeBw`` maps restricted to the
-kept neighbours, so it is again a valid :class:`~piper.problem.Problem`.
+A slice (:func:`slice_problem`, the one slicing function of the project) is the induced
+subgraph on a prefix of the topological order, with the ``syncTimeFw``/``syncTimeBw`` maps
+restricted to the kept neighbours, so it is again a valid :class:`~piper.problem.Problem`.
+
+The paper's workloads (:func:`paper_workload`, BERT grown by layer insertion) and the one
+table of the paper's (k, memory) pairs (:data:`PAPER_PAIRS`) live here too, for
+``experiments.paper`` and ``experiments.bench``.
 """
 
 from __future__ import annotations
@@ -36,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from experiments.instances import operator_graph_problem, random_problem, witness_memory
-from piper.problem import Problem, load_problem, problem_from_dict, problem_to_dict
+from piper.problem import Problem, insert_bert_layers, load_problem, problem_from_dict, problem_to_dict
 
 __all__ = [
     "Instance",
@@ -49,11 +53,33 @@ __all__ = [
     "slice_problem",
     "binding_memory",
     "paper_workload",
+    "PAPER_FILES",
+    "PAPER_BANDWIDTH",
+    "PAPER_PAIRS",
+    "GNMT_PAIRS",
+    "RESNET_PAIRS",
     "problem_name",
 ]
 
 WORKLOADS_DIR = Path(__file__).resolve().parent / "workloads"
 PAPER_FILES = {"bert": "bert32a100.json", "gnmt": "gnmt.json", "resnet": "resnet.json"}
+
+GIB = 2**30
+#: the paper's bandwidth for its GNMT and ResNet tables and Fig. 1: 25 GiB/s
+PAPER_BANDWIDTH = 25 * GIB
+#: the (devices k, memory per device in GiB) pairs of the paper's GNMT table
+GNMT_PAIRS: tuple[tuple[int, float], ...] = (
+    (2, 2.5), (2, 3.5), (4, 1.2), (4, 2.5), (8, 0.6), (8, 1.2), (8, 2.4), (16, 0.3), (16, 0.6), (16, 1.2),
+    (32, 0.3), (32, 0.8), (64, 0.3),
+)
+#: the (devices k, memory per device in GiB) pairs of the paper's ResNet-50 table
+RESNET_PAIRS: tuple[tuple[int, float], ...] = (
+    (8, 4), (8, 8), (8, 16), (16, 1.5), (16, 2), (16, 4), (16, 8), (16, 16), (32, 1.5), (32, 2), (32, 4), (32, 8),
+    (32, 16), (64, 1), (64, 1.5), (64, 2), (64, 4), (64, 8), (64, 16), (128, 1), (128, 1.5), (128, 2), (128, 4),
+    (128, 8), (128, 16),
+)
+#: the one table of the paper's (k, memory GiB) pairs, by workload
+PAPER_PAIRS: dict[str, tuple[tuple[int, float], ...]] = {"gnmt": GNMT_PAIRS, "resnet": RESNET_PAIRS}
 
 
 @dataclass(frozen=True)
@@ -136,9 +162,17 @@ def binding_memory(problem: Problem, fraction: float) -> float:
     return max(math.ceil(mem / unit) * unit, lo)
 
 
-def paper_workload(key: str) -> Problem:
-    """One of the paper's workloads by short name: bert, gnmt or resnet."""
-    return load_problem(WORKLOADS_DIR / PAPER_FILES[key])
+def paper_workload(key: str, transformer_layers: int | None = None) -> Problem:
+    """One of the paper's workloads by short name: bert, gnmt or resnet; BERT grown to
+    ``transformer_layers`` by layer insertion (:func:`piper.problem.insert_bert_layers`)."""
+    if key not in PAPER_FILES:
+        raise ValueError(f"unknown paper workload {key!r}; known: {', '.join(PAPER_FILES)}")
+    problem = load_problem(WORKLOADS_DIR / PAPER_FILES[key])
+    if transformer_layers is not None and transformer_layers != 32:
+        if key != "bert":
+            raise ValueError("only BERT can be grown")
+        problem = insert_bert_layers(problem, transformer_layers)
+    return problem
 
 
 def _paper_slice(key: str, layers: int, *, devices: int, microbatches: int, fraction: float) -> Instance:

@@ -24,7 +24,7 @@ from numba import njit
 from .problem import Problem
 from .result import SolverError
 
-__all__ = ["Ideals", "enumerate_ideals", "ideal_pairs", "IdealPairs"]
+__all__ = ["Ideals", "enumerate_ideals", "count_ideals", "ideal_pairs", "IdealPairs"]
 
 
 @dataclass(frozen=True)
@@ -127,6 +127,15 @@ def enumerate_ideals(problem: Problem, max_ideals: int = 200_000, *, linearize: 
         frontier = nxt
     sizes = np.array([bin(m).count("1") for m in masks], dtype=np.int64)
     return Ideals(n, tuple(masks), _to_words(masks, n), sizes, False)
+
+
+def count_ideals(problem: Problem, limit: int = 200_000) -> int | None:
+    """Number of ideals (successor-closed node sets) of the graph, or None when there
+    are more than ``limit``."""
+    try:
+        return len(enumerate_ideals(problem, limit))
+    except SolverError:
+        return None
 
 
 def _too_many(count: int | None, limit: int) -> None:
