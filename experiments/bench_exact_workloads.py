@@ -2,13 +2,13 @@
 without the TMPC exchange rule of repeated layers (``ModelData.tmpc_exclusions``), and
 with the proof split over the stages' option sequences (``params["split"]``).
 
-    python -m experiments.bench_exact_workloads [--time-limit 60] [--out FILE.jsonl]
+    python -m experiments.bench_exact_workloads [--time-limit SECONDS] [--out DIR] [--cases I,J] [--quiet]
 
 For each case: the DP's plan (exact knapsack), then CP-SAT's proof search below it
 (2 workers) with ``tmpc_symmetry`` on and off, then split (rule on; "n/a" where the
 split refuses: too many sequences, or no plan to prove). Prints one line per run (progress on
-stderr) and a table; runs are written as JSON lines. Timings are wall seconds on a
-noisy machine: a benchmark, not a test.
+stderr) and a table; runs are appended to ``DIR/runs.jsonl``, one JSON line per case with the
+revision. Timings are wall seconds on a noisy machine: a benchmark, not a test.
 """
 
 from __future__ import annotations
@@ -16,12 +16,12 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import sys
 import time
 from pathlib import Path
 
 from baselines import solve
 from baselines._model_data import build_model_data
+from experiments import _cli
 from piper import Options, SolverError, load_problem
 
 WORKLOADS = Path(__file__).resolve().parent / "workloads"
@@ -43,30 +43,61 @@ def _num(x: float) -> float | None:
     return x if math.isfinite(x) else None
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m experiments.bench_exact_workloads", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--time-limit", type=float, default=60.0, help="seconds per CP-SAT run (default 60)")
-    ap.add_argument("--out", default="/tmp/bench_exact_workloads.jsonl", help="JSON lines of the runs")
-    ap.add_argument("--cases", default=None, help="comma-separated case indices (default: all)")
-    args = ap.parse_args(argv)
-    picked = CASES
-    if args.cases:
-        try:
-            picked = [CASES[int(i)] for i in args.cases.split(",")]
-        except (ValueError, IndexError):
-            ap.error(f"--cases: {args.cases!r} is not a list of case indices 0..{len(CASES) - 1}")
+PROG = "python -m experiments.bench_exact_workloads"
+RUNS_FILE = "runs.jsonl"
+
+
+def _case_list(text: str) -> tuple[int, ...]:
+    """--cases: comma-separated indices into :data:`CASES`."""
+    try:
+        picked = _cli.int_list(text, minimum=0)
+    except argparse.ArgumentTypeError:
+        picked = ()
+    if not picked or max(picked) >= len(CASES):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a list of case indices 0..{len(CASES) - 1}")
+    return picked
+
+
+def build_parser() -> _cli.ArgumentParser:
+    ap = _cli.make_parser(PROG, __doc__)
+    _cli.add_time_limit(ap, 60.0, "one CP-SAT run")
+    _cli.add_out(ap, "out/bench_exact_workloads", f"{RUNS_FILE}, one JSON line per case (appended), each with "
+                 "the revision")
+    ap.add_argument("--cases", type=_case_list, default=None, metavar="I,J",
+                    help="comma-separated case indices: " + "; ".join(f"{i} {c[0]}" for i, c in enumerate(CASES))
+                    + " (default: all)")
+    _cli.add_quiet(ap)
+    _cli.add_jobs(ap, 1, "the runs are timed")
+    return ap
+
+
+def _runs_path(out: Path) -> Path:
+    """``DIR/runs.jsonl``; a path ending in ``.jsonl`` is the runs file itself (what ``--out``
+    meant before it named a directory in every experiments command)."""
+    if out.suffix == ".jsonl":
+        _cli.out_dir(out.parent)
+        return out
+    return _cli.out_dir(out) / RUNS_FILE
+
+
+def _main(argv: list[str] | None) -> int:
+    args = build_parser().parse_args(argv)
+    picked = CASES if args.cases is None else [CASES[i] for i in args.cases]
+    say = _cli.progress(args.quiet)
+    rev = _cli.revision()
+    runs = _runs_path(args.out)
     rows = []
-    with open(args.out, "a") as out:
+    with runs.open("a") as out:
         for label, file, k, memory, n_mb in picked:
             problem = load_problem(WORKLOADS / file).with_cluster(devices=k, memory=memory, microbatches=n_mb)
             classes = build_model_data(problem, Options()).tmpc_classes()
             t0 = time.perf_counter()
             dp = solve(problem, Options(), solver="dp")
             dp_s = time.perf_counter() - t0
-            row = {"case": label, "classes": [len(c) for c in classes], "dp_status": dp.status.value,
+            row = {"case": label, "revision": rev, "classes": [len(c) for c in classes], "dp_status": dp.status.value,
                    "dp_tps": _num(dp.tps), "dp_s": dp_s}
             for sym in (True, False):
-                print(f"{label}: cpsat, exchange rule {'on' if sym else 'off'} ...", file=sys.stderr, flush=True)
+                say(f"{label}: cpsat, exchange rule {'on' if sym else 'off'} ...")
                 res = solve(problem, Options(threads=2, time_limit_s=args.time_limit, warm_start=dp.plan,
                                              params={"tmpc_symmetry": sym}), solver="cpsat")
                 key = "on" if sym else "off"
@@ -76,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
             if dp.plan is None:
                 row["split"] = {"status": "n/a", "note": "no plan to prove"}
             else:
-                print(f"{label}: cpsat, split over option sequences ...", file=sys.stderr, flush=True)
+                say(f"{label}: cpsat, split over option sequences ...")
                 try:
                     res = solve(problem, Options(threads=2, time_limit_s=args.time_limit, warm_start=dp.plan,
                                                  params={"split": "sequences"}), solver="cpsat")
@@ -107,6 +138,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"| {r['case']} | {r['classes']} | {dp_tps} | {r['dp_s']:.2f} | {cell(r['on'])} "
               f"({r['on']['clauses']} clauses) | {cell(r['off'])} | {split_cell(r['split'])} |")
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    return _cli.run(_main, argv, PROG)
 
 
 if __name__ == "__main__":

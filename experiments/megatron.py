@@ -1,4 +1,4 @@
-"""``python -m experiments.megatron [--out DIR] [--quick] [--json]``: the cost model against
+"""``python -m experiments.megatron [--out DIR] [--quick] [--json] [--quiet]``: the cost model against
 published training runs (issue 21).
 
 Sources (copied into ``experiments/data/``, see ``experiments/data/README.md``):
@@ -45,7 +45,6 @@ tables), and the tables on stdout (``--json``: one JSON object instead).
 
 from __future__ import annotations
 
-import argparse
 import csv
 import json
 import math
@@ -56,6 +55,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from experiments import _cli
 from piper.evaluate import Score, evaluate
 from piper.frontend import hardware, preset
 from piper.frontend.costs import (
@@ -758,27 +758,35 @@ def _jsonable(x: Any) -> Any:
     return x
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m experiments.megatron", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--out", default="out/megatron", help="output directory (default out/megatron)")
+PROG = "python -m experiments.megatron"
+
+
+def build_parser() -> _cli.ArgumentParser:
+    ap = _cli.make_parser(PROG, __doc__)
+    _cli.add_out(ap, "out/megatron", "megatron.csv, megatron.png and MEGATRON.md")
     ap.add_argument("--quick", action="store_true", help=f"only the {QUICK_ROWS} smallest rows (and no Llama 3 planner)")
-    ap.add_argument("--json", action="store_true", help="print one JSON object instead of the tables")
-    ap.add_argument("--time-limit", type=float, default=DEFAULT_TIME_LIMIT_S, metavar="S",
-                    help=f"DP time limit per solve, seconds (default {DEFAULT_TIME_LIMIT_S:g}; two solves per row)")
+    ap.add_argument("--json", action="store_true", help="print one JSON object instead of the tables (no progress)")
+    _cli.add_time_limit(ap, DEFAULT_TIME_LIMIT_S, "one DP solve (two solves per row)")
     ap.add_argument("--no-planner", action="store_true", help="skip the DP (sections 1, 2 and 4 only)")
-    ap.add_argument("--calibrate-on", default=CALIBRATION_ROW, help=f"the row to calibrate on (default {CALIBRATION_ROW})")
-    args = ap.parse_args(argv)
+    ap.add_argument("--calibrate-on", default=CALIBRATION_ROW, metavar="MODEL",
+                    help=f"the row of [SC21] Table 1 to calibrate the efficiency on (default {CALIBRATION_ROW})")
+    _cli.add_quiet(ap)
+    _cli.add_jobs(ap, 1, "the rows run one after the other")
+    return ap
+
+
+def _main(argv: list[str] | None) -> int:
+    args = build_parser().parse_args(argv)
     table = load_table1()
     by_name = {r.model: r for r in table}
     if args.calibrate_on not in by_name:
-        ap.error(f"unknown row {args.calibrate_on!r}; rows: {', '.join(by_name)}")
+        raise _cli.UsageError(f"--calibrate-on: unknown row {args.calibrate_on!r}; rows: {', '.join(by_name)}")
     rows = sorted(table, key=lambda r: r.params_billion)[:QUICK_ROWS] if args.quick else table
     llama = [r for r in load_llama3() if int(r["gpus"]) == 16384 and int(r["context_parallel"]) == 1]
-    log = None if args.json else (lambda msg: print(msg, file=sys.stderr, flush=True))
+    log = None if args.json or args.quiet else (lambda msg: print(msg, file=sys.stderr, flush=True))
+    out = _cli.out_dir(args.out)
     res = run(rows, by_name[args.calibrate_on], not args.no_planner, args.time_limit, llama, log=log,
               llama_planner=not args.no_planner and not args.quick)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
     write_csv(res, out / "megatron.csv")
     write_png(res, out / "megatron.png")
     md = markdown(res)
@@ -790,6 +798,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"wrote {out / 'megatron.csv'}, {out / 'megatron.png'}, {out / 'MEGATRON.md'} "
               f"({res['elapsed_s']:.0f} s)")
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    return _cli.run(_main, argv, PROG)
 
 
 if __name__ == "__main__":

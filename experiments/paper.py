@@ -1,10 +1,10 @@
 """Reproduce the figures and tables of the Piper paper (NeurIPS 2021), with CSVs and PNG plots.
 
     python -m experiments.paper NAME [--quick] [--knapsack greedy|exact] [--out DIR]
-                                     [--time-limit S] [--no-isolate]
+                                     [--time-limit SECONDS] [--no-isolate] [--quiet]
 
 NAME is one of ``fig1``, ``fig2``, ``fig3``, ``gnmt``, ``resnet``, ``knapsack``
-or ``all``. Each writes ``DIR/NAME.csv`` (full float precision, no rounding)
+or ``all``. Each writes ``DIR/NAME.csv`` (default DIR ``out/paper``) (full float precision, no rounding)
 and ``DIR/NAME.png``; progress goes to stderr. ``--quick`` runs a small slice
 of each experiment (seconds; what the tests run). The default knapsack is the
 reference's greedy heuristic, so the numbers are the paper's (the authors'
@@ -48,7 +48,6 @@ of hanging the experiment.
 
 from __future__ import annotations
 
-import argparse
 import csv
 import math
 import multiprocessing as mp
@@ -60,8 +59,10 @@ from pathlib import Path
 from typing import Any
 
 import baselines
+from experiments import _cli
+from experiments.suites import GIB, GNMT_PAIRS, PAPER_BANDWIDTH, RESNET_PAIRS, paper_workload, slice_problem
 from piper.options import NO_AR, Options
-from piper.problem import Problem, insert_bert_layers, load_problem
+from piper.problem import Problem
 from piper.result import Result
 
 __all__ = [
@@ -79,10 +80,8 @@ __all__ = [
     "main",
 ]
 
-GIB = 2**30
-#: the paper's bandwidth: 25 GiB/s
-PAPER_BANDWIDTH = 25 * GIB
-WORKLOAD_DIR = Path(__file__).resolve().parent / "workloads"
+#: a paper workload by short name (bert, gnmt, resnet), BERT grown by layer insertion
+workload = paper_workload
 
 #: variant names used in every CSV, in plotting order
 DP_VARIANTS = ("piper", "noDP", "noTP", "noAR")
@@ -112,7 +111,7 @@ COLORS = {  # the driver's colours
 class Config:
     """How to run an experiment."""
 
-    out: Path = Path("paper_out")
+    out: Path = Path("out/paper")
     quick: bool = False
     #: the DP's knapsack: "greedy" (the paper's numbers) or "exact"
     knapsack: str = "greedy"
@@ -127,17 +126,6 @@ class Config:
 # ---------------------------------------------------------------------------------
 # running one configuration
 # ---------------------------------------------------------------------------------
-
-
-def workload(name: str, transformer_layers: int | None = None) -> Problem:
-    """A paper workload (``bert``, ``gnmt``, ``resnet``); BERT grown to ``transformer_layers``."""
-    files = {"bert": "bert32a100.json", "gnmt": "gnmt.json", "resnet": "resnet.json"}
-    p = load_problem(WORKLOAD_DIR / files[name])
-    if transformer_layers is not None and transformer_layers != 32:
-        if name != "bert":
-            raise ValueError("only BERT can be grown")
-        p = insert_bert_layers(p, transformer_layers)
-    return p
 
 
 def variant_solver(
@@ -612,11 +600,6 @@ TABLE_COLUMNS = (
     "workload", "k", "memory_gib", "N", "bandwidth", "piper_tps", "piper_status", "piper_time_s", "equi_tps",
     "equi_status", "ratio", "linearize", "ideals", "message",
 )
-GNMT_PAIRS = ((2, 2.5), (2, 3.5), (4, 1.2), (4, 2.5), (8, 0.6), (8, 1.2), (8, 2.4), (16, 0.3), (16, 0.6),
-              (16, 1.2), (32, 0.3), (32, 0.8), (64, 0.3))
-RESNET_PAIRS = ((8, 4), (8, 8), (8, 16), (16, 1.5), (16, 2), (16, 4), (16, 8), (16, 16), (32, 1.5), (32, 2),
-                (32, 4), (32, 8), (32, 16), (64, 1), (64, 1.5), (64, 2), (64, 4), (64, 8), (64, 16), (128, 1),
-                (128, 1.5), (128, 2), (128, 4), (128, 8), (128, 16))
 
 
 def table(name: str, cfg: Config) -> list[dict[str, Any]]:
@@ -630,8 +613,8 @@ def table(name: str, cfg: Config) -> list[dict[str, Any]]:
         raise ValueError(name)
     base = workload(name)
     if cfg.quick and name == "gnmt":
-        # a slice of GNMT small enough for CI: its first 24 layers in file order (fewer ideals)
-        base = _prefix_slice(base, 24)
+        # a slice of GNMT small enough for CI: its first 24 layers in topological order (fewer ideals)
+        base = slice_problem(base, 24)
     rows: list[dict[str, Any]] = []
     for k, mem in pairs:
         p = base.with_cluster(devices=k, memory=mem * GIB, bandwidth=PAPER_BANDWIDTH)
@@ -661,22 +644,6 @@ def table(name: str, cfg: Config) -> list[dict[str, Any]]:
                   f"{pip.time_s:.1f} s] "
                   f"equi={_fmt(eq.tps)} [{eq.status}] ratio={_fmt(ratio)}")
     return rows
-
-
-def _prefix_slice(problem: Problem, n: int) -> Problem:
-    """The subgraph induced by the first ``n`` layers of a topological order."""
-    from piper.problem import problem_from_dict, problem_to_dict
-
-    keep = set(problem.topological_order[:n])
-    raw = problem_to_dict(problem)
-    raw["nodes"] = [nd for nd in raw["nodes"] if int(nd["id"]) in keep]
-    for nd in raw["nodes"]:
-        for lst in nd["TMPCs"].values():
-            for c in lst:
-                c["syncTimeFw"] = {u: x for u, x in c["syncTimeFw"].items() if int(u) in keep}
-                c["syncTimeBw"] = {v: x for v, x in c["syncTimeBw"].items() if int(v) in keep}
-    raw["edges"] = [e for e in raw["edges"] if int(e["sourceId"]) in keep and int(e["destId"]) in keep]
-    return problem_from_dict(raw)
 
 
 def plot_table(rows: Sequence[Mapping[str, Any]], path: Path, title: str) -> None:
@@ -750,14 +717,6 @@ def knapsack_experiment(cfg: Config) -> list[dict[str, Any]]:
     return rows
 
 
-def _ideal_masks(problem: Problem) -> list[int]:
-    """Every successor-closed node set of ``problem`` as a bitmask over node positions,
-    by size then mask value."""
-    from piper.ideals import enumerate_ideals
-
-    return sorted(enumerate_ideals(problem).masks, key=lambda m: (bin(m).count("1"), m))
-
-
 @dataclass(frozen=True)
 class _StageData:
     """One contiguous segment at one t: per node (file order) and option, the
@@ -823,7 +782,11 @@ def _knapsack_stage_sample(cfg: Config) -> list[dict[str, Any]]:
     bw = float(PAPER_BANDWIDTH)
     problem = workload("bert").with_cluster(devices=k, microbatches=n_mb, bandwidth=bw)
     order = [nd.id for nd in problem.nodes]
-    masks = _ideal_masks(problem)
+    from piper.ideals import enumerate_ideals
+
+    # every ideal as a bitmask over node positions, by size then mask value (the order
+    # the seeded sample below draws from)
+    masks = sorted(enumerate_ideals(problem).masks, key=lambda m: (bin(m).count("1"), m))
     pairs = [(big, small) for big in masks for small in masks if small != big and small & ~big == 0]
     if cfg.quick:
         pairs = random.Random(1).sample(pairs, 40)
@@ -1017,23 +980,37 @@ def run_experiment(name: str, cfg: Config) -> tuple[Path, Path]:
     return csv_path, png_path
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m experiments.paper", description=__doc__.split("\n\n")[0])
-    ap.add_argument("name", choices=[*EXPERIMENTS, "all"])
+PROG = "python -m experiments.paper"
+
+
+def build_parser() -> _cli.ArgumentParser:
+    ap = _cli.make_parser(PROG, __doc__)
+    ap.add_argument("name", choices=[*EXPERIMENTS, "all"], metavar="NAME",
+                    help=f"the experiment: {', '.join(EXPERIMENTS)} or all")
     ap.add_argument("--quick", action="store_true", help="a small slice, seconds (what CI runs)")
     ap.add_argument("--knapsack", choices=("greedy", "exact"), default="greedy",
                     help="the DP's per-stage knapsack (default greedy: the paper's numbers)")
-    ap.add_argument("--out", type=Path, default=Path("paper_out"), help="output directory (default paper_out)")
-    ap.add_argument("--time-limit", type=float, default=300.0, help="seconds per DP run (default 300)")
-    ap.add_argument("--no-isolate", action="store_true", help="run DP solves in this process")
-    ap.add_argument("--quiet", action="store_true", help="no progress on stderr")
-    args = ap.parse_args(argv)
-    cfg = Config(out=args.out, quick=args.quick, knapsack=args.knapsack, time_limit_s=args.time_limit,
+    _cli.add_out(ap, Config.out, "NAME.csv and NAME.png per experiment")
+    _cli.add_time_limit(ap, Config.time_limit_s, "one DP run")
+    ap.add_argument("--no-isolate", action="store_true",
+                    help="run DP solves in this process (no hard kill past the time limit)")
+    _cli.add_quiet(ap)
+    _cli.add_jobs(ap, 1, "fig3 and the tables time every run")
+    return ap
+
+
+def _main(argv: Sequence[str] | None) -> int:
+    args = build_parser().parse_args(argv)
+    cfg = Config(out=_cli.out_dir(args.out), quick=args.quick, knapsack=args.knapsack, time_limit_s=args.time_limit,
                  isolate=not args.no_isolate, progress=not args.quiet)
     names = list(EXPERIMENTS) if args.name == "all" else [args.name]
     for name in names:
         run_experiment(name, cfg)
     return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return _cli.run(_main, argv, PROG)
 
 
 if __name__ == "__main__":  # pragma: no cover
