@@ -1,16 +1,23 @@
 """Time to a proven optimum for each exact solver (README's table; measurements in experiments/EXACT_MODELS.md).
 
-    python -m experiments.bench_exact [--quick] [--time-limit 60] [--out runs.jsonl]
+    python -m experiments.bench_exact [--quick] [--time-limit SECONDS] [--out DIR]
         [--solvers dp,cpsat,milp-highs,milp] [--sizes 8,12,16,24,32] [--ks 4,8,16]
-        [--shapes chain,branchy] [--cp-workers W] [--no-warm]
+        [--shapes chain,branchy] [--threads N] [--cp-workers W] [--no-warm] [--split]
+        [--table-only] [--quiet]
 
 Instances: ``random_problem(seed, n, shape, devices=k, microbatches=2k, degrees=(1, 2, 4),
 max_tmpcs=2, t1_missing=0)`` with seed = 1000 + 100 n + k, and the memory limit set by
 ``witness_memory`` (a random plan's peak stage memory times 1.0-1.15), so every draw is
 feasible and memory binds; should a draw still be infeasible, it is kept and a
-replacement (seed + 7919) is added. Every (instance, solver) run is appended to the JSONL
-file as soon as it finishes (re-running skips rows already there, so a long bench can be
-resumed), and the table is printed at the end (``--table-only`` prints it from the file).
+replacement (seed + 7919) is added.
+
+Every (instance, solver) run is appended to ``DIR/runs.jsonl`` as soon as it finishes,
+with its configuration: every flag that decides what a run computes (:data:`CONFIG_FLAGS`)
+and the code's revision (the git commit, with a hash of the uncommitted changes when the
+tree is dirty), and its id (:func:`config_id`). Re-running with the same flags at the same
+revision skips the runs already there (a long bench resumes); runs made with other flags
+or at another revision are never reused, and the table printed at the end holds only the
+runs of this configuration (``--table-only`` prints the last configuration's table).
 
 Cells: seconds to a proven optimum; "x (infeasible)" for a proof of infeasibility;
 ">L, +g%" when the limit hit with an incumbent g% above the best proven optimum of the
@@ -24,6 +31,7 @@ once on a tiny instance first so that its JIT compilation is not timed.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import math
 import sys
@@ -32,7 +40,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from experiments import _cli
 from experiments.instances import random_problem, witness_memory
+from piper.ideals import count_ideals
 from piper.options import Options
 from piper.problem import Problem
 
@@ -49,17 +59,8 @@ def instance(n: int, shape: str, k: int, seed: int | None = None) -> Problem:
     return witness_memory(raw, seed) or raw
 
 
-def count_ideals(problem: Problem, limit: int = 200_000) -> int | None:
-    try:
-        from piper.ideals import enumerate_ideals
-
-        return len(enumerate_ideals(problem, limit))
-    except Exception:
-        return None
-
-
 def run_one(problem: Problem, solver: str, options: Options) -> dict[str, Any]:
-    from baselines import get_solver
+    from piper.solvers import get_solver
 
     t0 = time.perf_counter()
     try:
@@ -187,54 +188,133 @@ def summary(runs: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m experiments.bench_exact", description=__doc__.split("\n\n")[0])
+PROG = "python -m experiments.bench_exact"
+RUNS_FILE = "runs.jsonl"
+#: the flags that decide what a run computes: rows are reused only when all of them and
+#: the revision are the same (``--out``, ``--quiet``, ``--jobs``, ``--table-only`` are not)
+CONFIG_FLAGS = ("quick", "time_limit", "solvers", "sizes", "ks", "shapes", "threads", "cp_workers", "no_warm", "split")
+
+LEGEND = """Columns: n = layers; DAG = chain (a chain with skip edges) or branchy; k = devices (N = 2k
+microbatches); m = edges; #ideals = successor-closed layer sets (the DP's state count; "-" above
+200,000); one column per solver: seconds to a proven optimum (model building included), "(infeasible)"
+for a proof of infeasibility, ">L, optimum found" when the time limit L hit with the row's proven
+optimum as incumbent, ">L, +g%" with an incumbent g% above it ("vs best known" when no solver proved
+the row), ">L, no solution", "refused (...)" when the solver declines the size (the DP above
+200,000 ideals, the split above its sequence limit); MILP vars/rows and CP vars/cons = the models' sizes (HiGHS's MILP, or
+CBC's). A * after the DAG marks a replacement draw (the first draw was infeasible)."""
+
+
+def _runs_path(out: Path) -> Path:
+    """The runs file: ``DIR/runs.jsonl``. A path ending in ``.jsonl`` is taken as the runs file
+    itself (what ``--out`` meant before it named a directory in every experiments command)."""
+    if out.suffix == ".jsonl":
+        _cli.out_dir(out.parent)
+        return out
+    return _cli.out_dir(out) / RUNS_FILE
+
+
+def run_config(args: argparse.Namespace, revision: str) -> dict[str, Any]:
+    """Every flag that decides what a run computes, and the code's revision (with its
+    dirty-tree marker): the key under which rows are reused."""
+    return {"revision": revision, **{flag: _jsonable(getattr(args, flag)) for flag in CONFIG_FLAGS}}
+
+
+def config_id(config: dict[str, Any]) -> str:
+    """12 hex digits naming a run configuration (SHA-1 of its canonical JSON)."""
+    return hashlib.sha1(json.dumps(config, sort_keys=True).encode()).hexdigest()[:12]
+
+
+def _jsonable(value: Any) -> Any:
+    return list(value) if isinstance(value, tuple) else value
+
+
+def build_parser() -> _cli.ArgumentParser:
+    from piper.solvers import solver_names
+
+    ap = _cli.make_parser(PROG, __doc__, epilog=LEGEND)
     ap.add_argument("--quick", action="store_true", help="smoke run: n in {8, 12}, k = 4, 10 s limit")
-    ap.add_argument("--time-limit", type=float, default=None, help="seconds per run (default 60; 10 with --quick)")
-    ap.add_argument("--solvers", default=",".join(SOLVER_ORDER))
-    ap.add_argument("--sizes", default=None)
-    ap.add_argument("--ks", default=None)
-    ap.add_argument("--shapes", default="chain,branchy")
-    ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--cp-workers", type=int, default=None,
+    ap.add_argument("--time-limit", type=_cli.seconds_arg, default=None, metavar="SECONDS",
+                    help="time limit of one run, seconds (default 60; 10 with --quick)")
+    ap.add_argument("--solvers", type=_cli.name_list(solver_names(), "solver"), default=SOLVER_ORDER,
+                    metavar="A,B", help=f"solvers, comma-separated, in this order (default {','.join(SOLVER_ORDER)})")
+    ap.add_argument("--sizes", type=_cli.int_list, default=None, metavar="N,N",
+                    help="layer counts n, comma-separated (default 8,12,16,24,32; 8,12 with --quick)")
+    ap.add_argument("--ks", type=_cli.int_list, default=None, metavar="K,K",
+                    help="device counts k, comma-separated (default 4,8,16; 4 with --quick)")
+    ap.add_argument("--shapes", type=_cli.name_list(("chain", "branchy"), "shape"), default=("chain", "branchy"),
+                    metavar="A,B", help="DAG shapes, comma-separated: chain, branchy (default both)")
+    ap.add_argument("--threads", type=_cli.positive_int, default=2, metavar="N",
+                    help="threads of CBC and HiGHS, and CP-SAT's workers unless --cp-workers (default 2)")
+    ap.add_argument("--cp-workers", type=_cli.positive_int, default=None, metavar="W",
                     help="CP-SAT workers (default: --threads; with a warm start CP-SAT runs its proof "
                          "portfolio, which on 2 cores proved 24-chain k=16 in 28 s with 2 workers, "
                          "35 s with 3 and 52 s with 4)")
     ap.add_argument("--no-warm", action="store_true", help="no warm start from the DP's plan")
     ap.add_argument("--split", action="store_true",
                     help="milp/milp-highs/cpsat: split the proof below the DP's plan over option sequences "
-                         "(params['split']; rows without a DP plan run unsplit; use its own --out file)")
-    ap.add_argument("--out", default="/tmp/bench_exact.jsonl", help="JSONL file of runs (appended; resumable)")
-    ap.add_argument("--table-only", action="store_true", help="print the table from --out and exit")
-    args = ap.parse_args(argv)
-    limit = args.time_limit or (10.0 if args.quick else 60.0)
-    sizes = [int(x) for x in (args.sizes or ("8,12" if args.quick else "8,12,16,24,32")).split(",")]
-    ks = [int(x) for x in (args.ks or ("4" if args.quick else "4,8,16")).split(",")]
-    shapes = args.shapes.split(",")
-    solvers = [s for s in args.solvers.split(",") if s]
-    out = Path(args.out)
-    if args.table_only:
-        print(table(load_runs(out), solvers, limit))
-        print()
-        print(summary(load_runs(out)))
-        return 0
-    done = {(r["n"], r["shape"], r["k"], r["seed"], r["solver"]) for r in load_runs(out)}
-    base = Options(threads=args.threads, time_limit_s=limit)
-    try:
-        import subprocess
+                         "(params['split']; rows without a DP plan run unsplit)")
+    _cli.add_out(ap, "out/bench_exact", f"{RUNS_FILE}, every run appended as it finishes; an interrupted bench "
+                 "resumes from the rows made with the same flags at the same revision")
+    ap.add_argument("--table-only", action="store_true",
+                    help="print the table of the last configuration in DIR/runs.jsonl and exit")
+    _cli.add_quiet(ap)
+    _cli.add_jobs(ap, 1, "the runs are timed")
+    return ap
 
-        rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                             cwd=Path(__file__).resolve().parent).stdout.strip() or None
-    except OSError:
-        rev = None
+
+def _main(argv: list[str] | None) -> int:
+    args = build_parser().parse_args(argv)
+    args.time_limit = args.time_limit or (10.0 if args.quick else 60.0)
+    args.sizes = args.sizes or ((8, 12) if args.quick else (8, 12, 16, 24, 32))
+    args.ks = args.ks or ((4,) if args.quick else (4, 8, 16))
+    out = _runs_path(args.out)
+    say = _cli.progress(args.quiet)
+    if args.table_only:
+        runs = load_runs(out)
+        if not runs:
+            raise _cli.UsageError(f"no runs in {out}")
+        last = runs[-1].get("config_id")
+        runs = [r for r in runs if r.get("config_id") == last]
+        config = runs[-1].get("config") or {}
+        print(f"configuration {last}: {json.dumps(config, sort_keys=True)}")
+        solvers = [s for s in config.get("solvers", SOLVER_ORDER)]
+        print(table(runs, solvers, float(config.get("time_limit", args.time_limit))))
+        print(LEGEND)
+        print()
+        print(summary(runs))
+        return 0
+    config = run_config(args, _cli.revision())
+    cid = config_id(config)
+    say(f"configuration {cid} (revision {config['revision']}); runs in {out}")
+    mine = [r for r in load_runs(out) if r.get("config_id") == cid]
+    if mine:
+        say(f"resuming: {len(mine)} runs of this configuration already in {out}")
+    solvers = list(args.solvers)
+    bench(args, config, cid, out, mine, say)
+    runs = [r for r in load_runs(out) if r.get("config_id") == cid]
+    print(f"configuration {cid}: {json.dumps(config, sort_keys=True)}")
+    print(table(runs, solvers, args.time_limit))
+    print(LEGEND)
+    print()
+    print(summary(runs))
+    return 0
+
+
+def bench(args: argparse.Namespace, config: dict[str, Any], cid: str, out: Path, done_runs: list[dict[str, Any]],
+          say: Any) -> None:
+    """Run every (instance, solver) not in ``done_runs`` (rows of this configuration) and
+    append each run to ``out`` as it finishes."""
     from piper.plan import plan_from_dict
 
+    limit = args.time_limit
+    solvers = list(args.solvers)
+    done = {(r["n"], r["shape"], r["k"], r["seed"], r["solver"]): r for r in done_runs}
+    base = Options(threads=args.threads, time_limit_s=limit)
     if "dp" in solvers:  # compile the DP's numba kernels once, outside the timings
         run_one(instance(6, "branchy", 4), "dp", replace(base, time_limit_s=None))
-
-    for n in sizes:
-        for shape in shapes:
-            for k in ks:
+    for n in args.sizes:
+        for shape in args.shapes:
+            for k in args.ks:
                 seeds = [1000 + 100 * n + k]
                 j = 0
                 while j < len(seeds):
@@ -243,14 +323,15 @@ def main(argv: list[str] | None = None) -> int:
                     problem = instance(n, shape, k, seed)
                     meta = {"n": n, "shape": shape, "k": k, "seed": seed, "m": len(problem.edges),
                             "ideals": count_ideals(problem), "replacement": None if j == 1 else seeds[0],
-                            "time_limit": limit, "rev": rev, "cp_workers": args.cp_workers, "threads": args.threads}
+                            "time_limit": limit, "revision": config["revision"], "cp_workers": args.cp_workers,
+                            "threads": args.threads, "config_id": cid, "config": config}
                     warm = None
                     verdicts = []
                     for solver in solvers:
-                        if (n, shape, k, seed, solver) in done:
-                            prev = [r for r in load_runs(out) if (r["n"], r["shape"], r["k"], r["seed"], r["solver"]) == (n, shape, k, seed, solver)][-1]
+                        prev = done.get((n, shape, k, seed, solver))
+                        if prev is not None:
                             verdicts.append(prev["status"])
-                            if solver == "dp" and prev.get("plan"):
+                            if solver == "dp" and prev.get("plan") and prev["status"] == "optimal":
                                 warm = plan_from_dict(prev["plan"])
                             continue
                         params: dict[str, Any] = {}
@@ -268,14 +349,14 @@ def main(argv: list[str] | None = None) -> int:
                                "split": params.get("split", "none"), **run}
                         with out.open("a") as fh:
                             fh.write(json.dumps(rec) + "\n")
-                        print(f"n={n} {shape} k={k} seed={seed} {solver}: {run['status']} "
-                              f"tps={run.get('tps')} t={run.get('time_s', 0):.2f}s", file=sys.stderr, flush=True)
+                        say(f"n={n} {shape} k={k} seed={seed} {solver}: {run['status']} "
+                            f"tps={run.get('tps')} t={run.get('time_s', 0):.2f}s")
                     if "infeasible" in verdicts and len(seeds) < 8:
                         seeds.append(seed + 7919)  # keep the infeasible row, add a feasible replacement
-    print(table(load_runs(out), solvers, limit))
-    print()
-    print(summary(load_runs(out)))
-    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    return _cli.run(_main, argv, PROG)
 
 
 if __name__ == "__main__":
