@@ -1,4 +1,4 @@
-"""``python -m piper info|evaluate|solve|model|plan ...``: the planner's command line.
+"""``python -m piper info|evaluate|solve|model|plan|export ...``: the planner's command line.
 
 User errors (bad file, bad JSON, invalid problem or plan, bad flag) exit with
 status 2 and a one-line message on stderr.
@@ -54,6 +54,9 @@ def _parser() -> ArgumentParser:
 
     add_model_parser(sub)
     add_plan_parser(sub)
+    from .export_cmd import add_export_parser
+
+    add_export_parser(sub)
     return p
 
 
@@ -157,9 +160,16 @@ def cmd_model(args) -> int:
     return run(args)
 
 
+def cmd_export(args) -> int:
+    from .export_cmd import cmd_export as run
+
+    return run(args)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    return {"info": cmd_info, "evaluate": cmd_evaluate, "solve": cmd_solve, "model": cmd_model, "plan": cmd_plan}[args.command](args)
+    return {"info": cmd_info, "evaluate": cmd_evaluate, "solve": cmd_solve, "model": cmd_model, "plan": cmd_plan,
+            "export": cmd_export}[args.command](args)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,63 @@
+"""Export a plan to a training framework: Megatron-LM arguments, a DeepSpeed config and
+pipeline partition, torchtitan TOML sections (issue 22; docs/export.md).
+
+``export_plan(problem, plan, "megatron" | "deepspeed" | "torchtitan")`` returns an
+:class:`Export`, or raises :class:`ExportError` (a ValueError) naming the stage and the
+rule (E1-E7) when the target cannot express the plan. Nothing is rounded: what carries
+over only approximately is listed in ``Export.notes``.
+"""
+
+from __future__ import annotations
+
+from ..plan import Plan
+from ..problem import Problem
+from .common import (
+    RULES,
+    TARGET_NAMES,
+    TARGETS,
+    Export,
+    ExportError,
+    ExportPlan,
+    LayerMap,
+    ModelInfo,
+    StageSpec,
+    map_layers,
+    model_info,
+    prepare,
+)
+
+__all__ = [
+    "export_plan", "Export", "ExportError", "ExportPlan", "LayerMap", "ModelInfo", "StageSpec",
+    "RULES", "TARGETS", "TARGET_NAMES", "map_layers", "model_info", "prepare",
+]
+
+
+def export_plan(problem: Problem, plan: Plan, target: str, *, micro_batch: int | None = None,
+                fit_recompute: bool = False) -> Export:
+    """``plan`` (for ``problem``) in ``target``'s terms; :class:`ExportError` when it cannot be
+    expressed. ``micro_batch``: sequences per Piper sample, for workloads that do not record it.
+    ``fit_recompute``: when only the recomputation cannot be expressed, export the target's
+    setting that the evaluator scores best instead (:mod:`piper.export.fit`), with a note."""
+    try:
+        return _export(prepare(problem, plan, target, micro_batch=micro_batch))
+    except ExportError as exc:
+        if not (fit_recompute and exc.recompute):
+            raise
+        from .fit import fit_recompute as fit
+
+        fitted, note = fit(problem, plan, target, exc)
+    return _export(prepare(problem, fitted, target, micro_batch=micro_batch, notes=(note,)))
+
+
+def _export(ep: ExportPlan) -> Export:
+    if ep.target == "megatron":
+        from .megatron import export_megatron
+
+        return export_megatron(ep)
+    if ep.target == "deepspeed":
+        from .deepspeed import export_deepspeed
+
+        return export_deepspeed(ep)
+    from .torchtitan import export_torchtitan
+
+    return export_torchtitan(ep)

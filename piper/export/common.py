@@ -1,0 +1,476 @@
+"""What every export target shares: the layer mapping, the meaning of TMPC ids, and the
+expressibility rules E1-E7 (docs/export.md).
+
+:func:`prepare` reads a (problem, plan) pair into an :class:`ExportPlan`: per stage its
+(d, t), the transformer layers it holds (positions 0..l-1 in chain order), whether it holds
+the embedding side and the head side, and per layer the recomputation kind of its TMPC.
+Anything that no target can express is refused here with :class:`ExportError`; what is
+target-specific (one recomputation setting, sequence parallelism, selective recomputation)
+is checked by the target modules with :func:`refuse`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import networkx as nx
+
+from ..evaluate import check_plan, evaluate
+from ..plan import Plan
+from ..problem import ACTIVATION_RECOMP, VANILLA, Problem
+
+__all__ = [
+    "ExportError",
+    "TARGETS",
+    "TARGET_NAMES",
+    "RULES",
+    "ModelInfo",
+    "LayerMap",
+    "StageSpec",
+    "ExportPlan",
+    "Export",
+    "map_layers",
+    "tmpc_meaning",
+    "model_info",
+    "prepare",
+    "refuse",
+    "recompute_kinds",
+    "format_counts",
+]
+
+#: export targets (CLI ``--to``) and their display names
+TARGET_NAMES: Mapping[str, str] = {"megatron": "Megatron-LM", "deepspeed": "DeepSpeed", "torchtitan": "torchtitan"}
+TARGETS = tuple(TARGET_NAMES)
+
+#: the expressibility rules, as refusals name them (docs/export.md, "Refusals")
+RULES: Mapping[str, str] = {
+    "E1": "layer mapping: the transformer layers are known and form a chain, every other node comes before the first or after the last",
+    "E2": "the embedding side sits in the first stage and the head side in the last",
+    "E3": "one (d, t) for every stage",
+    "E4": "every TMPC has a counterpart in the target",
+    "E5": "one sequence-parallel setting for the whole model",
+    "E6": "the recomputation fits the target's one setting",
+    "E7": "the micro-batch size (sequences per Piper sample) is known",
+}
+
+#: the node name the paper's BERT workload gives its transformer layers
+TRANSFORMER_NAME = "ParallelTransformerLayer"
+RECOMPUTE_KINDS = ("none", "selective", "full")
+
+
+class ExportError(ValueError):
+    """A plan the target cannot express, or a workload whose layers cannot be mapped.
+
+    The message is one line: the target, the stage (or node), the rule (E1-E7) and, when
+    planning with ``--uniform`` would make the plan expressible, that suggestion."""
+
+    def __init__(self, message: str, *, rule: str, target: str | None = None, stage: int | None = None,
+                 recompute: bool = False) -> None:
+        super().__init__(message)
+        self.rule = rule
+        self.target = target
+        self.stage = stage
+        #: the refusal is about recomputation only (``fit_recompute`` may find a setting)
+        self.recompute = recompute
+
+
+def refuse(target: str, rule: str, what: str, *, stage: int | None = None, hint: str = "",
+           recompute: bool = False) -> ExportError:
+    """The :class:`ExportError` for ``target``: "cannot export to T: WHAT (rule En: ...)[; HINT]".
+    ``recompute``: the refusal is about the recomputation only; the message then points to
+    ``--fit-recompute``."""
+    name = TARGET_NAMES.get(target, target)
+    msg = f"cannot export to {name}: {what} (rule {rule}: {RULES[rule]})"
+    if recompute and not hint:
+        hint = ("or export with --fit-recompute: the target's single recomputation setting that the evaluator "
+                "scores best for this split and (d, t), re-scored and reported")
+    if hint:
+        msg += f"; {hint}"
+    return ExportError(msg, rule=rule, target=target, stage=stage, recompute=recompute)
+
+
+# ---------------------------------------------------------------------------------
+# the model record (piper/frontend/workload.py model_record)
+# ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    """The workload's ``model`` record: counts; bytes per element for ``precision_bytes``;
+    sequences for ``micro_batch`` and ``global_batch``."""
+
+    name: str
+    layers: int
+    hidden_size: int
+    ffn_hidden_size: int
+    attention_heads: int
+    kv_heads: int
+    vocab_size: int
+    seq_length: int
+    ffn_kind: str
+    norm: str
+    linear_bias: bool
+    learned_positions: bool
+    tied_embeddings: bool
+    precision_bytes: int
+    micro_batch: int
+    global_batch: int
+    distributed_optimizer: bool
+
+
+_MODEL_FIELDS: tuple[tuple[str, str, type], ...] = (
+    ("name", "name", str), ("layers", "layers", int), ("hidden_size", "hiddenSize", int),
+    ("ffn_hidden_size", "ffnHiddenSize", int), ("attention_heads", "attentionHeads", int),
+    ("kv_heads", "kvHeads", int), ("vocab_size", "vocabSize", int), ("seq_length", "seqLength", int),
+    ("ffn_kind", "ffnKind", str), ("norm", "norm", str), ("linear_bias", "linearBias", bool),
+    ("learned_positions", "learnedPositions", bool), ("tied_embeddings", "tiedEmbeddings", bool),
+    ("precision_bytes", "precisionBytes", int), ("micro_batch", "microBatch", int),
+    ("global_batch", "globalBatch", int), ("distributed_optimizer", "distributedOptimizer", bool),
+)
+
+
+def model_info(problem: Problem) -> ModelInfo | None:
+    """The workload's ``model`` record, or None when it has none (profiled workloads).
+    A record with a missing or mistyped field is refused (rule E7), naming the field."""
+    raw = problem.extra.get("model")
+    if raw is None:
+        return None
+    if not isinstance(raw, Mapping):
+        raise ExportError(f"the workload's 'model' must be an object, got {type(raw).__name__}", rule="E7")
+    values: dict[str, Any] = {}
+    for attr, key, typ in _MODEL_FIELDS:
+        if key not in raw:
+            raise ExportError(f"the workload's 'model' has no {key!r}", rule="E7")
+        value = raw[key]
+        ok = isinstance(value, typ) and (typ is bool or not isinstance(value, bool))
+        if typ is int and ok and value < 1:
+            ok = False
+        if not ok:
+            raise ExportError(f"the workload's model.{key} must be {'a whole number >= 1' if typ is int else typ.__name__}, "
+                              f"got {value!r}", rule="E7")
+        values[attr] = value
+    return ModelInfo(**values)
+
+
+# ---------------------------------------------------------------------------------
+# layer mapping (rule E1)
+# ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LayerMap:
+    """Which node is which transformer layer.
+
+    ``layers[i]`` is the node id of transformer layer i (chain order); ``pre`` are the other
+    nodes before the first layer (embedding, inputs), ``post`` those after the last (final
+    norm, output head, pooler); ``how`` says how the layers were found."""
+
+    layers: tuple[int, ...]
+    pre: frozenset[int]
+    post: frozenset[int]
+    how: str
+
+    @property
+    def position(self) -> dict[int, int]:
+        """node id -> layer index (0-based)."""
+        return {v: i for i, v in enumerate(self.layers)}
+
+
+def map_layers(problem: Problem) -> LayerMap:
+    """Find the transformer layers: nodes of ``kind`` "transformer" (the model front end,
+    ordered by ``layerIndex``), else nodes named ``ParallelTransformerLayer`` (the paper's
+    BERT profile, in topological order). They must form a chain (an edge from each layer to
+    the next) and every other node must come before the first layer or after the last.
+    Raises :class:`ExportError` (rule E1) saying why the layers cannot be mapped."""
+    kinds = [nd for nd in problem.nodes if nd.kind == "transformer"]
+    if kinds:
+        how = "nodes of kind 'transformer', ordered by layerIndex"
+        if any(nd.layer_index is None for nd in kinds):
+            bad = next(nd for nd in kinds if nd.layer_index is None)
+            raise ExportError(f"cannot map layers: transformer node {bad.id} has no layerIndex", rule="E1")
+        by_index = sorted(kinds, key=lambda nd: (nd.layer_index, nd.id))
+        indices = [nd.layer_index for nd in by_index]
+        if indices != list(range(len(by_index))):
+            raise ExportError(f"cannot map layers: the transformer nodes' layerIndex values are {indices[:8]}"
+                              f"{'...' if len(indices) > 8 else ''}, not 0..{len(by_index) - 1} once each", rule="E1")
+        layers = tuple(nd.id for nd in by_index)
+    else:
+        named = {nd.id for nd in problem.nodes if nd.name == TRANSFORMER_NAME}
+        if not named:
+            raise ExportError(
+                "cannot map layers: no node has kind 'transformer' (workloads from `python -m piper model`) "
+                f"or the name {TRANSFORMER_NAME!r} (the paper's BERT profile), so which node is which "
+                "transformer layer is unknown", rule="E1")
+        how = f"nodes named {TRANSFORMER_NAME!r}, in topological order"
+        layers = tuple(v for v in problem.topological_order if v in named)
+    g = nx.DiGraph()
+    g.add_nodes_from(nd.id for nd in problem.nodes)
+    g.add_edges_from((e.u, e.v) for e in problem.edges)
+    for a, b in zip(layers, layers[1:]):
+        if not g.has_edge(a, b):
+            raise ExportError(f"cannot map layers: the layer graph is not a chain: no edge from transformer layer "
+                              f"node {a} to the next one, node {b}", rule="E1")
+    layer_set = set(layers)
+    after_first = nx.descendants(g, layers[0])
+    after_last = nx.descendants(g, layers[-1])
+    pre, post = set(), set()
+    for nd in problem.nodes:
+        v = nd.id
+        if v in layer_set:
+            continue
+        if v in after_last:
+            post.add(v)
+        elif v not in after_first:
+            pre.add(v)
+        else:
+            raise ExportError(f"cannot map layers: node {nd.label} sits between transformer layers (after node "
+                              f"{layers[0]}, not after node {layers[-1]}); the targets hold only transformer layers "
+                              "between the embedding and the head", rule="E1")
+    return LayerMap(layers, frozenset(pre), frozenset(post), how)
+
+
+# ---------------------------------------------------------------------------------
+# TMPC ids
+# ---------------------------------------------------------------------------------
+
+
+def tmpc_meaning(tmpc_id: str) -> tuple[str, bool] | None:
+    """``(recompute kind, sequence parallel)`` of a TMPC id, or None when unknown.
+
+    The model front end's ids (``none``, ``selective``, ``full``, each optionally ``+sp``;
+    :mod:`piper.frontend.tmpc`), and the paper's BERT ids: ``vanilla`` = no recomputation,
+    ``activation recomp`` = full recomputation of the layer (neither uses sequence parallelism)."""
+    if tmpc_id == VANILLA:
+        return "none", False
+    if tmpc_id == ACTIVATION_RECOMP:
+        return "full", False
+    from ..frontend.errors import FrontendError
+    from ..frontend.tmpc import parse_tmpc_id
+
+    try:
+        return parse_tmpc_id(tmpc_id)
+    except FrontendError:
+        return None
+
+
+_KNOWN_IDS = "none, selective, full (each optionally +sp), vanilla, activation recomp"
+
+
+# ---------------------------------------------------------------------------------
+# the plan, read for export
+# ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StageSpec:
+    """One pipeline stage as the targets see it (``index`` is 1-based)."""
+
+    index: int
+    d: int
+    t: int
+    #: holds the embedding side (nodes before the first transformer layer)
+    pre: bool
+    #: holds the head side (nodes after the last transformer layer)
+    post: bool
+    #: transformer layer positions (0-based, consecutive)
+    layers: tuple[int, ...]
+    #: recomputation kind per layer of ``layers``: "none", "selective" or "full"
+    recompute: tuple[str, ...]
+    #: sequence parallelism of each node's TMPC in the stage (all nodes, not only layers)
+    sequence_parallel: tuple[bool, ...]
+
+    @property
+    def n_layers(self) -> int:
+        return len(self.layers)
+
+    def count(self, kind: str) -> int:
+        """Layers of this stage whose TMPC recomputes ``kind``."""
+        return sum(1 for r in self.recompute if r == kind)
+
+
+@dataclass(frozen=True)
+class ExportPlan:
+    """A plan that passed the common rules E1, E2, E4 (TMPC ids known), E7, ready for a target."""
+
+    target: str
+    stages: tuple[StageSpec, ...]
+    layer_map: LayerMap
+    #: the workload's model record (None for profiled workloads)
+    model: ModelInfo | None
+    #: N, micro-batches per batch (the effective value, after any -N flag)
+    microbatches: int
+    #: sequences per micro-batch (one Piper sample)
+    micro_batch: int
+    #: some chosen TMPC has sharded state (memoryUsageShardedB > 0): ZeRO-1 / distributed optimizer
+    sharded: bool
+    #: devices in the whole cluster (k)
+    devices: int
+    #: the plan does not fit the memory limit (the evaluator's score)
+    oom: bool
+    notes: tuple[str, ...]
+
+    @property
+    def pipeline(self) -> int:
+        return len(self.stages)
+
+    @property
+    def num_layers(self) -> int:
+        return len(self.layer_map.layers)
+
+    @property
+    def global_batch(self) -> int:
+        """Sequences per iteration: N x micro-batch."""
+        return self.microbatches * self.micro_batch
+
+    def uniform(self) -> tuple[int, int]:
+        """(d, t) of every stage (rule E3 holds; checked in :func:`prepare`)."""
+        return self.stages[0].d, self.stages[0].t
+
+    @property
+    def world_size(self) -> int:
+        d, t = self.uniform()
+        return d * t * self.pipeline
+
+
+@dataclass(frozen=True)
+class Export:
+    """What an export writes: ``text`` (the main file's content: Megatron arguments, the
+    DeepSpeed config JSON, the torchtitan TOML), ``extra_files`` (suffix -> content, e.g.
+    DeepSpeed's pipeline partition), ``data`` (machine-readable, for ``--json``) and
+    ``notes`` (what does not carry over exactly, one line each)."""
+
+    target: str
+    text: str
+    data: Mapping[str, Any]
+    notes: tuple[str, ...]
+    extra_files: Mapping[str, str]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"target": self.target, **dict(self.data), "notes": list(self.notes),
+                "text": self.text, "extra_files": dict(self.extra_files)}
+
+
+def format_counts(counts: list[int]) -> str:
+    """Runs of equal numbers: [5, 6, 6, 6, 5] -> '5, 6 x 3, 5'."""
+    out: list[str] = []
+    i = 0
+    while i < len(counts):
+        j = i
+        while j + 1 < len(counts) and counts[j + 1] == counts[i]:
+            j += 1
+        out.append(f"{counts[i]}" if j == i else f"{counts[i]} x {j - i + 1}")
+        i = j + 1
+    return ", ".join(out)
+
+
+def recompute_kinds(ep: ExportPlan) -> set[str]:
+    """The recomputation kinds used by any transformer layer of the plan."""
+    return {r for s in ep.stages for r in s.recompute}
+
+
+def _stage_label(problem: Problem, v: int) -> str:
+    return problem.node_by_id[v].label
+
+
+def prepare(problem: Problem, plan: Plan, target: str, *, micro_batch: int | None = None,
+            notes: tuple[str, ...] = ()) -> ExportPlan:
+    """Check the plan against ``problem`` and the rules every target shares (E1, E2, E3, E4
+    for unknown ids and recomputation outside transformer layers, E5, E7); raise
+    :class:`ExportError` (or :class:`~piper.evaluate.PlanError` for a plan that breaks the
+    structural rules 1-4) naming the stage and the rule.
+
+    ``micro_batch``: sequences per Piper sample when the workload does not record it (a
+    recorded value that differs is an error: nothing is silently replaced). ``notes``: lines
+    to carry into the export (e.g. what ``--fit-recompute`` changed)."""
+    if target not in TARGET_NAMES:
+        raise ExportError(f"unknown export target {target!r} (known: {', '.join(TARGETS)})", rule="E4")
+    chosen = check_plan(problem, plan)
+    lm = map_layers(problem)
+    pos = lm.position
+    model = model_info(problem)
+    out_notes: list[str] = list(notes)
+
+    # E7: the micro-batch size
+    if model is not None:
+        if micro_batch is not None and micro_batch != model.micro_batch:
+            raise refuse(target, "E7", f"--micro-batch {micro_batch} differs from the workload's recorded "
+                         f"micro-batch of {model.micro_batch} sequences (its costs are for that size)")
+        b = model.micro_batch
+        if model.global_batch != problem.microbatches * b:
+            out_notes.append(f"global batch {problem.microbatches * b} sequences (N = {problem.microbatches} micro-batches "
+                         f"of {b}) differs from the {model.global_batch} the workload was built for (N was overridden)")
+        if model.layers != len(lm.layers):
+            raise refuse(target, "E1", f"the workload's model record says {model.layers} layers, its graph has "
+                         f"{len(lm.layers)} transformer nodes")
+    elif micro_batch is not None:
+        b = micro_batch
+    else:
+        raise refuse(target, "E7", "the workload does not record the micro-batch size (sequences per Piper "
+                     "sample; workloads from `python -m piper model` do)", hint="give it with --micro-batch B")
+
+    # E3: one (d, t)
+    first = plan.stages[0]
+    for i, s in enumerate(plan.stages[1:], start=2):
+        if (s.d, s.t) != (first.d, first.t):
+            raise refuse(target, "E3", f"stage {i} has (d, t) = ({s.d}, {s.t}) but stage 1 has ({first.d}, {first.t})",
+                         stage=i, hint="re-plan with --uniform (solve / plan), which gives every stage one (d, t)")
+
+    stages: list[StageSpec] = []
+    last = len(plan.stages)
+    for i, s in enumerate(plan.stages, start=1):
+        layer_pos = sorted(pos[v] for v in s.nodes if v in pos)
+        has_pre = any(v in lm.pre for v in s.nodes)
+        has_post = any(v in lm.post for v in s.nodes)
+        # E2: the embedding side in stage 1, the head side in the last stage
+        for v in s.nodes:
+            if v in lm.pre and i != 1:
+                raise refuse(target, "E2", f"node {_stage_label(problem, v)} comes before the first transformer layer "
+                             f"but is in stage {i}, not stage 1", stage=i)
+            if v in lm.post and i != last:
+                raise refuse(target, "E2", f"node {_stage_label(problem, v)} comes after the last transformer layer "
+                             f"but is in stage {i}, not the last stage ({last})", stage=i)
+        if layer_pos and layer_pos != list(range(layer_pos[0], layer_pos[0] + len(layer_pos))):
+            raise refuse(target, "E1", f"stage {i} holds transformer layers {layer_pos}, not a consecutive run", stage=i)
+        recompute: list[str] = []
+        sp: list[bool] = []
+        for v in sorted(s.nodes, key=lambda v: (pos.get(v, -1), v)):
+            tid = s.tmpcs[v]
+            meaning = tmpc_meaning(tid)
+            if meaning is None:
+                raise refuse(target, "E4", f"node {_stage_label(problem, v)} in stage {i} uses TMPC {tid!r}, which has no "
+                             f"known meaning (known ids: {_KNOWN_IDS})", stage=i)
+            kind, seq_par = meaning
+            if v in pos:
+                recompute.append(kind)
+            elif kind != "none":
+                raise refuse(target, "E4", f"node {_stage_label(problem, v)} in stage {i} is not a transformer layer but "
+                             f"uses TMPC {tid!r} ({kind} recomputation); the targets recompute transformer layers only",
+                             stage=i)
+            sp.append(seq_par)
+        stages.append(StageSpec(i, s.d, s.t, has_pre, has_post, tuple(layer_pos), tuple(recompute), tuple(sp)))
+    ordered = [p for st in stages for p in st.layers]
+    if ordered != list(range(len(lm.layers))):
+        raise refuse(target, "E1", "the stages do not hold the transformer layers in chain order")
+    for st in stages:
+        if not st.layers and not (st.index == 1 and st.pre) and not (st.index == last and st.post):
+            raise refuse(target, "E1", f"stage {st.index} holds no transformer layer", stage=st.index)
+
+    # E5: one sequence-parallel switch (only meaningful at t > 1; the ids at t = 1 have no +sp)
+    flags = {f for st in stages for f in st.sequence_parallel}
+    if len(flags) > 1:
+        on = next(st for st in stages if True in st.sequence_parallel)
+        off = next(st for st in stages if False in st.sequence_parallel)
+        where = f"stage {on.index}" if on.index == off.index else f"stages {on.index} (on) and {off.index} (off)"
+        raise refuse(target, "E5", f"the plan mixes sequence parallelism on and off ({where}); the target has one switch "
+                     "for the whole model", stage=off.index)
+
+    sharded = any(c.memory_sharded > 0 for c in chosen.values())
+    score = evaluate(problem, plan)
+    if score.oom:
+        out_notes.append("the plan does not fit the workload's memory limit (the evaluator scores it out of memory)")
+    if plan.devices_used < problem.devices:
+        out_notes.append(f"the plan uses {plan.devices_used} of the cluster's {problem.devices} devices")
+    return ExportPlan(target, tuple(stages), lm, model, problem.microbatches, b, sharded, problem.devices,
+                      score.oom, tuple(out_notes))
