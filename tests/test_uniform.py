@@ -12,7 +12,7 @@ import random
 
 import pytest
 
-import piper.dp as dp_module
+import piper.dp.solver as dp_module
 from baselines import solve
 from experiments.instances import random_problem
 from piper import Options, Problem, SolverError, check_plan

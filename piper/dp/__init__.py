@@ -1,0 +1,86 @@
+"""Piper's two-level dynamic program: a threshold search, and the table itself.
+
+The problem (``docs/problem.md``): split the DAG into stages S_1..S_L (differences of
+nested ideals), give stage i degrees (t_i, d_i) and one TMPC per layer, to
+minimise max_i TPS_i subject to sum d_i t_i <= k, sum d_i <= N and memory.
+
+Piper's DP is  dp[I][k'][s] = min over J < I, (t, d) of
+max(dp[J][k' - t d][s - d], K(I \\ J, t, d, ceil(s / d))), where K is the stage's
+knapsack (:mod:`piper.knapsack`, ``Options.knapsack``) and s is a *budget* for the
+sum of d of this and later stages (``algo.cpp``: "at most" semantics; y is
+computed from the budget).  Stage cut edges: in-edges (u, v) with u outside I,
+out-edges (v, x) with x in J (ideals are successor-closed).  Two engines compute it:
+
+**Threshold engine** (default).  The objective is a bottleneck (a max), so:
+
+* *stage tables*: for every ideal pair p = (I, J), allowed t (every layer of
+  I \\ J has an allowed TMPC at t) and d (N mod d = 0, d <= S = min(N, k),
+  t d <= k), the values K(p, t, d, y), y = 1..ceil(S / d), as runs of equal value
+  ("segments").  Memory a y + b grows with y, so the exact K is non-decreasing
+  in y and a run ends where its optimal choice stops fitting; when every layer's
+  TMPCs share one parameter size w (all three paper workloads), cost(d) =
+  cost(1) / d + a per-layer constant, so the optimal choices are computed once at
+  d = 1 and priced at each d.  The greedy K is recomputed at every y (it need
+  not be monotone); its d's are not merged (bit-for-bit reference semantics).
+* *feasibility test* for a threshold T: g[I][s] = least devices (sum t d) to
+  split ideal I into stages all of value <= T within budget s:
+  f[I][s] = min over entries (J, t, d) with K(., ceil(s / d)) <= T of
+  t d + g[J][s - d], g[I][s] = min_{s' <= s} f[I][s'], g[{}][.] = 0.
+  A plan of value <= T exists iff g[V][S] <= k.
+* *search*: the optimum is one of the table values: binary search over their
+  sorted distinct values for the least feasible one.
+* *bound* (exact knapsack, graphs of more than 64 layers, ``params["greedy_bound"]``
+  to force or disable): the greedy DP's value U is solved first; then stage
+  values above U are never computed (a (t, d) is dropped once its value, which
+  grows with y, passes U) and the search runs over candidates <= U.
+* *curve*: m(T) = g[V][S] is the least number of devices reaching T; the best
+  TPS with at most k' devices is the least candidate T with m(T) <= k', found
+  for all requested k' by divide and conquer over the candidates.
+
+**Table engine** (``params["engine"] = "table"``; chosen automatically when the
+stage tables would be large: ideal pairs x options > 20 M, e.g. GNMT): the
+dp[I][k'][s] table itself, one pass over the ideal pairs, each stage's knapsacks
+solved on the fly.  Per I, pass 1 enters the cheap values (all-fastest fits, and
+for the exact knapsack the least-memory choice as an achievable upper bound);
+pass 2 solves a knapsack only where the stage's lower bound could still improve
+the table.  Unless a curve is requested, the linearized DP (n + 1 ideals) is
+solved first and terms above its value are dropped.
+
+Curve (``stats["curve"]`` = [[k', TPS or None], ...]): ``params["curve"]`` True =
+every k' = 1..k, False = none, default = every k' when cheap (k <= 64 and at most
+5000 ideal pairs, e.g. BERT), else none; ``params["curve_points"]`` = a list of k'.
+Curve points use the budget bound S = min(N, k) of the full k: with the exact
+knapsack each point is the optimum at k' devices.
+
+**Version 2** (docs/problem.md §2.2; ``solve_dp``): a stage's knapsack at (t, d, y) prices
+each TMPC with the resync factor f, its resync at B_in when t d <= G (else B), its cut
+edges at the run's B_edge, and its memory as a y + b + s / d (summed as the evaluator
+does).  The d-invariant shortcut above needs, in addition, no sharded state (s / d makes
+the optimal choice depend on d); f and B_resync only add a per-node constant at each d,
+so they keep it.  B_edge is a property of the whole plan (B_in iff sum d t <= G), so with
+G < k the DP runs twice: over plans on at most G devices with edges at B_in, and over all
+plans with edges at B (a plan inside one node is scored pessimistically there when
+B_in >= B); the better plan wins (``stats["runs"]``; with B_in < B the second run's plan
+inside one node only bounds the optimum from below: OPTIMAL when the first run's value is
+no larger, else FEASIBLE with that bound).  With G >= k (always without the new keys)
+there is one run at B_in = B, f = 4, s = 0, and every number is bit-for-bit the
+version-1 number: the kernels keep the reference's arithmetic (E / d + R) / B + p / d
+whenever B_resync = B_edge.
+
+**Uniform plans** (``Options.uniform``, docs/problem.md §2.5): one DP (both runs) per
+allowed (t, d) with only that pair allowed; the best wins; no curve.  Refused with a
+SolverError when (t, d) pairs x runs x ideal pairs exceeds ``UNIFORM_MAX_WORK``.
+
+Statuses: exact knapsack -> OPTIMAL (bound = TPS) or INFEASIBLE; greedy ->
+FEASIBLE (bound 0) or INFEASIBLE; time limit -> FEASIBLE (best threshold proven
+feasible so far) or UNKNOWN, message "time limit ...".
+
+Units: times in the workload's time unit per sample, memory in bytes.
+"""
+
+from __future__ import annotations
+
+from .solver import UNIFORM_MAX_WORK, solve_dp
+from .threshold import DPTables, build_tables
+
+__all__ = ["solve_dp", "DPTables", "build_tables", "UNIFORM_MAX_WORK"]

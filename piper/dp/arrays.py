@@ -1,0 +1,131 @@
+"""The problem as flat arrays for the compiled kernels (see :mod:`piper.dp`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..options import Candidates
+from ..problem import Problem
+from ..result import SolverError
+
+_BIG = np.int64(1) << np.int64(60)
+#: table mode: achievable upper-bound values (greedy choices, galloping, shared across d)
+HEUR = 2
+
+
+@dataclass
+class _Arrays:
+    """Flat arrays describing the layers, their allowed TMPCs and edges.
+
+    Node positions follow ``problem.nodes``; ``ts`` are the allowed degrees; the
+    allowed TMPCs of node v at degree ts[ti] are flat indices
+    ``opt_start[v, ti] .. opt_start[v, ti] + opt_cnt[v, ti] - 1``.
+    ``inb[inb_ptr[q] + j]`` = 2 (c + syncTimeFw) bytes of the j-th in-edge of q's
+    node under TMPC q (likewise ``outb`` for out-edges and syncTimeBw).
+    """
+
+    n: int
+    ts: np.ndarray
+    ds: np.ndarray
+    opt_start: np.ndarray
+    opt_cnt: np.ndarray
+    tp: np.ndarray
+    tw: np.ndarray
+    ta: np.ndarray
+    tb: np.ndarray
+    in_ptr: np.ndarray
+    in_src: np.ndarray
+    out_ptr: np.ndarray
+    out_dst: np.ndarray
+    inb_ptr: np.ndarray
+    inb: np.ndarray
+    outb_ptr: np.ndarray
+    outb: np.ndarray
+    #: per (TMPC, index of d in ds): f (d - 1) w / d / N (resync bytes), p / d, B_resync (B_in when
+    #: t d <= G, else B) and the cost when no edge is cut, rq / B_resync + pq (docs/problem.md §2.2)
+    rq: np.ndarray
+    pq: np.ndarray
+    c0: np.ndarray
+    rb: np.ndarray | None
+    #: per (index of d in ds, TMPC): s / d, the sharded bytes each device holds; None when no TMPC
+    #: has sharded state (rb likewise None when every B_resync == B_edge: version 1)
+    sq: np.ndarray | None
+    #: B_edge of this run, bytes/second: B_in for plans inside one node, else B
+    bw_edge: float
+    #: flat index -> (node id, t, TMPC id)
+    labels: list[tuple[int, int, str]]
+
+
+def _arrays(problem: Problem, cand: Candidates, bw_edge: float | None = None) -> _Arrays:
+    """The flat arrays of ``problem`` under ``cand``; ``bw_edge`` = B_edge of the run in bytes/s
+    (default B; docs/problem.md §2.2)."""
+    pos = problem.index
+    n = problem.n
+    ts = np.array(cand.ts, dtype=np.int64)
+    t_index = {t: i for i, t in enumerate(cand.ts)}
+    in_lists = [[] for _ in range(n)]
+    out_lists = [[] for _ in range(n)]
+    for e in problem.edges:  # file order, like the reference's adjacency lists
+        in_lists[pos[e.v]].append(e)
+        out_lists[pos[e.u]].append(e)
+    in_ptr = np.zeros(n + 1, dtype=np.int64)
+    out_ptr = np.zeros(n + 1, dtype=np.int64)
+    for v in range(n):
+        in_ptr[v + 1] = in_ptr[v] + len(in_lists[v])
+        out_ptr[v + 1] = out_ptr[v] + len(out_lists[v])
+    in_src = np.array([pos[e.u] for lst in in_lists for e in lst], dtype=np.int64)
+    out_dst = np.array([pos[e.v] for lst in out_lists for e in lst], dtype=np.int64)
+    opt_start = np.zeros((n, max(1, len(ts))), dtype=np.int64)
+    opt_cnt = np.zeros((n, max(1, len(ts))), dtype=np.int64)
+    tp, tw, ta, tb, tsh, tt, inb_ptr, outb_ptr = [], [], [], [], [], [], [], []
+    inb: list[float] = []
+    outb: list[float] = []
+    labels: list[tuple[int, int, str]] = []
+    for v, nd in enumerate(problem.nodes):
+        for t, lst in cand.tmpcs[nd.id].items():
+            ti = t_index[t]
+            opt_start[v, ti] = len(tp)
+            opt_cnt[v, ti] = len(lst)
+            for _, c in lst:
+                tp.append(c.time_per_sample)
+                tw.append(c.parameter_size)
+                ta.append(c.memory_a)
+                tb.append(c.memory_b)
+                tsh.append(c.memory_sharded)
+                tt.append(t)
+                inb_ptr.append(len(inb))
+                for e in in_lists[v]:
+                    inb.append(2 * (e.communication_cost + c.sync_fw[e.u]))
+                outb_ptr.append(len(outb))
+                for e in out_lists[v]:
+                    outb.append(2 * (e.communication_cost + c.sync_bw[e.v]))
+                labels.append((nd.id, t, c.id))
+    f64 = lambda x: np.array(x, dtype=np.float64)  # noqa: E731
+    i64 = lambda x: np.array(x, dtype=np.int64)  # noqa: E731
+    n_mb, bw = problem.microbatches, problem.bandwidth
+    bw_edge = bw if bw_edge is None else float(bw_edge)
+    bw_in, g_node, f = problem.bandwidth_intra, problem.node_size, problem.resync_factor
+    ds = [int(d) for d in cand.ds]
+    if ds != sorted(ds) or len(set(ds)) != len(ds):
+        raise SolverError("internal error: the data-parallel degrees must be distinct and ascending")
+    # the reference's expressions, evaluated in the same order (IEEE doubles, as compiled code);
+    # version 2 (docs/problem.md §2.2): factor f (4 by default: 4.0 (d - 1) == 4 (d - 1) exactly),
+    # resync at B_in when the stage fits in a node (t d <= G), else at B; s / d more memory
+    rq = f64([[f * (d - 1) * w / d / n_mb for d in ds] for w in tw]).reshape(len(tw), len(ds))
+    pq = f64([[p / d for d in ds] for p in tp]).reshape(len(tp), len(ds))
+    rb = f64([[bw_in if t * d <= g_node else bw for d in ds] for t in tt]).reshape(len(tt), len(ds))
+    c0 = f64([[(f * (d - 1) * w / d / n_mb) / (bw_in if t * d <= g_node else bw) + p / d for d in ds]
+              for w, p, t in zip(tw, tp, tt)]).reshape(len(tp), len(ds))
+    sq = np.ascontiguousarray(f64([[x / d for x in tsh] for d in ds]).reshape(len(ds), len(tsh)))
+    # None = not needed (no sharded state / one bandwidth, as in version 1): the kernels are
+    # then compiled for None, with the version-1 loops only (numba prunes `x is None` branches)
+    sq_opt: np.ndarray | None = None if not any(x != 0 for x in tsh) else sq
+    rb_opt: np.ndarray | None = None if bool(np.all(rb == bw_edge)) else rb
+    return _Arrays(
+        n=n, ts=ts, ds=np.array(cand.ds, dtype=np.int64), opt_start=opt_start, opt_cnt=opt_cnt,
+        tp=f64(tp), tw=f64(tw), ta=f64(ta), tb=f64(tb), in_ptr=in_ptr, in_src=in_src, out_ptr=out_ptr,
+        out_dst=out_dst, inb_ptr=i64(inb_ptr), inb=f64(inb), outb_ptr=i64(outb_ptr), outb=f64(outb), rq=rq, pq=pq,
+        c0=c0, rb=rb_opt, sq=sq_opt, bw_edge=bw_edge, labels=labels,
+    )
