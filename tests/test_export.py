@@ -480,3 +480,32 @@ def test_fit_recompute_leaves_other_refusals_alone():
     problem = tiny_problem()
     with pytest.raises(ExportError, match="rule E3"):
         export_plan(problem, chain_plan(problem, [4, 4], [2, 1], 1, MIXED), "megatron", fit_recompute=True)
+
+
+def test_layers_that_are_not_a_chain_are_refused():
+    w = build_workload(TINY, hardware("a100-80gb"), SETUP)
+    w["nodes"][4]["kind"] = "adapter"  # node 4 is no longer a transformer layer: layers 1, 2, 3, 5, ...
+    for nd in w["nodes"][5:9]:
+        nd["layerIndex"] -= 1
+    w["model"]["layers"] = 7
+    with pytest.raises(ExportError, match=r"not a chain: no edge from transformer layer node 3 to the next one, node 5"):
+        map_layers(load_problem(w, strict=True))
+
+
+def test_one_stage_plan_and_a_dp_plan_export():
+    """A one-stage plan needs no pipeline flags; a uniform plan from Piper's DP on a front-end
+    workload exports with the plan's own (t, p, d) and layers per stage."""
+    from piper import Options, solve
+
+    problem = tiny_problem(TINY_LLAMA)
+    a = args_dict(export_plan(problem, chain_plan(problem, [8], 8, 1), "megatron").data["args"])
+    assert a["--pipeline-model-parallel-size"] == "1" and "--decoder-first-pipeline-num-layers" not in a
+    result = solve(problem, Options(uniform=True, progress=False), "dp")
+    plan = result.plan
+    ex = export_plan(problem, plan, "megatron", fit_recompute=True)
+    a = args_dict(ex.data["args"])
+    d, t = plan.stages[0].d, plan.stages[0].t
+    assert a["--tensor-model-parallel-size"] == str(t) and a["--pipeline-model-parallel-size"] == str(len(plan.stages))
+    assert ex.data["world_size"] == plan.devices_used == d * t * len(plan.stages)
+    kind = {nd.id: nd.kind for nd in problem.nodes}
+    assert ex.data["stage_layers"] == [sum(kind[v] == "transformer" for v in s.nodes) for s in plan.stages]

@@ -36,7 +36,6 @@ __all__ = [
     "model_info",
     "prepare",
     "refuse",
-    "recompute_kinds",
     "format_counts",
 ]
 
@@ -365,12 +364,7 @@ def format_counts(counts: list[int]) -> str:
     return ", ".join(out)
 
 
-def recompute_kinds(ep: ExportPlan) -> set[str]:
-    """The recomputation kinds used by any transformer layer of the plan."""
-    return {r for s in ep.stages for r in s.recompute}
-
-
-def _stage_label(problem: Problem, v: int) -> str:
+def _node_label(problem: Problem, v: int) -> str:
     return problem.node_by_id[v].label
 
 
@@ -426,10 +420,10 @@ def prepare(problem: Problem, plan: Plan, target: str, *, micro_batch: int | Non
         # E2: the embedding side in stage 1, the head side in the last stage
         for v in s.nodes:
             if v in lm.pre and i != 1:
-                raise refuse(target, "E2", f"node {_stage_label(problem, v)} comes before the first transformer layer "
+                raise refuse(target, "E2", f"node {_node_label(problem, v)} comes before the first transformer layer "
                              f"but is in stage {i}, not stage 1", stage=i)
             if v in lm.post and i != last:
-                raise refuse(target, "E2", f"node {_stage_label(problem, v)} comes after the last transformer layer "
+                raise refuse(target, "E2", f"node {_node_label(problem, v)} comes after the last transformer layer "
                              f"but is in stage {i}, not the last stage ({last})", stage=i)
         if layer_pos and layer_pos != list(range(layer_pos[0], layer_pos[0] + len(layer_pos))):
             raise refuse(target, "E1", f"stage {i} holds transformer layers {layer_pos}, not a consecutive run", stage=i)
@@ -439,13 +433,13 @@ def prepare(problem: Problem, plan: Plan, target: str, *, micro_batch: int | Non
             tid = s.tmpcs[v]
             meaning = tmpc_meaning(tid)
             if meaning is None:
-                raise refuse(target, "E4", f"node {_stage_label(problem, v)} in stage {i} uses TMPC {tid!r}, which has no "
+                raise refuse(target, "E4", f"node {_node_label(problem, v)} in stage {i} uses TMPC {tid!r}, which has no "
                              f"known meaning (known ids: {_KNOWN_IDS})", stage=i)
             kind, seq_par = meaning
             if v in pos:
                 recompute.append(kind)
             elif kind != "none":
-                raise refuse(target, "E4", f"node {_stage_label(problem, v)} in stage {i} is not a transformer layer but "
+                raise refuse(target, "E4", f"node {_node_label(problem, v)} in stage {i} is not a transformer layer but "
                              f"uses TMPC {tid!r} ({kind} recomputation); the targets recompute transformer layers only",
                              stage=i)
             sp.append(seq_par)
