@@ -228,6 +228,10 @@ def test_bert_layers_map_and_export_with_micro_batch():
     pooler = Plan((plan.stages[0], Stage(tuple(rest), 2, 2, {**plan.stages[1].tmpcs, 36: ACTIVATION_RECOMP})))
     with pytest.raises(ExportError, match=r"node 36 \(Pooler\) in stage 2 is not a transformer layer.*rule E4"):
         export_plan(problem, pooler, "torchtitan", micro_batch=8)
+    # --fit-recompute keeps the pooler's activations instead, and says so
+    ex = export_plan(problem, pooler, "megatron", micro_batch=8, fit_recompute=True)
+    assert "--recompute-granularity" not in args_dict(ex.data["args"])
+    assert any(n.startswith("--fit-recompute") and "no recomputation" in n for n in ex.notes)
 
 
 def test_embedding_side_must_be_in_the_first_stage():

@@ -441,7 +441,7 @@ def prepare(problem: Problem, plan: Plan, target: str, *, micro_batch: int | Non
             elif kind != "none":
                 raise refuse(target, "E4", f"node {_node_label(problem, v)} in stage {i} is not a transformer layer but "
                              f"uses TMPC {tid!r} ({kind} recomputation); the targets recompute transformer layers only",
-                             stage=i)
+                             recompute=True, stage=i)
             sp.append(seq_par)
         stages.append(StageSpec(i, s.d, s.t, has_pre, has_post, tuple(layer_pos), tuple(recompute), tuple(sp)))
     ordered = [p for st in stages for p in st.layers]

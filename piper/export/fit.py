@@ -3,8 +3,8 @@
 the one the evaluator scores best (least time per sample; the first on ties, in the order
 below: less recomputation first) among those that fit the memory limit.
 
-Same stages, same (d, t), same sequence-parallel switch; only the transformer layers'
-TMPCs change. The result is never silent: :func:`fit_recompute` returns a note with the
+Same stages, same (d, t), same sequence-parallel switch; only the TMPCs change (the
+transformer layers' to the setting, every other node's to no recomputation). The result is never silent: :func:`fit_recompute` returns a note with the
 setting chosen and the evaluator's numbers for the plan and the exported plan.
 
 Settings per target (docs/export.md):
@@ -77,6 +77,17 @@ def fit_recompute(problem: Problem, plan: Plan, target: str, refusal: ExportErro
         for s in plan.stages:
             layers = sorted((v for v in s.nodes if v in pos), key=pos.__getitem__)
             tm = dict(s.tmpcs)
+            for v in s.nodes:
+                if v in pos:
+                    continue
+                # the targets recompute transformer layers only: every other node keeps its activations
+                meaning = tmpc_meaning(s.tmpcs[v])
+                bert = s.tmpcs[v] in (VANILLA, ACTIVATION_RECOMP)
+                tid = _tmpc_id("none", bool(meaning and meaning[1]), bert)
+                if problem.node_by_id[v].tmpc(s.t, tid) is None:
+                    ok = False
+                    break
+                tm[v] = tid
             for k, v in enumerate(layers):
                 meaning = tmpc_meaning(s.tmpcs[v])
                 bert = s.tmpcs[v] in (VANILLA, ACTIVATION_RECOMP)

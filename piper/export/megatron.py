@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import shlex
 
-from .common import Export, ExportPlan, format_counts, refuse
+from .common import Export, ExportPlan, StageSpec, format_counts, refuse
 
 __all__ = ["export_megatron", "layer_args", "recompute_args", "MEGATRON_SOURCE"]
 
@@ -107,7 +107,7 @@ def recompute_args(ep: ExportPlan, notes: list[str]) -> list[str]:
                  "--recompute-method block)", recompute=True, stage=mixed[0].index)
 
 
-def _describe(st) -> str:
+def _describe(st: StageSpec) -> str:
     """'2 selective + 8 none of 10 layers'."""
     kinds = [k for k in ("full", "selective", "none") if st.count(k)]
     return " + ".join(f"{st.count(k)} {k}" for k in kinds) + f" of {st.n_layers} layers"
