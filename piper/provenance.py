@@ -16,8 +16,10 @@ A plan written by the project (``python -m piper solve --out``, ``python -m pipe
   and ``edges`` lists, or on how a number is spelt (``4``, ``4.0``, ``4e0``); it changes
   with any cost, size, memory coefficient, sync byte count, edge, degree t, TMPC id, TMPC
   list order at a degree (it breaks ties in the greedy knapsack), node name, ``kind`` or
-  ``layerIndex``. Keys the loader does not know (kept for round trips) and the top-level
-  ``name`` are not part of it, nor are the cluster numbers (recorded apart, below).
+  ``layerIndex``, or in the model front end's top-level ``model`` record (the model and
+  training shape that ``export`` reads). Keys the loader does not know (kept for round
+  trips) and the top-level ``name`` are not part of it, nor are the cluster numbers
+  (recorded apart, below).
 * ``cluster`` holds the *effective* cluster numbers, under the workload file's own keys
   (bytes, bytes/second): k, M, N, B and the version-2 G, B_in, f with their defaults
   filled in (G = k, B_in = B, f = 4 when the workload does not give them), so a workload
@@ -113,7 +115,10 @@ def _canonical_graph(problem: Problem) -> dict[str, Any]:
         for nd in sorted(problem.nodes, key=lambda n: n.id)
     ]
     edges = [[e.u, e.v, float(e.communication_cost)] for e in sorted(problem.edges, key=lambda e: (e.u, e.v))]
-    return {"nodes": nodes, "edges": edges}
+    out: dict[str, Any] = {"nodes": nodes, "edges": edges}
+    if "model" in problem.extra:  # the model front end's record of the model and training shape
+        out["model"] = problem.extra["model"]
+    return out
 
 
 def workload_hash(problem: Problem) -> str:

@@ -138,6 +138,17 @@ def test_hash_changes_with_any_change_of_the_graph(change) -> None:
     assert workload_hash(load_problem(other)) != workload_hash(load_problem(base))
 
 
+def test_hash_follows_the_front_ends_model_record_but_not_the_name() -> None:
+    base = raw(SMALL)
+    with_model = {**base, "model": {"layers": 32, "microBatch": 1}}
+    other_model = {**base, "model": {"layers": 32, "microBatch": 2}}
+    renamed = {**base, "name": "another label"}
+    h = workload_hash(load_problem(base))
+    assert workload_hash(load_problem(with_model)) != h
+    assert workload_hash(load_problem(other_model)) != workload_hash(load_problem(with_model))
+    assert workload_hash(load_problem(renamed)) == h
+
+
 def test_hash_changes_when_an_edge_is_added() -> None:
     base = raw(SMALL)
     p = load_problem(base)
