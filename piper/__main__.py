@@ -1,4 +1,4 @@
-"""``python -m piper info|evaluate|solve|model|plan|export ...``: the planner's command line.
+"""``python -m piper info|evaluate|solve|model|plan|export|show ...``: the planner's command line.
 
 User errors (bad file, bad JSON, invalid problem or plan, bad flag) exit with
 status 2 and a one-line message on stderr.
@@ -54,6 +54,9 @@ def _parser() -> ArgumentParser:
 
     add_model_parser(sub)
     add_plan_parser(sub)
+    from .show_cmd import add_show_parser
+
+    add_show_parser(sub)
     from .export_cmd import add_export_parser
 
     add_export_parser(sub)
@@ -166,10 +169,16 @@ def cmd_export(args) -> int:
     return run(args)
 
 
+def cmd_show(args) -> int:
+    from .show_cmd import cmd_show as run
+
+    return run(args)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     return {"info": cmd_info, "evaluate": cmd_evaluate, "solve": cmd_solve, "model": cmd_model, "plan": cmd_plan,
-            "export": cmd_export}[args.command](args)
+            "export": cmd_export, "show": cmd_show}[args.command](args)
 
 
 if __name__ == "__main__":

@@ -63,6 +63,8 @@ def add_solve_args(parser: argparse.ArgumentParser, default_solver: str = "dp") 
     parser.add_argument("--log", action="store_true", help="show the solver's own log (on stderr)")
     parser.add_argument("--out", metavar="PLAN.json",
                         help="write the plan here, with the workload hash and cluster it was made for (key madeFor)")
+    parser.add_argument("--png", metavar="FILE.png",
+                        help="also draw the plan into this PNG (as python -m piper show does)")
     parser.add_argument("--json", action="store_true", help="print one JSON object (Result.to_dict) and nothing else")
     parser.add_argument("--quiet", "-q", action="store_true", help="no progress lines on stderr")
 
@@ -130,8 +132,9 @@ def cmd_solve(args: argparse.Namespace, prog: str = "piper") -> int:
     if args.split != "none" and not args.warm_start:
         raise UsageError("--split needs --warm-start (it splits the proof that no better plan exists)")
     problem = load_workload(args.file, args, prog)
-    if args.out:
-        check_writable(args.out, "--out")
+    for flag, path in (("--out", args.out), ("--png", args.png)):
+        if path:
+            check_writable(path, flag)
     params: dict[str, Any] = {}
     if name in _EXACT_MODELS:
         params["msg"] = bool(args.log)
@@ -159,12 +162,18 @@ def cmd_solve(args: argparse.Namespace, prog: str = "piper") -> int:
         raise SolverError(f"solver {name} is not available here ({exc})") from None
     if args.out and result.plan is not None:
         write_plan(args.out, result.plan, problem)
+    if args.png and result.plan is not None:
+        from .show_cmd import write_picture
+
+        write_picture(problem, result.plan, args.png, flag="--png", score=result.score,
+                      title=str(problem.extra.get("name") or Path(args.file).name))
     if args.json:
         print(json.dumps(result.to_dict()))
         return 0
     _print_result(problem, result)
-    if args.out and result.plan is None:
-        print(f"{prog}: no plan written to {args.out}", file=sys.stderr)
+    for path in (args.out, args.png):
+        if path and result.plan is None:
+            print(f"{prog}: no plan written to {path}", file=sys.stderr)
     return 0
 
 
