@@ -42,9 +42,7 @@ def _parser() -> ArgumentParser:
     ev.add_argument("file", help="workload JSON")
     ev.add_argument("plan", help="plan JSON (reference output shape)")
     add_cluster_args(ev)
-    ev.add_argument("--strict", action="store_true",
-                    help="unknown keys in the workload file, and a plan whose madeFor record (workload hash, "
-                         "cluster) does not match the workload and cluster given, are errors (exit 2), not warnings")
+    add_strict_arg(ev, plan=True)
     ev.add_argument("--json", action="store_true", help="print one JSON object")
 
     so = sub.add_parser("solve", help="find the best plan (Piper's DP by default; any registered solver)")

@@ -150,10 +150,15 @@ def apply_cluster_args(problem: Problem, args: argparse.Namespace) -> Problem:
     )
 
 
-def add_strict_arg(parser: argparse.ArgumentParser) -> None:
-    """--strict: unknown keys in the workload are errors (exit 2) instead of warnings."""
-    parser.add_argument("--strict", action="store_true",
-                        help="unknown keys in the workload file are errors, not warnings")
+def add_strict_arg(parser: argparse.ArgumentParser, *, plan: bool = False) -> None:
+    """--strict: unknown keys in the workload are errors (exit 2) instead of warnings; with
+    ``plan=True`` also a plan whose record (``madeFor``) differs from the workload and cluster
+    given (:mod:`piper.provenance`)."""
+    help_text = "unknown keys in the workload file are errors, not warnings"
+    if plan:
+        help_text = ("refuse, instead of warning about, unknown keys in the workload and a plan made for "
+                     "another workload or cluster (its madeFor record)")
+    parser.add_argument("--strict", action="store_true", help=help_text)
 
 
 def problem_warnings(problem: Problem) -> list[str]:

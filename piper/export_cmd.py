@@ -25,7 +25,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .cli import UsageError, add_cluster_args, load_workload, positive_int
+from .cli import UsageError, add_cluster_args, add_strict_arg, load_workload, positive_int
 from .export import TARGET_NAMES, TARGETS, Export, ExportError, export_plan
 from .plan import load_plan
 
@@ -49,9 +49,7 @@ def add_export_parser(sub: Any) -> argparse.ArgumentParser:
                         "single setting that the evaluator scores best for the same stages and (d, t) (reported "
                         "in a note with both scores) instead of refusing")
     p.add_argument("--json", action="store_true", help="print one JSON object")
-    p.add_argument("--strict", action="store_true",
-                   help="refuse a plan whose madeFor record does not match the workload and cluster given, and "
-                        "unknown workload keys (exit 2), instead of warning")
+    add_strict_arg(p, plan=True)
     add_cluster_args(p)
     return p
 

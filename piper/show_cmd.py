@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .cli import UsageError, add_cluster_args, load_workload
+from .cli import UsageError, add_cluster_args, add_strict_arg, load_workload
 from .evaluate import Score, evaluate
 from .plan import Plan, load_plan
 from .problem import Problem
@@ -32,9 +32,7 @@ def add_show_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("workload", help="workload JSON")
     p.add_argument("--out", "-o", required=True, metavar="FILE.png", help="the PNG file to write")
     add_cluster_args(p)
-    p.add_argument("--strict", action="store_true",
-                   help="unknown keys in the workload, and a plan whose madeFor record does not match the "
-                        "workload and cluster given, are errors (exit 2), not warnings")
+    add_strict_arg(p, plan=True)
     p.add_argument("--title", help="first title line (default: the workload's name or file name)")
     p.add_argument("--time-unit", metavar="UNIT",
                    help="the workload's time unit for the labels (default: s for model front-end workloads, "
