@@ -23,7 +23,10 @@ failure names the solver, the check and what was wrong:
   only when it is +inf.
 
 Numbers are compared with the result's own ``tolerance`` plus ``rtol`` (default 1e-9)
-relative for floating-point noise.
+relative for floating-point noise. ``only="bound"`` (a name of :data:`CHECKS`) reports one
+check's issues alone (the conformance suite runs each check as its own test); the checks
+after ``plan`` need a structurally valid plan and are skipped without one (that is reported
+under ``plan``).
 """
 
 from __future__ import annotations
@@ -36,7 +39,10 @@ from .options import Options
 from .problem import Problem
 from .result import Result, Status
 
-__all__ = ["ResultIssue", "check_result"]
+__all__ = ["CHECKS", "ResultIssue", "check_result"]
+
+#: the names of the checks, in the order they run (see the module docstring)
+CHECKS = ("status", "plan", "tps", "options", "objective", "bound", "optimum")
 
 
 @dataclass(frozen=True)
@@ -50,9 +56,18 @@ class ResultIssue:
 
 
 def check_result(problem: Problem, options: Options | None, result: Result, *, exact: bool | None = None,
-                 optimum: float | None = None, rtol: float = 1e-9) -> list[ResultIssue]:
+                 optimum: float | None = None, rtol: float = 1e-9, only: str | None = None) -> list[ResultIssue]:
     """The invariants ``result`` breaks (empty when it is sound). ``exact``: whether the
-    solver may claim proofs (default: the registry's word for ``result.solver``)."""
+    solver may claim proofs (default: the registry's word for ``result.solver``); ``only``:
+    the issues of that one check (a name in :data:`CHECKS`)."""
+    if only is not None and only not in CHECKS:
+        raise ValueError(f"unknown check {only!r}; known: {', '.join(CHECKS)}")
+    issues = _issues(problem, options, result, exact, optimum, rtol)
+    return issues if only is None else [i for i in issues if i.check == only]
+
+
+def _issues(problem: Problem, options: Options | None, result: Result, exact: bool | None,
+            optimum: float | None, rtol: float) -> list[ResultIssue]:
     options = options or Options()
     if exact is None:
         from .solvers import get_solver

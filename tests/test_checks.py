@@ -9,6 +9,7 @@ import pytest
 
 from experiments.instances import random_problem
 from piper import NO_AR, Options, Plan, Stage, Status, check_result, solve
+from piper.checks import CHECKS
 
 
 @pytest.fixture(scope="module")
@@ -68,3 +69,24 @@ def test_invalid_plan(case):
     problem, res = case
     bad = Plan((Stage((problem.nodes[0].id,), 1, 1, {problem.nodes[0].id: "vanilla"}),))  # misses nodes
     assert "plan" in checks(problem, replace(res, plan=bad), exact=True)
+
+
+def test_only_reports_the_named_check(case):
+    problem, res = case
+    broken = replace(res, tps=1.0, objective=-1.0)
+    assert {"tps", "objective"} <= checks(problem, broken, exact=True)
+    assert [i.check for i in check_result(problem, None, broken, exact=True, only="tps")] == ["tps"]
+    assert [i.check for i in check_result(problem, None, broken, exact=True, only="objective")] == ["objective"]
+    assert check_result(problem, None, broken, exact=True, only="bound") == []
+    with pytest.raises(ValueError, match="unknown check 'nope'"):
+        check_result(problem, None, res, only="nope")
+
+
+def test_every_issue_is_named_by_a_listed_check(case):
+    problem, res = case
+    found = set()
+    for change in (dict(tps=1.0), dict(status=Status.INFEASIBLE), dict(bound=math.inf), dict(objective=-1.0),
+                   dict(status="done")):
+        found |= checks(problem, replace(res, **change), Options(data_parallel=False, tensor_parallel=False),
+                        exact=False, optimum=0.5 * res.tps)
+    assert found == set(CHECKS)
