@@ -275,7 +275,7 @@ def test_plans_are_rescored_by_the_evaluator(
     out = tmp_path / "out"
     code, stdout, _ = run([str(workload), "--solvers", "fake-good,fake-bypass,fake-invalid", "--out", str(out)], capsys)
     assert code == 1
-    assert "FAIL fake-bypass: result-tps: Result.tps is 4 but the evaluator scores its plan 6" in stdout
+    assert "FAIL fake-bypass: result-tps: Result.tps 4.0 is not the evaluator's 6.0" in stdout
     assert "FAIL fake-bypass: optimality" in stdout  # its plan (6) is worse than fake-good's (4)
     assert "FAIL fake-invalid: exception: invalid plan: PlanError: rule 1" in stdout
     _, rows = read_report(out)
@@ -410,6 +410,12 @@ def _run(solver: str, status: str, tps: float = math.inf, exact: bool = True, **
     return SolverRun(solver, exact, status, tps=tps, objective=kw.pop("objective", tps if plan else None), plan=plan, **kw)  # type: ignore[arg-type]
 
 
+def _from_result(solver: str, status: Status, tmpc: str | None, **kw: object) -> SolverRun:
+    """The row compare makes of a Result (scored and checked by piper.check_result)."""
+    problem = two_layer_problem()
+    return compare.run_from_result(problem, solver, True, _result(problem, solver, status, tmpc, **kw))
+
+
 def test_checks_agreement_within_tolerance() -> None:
     """Each claim is held to its solver's stated tolerance (Result.tolerance), plus 1e-9
     relative of floating-point noise."""
@@ -424,8 +430,9 @@ def test_checks_agreement_within_tolerance() -> None:
     rep = check_instance(_report(_run("a", "optimal", 1.0), _run("b", "optimal", 1.0 + 1e-12)))
     assert rep.ok
     # a claimed objective within the tolerance of the evaluated TPS passes, beyond it fails
-    ok = check_instance(_report(_run("a", "optimal", 1.0, objective=1.0 - 4e-7, tolerance=1e-6)))
-    bad = check_instance(_report(_run("a", "optimal", 1.0, objective=1.0 - 4e-7, tolerance=1e-7)))
+    # (piper.check_result, run on the Result; the optimum of two_layer_problem is 4)
+    ok = check_instance(_report(_from_result("a", Status.OPTIMAL, "vanilla", objective=4.0 - 16e-7, tolerance=4e-6)))
+    bad = check_instance(_report(_from_result("a", Status.OPTIMAL, "vanilla", objective=4.0 - 16e-7, tolerance=4e-7)))
     assert ok.ok and [(f.solver, f.check) for f in bad.failures] == [("a", "claimed-tps")]
 
 
@@ -449,8 +456,11 @@ def test_checks_all_infeasible_and_unproven() -> None:
 
 
 def test_checks_oom_plan_and_missing_plan() -> None:
-    oom = SolverRun("a", True, "optimal", tps=math.inf, plan={"stages": []})
-    missing = SolverRun("b", True, "feasible")
+    tight = two_layer_problem().with_cluster(memory=1.0)  # each layer's 1.0 of weights plus activations: OOM
+    oom = compare.run_from_result(tight, "a", True, make_result(tight, "a", Status.OPTIMAL, one_stage(tight, "vanilla"),
+                                                                time_s=0.0, bound=1.0))
+    missing = _from_result("b", Status.FEASIBLE, None)
+    assert oom.has_plan and math.isinf(oom.tps)
     rep = check_instance(_report(oom, missing))
     assert {(f.solver, f.check) for f in rep.failures} == {("a", "plan"), ("b", "plan")}
 
