@@ -3,7 +3,7 @@
     python -m experiments.bench_exact [--quick] [--time-limit SECONDS] [--out DIR]
         [--solvers dp,cpsat,milp-highs,milp] [--sizes 8,12,16,24,32] [--ks 4,8,16]
         [--shapes chain,branchy] [--threads N] [--cp-workers W] [--no-warm] [--split]
-        [--table-only] [--quiet]
+        [--table-only] [--quiet] [--backend local|ray] [--address ADDR]
 
 Instances: ``random_problem(seed, n, shape, devices=k, microbatches=2k, degrees=(1, 2, 4),
 max_tmpcs=2, t1_missing=0)`` with seed = 1000 + 100 n + k, and the memory limit set by
@@ -26,6 +26,11 @@ solution". Warm starts: when the DP is available and finished, its plan is given
 the MILP (cutoff) and CP-SAT (proof search below it), unless ``--no-warm``. Times are
 the solvers' wall times including model building (``Result.time_s``); the DP is run
 once on a tiny instance first so that its JIT compilation is not timed.
+
+Every run is made in an isolated worker (``piper.execution``): a local process, or with
+``--backend ray`` a Ray actor (on the cluster at ``--address`` / ``RAY_ADDRESS``, or a
+local Ray instance); a run that has not answered 2x its time limit + 30 s after it
+started is killed ("killed"), a worker that dies is an "error" row, and the bench goes on.
 """
 
 from __future__ import annotations
@@ -42,6 +47,7 @@ from typing import Any
 
 from experiments import _cli
 from experiments.instances import random_problem, witness_memory
+from piper.execution import WorkerPool, add_backend_args, execution_options
 from piper.ideals import count_ideals
 from piper.options import Options
 from piper.problem import Problem
@@ -83,6 +89,22 @@ def run_one(problem: Problem, solver: str, options: Options) -> dict[str, Any]:
     }
 
 
+def hard_timeout(limit: float) -> float:
+    """Seconds after which a run's worker is killed: 2x the time limit + 30 s."""
+    return 2 * limit + 30.0
+
+
+def run_isolated(pool: WorkerPool, problem: Problem, solver: str, options: Options) -> dict[str, Any]:
+    """:func:`run_one` in a worker of ``pool`` (:mod:`piper.execution`, local process or Ray
+    actor), killed at the pool's hard timeout: status "killed" (the solver did not honour
+    its time limit) or "error" (the worker died)."""
+    out = pool.call(run_one, problem, solver, options)
+    if out.ok:
+        return out.value
+    status = "killed" if out.error == "timeout" else "error"
+    return {"status": status, "error": out.message, "time_s": out.seconds}
+
+
 def load_runs(path: Path) -> list[dict[str, Any]]:
     if not path.exists():
         return []
@@ -107,7 +129,7 @@ def cell(run: dict[str, Any] | None, best: float | None, limit: float) -> str:
         return "refused (>200k ideals)"
     if st == "error" and "max_sequences" in (run.get("error") or ""):
         return "refused (too many sequences)"
-    if st in ("unavailable", "error"):
+    if st in ("unavailable", "error", "killed"):
         return st
     t = run.get("time_s") or 0.0
     if st == "optimal":
@@ -259,6 +281,7 @@ def build_parser() -> _cli.ArgumentParser:
                     help="print the table of the last configuration in DIR/runs.jsonl and exit")
     _cli.add_quiet(ap)
     _cli.add_jobs(ap, 1, "the runs are timed")
+    add_backend_args(ap)
     return ap
 
 
@@ -290,7 +313,8 @@ def _main(argv: list[str] | None) -> int:
     if mine:
         say(f"resuming: {len(mine)} runs of this configuration already in {out}")
     solvers = list(args.solvers)
-    bench(args, config, cid, out, mine, say)
+    with WorkerPool(execution_options(args, hard_timeout(args.time_limit), ("baselines",))) as pool:
+        bench(args, config, cid, out, mine, say, pool)
     runs = [r for r in load_runs(out) if r.get("config_id") == cid]
     print(f"configuration {cid}: {json.dumps(config, sort_keys=True)}")
     print(table(runs, solvers, args.time_limit))
@@ -301,17 +325,22 @@ def _main(argv: list[str] | None) -> int:
 
 
 def bench(args: argparse.Namespace, config: dict[str, Any], cid: str, out: Path, done_runs: list[dict[str, Any]],
-          say: Any) -> None:
-    """Run every (instance, solver) not in ``done_runs`` (rows of this configuration) and
-    append each run to ``out`` as it finishes."""
+          say: Any, pool: WorkerPool) -> None:
+    """Run every (instance, solver) not in ``done_runs`` (rows of this configuration), each
+    in a worker of ``pool``, and append each run to ``out`` as it finishes."""
     from piper.plan import plan_from_dict
 
     limit = args.time_limit
     solvers = list(args.solvers)
     done = {(r["n"], r["shape"], r["k"], r["seed"], r["solver"]): r for r in done_runs}
     base = Options(threads=args.threads, time_limit_s=limit)
-    if "dp" in solvers:  # compile the DP's numba kernels once, outside the timings
-        run_one(instance(6, "branchy", 4), "dp", replace(base, time_limit_s=None))
+
+    def warm_up() -> None:  # compile the DP's numba kernels in the worker, outside the timings
+        if "dp" in solvers:
+            pool.call(run_one, instance(6, "branchy", 4), "dp", replace(base, time_limit_s=None),
+                      timeout=max(600.0, hard_timeout(limit)))
+
+    warm_up()
     for n in args.sizes:
         for shape in args.shapes:
             for k in args.ks:
@@ -341,7 +370,9 @@ def bench(args: argparse.Namespace, config: dict[str, Any], cid: str, out: Path,
                         if args.split and use_warm is not None and solver in ("milp", "milp-highs", "cpsat"):
                             params["split"] = "sequences"
                         opts = replace(base, params=params, warm_start=use_warm)
-                        run = run_one(problem, solver, opts)
+                        run = run_isolated(pool, problem, solver, opts)
+                        if run["status"] in ("killed", "error") and "time_s" in run:
+                            warm_up()  # a fresh worker replaces the one that was killed or died
                         if solver == "dp" and run.get("plan") and run["status"] == "optimal":
                             warm = plan_from_dict(run["plan"])
                         verdicts.append(run["status"])

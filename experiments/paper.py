@@ -2,6 +2,7 @@
 
     python -m experiments.paper NAME [--quick] [--knapsack greedy|exact] [--out DIR]
                                      [--time-limit SECONDS] [--no-isolate] [--quiet]
+                                     [--backend local|ray] [--address ADDR]
 
 NAME is one of ``fig1``, ``fig2``, ``fig3``, ``gnmt``, ``resnet``, ``knapsack``
 or ``all``. Each writes ``DIR/NAME.csv`` (default DIR ``out/paper``) (full float precision, no rounding)
@@ -41,16 +42,16 @@ The configurations follow the authors' driver (msr-fiddle/piper ``algo.cpp``,
   k = 512, y = 2), plus a seeded random sample over M and y; and the
   end-to-end TPS of the greedy-knapsack DP against the exact DP on fig1's grid.
 
-DP runs are isolated in a forked child process (``--no-isolate`` runs them
-in-process) so that a run past its time limit is stopped and recorded instead
-of hanging the experiment.
+DP runs are isolated in a worker process (``piper.execution``; ``--no-isolate`` runs
+them in-process) so that a run past its time limit is stopped and recorded instead
+of hanging the experiment; ``--backend ray`` runs them in a Ray actor (on the cluster
+at ``--address`` / ``RAY_ADDRESS``, or a local Ray instance), one run at a time.
 """
 
 from __future__ import annotations
 
 import csv
 import math
-import multiprocessing as mp
 import sys
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -61,6 +62,7 @@ from typing import Any
 import baselines
 from experiments import _cli
 from experiments.suites import GIB, GNMT_PAIRS, PAPER_BANDWIDTH, RESNET_PAIRS, paper_workload, slice_problem
+from piper.execution import ExecutionOptions, WorkerPool, add_backend_args, execution_options
 from piper.options import NO_AR, Options
 from piper.problem import Problem
 from piper.result import Result
@@ -117,10 +119,16 @@ class Config:
     knapsack: str = "greedy"
     #: wall-clock limit of one DP run, seconds
     time_limit_s: float = 300.0
-    #: run DP solves in a forked child (killed past the limit)
+    #: run DP solves in an isolated worker (killed past the limit): piper.execution
     isolate: bool = True
     #: progress lines on stderr
     progress: bool = True
+    #: where isolated runs execute: "local" (a worker process) or "ray" (a Ray actor)
+    backend: str = "local"
+    #: the Ray cluster (None: RAY_ADDRESS, else a local Ray instance)
+    address: str | None = None
+    #: the workers of isolated runs (None: one started per run); the command makes one
+    pool: WorkerPool | None = field(default=None, compare=False, repr=False)
 
 
 # ---------------------------------------------------------------------------------
@@ -196,18 +204,37 @@ def _outcome(res: Result, keep_stats: Sequence[str]) -> RunOutcome:
     )
 
 
-def _child(conn: Any, problem: Problem, solver: str, options: Options, keep: Sequence[str]) -> None:
+def _solve_outcome(problem: Problem, solver: str, options: Options, keep: Sequence[str]) -> RunOutcome:
+    """One run, in the process it is called in (a worker of ``Config.pool`` when isolated)."""
+    t0, c0 = time.perf_counter(), time.process_time()
     try:
-        t0, c0 = time.perf_counter(), time.process_time()
         res = baselines.solve(problem, options, solver=solver)
-        out = _outcome(res, keep)
-        out.stats["wall_s"] = time.perf_counter() - t0
-        out.stats["cpu_s"] = time.process_time() - c0
-        conn.send(out)
-    except BaseException as exc:  # noqa: BLE001 - reported to the parent
-        conn.send(RunOutcome(None, "error", 0.0, message=f"{type(exc).__name__}: {exc}"))
-    finally:
-        conn.close()
+    except Exception as exc:  # noqa: BLE001 - one failed run is a row, not a crash
+        return RunOutcome(None, "error", time.perf_counter() - t0, message=f"{type(exc).__name__}: {exc}")
+    out = _outcome(res, keep)
+    out.stats["wall_s"] = time.perf_counter() - t0
+    out.stats["cpu_s"] = time.process_time() - c0
+    return out
+
+
+#: knapsacks whose DP code is compiled in this (worker) process
+_WARM: set[str] = set()
+
+
+def _warm_process(knapsack: str) -> None:
+    """Compile the DP's numba code of ``knapsack`` in this process, once (untimed), so that
+    no timed run includes compilation; a fresh worker (after a kill) compiles again."""
+    if knapsack in _WARM:
+        return
+    _WARM.add(knapsack)
+    tiny = workload("bert").with_cluster(devices=2, microbatches=2)
+    solver, options = variant_solver("piper", knapsack, None, {"curve": True})
+    _solve_outcome(tiny, solver, options, ())
+
+
+def hard_timeout(cfg: Config) -> float:
+    """Seconds after which an isolated DP run is killed: 1.5x the time limit + 30 s."""
+    return cfg.time_limit_s * 1.5 + 30.0
 
 
 def run_variant(
@@ -219,42 +246,29 @@ def run_variant(
     overrides: Mapping[str, Any] | None = None,
     keep_stats: Sequence[str] = ("curve", "ideals", "ideal_pairs", "linearize"),
 ) -> RunOutcome:
-    """Solve ``problem`` as ``variant``; DP runs obey ``cfg.time_limit_s`` (and are
-    killed at 1.5x the limit + 30 s if they do not stop by themselves)."""
+    """Solve ``problem`` as ``variant``; DP runs obey ``cfg.time_limit_s``. With
+    ``cfg.isolate`` a DP run goes to a worker of ``cfg.pool`` (:mod:`piper.execution`;
+    without one, a worker process started for this run) and is killed at
+    :func:`hard_timeout` if it does not stop by itself."""
     solver, options = variant_solver(variant, cfg.knapsack, cfg.time_limit_s, params, overrides)
-    is_dp = solver.startswith("dp")
-    t0, c0 = time.perf_counter(), time.process_time()
-    if not (is_dp and cfg.isolate):
-        try:
-            res = baselines.solve(problem, options, solver=solver)
-        except Exception as exc:  # noqa: BLE001 - one failed run is a row, not a crash
-            return RunOutcome(None, "error", time.perf_counter() - t0, message=f"{type(exc).__name__}: {exc}")
-        out = _outcome(res, keep_stats)
-        out.stats["wall_s"] = time.perf_counter() - t0
-        out.stats["cpu_s"] = time.process_time() - c0
-        return _timeout_status(out, cfg)
-    ctx = mp.get_context("fork")
-    parent, child = ctx.Pipe(duplex=False)
-    proc = ctx.Process(target=_child, args=(child, problem, solver, options, tuple(keep_stats)), daemon=True)
-    proc.start()
-    child.close()
-    hard = cfg.time_limit_s * 1.5 + 30.0
-    out: RunOutcome | None = None
-    if parent.poll(hard):
-        try:
-            out = parent.recv()
-        except EOFError:
-            out = None
-    proc.join(timeout=5)
-    if proc.is_alive():
-        proc.kill()
-        proc.join()
-    wall = time.perf_counter() - t0
-    if out is None:
-        if wall >= hard:
-            return RunOutcome(None, "timeout", wall, message=f"killed after {wall:.0f} s (limit {cfg.time_limit_s} s)")
-        return RunOutcome(None, "error", wall, message=f"solver process died (exit code {proc.exitcode})")
-    return _timeout_status(out, cfg)
+    if not (solver.startswith("dp") and cfg.isolate):
+        return _timeout_status(_solve_outcome(problem, solver, options, keep_stats), cfg)
+    hard = hard_timeout(cfg)
+    pool = cfg.pool or WorkerPool(ExecutionOptions(cfg.backend, 1, hard, cfg.address, ("baselines",)))
+    try:
+        warm = pool.call(_warm_process, cfg.knapsack, timeout=max(hard, 600.0))
+        if not warm.ok:
+            return RunOutcome(None, "error", warm.seconds, message=f"warm-up: {warm.message}")
+        out = pool.call(_solve_outcome, problem, solver, options, tuple(keep_stats), timeout=hard)
+    finally:
+        if cfg.pool is None:
+            pool.close()
+    if out.error == "timeout":
+        return RunOutcome(None, "timeout", out.seconds,
+                          message=f"killed after {out.seconds:.0f} s (limit {cfg.time_limit_s} s)")
+    if not out.ok:
+        return RunOutcome(None, "error", out.seconds, message=out.message)
+    return _timeout_status(out.value, cfg)
 
 
 def _timeout_status(out: RunOutcome, cfg: Config) -> RunOutcome:
@@ -957,11 +971,11 @@ EXPERIMENTS: Mapping[str, Experiment] = {
 
 
 def warm_up(cfg: Config) -> None:
-    """Compile the DP's numba code in this process (both knapsacks) before any timed,
-    forked run, so that no run's time includes compilation."""
-    tiny = workload("bert").with_cluster(devices=2, microbatches=2)
+    """Compile the DP's numba code in this process (both knapsacks) before any timed run
+    here, so that no run's time includes compilation (isolated runs warm their worker
+    first: ``run_variant``)."""
     for kn in ("greedy", "exact"):
-        run_variant(tiny, "piper", replace(cfg, knapsack=kn, isolate=False), params={"curve": True})
+        _warm_process(kn)
 
 
 def run_experiment(name: str, cfg: Config) -> tuple[Path, Path]:
@@ -994,6 +1008,7 @@ def build_parser() -> _cli.ArgumentParser:
     _cli.add_time_limit(ap, Config.time_limit_s, "one DP run")
     ap.add_argument("--no-isolate", action="store_true",
                     help="run DP solves in this process (no hard kill past the time limit)")
+    add_backend_args(ap)
     _cli.add_quiet(ap)
     _cli.add_jobs(ap, 1, "fig3 and the tables time every run")
     return ap
@@ -1001,11 +1016,15 @@ def build_parser() -> _cli.ArgumentParser:
 
 def _main(argv: Sequence[str] | None) -> int:
     args = build_parser().parse_args(argv)
+    if args.no_isolate and args.backend != "local":
+        raise _cli.UsageError("--no-isolate runs the DP in this process: not with --backend ray")
     cfg = Config(out=_cli.out_dir(args.out), quick=args.quick, knapsack=args.knapsack, time_limit_s=args.time_limit,
-                 isolate=not args.no_isolate, progress=not args.quiet)
+                 isolate=not args.no_isolate, progress=not args.quiet, backend=args.backend, address=args.address)
+    execution = execution_options(args, hard_timeout(cfg), ("baselines",))
     names = list(EXPERIMENTS) if args.name == "all" else [args.name]
-    for name in names:
-        run_experiment(name, cfg)
+    with WorkerPool(execution) as pool:
+        for name in names:
+            run_experiment(name, replace(cfg, pool=pool))
     return 0
 
 

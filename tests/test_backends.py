@@ -145,3 +145,33 @@ def test_the_ray_backend_without_ray_is_exit_2_with_one_line(
 def test_address_without_the_ray_backend_is_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, stdout, err = run(["--suite", "tiny", "--address", "auto", "--out", str(tmp_path / "o")], capsys)
     assert code == 2 and stdout == "" and "--address" in err and err.count("\n") == 1
+
+
+@pytest.mark.usefixtures("ray_instance")
+def test_paper_and_bench_exact_give_the_same_runs_on_ray(tmp_path: Path) -> None:
+    import json
+
+    from experiments import bench_exact
+    from experiments.paper import Config, run_variant, workload
+
+    problem = workload("bert").with_cluster(devices=8, microbatches=16)
+    outs = [run_variant(problem, "piper", Config(progress=False, backend=b)) for b in ("local", "ray")]
+    keep = lambda o: (o.status, o.tps, o.devices_used, o.sum_d, o.num_stages)  # noqa: E731
+    assert outs[0].tps is not None and keep(outs[0]) == keep(outs[1])  # the greedy knapsack: "feasible"
+
+    rows = {}
+    for b in ("local", "ray"):
+        args = ["--quick", "--sizes", "8", "--ks", "4", "--shapes", "chain", "--solvers", "dp,cpsat", "--quiet",
+                "--backend", b, "--out", str(tmp_path / b)]
+        assert bench_exact.main(args) == 0
+        runs = [json.loads(line) for line in (tmp_path / b / "runs.jsonl").read_text().splitlines()]
+        rows[b] = [(r["solver"], r["status"], r["tps"], r["plan"]) for r in runs]
+    assert rows["local"] == rows["ray"] and [r[1] for r in rows["ray"]] == ["optimal", "optimal"]
+
+
+def test_paper_refuses_no_isolate_on_ray(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from experiments import paper
+
+    assert paper.main(["fig1", "--quick", "--no-isolate", "--backend", "ray", "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "--no-isolate" in err and err.count("\n") == 1
