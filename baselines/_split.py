@@ -31,7 +31,9 @@ import math
 import sys
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from piper.result import SolverError
@@ -39,7 +41,8 @@ from piper.result import SolverError
 from ._model_data import Choice, ModelData
 
 __all__ = ["split_mode", "option_sequences", "checked_sequences", "sequence_y", "solve_sequences",
-           "MAX_SEQUENCES", "SPLIT_MODES"]
+           "MAX_SEQUENCES", "SPLIT_MODES", "SPLIT_BACKENDS", "split_backend", "SequenceAnswer", "SplitRun",
+           "solve_sequences_ray"]
 
 #: default cap on the number of subproblems (``params["max_sequences"]``)
 MAX_SEQUENCES = 20_000
@@ -168,10 +171,11 @@ def solve_sequences(
     found: list[object] = []
     stopped = False
     errors: list[BaseException] = []
-    last_line = time.perf_counter()
+    start = last_line = time.perf_counter()
+    refuted = 0
 
     def work(worker: int) -> None:
-        nonlocal stopped, last_line
+        nonlocal stopped, last_line, refuted
         try:
             while not halt.is_set():
                 with lock:
@@ -187,11 +191,14 @@ def solve_sequences(
                     elif outcome == "stop":
                         stopped = True
                         halt.set()
-                    elif outcome != "refuted":
+                    elif outcome == "refuted":
+                        refuted += 1
+                    else:
                         raise ValueError(f"unknown outcome {outcome!r}")
                     if progress is not None and time.perf_counter() - last_line > 5:
                         last_line = time.perf_counter()
-                        print(progress(), file=sys.stderr, flush=True)
+                        rate = refuted / max(last_line - start, 1e-9)
+                        print(f"{progress()}; {rate:.1f} sequences refuted/s", file=sys.stderr, flush=True)
         except BaseException as exc:  # raised again in the caller's thread
             with lock:
                 errors.append(exc)
@@ -205,3 +212,188 @@ def solve_sequences(
     if errors:
         raise errors[0]
     return found, stopped
+
+
+# ---------------------------------------------------------------------------------
+# the split on Ray: sequences as tasks, the cutoff shared by an actor
+# ---------------------------------------------------------------------------------
+
+SPLIT_BACKENDS = ("threads", "ray")
+
+
+def split_backend(params: Mapping[str, Any]) -> str:
+    """``params["split_backend"]`` checked: "threads" (default: this process) or "ray"."""
+    backend = str(params.get("split_backend", "threads"))
+    if backend not in SPLIT_BACKENDS:
+        raise SolverError(f"params['split_backend'] must be one of {', '.join(SPLIT_BACKENDS)}, not {backend!r}")
+    return backend
+
+
+@dataclass(frozen=True)
+class SequenceAnswer:
+    """What a subproblem gave. ``outcome``: "refuted" (no plan at or below the cutoff in
+    the sequence), "found" (a plan of ``value`` below it, ``plan``; ``cutoff`` is the cutoff
+    below that plan), "stale" (stopped because a better plan was found elsewhere) or
+    "stop" (time limit, or no answer). ``code``: the solver's status name (statistics)."""
+
+    outcome: str
+    code: str
+    value: float | None = None
+    plan: object = None
+    cutoff: float | None = None
+
+
+@dataclass
+class SplitRun:
+    """The end of :func:`solve_sequences_ray`."""
+
+    #: the best plan found below the starting cutoff: (value, plan), None if none
+    best: tuple[float, object] | None
+    #: sequences refuted (at the cutoff they ran with, so at every lower one)
+    refuted: set[tuple[int, ...]]
+    #: True when the run stopped (time limit, a subproblem without an answer) before the proof
+    stopped: bool
+    #: solver status name -> subproblems
+    codes: dict[str, int]
+    #: plans found (improvements of the shared cutoff)
+    improved: int
+    #: the cutoff when the run ended
+    cutoff: float
+    #: sequences left out because the bounds rule them out at a lowered cutoff
+    pruned: int = 0
+
+
+class _Incumbent:
+    """A Ray actor holding the shared cutoff: tasks read it when they start, offer the
+    cutoff below each plan they find, and poll it to stop when theirs is stale."""
+
+    def __init__(self, cutoff: float) -> None:
+        self.cutoff = cutoff
+
+    def get(self) -> float:
+        return self.cutoff
+
+    def offer(self, cutoff: float) -> float:
+        self.cutoff = min(self.cutoff, cutoff)
+        return self.cutoff
+
+
+def _ray_sequence_task(subproblem: Callable[..., SequenceAnswer], context: Any, seq: tuple[int, ...],
+                       incumbent: Any, deadline: float | None) -> tuple[SequenceAnswer, float]:
+    """One sequence on a Ray worker, below the shared cutoff at its start; ``stale()`` (for
+    the subproblem to poll) is True once a better plan was found anywhere."""
+    import ray
+
+    cutoff = ray.get(incumbent.get.remote())
+    remaining = None if deadline is None else deadline - time.time()
+    if remaining is not None and remaining <= 0.01:
+        return SequenceAnswer("stop", "not started"), cutoff
+    last = [0.0, False]
+
+    def stale() -> bool:
+        now = time.perf_counter()
+        if not last[1] and now - last[0] >= 0.5:
+            last[0] = now
+            last[1] = ray.get(incumbent.get.remote()) < cutoff
+        return bool(last[1])
+
+    answer = subproblem(context, seq, cutoff, stale, remaining)
+    if answer.outcome == "found" and answer.cutoff is not None:
+        ray.get(incumbent.offer.remote(answer.cutoff))  # every task started from now on prunes with it
+    return answer, cutoff
+
+
+def solve_sequences_ray(
+    seqs: list[tuple[int, ...]],
+    subproblem: Callable[..., SequenceAnswer],
+    context: Any,
+    cutoff: float,
+    *,
+    sequences_at: Callable[[float], list[tuple[int, ...]]] | None = None,
+    deadline: float | None = None,
+    address: str | None = None,
+    progress: str | None = None,
+) -> SplitRun:
+    """The proof below ``cutoff`` over ``seqs``, each sequence a Ray task (on the cluster
+    at ``address`` / ``RAY_ADDRESS``, else a local Ray instance).
+
+    ``subproblem(context, seq, cutoff, stale, time_limit) -> SequenceAnswer`` is a
+    module-level (picklable) function; ``context`` goes to the object store once. The
+    cutoff lives in a small actor: a task reads it when it starts, so that every worker
+    prunes with the best plan found anywhere, and a task that finds a plan lowers it at
+    once; a running task whose cutoff has gone stale may stop (``stale()``) and is
+    queued again. A sequence that gave a plan is searched again below the new cutoff, and
+    ``sequences_at(cutoff)`` (the sequences that pass the bounds there) drops the queued
+    ones the bounds now rule out. At most as many tasks as the cluster has CPUs run at
+    once, in the order of ``seqs``. The run ends when every sequence is refuted (the proof
+    is complete), or at ``deadline`` (``time.perf_counter()`` seconds) or a "stop" answer:
+    the tasks still running are cancelled (their workers killed). A task that fails raises
+    :class:`SolverError`: a sequence is never silently left out. ``progress``: a label for
+    a line on stderr every 5 s (sequences refuted per second).
+    """
+    from piper.execution import RAY_MISSING, init_ray
+
+    try:
+        ray = init_ray(address)
+    except ValueError:  # piper.cli.UsageError: Ray is not installed
+        raise SolverError(f"params['split_backend'] = 'ray': {RAY_MISSING}") from None
+    task = ray.remote(num_cpus=1, max_retries=0)(_ray_sequence_task)
+    incumbent = ray.remote(num_cpus=0)(_Incumbent).remote(cutoff)
+    context_ref = ray.put(context)
+    wall_deadline = None if deadline is None else time.time() + (deadline - time.perf_counter())
+    window = max(1, int(ray.cluster_resources().get("CPU", 1)))
+    queue = deque(seqs)
+    running: dict[Any, tuple[int, ...]] = {}
+    run = SplitRun(None, set(), False, {}, 0, cutoff)
+    total = len(seqs)
+    start = last_line = time.perf_counter()
+    try:
+        while queue or running:
+            if deadline is not None and time.perf_counter() >= deadline:
+                run.stopped = True
+                break
+            while queue and len(running) < window:
+                seq = queue.popleft()
+                running[task.remote(subproblem, context_ref, seq, incumbent, wall_deadline)] = seq
+            wait = 1.0 if deadline is None else max(0.01, min(1.0, deadline - time.perf_counter()))
+            ready, _ = ray.wait(list(running), num_returns=1, timeout=wait)
+            for ref in ready:
+                seq = running.pop(ref)
+                try:
+                    answer, used = ray.get(ref)
+                except ray.exceptions.RayError as exc:
+                    why = " ".join(str(exc).split())[:300]
+                    raise SolverError(f"split on Ray: the subproblem of sequence {seq} failed: {why}") from None
+                run.codes[answer.code] = run.codes.get(answer.code, 0) + 1
+                if answer.outcome == "refuted":
+                    run.refuted.add(seq)
+                elif answer.outcome in ("found", "stale"):
+                    queue.append(seq)
+                    if answer.outcome == "found":
+                        run.improved += 1
+                        if run.best is None or answer.value < run.best[0]:  # type: ignore[operator]
+                            run.best = (answer.value, answer.plan)  # type: ignore[assignment]
+                        if answer.cutoff is not None and answer.cutoff < run.cutoff:
+                            run.cutoff = answer.cutoff
+                            if sequences_at is not None:
+                                keep = set(sequences_at(run.cutoff))
+                                before = len(queue)
+                                queue = deque(s for s in queue if s in keep)
+                                run.pruned += before - len(queue)
+                elif answer.outcome == "stop":
+                    run.stopped = True
+                else:
+                    raise ValueError(f"unknown outcome {answer.outcome!r}")
+            if run.stopped:
+                break
+            if progress is not None and time.perf_counter() - last_line > 5:
+                last_line = time.perf_counter()
+                rate = len(run.refuted) / max(last_line - start, 1e-9)
+                print(f"{progress} (ray): {len(run.refuted)} of {total} sequences refuted ({rate:.1f}/s), "
+                      f"{len(running)} running, {len(queue)} queued, {last_line - start:.0f} s",
+                      file=sys.stderr, flush=True)
+    finally:
+        for ref in running:
+            ray.cancel(ref, force=True)
+        ray.kill(incumbent)
+    return run
