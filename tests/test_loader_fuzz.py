@@ -7,7 +7,7 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from piper import ProblemError, load_problem, problem_from_dict
+from piper import Problem, ProblemError, load_problem, problem_from_dict
 
 WORKLOADS = Path(__file__).resolve().parent.parent / "experiments" / "workloads"
 BASE = json.loads((WORKLOADS / "gnmt.json").read_text())
@@ -61,9 +61,11 @@ def corrupted(draw):
 @given(corrupted())
 def test_corrupted_workloads_load_or_raise_problem_error(raw):
     try:
-        problem_from_dict(raw)
+        problem = problem_from_dict(raw)
     except ProblemError as exc:
         assert str(exc)
+    else:
+        assert isinstance(problem, Problem) and problem.n >= 1
 
 
 @settings(max_examples=100, deadline=None)
@@ -72,6 +74,8 @@ def test_garbage_bytes_raise_problem_error(tmp_path_factory, data):
     path = tmp_path_factory.mktemp("fuzz") / "w.json"
     path.write_bytes(data)
     try:
-        load_problem(path)
-    except ProblemError:
-        pass
+        problem = load_problem(path)
+    except ProblemError as exc:
+        assert str(exc)
+    else:  # (a few bytes can spell a valid workload only in theory)
+        assert isinstance(problem, Problem) and problem.n >= 1
