@@ -16,16 +16,9 @@ from __future__ import annotations
 
 import math
 import os
-import re
-import subprocess
-import sys
 import tempfile
-import threading
 import time
-import warnings
-from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +29,8 @@ from piper.evaluate import evaluate
 from piper.problem import Problem
 from piper.result import Result, SolverError, Status
 
+from ._cbc import CbcSettings, cbc_log_numbers, quiet_pulp, run_cbc
+from ._highs import HighsContext, HighsSolver
 from ._model_data import (Choice, ModelData, WarmStart, build_model_data, combine_results, guarded_result,
                           node_parts)
 from ._split import checked_sequences, sequence_y, solve_sequences, split_mode
@@ -89,21 +84,13 @@ def claim_tolerance(data: ModelData, gap_abs: float) -> float:
     return model_units * data.tau
 
 
-@contextmanager
-def _quiet_pulp() -> Iterator[None]:
-    """PuLP 3.3 warns about its own v3 API (which this module uses so that PuLP 2.8+ works)."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)
-        yield
-
-
 class MilpModel:
     """The PuLP problem and its variables for one instance (see the module docstring)."""
 
     def __init__(self, data: ModelData, cutoff: float | None = None, *, tmpc_symmetry: bool = True) -> None:
         """``cutoff`` (in units of τ): only plans with T <= cutoff are wanted (module
         docstring); ``tmpc_symmetry``: add the rows (X)."""
-        with _quiet_pulp():
+        with quiet_pulp():
             self._init(data, cutoff, tmpc_symmetry)
 
     def _init(self, data: ModelData, cutoff: float | None, tmpc_symmetry: bool = True) -> None:
@@ -346,7 +333,7 @@ class MilpModel:
         return self.data.plan_from_slots(assign)
 
     def size(self) -> dict[str, int]:
-        with _quiet_pulp():
+        with quiet_pulp():
             nnz = sum(len(c) for c in self.prob.constraints.values())
         return {
             "variables": len(self.prob.variables()),
@@ -373,7 +360,7 @@ def write_lp(problem: Problem, options: Options | None, path: str | Path, *, par
     """Write the MILP in CPLEX LP format (times divided by τ, memory by M); when G < k, the
     model of one ``part`` (:func:`build_milp`)."""
     model = build_milp(problem, options, part=part)
-    with _quiet_pulp():
+    with quiet_pulp():
         model.prob.writeLP(str(path))
     return Path(path)
 
@@ -382,7 +369,7 @@ def write_mps(problem: Problem, options: Options | None, path: str | Path, *, pa
     """Write the MILP in MPS format (times divided by τ, memory by M); when G < k, the
     model of one ``part`` (:func:`build_milp`)."""
     model = build_milp(problem, options, part=part)
-    with _quiet_pulp():
+    with quiet_pulp():
         model.prob.writeMPS(str(path))
     return Path(path)
 
@@ -390,196 +377,25 @@ def write_mps(problem: Problem, options: Options | None, path: str | Path, *, pa
 # --------------------------------------------------------------------------- backends
 
 
-#: seconds a CBC run may go on past its time limit before :class:`_CbcDeadline` stops it
-CBC_OVERRUN_S = 10.0
+@dataclass(frozen=True)
+class Backend:
+    """The solver of one :func:`solve_milp` call ("cbc" or "highs") and the HiGHS state
+    that all its runs share (:class:`baselines._highs.HighsContext`)."""
+
+    name: str
+    highs: HighsContext = field(default_factory=HighsContext)
 
 
-class _CbcDeadline(pulp.PULP_CBC_CMD):  # type: ignore[misc,valid-type]
-    """PuLP's CBC, run by :meth:`solve_CBC`: its time limit is computed when the command
-    line is made, after the MPS file is written (seconds on large models), and a CBC still
-    running :data:`CBC_OVERRUN_S` after that limit is stopped, so the deadline holds.
-    Always through an MPS file (``use_mps`` is PuLP's and ignored)."""
-
-    def __init__(self, *args: Any, deadline: float | None = None, **kw: Any) -> None:
-        self._deadline = deadline
-        self._time_limit: float | None = None
-        self.overran = False
-        super().__init__(*args, **kw)
-
-    @property
-    def timeLimit(self) -> float | None:  # noqa: N802 (PuLP's name)
-        if self._deadline is None:
-            return self._time_limit
-        return round(max(0.5, self._deadline - time.perf_counter()), 2)
-
-    @timeLimit.setter
-    def timeLimit(self, value: float | None) -> None:  # noqa: N802
-        self._time_limit = value
-
-    def solve_CBC(self, lp: pulp.LpProblem, use_mps: bool = True) -> int:  # noqa: N802 (PuLP's name)
-        """Run CBC on ``lp`` (MPS) as PuLP does, with a watchdog: CBC does not look at its
-        time limit while it solves the root LP (coin-or/Cbc#514, #506), and its dual
-        simplex can cycle there for good after presolve (seen on ResNet-50 at k = 8: a
-        30 s limit ran 138 s, and a split subproblem ran for minutes; ``primalS`` avoids
-        that one). A CBC still running :data:`CBC_OVERRUN_S` after its limit is killed,
-        the problem reads as not solved and :attr:`overran` is set."""
-        if self.optionsDict.get("presolve") is not None or self.optionsDict.get("cuts") is not None:
-            raise ValueError("_CbcDeadline takes CBC's presolve / cuts settings as options, e.g. 'cuts off'")
-        if not self.executable(self.path):
-            raise pulp.PulpSolverError(f"cannot execute CBC at {self.path}")
-        tmp_mps, tmp_sol, tmp_mst = self.create_tmp_files(lp.name, "mps", "sol", "mst")
-        try:
-            vs, var_names, con_names, _ = lp.writeMPS(tmp_mps, rename=1)
-            args = [self.path, tmp_mps] + (["-max"] if lp.sense == pulp.LpMaximize else [])
-            if self.optionsDict.get("warmStart", False):
-                self.writesol(tmp_mst, lp, vs, var_names, con_names)
-                args += ["-mips", tmp_mst]
-            limit = self.timeLimit  # after writing the files
-            if limit is not None:
-                args += ["-sec", str(limit)]
-            for option in list(self.options) + self.getOptions():
-                args += ("-" + option).split()
-            # mip=False asks for the LP relaxation only, as in PuLP's own solve_CBC
-            args += ["-solve" if self.mip else "-initialSolve", "-printingOptions", "all", "-solution", tmp_sol]
-            log_path = self.optionsDict.get("logPath")
-            pipe = open(log_path, "w") if log_path else self.get_pipe()
-            try:
-                proc = subprocess.Popen(args, stdout=pipe, stderr=pipe, stdin=subprocess.DEVNULL)
-                try:
-                    code = proc.wait(timeout=None if limit is None else limit + CBC_OVERRUN_S)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait()
-                    self.overran = True
-                    lp.assignStatus(pulp.LpStatusNotSolved, pulp.LpSolutionNoSolutionFound)
-                    return pulp.LpStatusNotSolved
-            finally:
-                if pipe is not None:
-                    pipe.close()
-            if code != 0 or not os.path.exists(tmp_sol):
-                raise pulp.PulpSolverError(f"CBC failed (exit status {code}): {' '.join(args)}")
-            status, values, reduced, shadow, slacks, sol_status = self.readsol_MPS(
-                tmp_sol, lp, vs, var_names, con_names)
-            lp.assignVarsVals(values)
-            lp.assignVarsDj(reduced)
-            lp.assignConsPi(shadow)
-            lp.assignConsSlack(slacks, activity=True)
-            lp.assignStatus(status, sol_status)
-            return status
-        finally:
-            self.delete_tmp_files(tmp_mps, tmp_sol, tmp_mst)
-
-
-#: HiGHS keeps one global thread scheduler per process, and a run whose ``threads`` differs
-#: from the scheduler's fails ("Not Solved"; seen after a 2-thread solve followed by a
-#: 1-thread one). Runs are counted under this lock; the scheduler is reset to the new count
-#: when none is running, otherwise the run joins the running scheduler's count. It is also
-#: reset when a run starts on another Python thread than the one that last reset it and
-#: none is running: a scheduler made on a split worker thread that has since ended failed
-#: every later run of the same count on the main thread ("Not Solved" at once; this broke
-#: every HiGHS test after tests/test_split.py in one pytest process).
-_HIGHS_LOCK = threading.Lock()
-_HIGHS_STATE: dict[str, Any] = {"threads": None, "thread": None, "active": 0}
-_HIGHS_THREAD = threading.local()
-
-
-class _HiGHSWarm(pulp.HiGHS):  # type: ignore[misc,valid-type]
-    """PuLP's HiGHS interface plus a MIP start from the variables' initial values, and a
-    time limit set from the deadline after PuLP has built the HiGHS model."""
-
-    def __init__(self, *args: Any, warm: bool = False, deadline: float | None = None, **kw: Any) -> None:
-        super().__init__(*args, **kw)
-        self.use_warm = warm
-        self.deadline = deadline
-        self.info: dict[str, float] = {}
-
-    def createAndConfigureSolver(self, lp: pulp.LpProblem) -> None:  # noqa: N802 (PuLP's name)
-        # highspy prints its banner on stdout when the first Highs() is made, before
-        # PuLP can switch the output off; keep stdout clean (``--json``) unless msg.
-        if self.msg:
-            super().createAndConfigureSolver(lp)
-            return
-        with _HIGHS_LOCK:  # fd 1 is process-wide: one redirect at a time (the split's workers)
-            sys.stdout.flush()
-            saved = os.dup(1)
-            try:
-                with open(os.devnull, "w") as null:
-                    os.dup2(null.fileno(), 1)
-                    super().createAndConfigureSolver(lp)
-            finally:
-                os.dup2(saved, 1)
-                os.close(saved)
-
-    def callSolver(self, lp: pulp.LpProblem) -> None:  # noqa: N802 (PuLP's name)
-        import highspy
-
-        h = lp.solverModel
-        if self.use_warm:
-            sol = highspy.HighsSolution()
-            variables = lp.variables()
-            sol.col_value = [float(v.varValue or 0.0) for v in variables]
-            sol.value_valid = True
-            try:
-                h.setSolution(sol)
-            except Exception:  # pragma: no cover - older highspy
-                pass
-        if self.deadline is not None:
-            h.setOptionValue("time_limit", max(0.5, self.deadline - time.perf_counter()))
-        with _HIGHS_LOCK:
-            want = h.getOptionValue("threads")
-            if isinstance(want, tuple):  # highspy 1.16 returns (status, value)
-                want = want[-1]
-            me = getattr(_HIGHS_THREAD, "token", None)
-            if me is None:  # one object per Python thread (thread idents are reused)
-                me = _HIGHS_THREAD.token = object()
-            if _HIGHS_STATE["threads"] != want or _HIGHS_STATE["thread"] is not me:
-                if _HIGHS_STATE["active"] == 0:
-                    highspy.Highs.resetGlobalScheduler(True)
-                    _HIGHS_STATE["threads"], _HIGHS_STATE["thread"] = want, me
-                elif _HIGHS_STATE["threads"] != want:
-                    h.setOptionValue("threads", _HIGHS_STATE["threads"])
-            _HIGHS_STATE["active"] += 1
-        try:
-            h.run()
-        finally:
-            with _HIGHS_LOCK:
-                _HIGHS_STATE["active"] -= 1
-        info = h.getInfo()
-        self.info = {
-            "mip_dual_bound": float(info.mip_dual_bound),
-            "objective": float(info.objective_function_value),
-            "mip_node_count": float(info.mip_node_count),
-        }
-
-
-def _cbc_log_numbers(text: str) -> dict[str, float]:
-    out: dict[str, float] = {}
-    for key, pat in (
-        ("objective", r"Objective value:\s*([-+0-9.eE]+)"),
-        ("bound", r"Lower bound:\s*([-+0-9.eE]+)"),
-        ("nodes", r"Enumerated nodes:\s*([0-9]+)"),
-    ):
-        m = re.findall(pat, text)
-        if m:
-            try:
-                out[key] = float(m[-1])
-            except ValueError:
-                pass
-    if "Result - Optimal solution found" in text:
-        out["proven"] = 1.0
-    m = re.findall(r"Search completed - best objective ([-+0-9.eE]+)", text)
-    if m:  # branch and bound ran to the end (gap 0): its best objective is the optimum
-        try:
-            out["completed_objective"] = float(m[-1].rstrip(","))
-        except ValueError:
-            pass
-    if "Result - Problem proven infeasible" in text or "Problem is infeasible" in text:
-        out["infeasible"] = 1.0
-    return out
+def _run_highs(model: MilpModel, solver: HighsSolver, log: str) -> str:
+    """Solve ``model`` with ``solver`` (its values and status land in the model); returns
+    HiGHS's log, read from ``log`` (the file of the solver's ``log_file`` option)."""
+    model.prob.solve(solver)
+    model.prob.solverModel.setOptionValue("log_file", "")  # close the log
+    return Path(log).read_text(errors="replace")
 
 
 def _solve_once(
-    data: ModelData, options: Options, backend: str, warm: WarmStart | None, deadline: float | None,
+    data: ModelData, options: Options, backend: Backend, warm: WarmStart | None, deadline: float | None,
     cutoff: float | None = None,
     presolve_off: bool = False,
     model: MilpModel | None = None,
@@ -597,51 +413,40 @@ def _solve_once(
         model.set_warm_start(warm)
     build_s = time.perf_counter() - t0
     if model.unplaceable:
-        stats0 = {"backend": backend, "build_s": build_s, **model.size(), "tau": data.tau}
+        stats0 = {"backend": backend.name, "build_s": build_s, **model.size(), "tau": data.tau}
         stats0["cutoff_note"] = f"layer(s) {model.unplaceable[:5]} alone exceed the cutoff"
         return Status.INFEASIBLE, None, None, math.inf, stats0
     limit = None if deadline is None else max(0.5, deadline - time.perf_counter())
     threads = max(1, int(options.threads))
-    stats: dict[str, Any] = {"backend": backend, "build_s": build_s, **model.size(), "tau": data.tau,
+    stats: dict[str, Any] = {"backend": backend.name, "build_s": build_s, **model.size(), "tau": data.tau,
                              "symmetry_rows": model.symmetry_rows}
     params = dict(options.params)
     msg = bool(params.get("msg", options.progress))
     gap_abs = float(params.get("gap_abs", 1e-9))
     t1 = time.perf_counter()
     info: dict[str, float] = {}
-    if backend == "cbc":
+    if backend.name == "cbc":
+        settings = CbcSettings(
+            threads=threads, gap_rel=0.0, gap_abs=gap_abs, warm_start=warm is not None and cutoff is None, msg=msg,
+            options=(f"randomSeed {options.seed + 1}", f"randomCbcSeed {options.seed + 1}",
+                     f"increment {CBC_INCREMENT:g}", f"primalTolerance {PRIMAL_TOL:g}",
+                     f"integerTolerance {INTEGER_TOL:g}", *params.get("cbc_options", [])),
+        )
         with tempfile.TemporaryDirectory(prefix="piper-cbc-") as tmp:
-            log = os.path.join(tmp, "cbc.log")
-            solver = _CbcDeadline(
-                deadline=deadline,
-                msg=msg,
-                timeLimit=limit,
-                gapRel=0.0,
-                gapAbs=gap_abs,
-                threads=threads,
-                warmStart=warm is not None and cutoff is None,
-                logPath=log,
-                options=[f"randomSeed {options.seed + 1}", f"randomCbcSeed {options.seed + 1}",
-                         f"increment {CBC_INCREMENT:g}", f"primalTolerance {PRIMAL_TOL:g}",
-                         f"integerTolerance {INTEGER_TOL:g}"]
-                + list(params.get("cbc_options", [])),
-            )
-            model.prob.solve(solver)
-            if solver.overran:
-                stats.setdefault("guards", []).append(
-                    f"CBC was still running {CBC_OVERRUN_S:g} s after its time limit (the root LP, "
-                    "coin-or/Cbc#514) and was stopped")
-            try:
-                info = _cbc_log_numbers(Path(log).read_text(errors="replace"))
-            except OSError:
-                info = {}
+            run = run_cbc(model.prob, settings, deadline, tmp)
+        if run.overran:
+            stats.setdefault("guards", []).append(
+                f"CBC was still running {settings.overrun_s:g} s after its time limit (the root LP, "
+                "coin-or/Cbc#514) and was stopped")
+        info = cbc_log_numbers(run.log)
     else:
         with tempfile.TemporaryDirectory(prefix="piper-highs-") as tmp:
             log = os.path.join(tmp, "highs.log")
             extra: dict[str, Any] = {"output_flag": True, "log_to_console": msg, "log_file": log}
             if presolve_off:
                 extra["presolve"] = "off"
-            solver = _HiGHSWarm(
+            solver = HighsSolver(
+                context=backend.highs,
                 msg=msg,
                 timeLimit=limit,
                 gapRel=0.0,
@@ -654,17 +459,13 @@ def _solve_once(
                 primal_feasibility_tolerance=PRIMAL_TOL,
                 **extra,
             )
-            model.prob.solve(solver)
+            text = _run_highs(model, solver, log)
             info = solver.info
-            try:
-                model.prob.solverModel.setOptionValue("log_file", "")  # close the log
-                text = Path(log).read_text(errors="replace")
-            except (OSError, AttributeError):
-                text = ""
         if "untransformed violations" in text and not presolve_off:
             # HiGHS 1.16 can drop a solution whose postsolve shows violations and then
-            # certify a worse one as optimal (seen on tests/test_exact_models.py's tiny(95)):
-            # whatever it claimed, solve again without presolve.
+            # certify a worse one as optimal (seen on tests/test_exact_models.py's tiny(95)
+            # with an earlier model; the test now stands in for HiGHS): whatever it
+            # claimed, solve again without presolve.
             status2, plan2, obj2, bound2, stats2 = _solve_once(
                 data, options, backend, warm, deadline, cutoff, presolve_off=True, model=model
             )
@@ -699,15 +500,15 @@ def _solve_once(
         status = Status.OPTIMAL
     else:
         status = Status.FEASIBLE
-    if backend == "cbc" and status == Status.OPTIMAL and "proven" not in info and info:
+    if backend.name == "cbc" and status == Status.OPTIMAL and "proven" not in info and info:
         # PuLP maps CBC's "stopped on time" with a plan to Optimal in some versions
         status = Status.FEASIBLE
     # proven lower bound, in problem units
     if status == Status.OPTIMAL:
         bound_scaled = float(model.T.value() or 0.0) - gap_abs
-        if backend == "highs" and "mip_dual_bound" in info and math.isfinite(info["mip_dual_bound"]):
+        if backend.name == "highs" and "mip_dual_bound" in info and math.isfinite(info["mip_dual_bound"]):
             bound_scaled = min(bound_scaled + gap_abs, info["mip_dual_bound"])
-    elif backend == "highs":
+    elif backend.name == "highs":
         b = info.get("mip_dual_bound", 0.0)
         bound_scaled = b if b is not None and math.isfinite(b) else 0.0
     else:
@@ -740,7 +541,7 @@ def _solve_once(
 SPLIT_CBC_OPTIONS = ("heur off", "cuts off", "probing forceOn")
 
 
-def _split_search(data: ModelData, options: Options, backend: str, warm: WarmStart, deadline: float | None,
+def _split_search(data: ModelData, options: Options, backend: Backend, warm: WarmStart, deadline: float | None,
                   cutoff: float) -> tuple[Status, Any, float | None, float, dict[str, Any]]:
     """The cutoff search below ``warm`` split over option sequences (:mod:`baselines._split`).
 
@@ -754,7 +555,7 @@ def _split_search(data: ModelData, options: Options, backend: str, warm: WarmSta
     plan found when every sequence is done, else FEASIBLE / UNKNOWN.
     """
     t0 = time.perf_counter()
-    if "cbc_options" not in options.params and backend == "cbc":
+    if "cbc_options" not in options.params and backend.name == "cbc":
         options = replace(options, params={**options.params, "cbc_options": list(SPLIT_CBC_OPTIONS)})
     if "msg" not in options.params:  # the split's own progress lines replace the solver logs
         options = replace(options, params={**options.params, "msg": False})
@@ -810,7 +611,7 @@ def _split_search(data: ModelData, options: Options, backend: str, warm: WarmSta
         if timed_out or not found:
             break
     stats: dict[str, Any] = {
-        "backend": backend, **model.size(), "tau": data.tau, "symmetry_rows": model.symmetry_rows,
+        "backend": backend.name, **model.size(), "tau": data.tau, "symmetry_rows": model.symmetry_rows,
         "split": {"mode": "sequences", "sequences": total, "done": len(done), "improved": improved,
                   "subproblems": counts, "cbc_options": list(options.params.get("cbc_options", []))},
         "solve_s": time.perf_counter() - t0,
@@ -837,10 +638,11 @@ def solve_milp(problem: Problem, options: Options | None = None) -> Result:
     """
     options = options or Options()
     start = time.perf_counter()
-    backend = str(options.params.get("backend", "cbc")).lower()
-    if backend not in BACKENDS:
-        raise SolverError(f"unknown MILP backend {backend!r}; use one of {', '.join(BACKENDS)}")
-    name = "milp" if backend == "cbc" else "milp-highs"
+    backend_name = str(options.params.get("backend", "cbc")).lower()
+    if backend_name not in BACKENDS:
+        raise SolverError(f"unknown MILP backend {backend_name!r}; use one of {', '.join(BACKENDS)}")
+    name = "milp" if backend_name == "cbc" else "milp-highs"
+    backend = Backend(backend_name)  # one per call: its runs share the HiGHS state
     deadline = None if options.time_limit_s is None else start + float(options.time_limit_s)
     parts = node_parts(problem)
     if len(parts) == 1:  # G >= k (every version-1 instance): one model, edges at B_in
@@ -853,7 +655,7 @@ def solve_milp(problem: Problem, options: Options | None = None) -> Result:
     return combine_results(problem, name, results, time_s=time.perf_counter() - start)
 
 
-def _solve_part(problem: Problem, options: Options, backend: str, name: str, part: str, start: float,
+def _solve_part(problem: Problem, options: Options, backend: Backend, name: str, part: str, start: float,
                 deadline: float | None, *, split_fallback: bool) -> Result:
     """:func:`solve_milp` on one part of the plan space (``_model_data.node_parts``).
     ``split_fallback``: a part the warm start is not in is solved unsplit (the split needs
@@ -882,7 +684,7 @@ def _solve_part(problem: Problem, options: Options, backend: str, name: str, par
         raise SolverError("params['split'] = 'sequences' splits a proof search below a warm start: "
                           "give a usable warm start (e.g. the DP's plan) and keep params['cutoff'] on"
                           + (f"; this warm start is not usable: {warm_msg}" if warm_msg else ""))
-    with _quiet_pulp():
+    with quiet_pulp():
         if split == "sequences":
             status, plan, objective, bound, stats = _split_search(data, options, backend, warm, deadline, cutoff)
         else:
@@ -905,7 +707,7 @@ def _solve_part(problem: Problem, options: Options, backend: str, name: str, par
         stats.setdefault("guards", []).append("plan OOM under the evaluator; re-solved with M*(1-1e-6)")
         data = build_model_data(problem, options, memory_factor=1.0 - 1e-6, part=part)
         warm = None if options.warm_start is None else data.slots_from_plan(options.warm_start)
-        with _quiet_pulp():
+        with quiet_pulp():
             status, plan, objective, _restricted_bound, stats2 = _solve_once(data, options, backend, None, deadline)
         stats2["guards"] = stats["guards"] + stats2.get("guards", [])
         stats = stats2
@@ -913,7 +715,7 @@ def _solve_part(problem: Problem, options: Options, backend: str, name: str, par
     elif status == Status.OPTIMAL:
         bound = max(0.0, bound - tol)  # a proof holds within the solver's tolerances
     if status == Status.OPTIMAL and plan is not None and split != "sequences" and options.params.get("verify", True):
-        with _quiet_pulp():
+        with quiet_pulp():
             status, plan, objective, bound = _verify_optimum(data, options, backend, plan, objective, bound, tol,
                                                              deadline, stats)
     if warm_msg:
@@ -931,7 +733,7 @@ def _solve_part(problem: Problem, options: Options, backend: str, name: str, par
     )
 
 
-def _verify_optimum(data: ModelData, options: Options, backend: str, plan: Any, objective: float | None,
+def _verify_optimum(data: ModelData, options: Options, backend: Backend, plan: Any, objective: float | None,
                     bound: float, tol: float, deadline: float | None,
                     stats: dict[str, Any]) -> tuple[Status, Any, float | None, float]:
     """Re-prove an "optimal" claim: solve again strictly below the plan's evaluated TPS
@@ -952,11 +754,11 @@ def _verify_optimum(data: ModelData, options: Options, backend: str, plan: Any, 
             return Status.FEASIBLE, plan, objective, 0.0
         cutoff = warm.tps / data.tau * (1.0 - CUTOFF_REL)
         params = {**options.params, "msg": False}
-        if backend == "cbc":
+        if backend.name == "cbc":
             params["cbc_options"] = list(VERIFY_CBC_OPTIONS)
         vopts = replace(options, seed=options.seed + 7919 * round_, params=params)
         st2, plan2, obj2, _b2, _s2 = _solve_once(data, vopts, backend, None, deadline, cutoff,
-                                                 presolve_off=backend == "highs")
+                                                 presolve_off=backend.name == "highs")
         if st2 == Status.INFEASIBLE:
             records.append(f"round {round_}: nothing below {tps!r} (second proof)")
             return Status.OPTIMAL, plan, objective, max(bound, cutoff * data.tau - tol)

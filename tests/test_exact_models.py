@@ -18,6 +18,7 @@ import pytest
 
 import baselines
 
+from baselines._cbc import quiet_pulp
 from baselines._model_data import build_model_data, guarded_result
 from baselines.brute import solve_brute
 from baselines.cpsat import GUARD_PARAMETERS, PROOF_SUBSOLVERS, memory_scaling, solve_cpsat, solver_parameters
@@ -606,50 +607,120 @@ def test_highs_runs_with_changing_thread_counts_in_one_process() -> None:
         assert res.tps == pytest.approx(best.tps, rel=REL)
 
 
-def test_cbc_watchdog_stops_a_cbc_past_its_time_limit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """CBC does not look at its time limit while it solves the root LP (it ran 138 s
-    with a 30 s limit on ResNet-50 at k = 8): milp._CbcDeadline kills a CBC still running
-    CBC_OVERRUN_S after its limit. Here a stand-in "CBC" that only sleeps."""
+def _tiny_mip():
     import pulp
 
-    from baselines import milp
-
-    fake = tmp_path / "cbc"
-    fake.write_text("#!/bin/sh\nsleep 120\n")
-    fake.chmod(0o755)
-    monkeypatch.setattr(milp, "CBC_OVERRUN_S", 0.5)
-    with milp._quiet_pulp():  # PuLP 3's deprecation warnings, as in milp.py
-        prob = pulp.LpProblem("watchdog", pulp.LpMinimize)
-        x = pulp.LpVariable("x", 0, 1, cat="Binary")
-        prob += x
-        prob += x >= 0
-        solver = milp._CbcDeadline(timeLimit=0.5, msg=False)
-        solver.path = str(fake)
-        status = prob.solve(solver)
-        assert solver.overran
-        assert status == pulp.LpStatusNotSolved and prob.sol_status == pulp.LpSolutionNoSolutionFound
-        # the same solver class with the real CBC solves it (and is not flagged)
-        real = milp._CbcDeadline(timeLimit=10, msg=False)
-        assert prob.solve(real) == pulp.LpStatusOptimal and not real.overran and x.value() == 0
-
-
-def test_cbc_deadline_runs_cbc_as_pulp_does(tmp_path: Path) -> None:
-    """_CbcDeadline replaces PuLP's solve_CBC: mip=False still solves only the LP
-    relaxation, and a CBC path that cannot be executed is a PulpSolverError naming it."""
-    import pulp
-
-    from baselines import milp
-
-    with milp._quiet_pulp():
-        prob = pulp.LpProblem("relaxation", pulp.LpMinimize)
+    with quiet_pulp():  # PuLP 3's deprecation warnings, as in milp.py
+        prob = pulp.LpProblem("tiny", pulp.LpMinimize)
         x, y = (pulp.LpVariable(name, 0, 1, cat="Binary") for name in "xy")
-        prob += -x - y
-        prob += x + y <= 1.5
-        assert prob.solve(milp._CbcDeadline(msg=False)) == pulp.LpStatusOptimal
-        assert pulp.value(prob.objective) == pytest.approx(-1.0)
-        assert prob.solve(milp._CbcDeadline(msg=False, mip=False)) == pulp.LpStatusOptimal
-        assert pulp.value(prob.objective) == pytest.approx(-1.5)
-        missing = milp._CbcDeadline(msg=False)
-        missing.path = str(tmp_path / "no-cbc-here")
-        with pytest.raises(pulp.PulpSolverError, match="no-cbc-here"):
-            prob.solve(missing)
+        prob += x + 2 * y
+        prob += x + y >= 1
+    return prob, x, y
+
+
+def _fake_cbc(tmp_path: Path, body: str) -> str:
+    fake = tmp_path / "cbc"
+    fake.write_text("#!/bin/sh\n" + body + "\n")
+    fake.chmod(0o755)
+    return str(fake)
+
+
+def test_cbc_watchdog_stops_a_cbc_past_its_time_limit(tmp_path: Path) -> None:
+    """CBC does not look at its time limit while it solves the root LP (it ran 138 s
+    with a 30 s limit on ResNet-50 at k = 8): run_cbc kills a CBC still running
+    ``overrun_s`` after its limit. Here a stand-in "CBC" that only sleeps."""
+    import time
+
+    import pulp
+
+    from baselines._cbc import CbcSettings, run_cbc
+
+    prob, x, y = _tiny_mip()
+    settings = CbcSettings(overrun_s=0.5, path=_fake_cbc(tmp_path, "sleep 120"))
+    t0 = time.perf_counter()
+    run = run_cbc(prob, settings, time.perf_counter() + 0.5, tmp_path)
+    assert time.perf_counter() - t0 < 10
+    assert run.overran and run.time_limit == 0.5
+    assert run.status == prob.status == pulp.LpStatusNotSolved
+    assert prob.sol_status == pulp.LpSolutionNoSolutionFound
+    # the real CBC solves it within the limit, and is not flagged
+    run = run_cbc(prob, CbcSettings(overrun_s=0.5), time.perf_counter() + 10, tmp_path)
+    assert not run.overran and run.status == pulp.LpStatusOptimal and prob.sol_status == pulp.LpSolutionOptimal
+    assert (x.value(), y.value()) == (1, 0) and "-sec" in run.argv
+    assert "Result - Optimal solution found" in run.log
+
+
+def test_cbc_runner_reads_the_solution_and_names_failures(tmp_path: Path) -> None:
+    """run_cbc passes a MIP start and its settings on CBC's command line, reads the
+    solution back with PuLP's public functions, and a CBC that cannot run or fails is a
+    SolverError that says so."""
+    import pulp
+
+    from baselines._cbc import CbcSettings, cbc_log_numbers, run_cbc
+    from piper.result import SolverError
+
+    prob, x, y = _tiny_mip()
+    x.setInitialValue(0)
+    y.setInitialValue(1)
+    run = run_cbc(prob, CbcSettings(threads=1, warm_start=True, options=("randomSeed 3",)), None, tmp_path)
+    assert run.status == pulp.LpStatusOptimal and (x.value(), y.value()) == (1, 0)
+    assert run.time_limit is None and "-sec" not in run.argv
+    assert run.argv[run.argv.index("-mips") + 1].endswith(".mst") and "-randomSeed" in run.argv
+    assert "-allow" in run.argv and "elapsed" in run.argv
+    assert "MIPStart provided solution with cost 2" in run.log  # the start was read
+    numbers = cbc_log_numbers(run.log)
+    assert numbers["proven"] == 1.0 and numbers["objective"] == 1.0
+    with pytest.raises(SolverError, match="no-cbc-here"):
+        run_cbc(prob, CbcSettings(path=str(tmp_path / "no-cbc-here")), None, tmp_path)
+    with pytest.raises(SolverError, match="exit status 3.*broken CBC"):
+        run_cbc(prob, CbcSettings(path=_fake_cbc(tmp_path, "echo broken CBC; exit 3")), None, tmp_path)
+
+
+def test_cbc_log_numbers() -> None:
+    from baselines._cbc import cbc_log_numbers
+
+    log = ("Search completed - best objective 0.25057679, took 1036 iterations\n"
+           "Result - Optimal solution found\nObjective value:                0.25057679\n"
+           "Lower bound:                    -1e+50\nEnumerated nodes:               12\n")
+    assert cbc_log_numbers(log) == {"completed_objective": 0.25057679, "objective": 0.25057679, "bound": -1e50,
+                                    "nodes": 12.0, "proven": 1.0}
+    assert cbc_log_numbers("Result - Problem proven infeasible\n") == {"infeasible": 1.0}
+
+
+def test_highs_warm_start_rejected_is_an_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A MIP start that HiGHS rejects (setSolution returns an error) is a SolverError
+    naming it, not a silent cold start."""
+    import highspy
+
+    from piper.result import SolverError
+
+    seed = _feasible_seed()
+    best = oracle(seed)
+    monkeypatch.setattr(highspy.Highs, "setSolution", lambda self, sol: highspy.HighsStatus.kError)
+    options = replace(ABLATIONS["default"], warm_start=best.plan, params={"backend": "highs", "cutoff": False})
+    with pytest.raises(SolverError, match="HiGHS rejected the warm start"):
+        solve_milp(tiny(seed), options)
+
+
+def test_highs_scheduler_made_on_an_ended_thread_is_replaced() -> None:
+    """HiGHS's scheduler made on a worker thread that has ended (the split's) failed every
+    later run with the same thread count on another thread: HighsContext resets it."""
+    import threading
+
+    import pulp
+
+    from baselines._highs import HighsContext, HighsSolver
+
+    context = HighsContext()
+
+    def solve() -> int:
+        prob, x, y = _tiny_mip()
+        with quiet_pulp():
+            return prob.solve(HighsSolver(context=context, msg=False, threads=2))
+
+    codes = []
+    worker = threading.Thread(target=lambda: codes.append(solve()))
+    worker.start()
+    worker.join()
+    codes.append(solve())
+    assert codes == [pulp.LpStatusOptimal] * 2
