@@ -300,14 +300,36 @@ def _worse_plan(problem: Problem, plan: Plan) -> Plan | None:
     return None
 
 
-def test_highs_postsolve_violation_guard() -> None:
-    """HiGHS 1.16's presolve drops the optimal solution of this instance ("untransformed
-    violations") and certifies a 64% worse one as optimal; the MILP notices the warning
-    in HiGHS's log and re-solves without presolve."""
-    best = oracle(95)
-    assert best.status == Status.OPTIMAL
-    res = solve_milp(tiny(95), Options(threads=2, params={"backend": "highs"}))
+def test_highs_postsolve_violation_guard(monkeypatch: pytest.MonkeyPatch) -> None:
+    """HiGHS 1.16 dropped the optimal solution of tiny(95) after postsolve ("untransformed
+    violations" in its log) and certified a 64% worse one as optimal; the MILP notices the
+    warning and re-solves without presolve. The installed HiGHS no longer does it on this
+    model, so a stand-in does: the first (presolve on) run reads back a worse plan and
+    logs the warning. Without the guard the worse plan would be the answer (the second
+    proof is off here, so nothing else catches it)."""
+    from baselines import milp
+
+    seed = next(s for s in range(500) if oracle(s).status == Status.OPTIMAL
+                and _worse_plan(tiny(s), oracle(s).plan) is not None)
+    problem, best = tiny(seed), oracle(seed)
+    worse = _worse_plan(problem, best.plan)
+    real = milp._run_highs
+    runs: list[str] = []
+
+    def postsolve_drops_the_optimum(model, solver, log):
+        text = real(model, solver, log)
+        presolve = solver.optionsDict.get("presolve", "on")
+        runs.append(presolve)
+        if presolve != "off":
+            model.set_warm_start(model.data.slots_from_plan(worse))  # the values read back
+            text += "\nMIP solution with objective 1 has untransformed violations: integrality = 0\n"
+        return text
+
+    monkeypatch.setattr(milp, "_run_highs", postsolve_drops_the_optimum)
+    res = solve_milp(problem, Options(threads=2, params={"backend": "highs", "verify": False}))
+    assert runs == ["on", "off"]
     assert res.status == Status.OPTIMAL and res.tps == pytest.approx(best.tps, rel=REL)
+    assert any("untransformed" in g for g in res.stats["guards"])
 
 
 def test_cpsat_verify_confirms_optima() -> None:
