@@ -467,9 +467,13 @@ def solver_parameters(options: Options, time_limit: float | None, *, proof: bool
                 field.extend(val)
             else:
                 setattr(p, key, val)
-        except AttributeError:  # pragma: no cover - a field this OR-Tools does not have
-            if key not in GUARD_PARAMETERS:
-                raise SolverError(f"unknown CP-SAT parameter {key!r}") from None
+        except AttributeError:  # the guard's field too: ortools >= 9.14 has it
+            raise SolverError(f"unknown CP-SAT parameter {key!r}") from None
+        except (TypeError, ValueError):  # protobuf's message spans lines: name the type instead
+            current = getattr(p, key)
+            shown = list(current) if isinstance(val, (list, tuple)) else current
+            raise SolverError(f"CP-SAT parameter {key!r} cannot be {val!r} (it is now {shown!r}, of type "
+                              f"{type(shown).__name__})") from None
     return solver
 
 

@@ -241,6 +241,15 @@ def test_cpsat_always_sets_the_wrong_optimal_guard() -> None:
     assert res.stats["presolve_inclusion_work_limit"] == 0
 
 
+def test_cpsat_parameter_errors_name_the_parameter() -> None:
+    from piper.result import SolverError
+
+    with pytest.raises(SolverError, match="unknown CP-SAT parameter 'num_worker'"):
+        solver_parameters(Options(params={"cp_params": {"num_worker": 2}}), 1.0)
+    with pytest.raises(SolverError, match="'num_workers' cannot be 'two'.*int"):
+        solver_parameters(Options(params={"cp_params": {"num_workers": "two"}}), 1.0)
+
+
 def test_proof_search_runs_the_proof_portfolio() -> None:
     """Below a warm start CP-SAT runs only complete tree searches (one per worker), the
     guard stays on, and ``proof_portfolio=False`` gives back the default portfolio."""
