@@ -6,6 +6,7 @@ Default run: a fast subset of the seeded tiny instances per solver. The full swe
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import random
@@ -24,7 +25,7 @@ from baselines.brute import solve_brute
 from baselines.cpsat import GUARD_PARAMETERS, PROOF_SUBSOLVERS, memory_scaling, solve_cpsat, solver_parameters
 from baselines.milp import solve_milp, write_lp, write_mps
 from experiments.instances import random_problem, repeated_layers
-from piper import NO_AR, Options, Plan, Stage, Status, evaluate, load_problem
+from piper import NO_AR, Options, Plan, Stage, Status, check_result, evaluate, load_problem
 from piper.problem import Problem
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -216,14 +217,23 @@ def test_unusable_warm_start_is_ignored(solver: str) -> None:
 
 @pytest.mark.parametrize("solver", list(SOLVERS))
 def test_time_limit_keeps_status_and_bound_consistent(solver: str) -> None:
-    problem = random_problem(1612, 16, "chain", devices=8, microbatches=16, degrees=(1, 2, 4), max_tmpcs=2)
-    res = SOLVERS[solver](problem, Options(threads=2, time_limit_s=1.0))
-    assert res.status in (Status.OPTIMAL, Status.FEASIBLE, Status.UNKNOWN, Status.INFEASIBLE)
-    if res.plan is not None:
-        assert res.tps == evaluate(problem, res.plan).tps
-        assert res.bound <= res.tps
-    else:
-        assert res.status in (Status.UNKNOWN, Status.INFEASIBLE)
+    """A row of experiments.bench_exact that no exact model proves in 1 s (CBC needs
+    minutes): whatever each returns holds against the DP's optimum."""
+    from experiments.bench_exact import instance
+
+    problem = instance(16, "branchy", 8)
+    optimum = _dp_optimum()
+    options = Options(threads=2, time_limit_s=1.0)
+    res = SOLVERS[solver](problem, options)
+    assert math.isfinite(optimum) and res.status != Status.INFEASIBLE
+    assert not check_result(problem, options, res, exact=True, optimum=optimum)
+
+
+@functools.lru_cache(maxsize=None)
+def _dp_optimum() -> float:
+    from experiments.bench_exact import instance
+
+    return baselines.solve(instance(16, "branchy", 8), Options(), solver="dp").tps
 
 
 # --------------------------------------------------------------------------- guards
@@ -271,7 +281,7 @@ def test_guard_rejects_a_wrong_optimal_claim() -> None:
     """A solver that claims 'optimal' for a plan worse than a known plan is caught:
     the better plan is returned as 'feasible' and the bound never exceeds it."""
     seed = next(s for s in range(500) if oracle(s).status == Status.OPTIMAL and tiny(s).n >= 3
-                and len(oracle(s).plan.stages) >= 1 and _worse_plan(tiny(s), oracle(s).plan) is not None)
+                and _worse_plan(tiny(s), oracle(s).plan) is not None)
     problem, best = tiny(seed), oracle(seed)
     worse = _worse_plan(problem, best.plan)
     data = build_model_data(problem, Options())
