@@ -76,6 +76,16 @@ FEASIBLE (bound 0) or INFEASIBLE; time limit -> FEASIBLE (best threshold proven
 feasible so far) or UNKNOWN, message "time limit ...".
 
 Units: times in the workload's time unit per sample, memory in bytes.
+
+Modules: :mod:`~piper.dp.solver` (the entry point, version 2's edge runs, uniform plans),
+:mod:`~piper.dp.run` (one DP run: engine, bound, search, curve, status),
+:mod:`~piper.dp.arrays` (the problem as flat arrays: the kernels' argument bundles),
+:mod:`~piper.dp.stage` (kernels of one stage), :mod:`~piper.dp.threshold` (threshold
+engine), :mod:`~piper.dp.table_kernels` and :mod:`~piper.dp.table` (table engine),
+:mod:`~piper.dp.reconstruct` (the plan behind a value, for both engines),
+:mod:`~piper.dp.limits` (time limit, progress).  The kernels are compiled with
+``cache=True``; numba's cache does not notice edits of a callee in another file, so after
+editing :mod:`~piper.dp.stage` or :mod:`piper.knapsack` delete ``piper/dp/__pycache__``.
 """
 
 from __future__ import annotations

@@ -1,8 +1,16 @@
-"""The problem as flat arrays for the compiled kernels (see :mod:`piper.dp`)."""
+"""The problem as flat arrays, and the bundles that the compiled kernels take (see :mod:`piper.dp`).
+
+Every kernel argument that is more than a scalar is one of the NamedTuples below (numba
+passes a NamedTuple of arrays as one struct): :class:`LayerArrays` (the layers, TMPCs and
+edges of one run), :class:`Limits` (k, S, M), :class:`StageScratch` (work arrays for one
+stage), and the engines' own bundles.  Units: times in the workload's time unit per sample,
+memory in bytes, bandwidths in bytes/second.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -15,15 +23,16 @@ _BIG = np.int64(1) << np.int64(60)
 HEUR = 2
 
 
-@dataclass
-class _Arrays:
-    """Flat arrays describing the layers, their allowed TMPCs and edges.
+class LayerArrays(NamedTuple):
+    """Flat arrays describing the layers, their allowed TMPCs and edges (one kernel argument).
 
-    Node positions follow ``problem.nodes``; ``ts`` are the allowed degrees; the
-    allowed TMPCs of node v at degree ts[ti] are flat indices
-    ``opt_start[v, ti] .. opt_start[v, ti] + opt_cnt[v, ti] - 1``.
-    ``inb[inb_ptr[q] + j]`` = 2 (c + syncTimeFw) bytes of the j-th in-edge of q's
-    node under TMPC q (likewise ``outb`` for out-edges and syncTimeBw).
+    Node positions follow ``problem.nodes``; ``ts`` are the allowed degrees t, ``ds`` the
+    allowed degrees d (ascending); the allowed TMPCs of node v at degree ts[ti] are the flat
+    indices ``opt_start[v, ti] .. opt_start[v, ti] + opt_cnt[v, ti] - 1``; per flat TMPC q:
+    ``tp`` time per sample, ``tw`` parameter bytes, ``ta`` / ``tb`` memory a y + b (bytes).
+    ``in_src[in_ptr[v]:in_ptr[v + 1]]`` are the sources of v's in-edges (file order),
+    ``out_dst`` likewise; ``inb[inb_ptr[q] + j]`` = 2 (c + syncTimeFw) bytes of the j-th
+    in-edge of q's node under TMPC q (likewise ``outb`` for out-edges and syncTimeBw).
     """
 
     n: int
@@ -43,22 +52,46 @@ class _Arrays:
     inb: np.ndarray
     outb_ptr: np.ndarray
     outb: np.ndarray
-    #: per (TMPC, index of d in ds): f (d - 1) w / d / N (resync bytes), p / d, B_resync (B_in when
-    #: t d <= G, else B) and the cost when no edge is cut, rq / B_resync + pq (docs/problem.md §2.2)
+    #: per (TMPC, index of d in ds): f (d - 1) w / d / N (resync bytes), p / d, and the cost when
+    #: no edge is cut, rq / B_resync + pq (docs/problem.md §2.2)
     rq: np.ndarray
     pq: np.ndarray
     c0: np.ndarray
-    rb: np.ndarray | None
-    #: per (index of d in ds, TMPC): s / d, the sharded bytes each device holds; None when no TMPC
-    #: has sharded state (rb likewise None when every B_resync == B_edge: version 1)
-    sq: np.ndarray | None
+    #: per (TMPC, index of d in ds): B_resync, bytes/s (B_in when t d <= G, else B); read only when
+    #: ``has_rb`` (some B_resync differs from B_edge; never in version 1)
+    rb: np.ndarray
+    #: per (index of d in ds, TMPC): s / d, the sharded bytes each device holds; read only when
+    #: ``has_sq`` (some TMPC has sharded state)
+    sq: np.ndarray
+    has_rb: bool
+    has_sq: bool
     #: B_edge of this run, bytes/second: B_in for plans inside one node, else B
     bw_edge: float
+
+
+class Limits(NamedTuple):
+    """The run's device count k, budget bound S = min(N, k) and memory per device M (bytes)."""
+
+    devices: int
+    budget: int
+    memory: float
+
+
+@dataclass(frozen=True)
+class RunArrays:
+    """The kernels' view of one run's problem, and the names behind its flat TMPC indices."""
+
+    layers: LayerArrays
     #: flat index -> (node id, t, TMPC id)
-    labels: list[tuple[int, int, str]]
+    labels: tuple[tuple[int, int, str], ...]
 
 
-def _arrays(problem: Problem, cand: Candidates, bw_edge: float | None = None) -> _Arrays:
+def limits(problem: Problem) -> Limits:
+    """k, S = min(N, k) and M of ``problem``."""
+    return Limits(problem.devices, min(problem.microbatches, problem.devices), float(problem.memory_per_device))
+
+
+def run_arrays(problem: Problem, cand: Candidates, bw_edge: float | None = None) -> RunArrays:
     """The flat arrays of ``problem`` under ``cand``; ``bw_edge`` = B_edge of the run in bytes/s
     (default B; docs/problem.md §2.2)."""
     pos = problem.index
@@ -119,13 +152,14 @@ def _arrays(problem: Problem, cand: Candidates, bw_edge: float | None = None) ->
     c0 = f64([[(f * (d - 1) * w / d / n_mb) / (bw_in if t * d <= g_node else bw) + p / d for d in ds]
               for w, p, t in zip(tw, tp, tt)]).reshape(len(tp), len(ds))
     sq = np.ascontiguousarray(f64([[x / d for x in tsh] for d in ds]).reshape(len(ds), len(tsh)))
-    # None = not needed (no sharded state / one bandwidth, as in version 1): the kernels are
-    # then compiled for None, with the version-1 loops only (numba prunes `x is None` branches)
-    sq_opt: np.ndarray | None = None if not any(x != 0 for x in tsh) else sq
-    rb_opt: np.ndarray | None = None if bool(np.all(rb == bw_edge)) else rb
-    return _Arrays(
+    # flags off (no sharded state / one bandwidth, as in version 1): the kernels then run the
+    # version-1 loops only, the reference's arithmetic verbatim
+    has_sq = any(x != 0 for x in tsh)
+    has_rb = not bool(np.all(rb == bw_edge))
+    layers = LayerArrays(
         n=n, ts=ts, ds=np.array(cand.ds, dtype=np.int64), opt_start=opt_start, opt_cnt=opt_cnt,
         tp=f64(tp), tw=f64(tw), ta=f64(ta), tb=f64(tb), in_ptr=in_ptr, in_src=in_src, out_ptr=out_ptr,
         out_dst=out_dst, inb_ptr=i64(inb_ptr), inb=f64(inb), outb_ptr=i64(outb_ptr), outb=f64(outb), rq=rq, pq=pq,
-        c0=c0, rb=rb_opt, sq=sq_opt, bw_edge=bw_edge, labels=labels,
+        c0=c0, rb=np.ascontiguousarray(rb), sq=sq, has_rb=has_rb, has_sq=has_sq, bw_edge=float(bw_edge),
     )
+    return RunArrays(layers, tuple(labels))

@@ -9,12 +9,13 @@ from dataclasses import replace
 from ..ideals import IdealPairs, Ideals, enumerate_ideals, ideal_pairs
 from ..knapsack import EXACT, GREEDY
 from ..options import Candidates, Options, candidates
+from ..plan import Plan
 from ..problem import Problem
 from ..result import Result, SolverError, Status, make_result
-from .arrays import HEUR, _Arrays, _arrays
+from .arrays import HEUR, RunArrays, limits, run_arrays
 from .limits import _Progress, _TimeUp, _with_slack
-from .reconstruct import _reconstruct
-from .table import _options_arrays, _solve_table
+from .reconstruct import build_plan, threshold_steps
+from .table import degree_pairs, solve_table
 from .threshold import _Search, build_tables
 
 
@@ -55,12 +56,12 @@ def _solve_run(problem: Problem, options: Options, bw_edge: float, cand: Candida
     pairs = ideal_pairs(ideals)
     stats.update(ideals=len(ideals), ideal_pairs=pairs.count)
     progress.say(f"{len(ideals)} ideals, {pairs.count} ideal pairs", force=True)
-    arr = _arrays(problem, cand, bw_edge)
+    run = run_arrays(problem, cand, bw_edge)
     S = min(problem.microbatches, problem.devices)
-    engine = _choose_engine(options, pairs, arr, problem.devices)
+    engine = _choose_engine(options, pairs, run, problem.devices)
     stats["engine"] = engine
     if engine == "table":
-        return _finish_table(problem, options, arr, ideals, pairs, mode, name, start, deadline, progress, stats, cand)
+        return _finish_table(problem, options, run, ideals, pairs, mode, name, start, deadline, progress, stats, cand)
     pts = _curve_points(problem, options, pairs.count)
     ub = math.inf
     use_bound = options.params.get("greedy_bound", None)
@@ -72,7 +73,7 @@ def _solve_run(problem: Problem, options: Options, bw_edge: float, cand: Candida
         # values <= that bound are computed exactly
         t0 = time.perf_counter()
         try:
-            heur = build_tables(problem, arr, ideals, pairs, HEUR, deadline, progress)
+            heur = build_tables(problem, run, ideals, pairs, HEUR, deadline, progress)
             hs = _Search(heur, S, deadline, progress)
             idx = hs.least_index(problem.devices)
             if idx is not None:
@@ -84,7 +85,7 @@ def _solve_run(problem: Problem, options: Options, bw_edge: float, cand: Candida
         stats.update(heuristic_bound=None if math.isinf(ub) else heur_value, bound_s=time.perf_counter() - t0)
     try:
         t0 = time.perf_counter()
-        tables = build_tables(problem, arr, ideals, pairs, mode, deadline, progress, ub)
+        tables = build_tables(problem, run, ideals, pairs, mode, deadline, progress, ub)
         stats.update(entries=tables.entries, segments=tables.segments, tables_s=time.perf_counter() - t0)
     except _TimeUp:
         return make_result(problem, name, Status.UNKNOWN, None, time_s=time.perf_counter() - start, stats=stats,
@@ -110,12 +111,12 @@ def _solve_run(problem: Problem, options: Options, bw_edge: float, cand: Candida
             stats.update(tests=search.tests)
             return make_result(problem, name, Status.UNKNOWN, None, time_s=time.perf_counter() - start,
                                stats=stats, message=f"time limit ({options.time_limit_s} s) hit during the search")
-        plan, obj = _reconstruct(problem, arr, search, min(feas), mode)
+        plan, obj = _reconstruct(problem, run, search, min(feas), mode)
         stats.update(tests=search.tests)
         return make_result(problem, name, Status.FEASIBLE, plan, time_s=time.perf_counter() - start,
                            objective=obj, stats=stats, message=f"time limit ({options.time_limit_s} s)")
     stats["search_s"] = time.perf_counter() - t0
-    plan, obj = _reconstruct(problem, arr, search, best, mode)
+    plan, obj = _reconstruct(problem, run, search, best, mode)
     message = ""
     t0 = time.perf_counter()
     try:
@@ -130,11 +131,16 @@ def _solve_run(problem: Problem, options: Options, bw_edge: float, cand: Candida
                        stats=stats, message=message)
 
 
+def _reconstruct(problem: Problem, run: RunArrays, search: _Search, idx: int, mode: int) -> tuple[Plan, float]:
+    """The plan behind m(cands[idx]) and its DP value (the largest stage value)."""
+    return build_plan(problem, run, limits(problem), search.tb.ideals.words, mode, threshold_steps(search, idx))
+
+
 def _none_curve(problem: Problem, options: Options, pairs: int) -> list[list]:
     return [[k, None] for k in _curve_points(problem, options, pairs)]
 
 
-def _choose_engine(options: Options, pairs: IdealPairs, arr: _Arrays, k: int) -> str:
+def _choose_engine(options: Options, pairs: IdealPairs, run: RunArrays, k: int) -> str:
     """``params["engine"]`` ("table" or "threshold"), else: the threshold search unless its
     stage tables would be large (ideal pairs x options > 20 M, e.g. GNMT), then the table."""
     engine = options.params.get("engine", "auto")
@@ -142,11 +148,11 @@ def _choose_engine(options: Options, pairs: IdealPairs, arr: _Arrays, k: int) ->
         return engine
     if engine != "auto":
         raise SolverError(f"unknown DP engine {engine!r}; use 'table', 'threshold' or 'auto'")
-    n_opts = len(_options_arrays(arr, k)[0])
+    n_opts = len(degree_pairs(run.layers, k).t)
     return "table" if pairs.count * max(1, n_opts) > 20_000_000 else "threshold"
 
 
-def _finish_table(problem: Problem, options: Options, arr: _Arrays, ideals: Ideals, pairs: IdealPairs, mode: int,
+def _finish_table(problem: Problem, options: Options, run: RunArrays, ideals: Ideals, pairs: IdealPairs, mode: int,
                   name: str, start: float, deadline: float | None, progress: _Progress, stats: dict,
                   cand: Candidates) -> Result:
     t0 = time.perf_counter()
@@ -156,11 +162,11 @@ def _finish_table(problem: Problem, options: Options, arr: _Arrays, ideals: Idea
         # a bound from the linearized problem (n + 1 ideals, cheap) prunes the full DP
         lin = _solve_run(problem, replace(options, linearize=True, time_limit_s=None, progress=False,
                                           params={**options.params, "curve": False, "engine": "auto"}),
-                         arr.bw_edge, cand)
+                         run.layers.bw_edge, cand)
         ub = _with_slack(lin.objective) if lin.objective is not None else math.inf
         stats["linearized_tps"] = None if math.isinf(lin.tps) else lin.tps
     try:
-        dpm, plan, obj = _solve_table(problem, arr, ideals, pairs, mode, deadline, progress, ub)
+        dpm, plan, obj = solve_table(problem, run, ideals, pairs, mode, deadline, progress, ub)
     except _TimeUp:
         return make_result(problem, name, Status.UNKNOWN, None, time_s=time.perf_counter() - start, stats=stats,
                            message=f"time limit ({options.time_limit_s} s) hit while filling the DP table")

@@ -12,7 +12,6 @@ from ..problem import Problem
 from ..result import Result, SolverError, Status, make_result
 from .run import _solve_run
 
-
 #: uniform plans: refuse when (DPs to run) x (ideal pairs of one DP) exceeds this. GNMT (k = 10,
 #: 15.5 M ideal pairs, 4 (t, d) pairs: 62 M) took 336 s uniform (2 cores, under load) against
 #: seconds for its ordinary DP: one (t, d) at a time defeats the table engine's pruning.

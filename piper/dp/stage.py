@@ -1,11 +1,69 @@
-"""Compiled kernels of one stage: its nodes, TMPC options, costs, memory and knapsack choices."""
+"""Compiled kernels of one stage: its nodes, TMPC options, costs, memory and knapsack choices.
+
+Every kernel takes the run's :class:`~piper.dp.arrays.LayerArrays` (``lay``), and the ones
+that work on a stage its :class:`StageScratch` (``sc``): after :func:`_stage_nodes` and
+:func:`_stage_options`, the stage I \\ J has ``nx`` nodes ``sc.nodes[:nx]`` and
+``m = sc.off[nx]`` flat options ``sc.qidx[:m]`` (options of node i:
+``sc.off[i] .. sc.off[i + 1] - 1``) with cut-edge bytes ``sc.ebytes[:m]``.
+
+Numba's cache does not see edits of a callee in another file: after editing this module
+(or :mod:`piper.knapsack`), delete ``piper/dp/__pycache__`` so the engines recompile.
+"""
 
 from __future__ import annotations
+
+from typing import NamedTuple
 
 import numpy as np
 from numba import njit
 
 from ..knapsack import _grow, _least, _total, knapsack
+
+
+class StageScratch(NamedTuple):
+    """Work arrays for one stage at a time, sized for n nodes and max_opts flat options."""
+
+    #: membership of the ideals I and J, by node position
+    in_i: np.ndarray
+    in_j: np.ndarray
+    #: the stage's node positions (first nx), its options per node (off) and their flat TMPC indices
+    nodes: np.ndarray
+    off: np.ndarray
+    qidx: np.ndarray
+    #: per option: cut-edge bytes E, cost (time per sample), memory (bytes)
+    ebytes: np.ndarray
+    cost: np.ndarray
+    mem: np.ndarray
+    #: a choice (one option per node) and the all-fastest choice
+    ch: np.ndarray
+    fast: np.ndarray
+    #: bound pruning of the d-invariant case: (t, ds[di]) still in play; its option costs
+    alive: np.ndarray
+    costs_d: np.ndarray
+
+
+class ChoiceRuns(NamedTuple):
+    """Runs of y sharing one optimal choice: run r covers y = lo[r] .. hi[r] with the choice
+    ch[r n : r n + nx] (n = number of layers)."""
+
+    lo: np.ndarray
+    hi: np.ndarray
+    ch: np.ndarray
+
+
+@njit(cache=True)
+def _stage_scratch(n, max_opts, n_ds):
+    """A :class:`StageScratch` for n nodes, max_opts flat options and n_ds degrees d."""
+    return StageScratch(np.zeros(n, dtype=np.bool_), np.zeros(n, dtype=np.bool_), np.empty(n, dtype=np.int64),
+                        np.empty(n + 1, dtype=np.int64), np.empty(max_opts, dtype=np.int64), np.empty(max_opts),
+                        np.empty(max_opts), np.empty(max_opts), np.empty(n, dtype=np.int64),
+                        np.empty(n, dtype=np.int64), np.zeros(n_ds, dtype=np.bool_), np.empty((n_ds, max_opts)))
+
+
+@njit(cache=True)
+def _new_scratch(lay):
+    """A :class:`StageScratch` sized for ``lay``."""
+    return _stage_scratch(lay.n, lay.tp.shape[0] + 1, lay.ds.shape[0])
 
 
 @njit(cache=True)
@@ -15,9 +73,12 @@ def _membership(words_row: np.ndarray, n: int, out: np.ndarray) -> None:
 
 
 @njit(cache=True)
-def _stage_nodes(words, I, J, n, in_i, in_j, nodes) -> int:
-    """Fill in_i / in_j with the members of ideals I and J and nodes[:nx] with the
+def _stage_nodes(words, I, J, n, sc) -> int:
+    """Fill sc.in_i / sc.in_j with the members of ideals I and J and sc.nodes[:nx] with the
     stage I \\ J (ascending positions); return nx."""
+    in_i = sc.in_i
+    in_j = sc.in_j
+    nodes = sc.nodes
     _membership(words[I], n, in_i)
     _membership(words[J], n, in_j)
     nx = 0
@@ -29,14 +90,16 @@ def _stage_nodes(words, I, J, n, in_i, in_j, nodes) -> int:
 
 
 @njit(cache=True)
-def _stage_options(nodes, nx, ti, in_i, in_j, opt_start, opt_cnt, in_ptr, in_src, out_ptr, out_dst,
-                   inb_ptr, inb, outb_ptr, outb, off, qidx, ebytes):
-    """Options of the stage's nodes at degree ts[ti]: off (nx+1), flat TMPC index
-    qidx and cut-edge bytes E per option.  False if some node lacks degree ts[ti].
+def _stage_options(lay, sc, nx, ti):
+    """Options of the stage's nodes at degree ts[ti]: sc.off (nx+1), flat TMPC index
+    sc.qidx and cut-edge bytes E (sc.ebytes) per option.  False if some node lacks degree ts[ti].
 
     E_q = sum over in-edges (u, v), u not in I, of 2 (c + sfw_q[u])
         + sum over out-edges (v, x), x in J, of 2 (c + sbw_q[x]).
     """
+    nodes, in_i, in_j, off, qidx, ebytes = sc.nodes, sc.in_i, sc.in_j, sc.off, sc.qidx, sc.ebytes
+    opt_start, opt_cnt, in_ptr, in_src = lay.opt_start, lay.opt_cnt, lay.in_ptr, lay.in_src
+    out_ptr, out_dst, inb_ptr, inb, outb_ptr, outb = lay.out_ptr, lay.out_dst, lay.inb_ptr, lay.inb, lay.outb_ptr, lay.outb
     m = 0
     off[0] = 0
     for i in range(nx):
@@ -63,18 +126,21 @@ def _stage_options(nodes, nx, ti, in_i, in_j, opt_start, opt_cnt, in_ptr, in_src
 
 
 @njit(cache=True)
-def _stage_costs(m, qidx, ebytes, d, ds, bw, rq, pq, c0, rb, cost):
-    """cost_q = E_q / (d B_edge) + R_q / B_resync + p_q / d (docs/problem.md §2.2), bw = B_edge.
+def _stage_costs(lay, sc, m, d, cost):
+    """cost_q = E_q / (d B_edge) + R_q / B_resync + p_q / d (docs/problem.md §2.2) for the
+    stage's m options at degree d, into cost.
 
     The pair-independent parts are precomputed per (TMPC, d): rq = f (d - 1) w / d / N
     (resync bytes), pq = p / d, rb = B_resync (B_in when t d <= G, else B) and
     c0 = rq / rb + pq (the cost when E_q = 0: 0 / (d bw) + x == x exactly).  When
     B_resync == B_edge (always in version 1) the reference's arithmetic is kept verbatim,
     (E_q / d + rq) / B + pq, so version-1 numbers are bit-for-bit unchanged."""
+    qidx, ebytes, rq, pq, c0, bw = sc.qidx, sc.ebytes, lay.rq, lay.pq, lay.c0, lay.bw_edge
+    ds = lay.ds
     di = 0
     while ds[di] != d:
         di += 1
-    if rb is None:  # every B_resync == B_edge (version 1): the reference's loop, verbatim (compiled apart)
+    if not lay.has_rb:  # every B_resync == B_edge (version 1): the reference's loop, verbatim
         for r in range(m):
             q = qidx[r]
             e = ebytes[r]
@@ -83,6 +149,7 @@ def _stage_costs(m, qidx, ebytes, d, ds, bw, rq, pq, c0, rb, cost):
             else:
                 cost[r] = (e / d + rq[q, di]) / bw + pq[q, di]
         return
+    rb = lay.rb
     for r in range(m):
         q = qidx[r]
         e = ebytes[r]
@@ -97,48 +164,53 @@ def _stage_costs(m, qidx, ebytes, d, ds, bw, rq, pq, c0, rb, cost):
 
 
 @njit(cache=True)
-def _d_invariant(nx, off, qidx, tw, sq, di):
+def _d_invariant(lay, sc, nx):
     """True when each node's options all have the same parameter size w and no option
-    has sharded memory (sq[di] = s / ds[di]: 0 iff s = 0; memory s / d depends on d)."""
-    if sq is None:  # no sharded state anywhere (compiled apart)
+    has sharded memory (memory s / d depends on d)."""
+    off, qidx, tw = sc.off, sc.qidx, lay.tw
+    if not lay.has_sq:  # no sharded state anywhere
         for i in range(nx):
             w0 = tw[qidx[off[i]]]
             for j in range(off[i] + 1, off[i + 1]):
                 if tw[qidx[j]] != w0:
                     return False
         return True
+    sq = lay.sq
     for i in range(nx):
         w0 = tw[qidx[off[i]]]
-        if sq[di, qidx[off[i]]] != 0.0:
+        if sq[0, qidx[off[i]]] != 0.0:
             return False
         for j in range(off[i] + 1, off[i + 1]):
-            if tw[qidx[j]] != w0 or sq[di, qidx[j]] != 0.0:
+            if tw[qidx[j]] != w0 or sq[0, qidx[j]] != 0.0:
                 return False
     return True
 
 
 @njit(cache=True)
-def _sharded(nx, off, qidx, sq, di):
-    """True when some option of the stage has sharded memory s > 0 (sq[di] = s / ds[di])."""
-    if sq is None:
+def _sharded(lay, sc, nx):
+    """True when some option of the stage has sharded memory s > 0."""
+    if not lay.has_sq:
         return False
+    off, qidx, sq = sc.off, sc.qidx, lay.sq
     for j in range(off[nx]):
-        if sq[di, qidx[j]] != 0.0:
+        if sq[0, qidx[j]] != 0.0:
             return True
     return False
 
 
 @njit(cache=True)
-def _mem_choice(nx, ch, qidx, ta, tb, sq, di, y):
-    """The memory a y + b + s / d of the choice ch, summed over the stage's nodes (bytes);
-    sq[di] = s / d of every TMPC at the stage's d = ds[di] (zeros without sharded state).  Summed as
-    the evaluator does, (a y + b) + s / d per node in node order (docs/problem.md §2.2)."""
+def _mem_choice(lay, sc, nx, ch, di, y):
+    """The memory a y + b + s / d of the choice ch, summed over the stage's nodes (bytes), at the
+    stage's d = ds[di].  Summed as the evaluator does, (a y + b) + s / d per node in node order
+    (docs/problem.md §2.2)."""
+    qidx, ta, tb = sc.qidx, lay.ta, lay.tb
     mem = 0.0
-    if sq is None:  # no sharded state anywhere (version 1; compiled apart)
+    if not lay.has_sq:  # no sharded state anywhere (version 1)
         for i in range(nx):
             q = qidx[ch[i]]
             mem += ta[q] * y + tb[q]
         return mem
+    sq = lay.sq
     for i in range(nx):
         q = qidx[ch[i]]
         mem += ta[q] * y + tb[q] + sq[di, q]
@@ -146,86 +218,52 @@ def _mem_choice(nx, ch, qidx, ta, tb, sq, di, y):
 
 
 @njit(cache=True)
-def _fits(nx, ch, ta, tb, sq, di, qidx, y, M):
-    return _mem_choice(nx, ch, qidx, ta, tb, sq, di, y) <= M
+def _fits(lay, sc, nx, ch, di, y, M):
+    return _mem_choice(lay, sc, nx, ch, di, y) <= M
 
 
 @njit(cache=True)
-def _mem_at(m, qidx, ta, tb, sq, di, y, mem):
-    """mem[j] = a y + b + s / d of the stage's j-th flat option, j < m (bytes)."""
-    if sq is None:  # no sharded state anywhere (version 1; compiled apart)
+def _mem_at(lay, sc, m, di, y):
+    """sc.mem[j] = a y + b + s / d of the stage's j-th flat option, j < m (bytes), d = ds[di]."""
+    qidx, ta, tb, mem = sc.qidx, lay.ta, lay.tb, sc.mem
+    if not lay.has_sq:  # no sharded state anywhere (version 1)
         for j in range(m):
             q = qidx[j]
             mem[j] = ta[q] * y + tb[q]
         return
+    sq = lay.sq
     for j in range(m):
         q = qidx[j]
         mem[j] = ta[q] * y + tb[q] + sq[di, q]
 
 
 @njit(cache=True)
-def _stage_scratch(n, max_opts):
-    """Work arrays for one stage at a time: (in_i, in_j, nodes, off, qidx, ebytes, cost,
-    mem, ch), sized for n nodes and max_opts flat options."""
-    return (np.zeros(n, dtype=np.bool_), np.zeros(n, dtype=np.bool_), np.empty(n, dtype=np.int64),
-            np.empty(n + 1, dtype=np.int64), np.empty(max_opts, dtype=np.int64), np.empty(max_opts),
-            np.empty(max_opts), np.empty(max_opts), np.empty(n, dtype=np.int64))
-
-
-@njit(cache=True)
-def _push_segment(s_lo, s_hi, s_val, n_seg, lo, hi, val):
-    """Append the segment (lo, hi, val) at index n_seg, growing the arrays as needed."""
-    s_lo = _grow(s_lo, n_seg + 1)
-    s_hi = _grow(s_hi, n_seg + 1)
-    s_val = _grow(s_val, n_seg + 1)
-    s_lo[n_seg] = lo
-    s_hi[n_seg] = hi
-    s_val[n_seg] = val
-    return s_lo, s_hi, s_val
-
-
-@njit(cache=True)
-def _push_run(run_lo, run_hi, run_ch, n_run, lo, hi, ch, nx, n):
+def _push_run(runs, n_run, lo, hi, ch, nx, n):
     """Append the run (y from lo to hi share the choice ch[:nx]) at index n_run; run r's
-    choice is run_ch[r n : r n + nx]. Returns the arrays (grown as needed)."""
-    run_lo = _grow(run_lo, n_run + 1)
-    run_hi = _grow(run_hi, n_run + 1)
-    run_ch = _grow(run_ch, (n_run + 1) * n)
-    run_lo[n_run] = lo
-    run_hi[n_run] = hi
+    choice is runs.ch[r n : r n + nx]. Returns the runs (arrays grown as needed)."""
+    runs = ChoiceRuns(_grow(runs.lo, n_run + 1), _grow(runs.hi, n_run + 1), _grow(runs.ch, (n_run + 1) * n))
+    runs.lo[n_run] = lo
+    runs.hi[n_run] = hi
     for i in range(nx):
-        run_ch[n_run * n + i] = ch[i]
-    return run_lo, run_hi, run_ch
+        runs.ch[n_run * n + i] = ch[i]
+    return runs
 
 
 @njit(cache=True)
-def _push_entry(e_i, e_j, e_t, e_d, e_s0, n_ent, i, j, t, d, s0):
-    """Append the entry (pair (i, j), t, d, first segment s0) at index n_ent."""
-    e_i = _grow(e_i, n_ent + 1)
-    e_j = _grow(e_j, n_ent + 1)
-    e_t = _grow(e_t, n_ent + 1)
-    e_d = _grow(e_d, n_ent + 1)
-    e_s0 = _grow(e_s0, n_ent + 1)
-    e_i[n_ent] = i
-    e_j[n_ent] = j
-    e_t[n_ent] = t
-    e_d[n_ent] = d
-    e_s0[n_ent] = s0
-    return e_i, e_j, e_t, e_d, e_s0
-
-
-@njit(cache=True)
-def _choice_runs(nx, n, m, off, qidx, ta, tb, sq, M, cost, mem, ch, fast, kmode, heur, y_limit, ub, t, k, S, ds,
-                 alive, costs_d, run_lo, run_hi, run_ch):
+def _choice_runs(lay, lim, sc, nx, kmode, heur, y_limit, ub, t, runs):
     """The d-invariant case (every node's options share w, so the optimal choice at a
-    given y is the same for every d): with cost the options' costs at d = 1, solve the
+    given y is the same for every d): with sc.cost the options' costs at d = 1, solve the
     knapsack (kmode) at y = 1, 2, ... <= y_limit and record each run of y over which
     one choice stays optimal (it does while it fits: K is non-decreasing in y).
 
     heur: one greedy solve per block y in (2^(j-1), 2^j] (the HEUR table). With ub
-    finite, alive[di] says whether (t, ds[di]) can still give a value <= ub (costs_d[di]
+    finite, sc.alive[di] says whether (t, ds[di]) can still give a value <= ub (sc.costs_d[di]
     holds its costs) and y_limit shrinks to the largest ceil(S / d) still alive.
-    Returns (number of runs, run_lo, run_hi, run_ch), the arrays grown as needed."""
+    Returns (number of runs, runs), the arrays grown as needed."""
+    n, ds = lay.n, lay.ds
+    k, S, M = lim.devices, lim.budget, lim.memory
+    off, cost, mem, ch, fast, alive, costs_d = sc.off, sc.cost, sc.mem, sc.ch, sc.fast, sc.alive, sc.costs_d
+    m = off[nx]
     n_run = 0
     y = 1
     while y <= y_limit:
@@ -242,16 +280,16 @@ def _choice_runs(nx, n, m, off, qidx, ta, tb, sq, M, cost, mem, ch, fast, kmode,
             ys = y - 1
             while lo_y <= hi_y:
                 mid = (lo_y + hi_y) // 2
-                _mem_at(m, qidx, ta, tb, sq, 0, mid, mem)
+                _mem_at(lay, sc, m, 0, mid)
                 _least(off[: nx + 1], mem[:m], fast)
-                if _mem_choice(nx, fast, qidx, ta, tb, sq, 0, mid) <= M:
+                if _mem_choice(lay, sc, nx, fast, 0, mid) <= M:
                     ys = mid
                     lo_y = mid + 1
                 else:
                     hi_y = mid - 1
             if ys < y:
                 break
-        _mem_at(m, qidx, ta, tb, sq, 0, ys, mem)
+        _mem_at(lay, sc, m, 0, ys)
         val = knapsack(kmode, off[: nx + 1], cost[:m], mem[:m], M, ch[:nx])
         if val == np.inf:
             break
@@ -269,34 +307,35 @@ def _choice_runs(nx, n, m, off, qidx, ta, tb, sq, M, cost, mem, ch, fast, kmode,
             if y > y_limit:
                 break
         y2 = y + 1
-        while y2 <= y_limit and _fits(nx, ch, ta, tb, sq, 0, qidx, y2, M):
+        while y2 <= y_limit and _fits(lay, sc, nx, ch, 0, y2, M):
             y2 += 1
-        run_lo, run_hi, run_ch = _push_run(run_lo, run_hi, run_ch, n_run, y, y2 - 1, ch, nx, n)
+        runs = _push_run(runs, n_run, y, y2 - 1, ch, nx, n)
         n_run += 1
         y = y2
-    return n_run, run_lo, run_hi, run_ch
+    return n_run, runs
 
 
 @njit(cache=True)
-def _stage_choice(words, I, J, n, ti, d, y, ds, n_mb, bw, M, mode, opt_start, opt_cnt, tp, tw, ta, tb,
-                  in_ptr, in_src, out_ptr, out_dst, inb_ptr, inb, outb_ptr, outb, rq, pq, c0, rb, sq):
-    """(node positions, chosen flat TMPC indices, knapsack value) of the stage I \\ J."""
-    in_i, in_j, nodes, off, qidx, ebytes, cost, mem, ch = _stage_scratch(n, tp.shape[0] + 1)
-    nx = _stage_nodes(words, I, J, n, in_i, in_j, nodes)
-    ok = _stage_options(nodes[:nx], nx, ti, in_i, in_j, opt_start, opt_cnt, in_ptr, in_src, out_ptr, out_dst,
-                        inb_ptr, inb, outb_ptr, outb, off, qidx, ebytes)
+def _stage_choice(lay, lim, words, I, J, ti, d, y, mode):
+    """(node positions, chosen flat TMPC indices, knapsack value) of the stage I \\ J at
+    (ts[ti], d) and y microbatches in flight."""
+    sc = _new_scratch(lay)
+    nx = _stage_nodes(words, I, J, lay.n, sc)
+    nodes = sc.nodes
+    ok = _stage_options(lay, sc, nx, ti)
     chosen = np.full(nx, -1, dtype=np.int64)
     if not ok:
         return nodes[:nx].copy(), chosen, np.inf
-    m = off[nx]
-    _stage_costs(m, qidx, ebytes, d, ds, bw, rq, pq, c0, rb, cost)
+    m = sc.off[nx]
+    _stage_costs(lay, sc, m, d, sc.cost)
+    ds = lay.ds
     di = 0
     while ds[di] != d:
         di += 1
-    _mem_at(m, qidx, ta, tb, sq, di, y, mem)
-    val = knapsack(mode, off[: nx + 1], cost[:m], mem[:m], M, ch[:nx])
+    _mem_at(lay, sc, m, di, y)
+    val = knapsack(mode, sc.off[: nx + 1], sc.cost[:m], sc.mem[:m], lim.memory, sc.ch[:nx])
     if val == np.inf:
         return nodes[:nx].copy(), chosen, val
     for i in range(nx):
-        chosen[i] = qidx[ch[i]]
+        chosen[i] = sc.qidx[sc.ch[i]]
     return nodes[:nx].copy(), chosen, val

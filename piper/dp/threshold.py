@@ -1,62 +1,118 @@
-"""The threshold engine: stage tables, the feasibility test and the search over thresholds."""
+"""The threshold engine: stage tables, the feasibility test and the search over thresholds.
+
+See :mod:`piper.dp` for the method; the kernels take the bundles of :mod:`piper.dp.arrays`
+and :mod:`piper.dp.stage`, and the tables below.
+"""
 
 from __future__ import annotations
 
 import math
 import time
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 from numba import njit
 
 from ..ideals import IdealPairs, Ideals
-from ..knapsack import GREEDY, _least, _total, knapsack
+from ..knapsack import GREEDY, _grow, _least, _total, knapsack
 from ..problem import Problem
-from .arrays import _BIG, HEUR, _Arrays
+from .arrays import _BIG, HEUR, RunArrays, limits
 from .limits import _Progress, _TimeUp
-from .stage import (_choice_runs, _d_invariant, _fits, _mem_at, _push_entry, _push_segment, _stage_costs, _stage_nodes,
-                    _stage_options, _stage_scratch)
+from .stage import (ChoiceRuns, _choice_runs, _d_invariant, _fits, _mem_at, _new_scratch, _stage_costs, _stage_nodes,
+                    _stage_options)
+
+
+class Entries(NamedTuple):
+    """Stage-table entries: entry e is the pair (ideal[e], sub[e]) at degrees (t[e], d[e]), with
+    segments first_seg[e] .. (the next entry's first_seg) - 1; entries are grouped by ideal ascending."""
+
+    ideal: np.ndarray
+    sub: np.ndarray
+    t: np.ndarray
+    d: np.ndarray
+    first_seg: np.ndarray
+
+
+class Segments(NamedTuple):
+    """Stage-table segments: the stage value is value[q] (time per sample) for y_lo[q] <= y <= y_hi[q]."""
+
+    y_lo: np.ndarray
+    y_hi: np.ndarray
+    value: np.ndarray
+
+
+class StageTableArrays(NamedTuple):
+    """The stage tables as the feasibility test reads them: entry e's segments are
+    ``entries.first_seg[e] .. seg_stop[e] - 1``."""
+
+    entries: Entries
+    seg_stop: np.ndarray
+    segments: Segments
+
+
+class FeasibilityTables(NamedTuple):
+    """Filled by one feasibility test at threshold T, per (ideal, budget s): least_devices = g[I, s]
+    (2^60 = impossible), entry = the entry attaining f[I, s] (-1: none), best_budget = the s' <= s
+    attaining g[I, s]."""
+
+    least_devices: np.ndarray
+    entry: np.ndarray
+    best_budget: np.ndarray
 
 
 @njit(cache=True)
-def _build_tables(p_i, p_j, words, n, ts, ds, k, S, n_mb, bw, M, mode, ub,
-                  opt_start, opt_cnt, tp, tw, ta, tb, in_ptr, in_src, out_ptr, out_dst,
-                  inb_ptr, inb, outb_ptr, outb, rq, pq, c0, rb, sq):
+def _push_segment(segs, n_seg, lo, hi, val):
+    """Append the segment (lo, hi, val) at index n_seg, growing the arrays as needed."""
+    segs = Segments(_grow(segs.y_lo, n_seg + 1), _grow(segs.y_hi, n_seg + 1), _grow(segs.value, n_seg + 1))
+    segs.y_lo[n_seg] = lo
+    segs.y_hi[n_seg] = hi
+    segs.value[n_seg] = val
+    return segs
+
+
+@njit(cache=True)
+def _push_entry(ents, n_ent, i, j, t, d, s0):
+    """Append the entry (pair (i, j), t, d, first segment s0) at index n_ent."""
+    ents = Entries(_grow(ents.ideal, n_ent + 1), _grow(ents.sub, n_ent + 1), _grow(ents.t, n_ent + 1),
+                   _grow(ents.d, n_ent + 1), _grow(ents.first_seg, n_ent + 1))
+    ents.ideal[n_ent] = i
+    ents.sub[n_ent] = j
+    ents.t[n_ent] = t
+    ents.d[n_ent] = d
+    ents.first_seg[n_ent] = s0
+    return ents
+
+
+@njit(cache=True)
+def _build_tables(lay, lim, words, p_i, p_j, mode, ub):
     """Stage tables for the pairs (p_i[r], p_j[r]): entries (pair, t, d) with their
     segments (y_lo, y_hi, value), value = K(stage, t, d, y) for y_lo <= y <= y_hi.
+    Returns (Entries, Segments), first_seg counted from this call's first segment.
 
     mode HEUR: achievable values only (greedy choices, reused while they fit and
     across d): a cheap table whose optimum bounds the exact one from above."""
     kmode = GREEDY if mode == HEUR else mode
+    n, ts, ds = lay.n, lay.ts, lay.ds
+    k, S, M = lim.devices, lim.budget, lim.memory
     n_ent = 0
     n_seg = 0
-    e_i = np.empty(1024, dtype=np.int64)
-    e_j = np.empty(1024, dtype=np.int64)
-    e_t = np.empty(1024, dtype=np.int64)
-    e_d = np.empty(1024, dtype=np.int64)
-    e_s0 = np.empty(1024, dtype=np.int64)
-    s_lo = np.empty(1024, dtype=np.int64)
-    s_hi = np.empty(1024, dtype=np.int64)
-    s_val = np.empty(1024, dtype=np.float64)
-    max_opts = tp.shape[0] + 1
-    in_i, in_j, nodes, off, qidx, ebytes, cost, mem, ch = _stage_scratch(n, max_opts)
-    fast = np.empty(n, dtype=np.int64)
-    run_lo = np.empty(16, dtype=np.int64)
-    run_hi = np.empty(16, dtype=np.int64)
-    run_ch = np.empty(16 * n, dtype=np.int64)
-    costs_d = np.empty((ds.shape[0], max_opts))
-    alive = np.zeros(ds.shape[0], dtype=np.bool_)
+    ents = Entries(np.empty(1024, dtype=np.int64), np.empty(1024, dtype=np.int64), np.empty(1024, dtype=np.int64),
+                   np.empty(1024, dtype=np.int64), np.empty(1024, dtype=np.int64))
+    segs = Segments(np.empty(1024, dtype=np.int64), np.empty(1024, dtype=np.int64), np.empty(1024, dtype=np.float64))
+    sc = _new_scratch(lay)
+    off, cost, mem, ch, fast, alive, costs_d = sc.off, sc.cost, sc.mem, sc.ch, sc.fast, sc.alive, sc.costs_d
+    runs = ChoiceRuns(np.empty(16, dtype=np.int64), np.empty(16, dtype=np.int64), np.empty(16 * n, dtype=np.int64))
     for r in range(p_i.shape[0]):
         I = p_i[r]
         J = p_j[r]
-        nx = _stage_nodes(words, I, J, n, in_i, in_j, nodes)
+        nx = _stage_nodes(words, I, J, n, sc)
         for ti in range(ts.shape[0]):
             t = ts[ti]
-            if not _stage_options(nodes, nx, ti, in_i, in_j, opt_start, opt_cnt, in_ptr, in_src, out_ptr,
-                                  out_dst, inb_ptr, inb, outb_ptr, outb, off, qidx, ebytes):
+            if not _stage_options(lay, sc, nx, ti):
                 continue
             m = off[nx]
-            if mode != GREEDY and _d_invariant(nx, off, qidx, tw, sq, 0):
+            if mode != GREEDY and _d_invariant(lay, sc, nx):
                 # every node's options share w: cost_q(d) = cost_q(1) / d + (a per-node
                 # constant), so the optimal choice at each y is the same for every d.
                 # Solve at d = 1 over y = 1..S once, then price those choices at each d.
@@ -70,45 +126,43 @@ def _build_tables(p_i, p_j, words, n, ts, ds, k, S, n_mb, bw, M, mode, ub,
                         d = ds[di]
                         if t * d > k:
                             break
-                        _stage_costs(m, qidx, ebytes, d, ds, bw, rq, pq, c0, rb, costs_d[di])
+                        _stage_costs(lay, sc, m, d, costs_d[di])
                         _least(off[: nx + 1], costs_d[di, :m], fast)
                         alive[di] = _total(fast[:nx], costs_d[di]) <= ub
                         if alive[di]:
                             y_limit = max(y_limit, (S + d - 1) // d)
-                _stage_costs(m, qidx, ebytes, ds[0], ds, bw, rq, pq, c0, rb, cost)
-                n_run, run_lo, run_hi, run_ch = _choice_runs(nx, n, m, off, qidx, ta, tb, sq, M, cost, mem, ch, fast,
-                                                             kmode, mode == HEUR, y_limit, ub, t, k, S, ds,
-                                                             alive, costs_d, run_lo, run_hi, run_ch)
+                _stage_costs(lay, sc, m, ds[0], cost)
+                n_run, runs = _choice_runs(lay, lim, sc, nx, kmode, mode == HEUR, y_limit, ub, t, runs)
                 if n_run == 0:
                     continue
                 for di in range(ds.shape[0]):
                     d = ds[di]
                     if t * d > k:
                         break
-                    _stage_costs(m, qidx, ebytes, d, ds, bw, rq, pq, c0, rb, cost)
+                    _stage_costs(lay, sc, m, d, cost)
                     y_max = (S + d - 1) // d
                     seg_start = n_seg
                     for rr in range(n_run):
-                        if run_lo[rr] > y_max:
+                        if runs.lo[rr] > y_max:
                             break
-                        val = _total(run_ch[rr * n: rr * n + nx], cost)
+                        val = _total(runs.ch[rr * n: rr * n + nx], cost)
                         if val > ub:
                             break  # and every later run (values grow with y)
-                        hi = min(run_hi[rr], y_max)
-                        if n_seg > seg_start and s_val[n_seg - 1] == val:
-                            s_hi[n_seg - 1] = hi
+                        hi = min(runs.hi[rr], y_max)
+                        if n_seg > seg_start and segs.value[n_seg - 1] == val:
+                            segs.y_hi[n_seg - 1] = hi
                         else:
-                            s_lo, s_hi, s_val = _push_segment(s_lo, s_hi, s_val, n_seg, run_lo[rr], hi, val)
+                            segs = _push_segment(segs, n_seg, runs.lo[rr], hi, val)
                             n_seg += 1
                     if n_seg > seg_start:
-                        e_i, e_j, e_t, e_d, e_s0 = _push_entry(e_i, e_j, e_t, e_d, e_s0, n_ent, I, J, t, d, seg_start)
+                        ents = _push_entry(ents, n_ent, I, J, t, d, seg_start)
                         n_ent += 1
                 continue
             for di in range(ds.shape[0]):
                 d = ds[di]
                 if t * d > k:
                     break
-                _stage_costs(m, qidx, ebytes, d, ds, bw, rq, pq, c0, rb, cost)
+                _stage_costs(lay, sc, m, d, cost)
                 # fastest option of every node (first on ties), for the greedy fast path
                 _least(off[: nx + 1], cost, fast)
                 y_max = (S + d - 1) // d
@@ -117,14 +171,14 @@ def _build_tables(p_i, p_j, words, n, ts, ds, k, S, n_mb, bw, M, mode, ub,
                 seg_start = n_seg
                 y = 1
                 while y <= y_max:
-                    _mem_at(m, qidx, ta, tb, sq, di, y, mem)
+                    _mem_at(lay, sc, m, di, y)
                     val = knapsack(kmode, off[: nx + 1], cost[:m], mem[:m], M, ch[:nx])
                     if val == np.inf or val > ub:
                         break  # memory only grows with y (and exact values with it)
                     y2 = y + 1
                     if mode != GREEDY:
                         # the optimal choice stays optimal while it fits (K is non-decreasing)
-                        while y2 <= y_max and _fits(nx, ch, ta, tb, sq, di, qidx, y2, M):
+                        while y2 <= y_max and _fits(lay, sc, nx, ch, di, y2, M):
                             y2 += 1
                     else:
                         all_fast = True
@@ -134,30 +188,36 @@ def _build_tables(p_i, p_j, words, n, ts, ds, k, S, n_mb, bw, M, mode, ub,
                                 break
                         if all_fast:
                             # the greedy returns the all-fastest choice whenever it fits
-                            while y2 <= y_max and _fits(nx, fast, ta, tb, sq, di, qidx, y2, M):
+                            while y2 <= y_max and _fits(lay, sc, nx, fast, di, y2, M):
                                 y2 += 1
-                    if n_seg > seg_start and s_val[n_seg - 1] == val and s_hi[n_seg - 1] == y - 1:
-                        s_hi[n_seg - 1] = y2 - 1
+                    if n_seg > seg_start and segs.value[n_seg - 1] == val and segs.y_hi[n_seg - 1] == y - 1:
+                        segs.y_hi[n_seg - 1] = y2 - 1
                     else:
-                        s_lo, s_hi, s_val = _push_segment(s_lo, s_hi, s_val, n_seg, y, y2 - 1, val)
+                        segs = _push_segment(segs, n_seg, y, y2 - 1, val)
                         n_seg += 1
                     y = y2
                 if n_seg > seg_start:
-                    e_i, e_j, e_t, e_d, e_s0 = _push_entry(e_i, e_j, e_t, e_d, e_s0, n_ent, I, J, t, d, seg_start)
+                    ents = _push_entry(ents, n_ent, I, J, t, d, seg_start)
                     n_ent += 1
-    return (e_i[:n_ent].copy(), e_j[:n_ent].copy(), e_t[:n_ent].copy(), e_d[:n_ent].copy(), e_s0[:n_ent].copy(),
-            s_lo[:n_seg].copy(), s_hi[:n_seg].copy(), s_val[:n_seg].copy())
+    return (Entries(ents.ideal[:n_ent].copy(), ents.sub[:n_ent].copy(), ents.t[:n_ent].copy(), ents.d[:n_ent].copy(),
+                    ents.first_seg[:n_ent].copy()),
+            Segments(segs.y_lo[:n_seg].copy(), segs.y_hi[:n_seg].copy(), segs.value[:n_seg].copy()))
 
 
 @njit(cache=True)
-def _test(T, n_ideals, e_i, e_j, e_t, e_d, e_s0, e_s1, s_lo, s_hi, s_val, S, g, f_ent, best_s):
-    """Least devices per (ideal, budget) with every stage value <= T.
+def _test(T, n_ideals, tab, S, out):
+    """Least devices per (ideal, budget) with every stage value <= T, into ``out``
+    (:class:`FeasibilityTables`).
 
     g[I, s] = min_{s' <= s} f[I, s'],  f[I, s] = min over entries e of I whose value
     at y = ceil(s / d) is <= T of t d + g[J, s - d];  g[0, :] = 0.
     f_ent[I, s] = the entry attaining f[I, s]; best_s[I, s] = the s' attaining g[I, s].
     Entries are grouped by I ascending.  Returns g[n_ideals - 1, S].
     """
+    g, f_ent, best_s = out.least_devices, out.entry, out.best_budget
+    e_i, e_j, e_t, e_d, e_s0 = tab.entries.ideal, tab.entries.sub, tab.entries.t, tab.entries.d, tab.entries.first_seg
+    e_s1 = tab.seg_stop
+    s_lo, s_hi, s_val = tab.segments.y_lo, tab.segments.y_hi, tab.segments.value
     big = np.int64(1) << np.int64(60)
     for s in range(S + 1):
         g[0, s] = 0
@@ -198,32 +258,25 @@ def _test(T, n_ideals, e_i, e_j, e_t, e_d, e_s0, e_s1, s_lo, s_hi, s_val, S, g, 
             best_s[I, s] = arg
     return g[n_ideals - 1, S]
 
-@dataclass
+
+@dataclass(frozen=True)
 class DPTables:
-    """Stage tables of all ideal pairs (see the module docstring)."""
+    """Stage tables of all ideal pairs (see :mod:`piper.dp`)."""
 
     ideals: Ideals
     pairs: IdealPairs
-    e_i: np.ndarray
-    e_j: np.ndarray
-    e_t: np.ndarray
-    e_d: np.ndarray
-    e_s0: np.ndarray
-    e_s1: np.ndarray
-    s_lo: np.ndarray
-    s_hi: np.ndarray
-    s_val: np.ndarray
+    arrays: StageTableArrays
 
     @property
     def entries(self) -> int:
-        return int(self.e_i.shape[0])
+        return int(self.arrays.entries.ideal.shape[0])
 
     @property
     def segments(self) -> int:
-        return int(self.s_val.shape[0])
+        return int(self.arrays.segments.value.shape[0])
 
 
-def build_tables(problem: Problem, arr: _Arrays, ideals: Ideals, pairs: IdealPairs, mode: int,
+def build_tables(problem: Problem, run: RunArrays, ideals: Ideals, pairs: IdealPairs, mode: int,
                  deadline: float | None = None, progress: _Progress | None = None, ub: float = math.inf) -> DPTables:
     """Stage tables for every ideal pair, in chunks (time limit and progress between chunks).
     With a finite ``ub`` (exact knapsack only), only stage values <= ub are guaranteed present."""
@@ -232,18 +285,14 @@ def build_tables(problem: Problem, arr: _Arrays, ideals: Ideals, pairs: IdealPai
     p_i_all = np.repeat(np.arange(n_ideals, dtype=np.int64), counts)
     p_j_all = pairs.sub.astype(np.int64)
     total = p_i_all.shape[0]
-    S = min(problem.microbatches, problem.devices)
-    parts = []
+    lim = limits(problem)
+    parts: list[tuple[Entries, Segments]] = []
     chunk = 4096
     start = 0
     while start < total:
         stop = min(total, start + chunk)
         t0 = time.perf_counter()
-        parts.append(_build_tables(
-            p_i_all[start:stop], p_j_all[start:stop], ideals.words, arr.n, arr.ts, arr.ds, problem.devices, S,
-            problem.microbatches, arr.bw_edge, problem.memory_per_device, mode, ub,
-            arr.opt_start, arr.opt_cnt, arr.tp, arr.tw, arr.ta, arr.tb, arr.in_ptr, arr.in_src, arr.out_ptr,
-            arr.out_dst, arr.inb_ptr, arr.inb, arr.outb_ptr, arr.outb, arr.rq, arr.pq, arr.c0, arr.rb, arr.sq))
+        parts.append(_build_tables(run.layers, lim, ideals.words, p_i_all[start:stop], p_j_all[start:stop], mode, ub))
         # aim at ~0.5 s per chunk
         dt = time.perf_counter() - t0
         chunk = int(min(1 << 20, max(64, chunk * (0.5 / max(dt, 1e-3)))))
@@ -253,20 +302,22 @@ def build_tables(problem: Problem, arr: _Arrays, ideals: Ideals, pairs: IdealPai
         if deadline is not None and time.perf_counter() > deadline and start < total:
             raise _TimeUp()
     seg_base = 0
-    fixed = []
-    for part in parts:
-        e_i, e_j, e_t, e_d, e_s0, s_lo, s_hi, s_val = part
-        fixed.append((e_i, e_j, e_t, e_d, e_s0 + seg_base, s_lo, s_hi, s_val))
-        seg_base += s_val.shape[0]
-    cat = lambda idx, dt: (np.concatenate([p[idx] for p in fixed]) if fixed else np.zeros(0, dt))  # noqa: E731
-    e_i, e_j, e_t, e_d, e_s0 = (cat(i, np.int64) for i in range(5))
-    s_lo, s_hi = cat(5, np.int64), cat(6, np.int64)
-    s_val = cat(7, np.float64)
-    e_s1 = np.empty_like(e_s0)
-    if e_s0.shape[0]:
-        e_s1[:-1] = e_s0[1:]
-        e_s1[-1] = s_val.shape[0]
-    return DPTables(ideals, pairs, e_i, e_j, e_t, e_d, e_s0, e_s1, s_lo, s_hi, s_val)
+    fixed: list[tuple[Entries, Segments]] = []
+    for ents, segs in parts:
+        fixed.append((ents._replace(first_seg=ents.first_seg + seg_base), segs))
+        seg_base += segs.value.shape[0]
+
+    def cat(arrays: list[np.ndarray], dtype: type) -> np.ndarray:
+        return np.concatenate(arrays) if arrays else np.zeros(0, dtype)
+
+    entries = Entries(*(cat([e[f] for e, _ in fixed], np.int64) for f in range(len(Entries._fields))))
+    segments = Segments(cat([s.y_lo for _, s in fixed], np.int64), cat([s.y_hi for _, s in fixed], np.int64),
+                        cat([s.value for _, s in fixed], np.float64))
+    seg_stop = np.empty_like(entries.first_seg)
+    if seg_stop.shape[0]:
+        seg_stop[:-1] = entries.first_seg[1:]
+        seg_stop[-1] = segments.value.shape[0]
+    return DPTables(ideals, pairs, StageTableArrays(entries, seg_stop, segments))
 
 
 class _Search:
@@ -277,11 +328,12 @@ class _Search:
         self.tb = tables
         self.S = S
         n_ideals = len(tables.ideals)
-        self.g = np.empty((n_ideals, S + 1), dtype=np.int64)
-        self.f_ent = np.empty((n_ideals, S + 1), dtype=np.int64)
-        self.best_s = np.empty((n_ideals, S + 1), dtype=np.int64)
+        self.walk = FeasibilityTables(np.empty((n_ideals, S + 1), dtype=np.int64),
+                                      np.empty((n_ideals, S + 1), dtype=np.int64),
+                                      np.empty((n_ideals, S + 1), dtype=np.int64))
         # with a bound ub the tables are complete only up to ub: search below it
-        self.cands = np.unique(tables.s_val if math.isinf(ub) else tables.s_val[tables.s_val <= ub])
+        values = tables.arrays.segments.value
+        self.cands = np.unique(values if math.isinf(ub) else values[values <= ub])
         self.memo: dict[int, int] = {}
         self.deadline = deadline
         self.progress = progress
@@ -293,13 +345,15 @@ class _Search:
             return self.memo[idx]
         if self.deadline is not None and time.perf_counter() > self.deadline:
             raise _TimeUp()
-        tb = self.tb
-        m = int(_test(float(self.cands[idx]), len(tb.ideals), tb.e_i, tb.e_j, tb.e_t, tb.e_d, tb.e_s0, tb.e_s1,
-                      tb.s_lo, tb.s_hi, tb.s_val, self.S, self.g, self.f_ent, self.best_s))
+        m = self.run_test(idx)
         self.tests += 1
         self.memo[idx] = m
         self.progress.say(f"threshold test {self.tests}: T={self.cands[idx]:.6g} needs {m if m < _BIG else 'no'} devices")
         return m
+
+    def run_test(self, idx: int) -> int:
+        """Run the feasibility test at cands[idx] (filling ``self.walk``): the least devices."""
+        return int(_test(float(self.cands[idx]), len(self.tb.ideals), self.tb.arrays, self.S, self.walk))
 
     def least_index(self, k: int, lo: int = 0, hi: int | None = None) -> int | None:
         """Least idx in [lo, hi] with m(cands[idx]) <= k (None if none)."""
