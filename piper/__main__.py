@@ -67,21 +67,12 @@ def _load(args) -> Problem:
     return load_workload(args.file, args)
 
 
-def _count_ideals(problem: Problem, limit: int) -> int | None:
-    """Number of successor-closed node sets (None when above ``limit``)."""
-    from .ideals import enumerate_ideals
-    from .result import SolverError
-
-    try:
-        return len(enumerate_ideals(problem, limit))
-    except SolverError:
-        return None
-
-
 def cmd_info(args) -> int:
     problem = _load(args)
     tmpc_ids = sorted({c.id for nd in problem.nodes for lst in nd.tmpcs.values() for c in lst})
-    ideals = _count_ideals(problem, args.max_ideals)
+    from .ideals import count_ideals  # here, not at the top: it loads numba
+
+    ideals = count_ideals(problem, args.max_ideals)
     names: dict[str, int] = {}
     for nd in problem.nodes:
         key = nd.name or "(unnamed)"
