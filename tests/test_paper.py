@@ -3,7 +3,6 @@ every quick experiment writes a parseable CSV and a PNG."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 from pathlib import Path
@@ -16,8 +15,6 @@ from experiments.paper import Config, run_variant, variant_solver, workload
 from piper.options import NO_AR
 
 SAMPLE = Path(__file__).resolve().parent / "data" / "reference_sample.jsonl"
-HAVE_DP = importlib.util.find_spec("piper.dp") is not None
-needs_dp = pytest.mark.skipif(not HAVE_DP, reason="piper.dp not available yet")
 
 def _rows() -> list[dict[str, Any]]:
     return [json.loads(line) for line in SAMPLE.read_text().splitlines() if line.strip()]
@@ -61,7 +58,7 @@ def test_paper_equi_configurations_reproduce_sample(row: dict[str, Any]) -> None
 
 
 def _dp_param(row: dict[str, Any]) -> Any:
-    return pytest.param(row, marks=[needs_dp], id=f"{row['config_id']}-{row['variant']}")
+    return pytest.param(row, id=f"{row['config_id']}-{row['variant']}")
 
 
 @pytest.mark.parametrize("row", [_dp_param(r) for r in DP_ROWS])
@@ -93,7 +90,6 @@ def _check_outputs(csv_path: Path, png_path: Path, columns: tuple[str, ...]) -> 
     return rows
 
 
-@needs_dp
 @pytest.mark.parametrize("name", ["fig1", "fig2", "fig3", "gnmt", "resnet", "knapsack"])
 def test_quick_experiments_write_csv_and_png(name: str, tmp_path: Path) -> None:
     cfg = Config(out=tmp_path, quick=True, progress=False, time_limit_s=3600)  # never binds: no timed asserts
