@@ -86,7 +86,7 @@ class RunArrays:
     labels: tuple[tuple[int, int, str], ...]
 
 
-def limits(problem: Problem) -> Limits:
+def limits_of(problem: Problem) -> Limits:
     """k, S = min(N, k) and M of ``problem``."""
     return Limits(problem.devices, min(problem.microbatches, problem.devices), float(problem.memory_per_device))
 

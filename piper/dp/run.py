@@ -12,7 +12,7 @@ from ..options import Candidates, Options, candidates
 from ..plan import Plan
 from ..problem import Problem
 from ..result import Result, SolverError, Status, make_result
-from .arrays import HEUR, RunArrays, limits, run_arrays
+from .arrays import HEUR, RunArrays, limits_of, run_arrays
 from .limits import _Progress, _TimeUp, _with_slack
 from .reconstruct import build_plan, threshold_steps
 from .table import degree_pairs, solve_table
@@ -133,7 +133,7 @@ def _solve_run(problem: Problem, options: Options, bw_edge: float, cand: Candida
 
 def _reconstruct(problem: Problem, run: RunArrays, search: _Search, idx: int, mode: int) -> tuple[Plan, float]:
     """The plan behind m(cands[idx]) and its DP value (the largest stage value)."""
-    return build_plan(problem, run, limits(problem), search.tb.ideals.words, mode, threshold_steps(search, idx))
+    return build_plan(problem, run, limits_of(problem), search.tb.ideals.words, mode, threshold_steps(search, idx))
 
 
 def _none_curve(problem: Problem, options: Options, pairs: int) -> list[list]:

@@ -14,7 +14,7 @@ from ..ideals import IdealPairs, Ideals
 from ..plan import Plan
 from ..problem import Problem
 from ..result import SolverError
-from .arrays import LayerArrays, RunArrays, limits
+from .arrays import LayerArrays, RunArrays, limits_of
 from .limits import _Progress, _TimeUp
 from .reconstruct import build_plan, table_steps
 from .table_kernels import DegreePairs, IdealGraph, IdealLowerBounds, _table_dp
@@ -57,7 +57,7 @@ def solve_table(problem: Problem, run: RunArrays, ideals: Ideals, pairs: IdealPa
     """The table engine: dpm[I, k', s] for all ideals, then the plan at (V, k, S).
     ``ub``: the value of a known plan (terms above it are dropped), or +inf.
     Returns (dpm, the plan or None, its DP value in time per sample)."""
-    lim = limits(problem)
+    lim = limits_of(problem)
     k, S = lim.devices, lim.budget
     opts = degree_pairs(run.layers, k)
     n_ideals = len(ideals)

@@ -17,7 +17,7 @@ from numba import njit
 from ..ideals import IdealPairs, Ideals
 from ..knapsack import GREEDY, _grow, _least, _total, knapsack
 from ..problem import Problem
-from .arrays import _BIG, HEUR, RunArrays, limits
+from .arrays import _BIG, HEUR, RunArrays, limits_of
 from .limits import _Progress, _TimeUp
 from .stage import (ChoiceRuns, _choice_runs, _d_invariant, _fits, _mem_at, _new_scratch, _stage_costs, _stage_nodes,
                     _stage_options)
@@ -285,7 +285,7 @@ def build_tables(problem: Problem, run: RunArrays, ideals: Ideals, pairs: IdealP
     p_i_all = np.repeat(np.arange(n_ideals, dtype=np.int64), counts)
     p_j_all = pairs.sub.astype(np.int64)
     total = p_i_all.shape[0]
-    lim = limits(problem)
+    lim = limits_of(problem)
     parts: list[tuple[Entries, Segments]] = []
     chunk = 4096
     start = 0
