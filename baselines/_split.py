@@ -23,6 +23,11 @@ model and never removes a plan the model accepts):
 The number of sequences grows like the compositions of k (287 for the 16-layer
 branchy instance at k = 8, about 270,000 at k = 16), so the split is for small k;
 ``max_sequences`` refuses more.
+
+The subproblems run on threads of this process (:func:`solve_sequences`, default), or
+with ``params["split_backend"] = "ray"`` as Ray tasks on a cluster (``params["ray_address"]``
+/ ``RAY_ADDRESS``, else a local Ray instance), the cutoff shared by a small actor
+(:func:`solve_sequences_ray`).
 """
 
 from __future__ import annotations
@@ -247,7 +252,8 @@ class SequenceAnswer:
 class SplitRun:
     """The end of :func:`solve_sequences_ray`."""
 
-    #: the best plan found below the starting cutoff: (value, plan), None if none
+    #: the best plan found below the starting cutoff: (value, plan), None if none (with
+    #: ``stopped``, it may come from a subproblem stopped before its proof)
     best: tuple[float, object] | None
     #: sequences refuted (at the cutoff they ran with, so at every lower one)
     refuted: set[tuple[int, ...]]
@@ -380,8 +386,10 @@ def solve_sequences_ray(
                                 before = len(queue)
                                 queue = deque(s for s in queue if s in keep)
                                 run.pruned += before - len(queue)
-                elif answer.outcome == "stop":
+                elif answer.outcome == "stop":  # a plan here is better than the cutoff but unproven
                     run.stopped = True
+                    if answer.plan is not None and (run.best is None or answer.value < run.best[0]):  # type: ignore[operator]
+                        run.best = (answer.value, answer.plan)  # type: ignore[assignment]
                 else:
                     raise ValueError(f"unknown outcome {answer.outcome!r}")
             if run.stopped:

@@ -14,8 +14,11 @@ statuses and guards, §7 numerics, §8 version 2 and uniform plans). Measurement
 from __future__ import annotations
 
 import math
+import threading
 import time
-from dataclasses import replace
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from functools import reduce
 from typing import Any
 
@@ -26,7 +29,7 @@ from piper.problem import Problem
 from piper.result import Result, SolverError, Status
 
 from ._model_data import Choice, ModelData, WarmStart, build_model_data, combine_results, guarded_result, node_parts
-from ._split import checked_sequences, solve_sequences, split_mode
+from ._split import SequenceAnswer, checked_sequences, solve_sequences, solve_sequences_ray, split_backend, split_mode
 
 __all__ = ["solve_cpsat", "CpsatModel", "solver_parameters", "memory_scaling"]
 
@@ -501,7 +504,10 @@ def solve_cpsat(problem: Problem, options: Options | None = None) -> Result:
     "sequences": the proof search below the warm start split over the stages' option
     sequences, :mod:`baselines._split`; needs a warm start), ``max_sequences`` (default
     20,000: the split refuses instances with more sequences), ``split_workers`` (default
-    ``threads``: that many single-worker searches of the split at once).
+    ``threads``: that many single-worker searches of the split at once),
+    ``split_backend`` ("threads", default, or "ray": the split's sequences as Ray tasks
+    sharing the cutoff, :func:`baselines._split.solve_sequences_ray`), ``ray_address``
+    (the Ray cluster; default ``RAY_ADDRESS``, else a local Ray instance).
     """
     options = options or Options()
     start = time.perf_counter()
@@ -514,6 +520,18 @@ def solve_cpsat(problem: Problem, options: Options | None = None) -> Result:
     results = {part: _solve_part(problem, options, part, time.perf_counter(), deadline, split_fallback=True)
                for part in parts}
     return combine_results(problem, "cpsat", results, time_s=time.perf_counter() - start)
+
+
+def _build_model(data: ModelData, options: Options) -> CpsatModel:
+    """The CP-SAT model of ``data`` with the model knobs of ``options.params``."""
+    return CpsatModel(
+        data,
+        precision_bits=int(options.params.get("precision_bits", 30)),
+        device_products=bool(options.params.get("device_products", True)),
+        prefix_rows=bool(options.params.get("prefix_rows", True)),
+        prefix_cut_edges=bool(options.params.get("prefix_cut_edges", True)),
+        tmpc_symmetry=bool(options.params.get("tmpc_symmetry", True)),
+    )
 
 
 def _solve_part(problem: Problem, options: Options, part: str, start: float, deadline: float | None, *,
@@ -529,14 +547,7 @@ def _solve_part(problem: Problem, options: Options, part: str, start: float, dea
             message=data.infeasible_reason,
         )
     def build() -> CpsatModel:
-        return CpsatModel(
-            data,
-            precision_bits=int(options.params.get("precision_bits", 30)),
-            device_products=bool(options.params.get("device_products", True)),
-            prefix_rows=bool(options.params.get("prefix_rows", True)),
-            prefix_cut_edges=bool(options.params.get("prefix_cut_edges", True)),
-            tmpc_symmetry=bool(options.params.get("tmpc_symmetry", True)),
-        )
+        return _build_model(data, options)
 
     split = split_mode(options.params)
     model = build()
@@ -628,16 +639,91 @@ def _restricted_memory(model: CpsatModel, status: Status, bound: float, stats: d
     return (Status.FEASIBLE, 0.0) if status == Status.OPTIMAL else (Status.UNKNOWN, 0.0)
 
 
+def _solve_sequence(model: CpsatModel, sub: Options, msg: bool, seq: tuple[int, ...], worst: int,
+                    remaining: float | None, stale: Callable[[], bool] | None = None) -> SequenceAnswer:
+    """One sequence of the split: a copy of ``model`` (its cutoff ``worst - 1`` added) with
+    z[i, o_i] = 1 for its slots and the next slot unused, solved as a proof search. With
+    ``stale``, a watcher stops the search once it returns True (a better plan was found
+    elsewhere: the answer is then "stale")."""
+    if remaining is not None and remaining <= 0.01:
+        return SequenceAnswer("stop", "not started")
+    data = model.data
+    m = model.m.Clone()
+    for i, o in enumerate(seq, 1):
+        m.Add(m.GetBoolVarFromProtoIndex(model.z[(i, o)].Index()) == 1)
+    if len(seq) < data.slots:
+        m.Add(m.GetBoolVarFromProtoIndex(model.used[len(seq) + 1].Index()) == 0)
+    solver = solver_parameters(sub, remaining, proof=True)
+    # the split's progress lines replace CP-SAT's log (one per subproblem) unless asked
+    solver.parameters.log_search_progress = msg
+    done, went_stale = threading.Event(), threading.Event()
+    if stale is not None:
+        def watch() -> None:
+            while not done.wait(0.25):
+                if stale():
+                    went_stale.set()
+                    solver.StopSearch()
+                    return
+
+        threading.Thread(target=watch, daemon=True).start()
+    try:
+        code = solver.Solve(m)
+    finally:
+        done.set()
+    name = solver.StatusName(code)
+    if code == cp_model.INFEASIBLE:
+        return SequenceAnswer("refuted", name)
+    if code not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        return SequenceAnswer("stale" if went_stale.is_set() else "stop", name)
+    assign = {v: (i, c) for (v, i, c), var in model.x.items()
+              if solver.BooleanValue(m.GetBoolVarFromProtoIndex(var.Index()))}
+    plan_found = data.slots_from_plan(data.plan_from_slots(assign))
+    value = None if plan_found is None else model.stage_int(plan_found)[0]
+    if value is None or value >= worst:
+        raise SolverError(f"CP-SAT found a plan at or above the cutoff in sequence {seq}: model bug")
+    return SequenceAnswer("found", name, value, plan_found, value - 1)
+
+
+@dataclass(frozen=True)
+class _RayContext:
+    """What a Ray worker needs to rebuild the model of the split (:func:`_ray_sequence`)."""
+
+    key: str
+    data: ModelData
+    sub: Options
+    msg: bool
+
+
+#: the model of the split in this Ray worker process: (context key, cutoff) -> model
+_RAY_MODELS: dict[tuple[str, int], CpsatModel] = {}
+
+
+def _ray_sequence(ctx: _RayContext, seq: tuple[int, ...], cutoff: float, stale: Callable[[], bool],
+                  remaining: float | None) -> SequenceAnswer:
+    """One sequence on a Ray worker (:func:`baselines._split.solve_sequences_ray`), below
+    the shared cutoff (T <= ``cutoff``); the model is built once per worker and cutoff."""
+    cut = int(cutoff)
+    model = _RAY_MODELS.get((ctx.key, cut))
+    if model is None:
+        _RAY_MODELS.clear()
+        model = _build_model(ctx.data, ctx.sub)
+        model.add_cutoff(cut)
+        _RAY_MODELS[(ctx.key, cut)] = model
+    return _solve_sequence(model, ctx.sub, ctx.msg, seq, cut + 1, remaining, stale)
+
+
 def _split_search(data: ModelData, options: Options, warm: WarmStart, deadline: float | None, model: CpsatModel,
                   build, start: float):
     """The proof search below ``warm`` split over option sequences (:mod:`baselines._split`).
 
     Each sequence is a copy of the model with z[i, o_i] = 1 for its slots and the next
-    slot unused, solved as a proof search. A refuted (infeasible) copy rules the
-    sequence out; a copy that finds a plan below the cutoff makes it the incumbent, the
-    cutoff moves below it (the model is rebuilt) and the same sequence is searched
-    again. Every sequence refuted: the incumbent is optimal. Returns (status, plan,
-    objective, bound, ε, stats) in problem units.
+    slot unused, solved as a proof search (:func:`_solve_sequence`). A refuted
+    (infeasible) copy rules the sequence out; a copy that finds a plan below the cutoff
+    makes it the incumbent, the cutoff moves below it (the model is rebuilt) and the same
+    sequence is searched again. Every sequence refuted: the incumbent is optimal. On
+    threads (default) or, with ``params["split_backend"] = "ray"``, as Ray tasks
+    (:func:`baselines._split.solve_sequences_ray`). Returns (status, plan, objective,
+    bound, ε, stats) in problem units.
     """
     unit = data.tau / model.unit
     eps = model.epsilon
@@ -646,45 +732,37 @@ def _split_search(data: ModelData, options: Options, warm: WarmStart, deadline: 
     refuted: set[tuple[int, ...]] = set()
     improved = 0
     code_counts: dict[str, int] = {}
+    msg = bool(options.params.get("msg", False))
 
-    def sequences() -> list[tuple[int, ...]]:
-        return checked_sequences(data, worst - 1, lambda c: model.q(c.kappa), options.params)
+    def sequences(cutoff: float) -> list[tuple[int, ...]]:
+        return checked_sequences(data, cutoff, lambda c: model.q(c.kappa), options.params)
 
-    seqs = sequences()
+    seqs = sequences(worst - 1)
     total = len(seqs)
     build_s = time.perf_counter() - start
     # that many single-worker CP-SAT searches at once (split_workers = 1: one at a time,
     # each with options.threads workers)
     workers = max(1, int(options.params.get("split_workers", options.threads)))
     sub = options if workers == 1 else replace(options, threads=1, params={**options.params, "num_workers": 1})
-    while True:
+    backend = split_backend(options.params)
+    if backend == "ray":
+        ctx = _RayContext(uuid.uuid4().hex, data, replace(options, threads=1, params={**options.params, "num_workers": 1}),
+                          msg)
+        run = solve_sequences_ray(seqs, _ray_sequence, ctx, worst - 1, sequences_at=sequences, deadline=deadline,
+                                  address=options.params.get("ray_address"),
+                                  progress="cpsat split" if options.progress else None)
+        refuted, code_counts, improved, timed_out = run.refuted, run.codes, run.improved, run.stopped
+        if run.best is not None:
+            worst, best = run.best  # type: ignore[assignment]
+        seqs = sequences(worst - 1)
+        workers = -1
+    while backend == "threads":
         current = model
 
         def solve_one(_worker: int, seq: tuple[int, ...]) -> tuple[str, object]:
             remaining = None if deadline is None else deadline - time.perf_counter()
-            if remaining is not None and remaining <= 0.01:
-                return "stop", ("not started", None)
-            m = current.m.Clone()
-            for i, o in enumerate(seq, 1):
-                m.Add(m.GetBoolVarFromProtoIndex(current.z[(i, o)].Index()) == 1)
-            if len(seq) < data.slots:
-                m.Add(m.GetBoolVarFromProtoIndex(current.used[len(seq) + 1].Index()) == 0)
-            solver = solver_parameters(sub, remaining, proof=True)
-            # the split's progress lines replace CP-SAT's log (one per subproblem) unless asked
-            solver.parameters.log_search_progress = bool(options.params.get("msg", False))
-            code = solver.Solve(m)
-            name = solver.StatusName(code)
-            if code == cp_model.INFEASIBLE:
-                return "refuted", (name, None)
-            if code not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-                return "stop", (name, None)
-            assign = {v: (i, c) for (v, i, c), var in current.x.items()
-                      if solver.BooleanValue(m.GetBoolVarFromProtoIndex(var.Index()))}
-            plan_found = data.slots_from_plan(data.plan_from_slots(assign))
-            value = None if plan_found is None else current.stage_int(plan_found)[0]
-            if value is None or value >= worst:
-                raise SolverError(f"CP-SAT found a plan at or above the cutoff in sequence {seq}: model bug")
-            return "found", (name, (value, plan_found))
+            answer = _solve_sequence(current, sub, msg, seq, worst, remaining)
+            return answer.outcome, (answer.code, None if answer.value is None else (answer.value, answer.plan))
 
         def record(seq: tuple[int, ...], outcome: str, payload: Any) -> None:
             code_counts[payload[0]] = code_counts.get(payload[0], 0) + 1
@@ -702,7 +780,7 @@ def _split_search(data: ModelData, options: Options, warm: WarmStart, deadline: 
             best, worst, improved = plan_found, value, improved + len(found)
             model = build()
             model.add_cutoff(worst - 1)
-            seqs = sequences()  # a subset of the old list (the cutoff only went down)
+            seqs = sequences(worst - 1)  # a subset of the old list (the cutoff only went down)
         if timed_out or not found:
             break
     stats: dict[str, Any] = {
@@ -711,7 +789,8 @@ def _split_search(data: ModelData, options: Options, warm: WarmStart, deadline: 
         "num_workers": int(options.params.get("num_workers", max(1, int(options.threads)))),
         "warm_start": f"split proof search below the warm start (TPS {warm.tps!r})",
         "split": {"mode": "sequences", "sequences": total, "remaining_at_cutoff": len(seqs),
-                  "refuted": len(refuted), "improved": improved, "cp_status": code_counts, "workers": workers},
+                  "refuted": len(refuted), "improved": improved, "cp_status": code_counts,
+                  "workers": workers if backend == "threads" else "ray", "backend": backend},
     }
     objective = worst * unit
     if not timed_out:

@@ -18,6 +18,7 @@ import math
 import os
 import tempfile
 import time
+import uuid
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -33,7 +34,8 @@ from ._cbc import CbcSettings, cbc_log_numbers, quiet_pulp, run_cbc
 from ._highs import HighsContext, HighsSolver
 from ._model_data import (Choice, ModelData, WarmStart, build_model_data, combine_results, guarded_result,
                           node_parts)
-from ._split import checked_sequences, sequence_y, solve_sequences, split_mode
+from ._split import (SequenceAnswer, checked_sequences, sequence_y, solve_sequences, solve_sequences_ray,
+                     split_backend, split_mode)
 
 __all__ = ["solve_milp", "build_milp", "write_lp", "write_mps", "MilpModel"]
 
@@ -568,6 +570,9 @@ def _split_search(data: ModelData, options: Options, backend: Backend, warm: War
     best_plan, best_obj, improved = None, None, 0
     counts: dict[str, int] = {}
     total = None
+    split_on = split_backend(options.params)
+    if split_on == "ray":
+        return _split_on_ray(data, options, backend, deadline, cutoff, t0)
     while True:
         models = [MilpModel(data, cutoff, tmpc_symmetry=symmetry) for _ in range(workers)]
         model = models[0]
@@ -617,11 +622,82 @@ def _split_search(data: ModelData, options: Options, backend: Backend, warm: War
         "solve_s": time.perf_counter() - t0,
     }
     stats["split"]["workers"] = workers
+    stats["split"]["backend"] = "threads"
     if timed_out:
         return (Status.FEASIBLE if best_plan is not None else Status.UNKNOWN), best_plan, None, 0.0, stats
     if best_plan is None:
         return Status.INFEASIBLE, None, None, math.inf, stats
     return Status.OPTIMAL, best_plan, best_obj, best_obj * (1.0 - CUTOFF_REL), stats
+
+
+@dataclass(frozen=True)
+class _RayContext:
+    """What a Ray worker needs to rebuild the split's model (:func:`_ray_sequence`)."""
+
+    key: str
+    data: ModelData
+    options: Options
+    backend: str
+
+
+#: the split's model in this Ray worker process: (context key, cutoff) -> (model, backend)
+_RAY_MODELS: dict[tuple[str, float], tuple[MilpModel, Backend]] = {}
+
+
+def _ray_sequence(ctx: _RayContext, seq: tuple[int, ...], cutoff: float, stale: Any,
+                  remaining: float | None) -> SequenceAnswer:
+    """One sequence of the split on a Ray worker (:func:`baselines._split.solve_sequences_ray`):
+    the sequence's best plan below the shared ``cutoff`` (units of τ), as in the thread path.
+    A MILP solve is not stopped when its cutoff goes stale (its answer still counts)."""
+    if remaining is not None and remaining <= 0.5:
+        return SequenceAnswer("stop", "not started")
+    deadline = None if remaining is None else time.perf_counter() + remaining
+    cached = _RAY_MODELS.get((ctx.key, cutoff))
+    if cached is None:
+        _RAY_MODELS.clear()
+        cached = (MilpModel(ctx.data, cutoff, tmpc_symmetry=bool(ctx.options.params.get("tmpc_symmetry", True))),
+                  Backend(ctx.backend))
+        _RAY_MODELS[(ctx.key, cutoff)] = cached
+    model, backend = cached
+    if model.unplaceable:
+        return SequenceAnswer("refuted", "unplaceable")
+    model.fix_sequence(seq)
+    status, plan, objective, _b, _s = _solve_once(ctx.data, ctx.options, backend, None, deadline, cutoff, model=model)
+    if status == Status.INFEASIBLE:
+        return SequenceAnswer("refuted", status.value)
+    if status == Status.OPTIMAL and plan is not None:  # the sequence's best plan
+        return SequenceAnswer("found", status.value, objective, plan, objective / ctx.data.tau * (1.0 - CUTOFF_REL))
+    return SequenceAnswer("stop", status.value, objective, plan)  # time limit; a plan here is unproven
+
+
+def _split_on_ray(data: ModelData, options: Options, backend: Backend, deadline: float | None, cutoff: float,
+                  t0: float) -> tuple[Status, Any, float | None, float, dict[str, Any]]:
+    """:func:`_split_search` with the sequences as Ray tasks (``params["split_backend"] =
+    "ray"``, :func:`baselines._split.solve_sequences_ray`): one single-threaded solve per
+    task, the cutoff shared; same result as the thread path."""
+    model = MilpModel(data, cutoff, tmpc_symmetry=bool(options.params.get("tmpc_symmetry", True)))
+
+    def sequences(at: float) -> list[tuple[int, ...]]:
+        return [] if model.unplaceable else checked_sequences(data, at, lambda c: c.kappa, options.params)
+
+    seqs = sequences(cutoff)
+    ctx = _RayContext(uuid.uuid4().hex, data, replace(options, threads=1), backend.name)
+    run = solve_sequences_ray(seqs, _ray_sequence, ctx, cutoff, sequences_at=sequences, deadline=deadline,
+                              address=options.params.get("ray_address"),
+                              progress="milp split" if options.progress else None)
+    best_obj, best_plan = run.best if run.best is not None else (None, None)
+    stats: dict[str, Any] = {
+        "backend": backend.name, **model.size(), "tau": data.tau, "symmetry_rows": model.symmetry_rows,
+        "split": {"mode": "sequences", "sequences": len(seqs), "done": len(run.refuted), "improved": run.improved,
+                  "subproblems": run.codes, "cbc_options": list(options.params.get("cbc_options", [])),
+                  "workers": "ray", "backend": "ray"},
+        "solve_s": time.perf_counter() - t0,
+    }
+    if run.stopped:
+        return (Status.FEASIBLE if best_plan is not None else Status.UNKNOWN), best_plan, None, 0.0, stats
+    if best_plan is None:
+        return Status.INFEASIBLE, None, None, math.inf, stats
+    return Status.OPTIMAL, best_plan, best_obj, best_obj * (1.0 - CUTOFF_REL), stats  # type: ignore[operator]
 
 
 def solve_milp(problem: Problem, options: Options | None = None) -> Result:
@@ -634,7 +710,10 @@ def solve_milp(problem: Problem, options: Options | None = None) -> Result:
     the rows (X)), ``split`` ("none" or "sequences": the cutoff search split over the
     stages' option sequences, :mod:`baselines._split`, with :data:`SPLIT_CBC_OPTIONS`
     unless ``cbc_options`` is given; needs a warm start), ``max_sequences`` (default
-    20,000), ``split_workers`` (default ``threads``: single-threaded solves at once).
+    20,000), ``split_workers`` (default ``threads``: single-threaded solves at once),
+    ``split_backend`` ("threads", default, or "ray": the split's sequences as Ray tasks
+    sharing the cutoff, :func:`baselines._split.solve_sequences_ray`), ``ray_address``
+    (the Ray cluster; default ``RAY_ADDRESS``, else a local Ray instance).
     """
     options = options or Options()
     start = time.perf_counter()

@@ -89,3 +89,40 @@ def test_the_deadline_stops_the_run() -> None:
     start = time.perf_counter()
     run = solve_sequences_ray([(0,)], slow_until_stale, None, 10.0, deadline=time.perf_counter() + 2.0)
     assert run.stopped and run.refuted == set() and time.perf_counter() - start < 15
+
+
+def _split_both_ways(solver: str, problem: Any, warm: Any) -> list[Any]:
+    """The solver's split proof below ``warm`` on threads and on Ray (the solver function is
+    called directly: the registry's parameter check is piper.params')."""
+    from piper import Options
+    from piper.solvers import get_solver
+
+    func = get_solver(solver).load()
+    return [func(problem, Options(threads=2, warm_start=warm, params={"split": "sequences", "split_backend": b}))
+            for b in ("threads", "ray")]
+
+
+@pytest.mark.parametrize("solver", ["cpsat", "milp-highs"])
+def test_the_split_proof_on_ray_gives_the_thread_answer(solver: str) -> None:
+    """From the DP's plan (every sequence refuted: the same plan) and from a worse plan
+    (plans found, the cutoff shared and lowered: the same optimum)."""
+    import random
+
+    from experiments.bench_exact import instance
+    from piper import Options, Status, evaluate, solve
+    from tests.test_split import _random_plans
+
+    problem = instance(12, "branchy", 8)
+    dp = solve(problem, Options(), solver="dp")
+    threads, ray = _split_both_ways(solver, problem, dp.plan)
+    assert threads.status == ray.status == Status.OPTIMAL and threads.plan == ray.plan == dp.plan
+    done = "refuted" if solver == "cpsat" else "done"  # CP-SAT's and the MILP's name of it
+    assert ray.stats["split"]["backend"] == "ray" and ray.stats["split"][done] == threads.stats["split"][done] > 0
+
+    data, plans = _random_plans(problem, random.Random(3), tries=40)
+    worse = max((data.plan_from_slots(a) for a in plans), key=lambda p: evaluate(problem, p).tps)
+    assert evaluate(problem, worse).tps > dp.tps * 1.05
+    threads, ray = _split_both_ways(solver, problem, worse)
+    assert threads.status == ray.status == Status.OPTIMAL
+    assert threads.tps == ray.tps == pytest.approx(dp.tps, rel=1e-9)
+    assert ray.stats["split"]["improved"] >= 1
