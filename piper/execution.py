@@ -236,7 +236,11 @@ def init_ray(address: str | None = None, num_cpus: int | None = None) -> Any:
             kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False}
             if address is None:
                 kwargs["num_cpus"] = max(num_cpus or 0, os.cpu_count() or 1)
+            main = threading.current_thread() is threading.main_thread()
+            term = signal.getsignal(signal.SIGTERM) if main else None
             ray.init(address=address, **kwargs)
+            if main and term is not None:  # Ray's own handler would end the run without its cleanup
+                signal.signal(signal.SIGTERM, term)
     return ray
 
 
