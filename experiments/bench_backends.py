@@ -1,7 +1,7 @@
 """The overhead of the Ray backend against the local one (issue 23), on this machine.
 
     python -m experiments.bench_backends [--instances 200] [--jobs 2] [--time-limit 10]
-        [--solvers dp,brute,cpsat] [--split-solver cpsat] [--skip split|compare] [--out DIR] [--quiet]
+        [--solvers dp,brute,cpsat] [--split-solver cpsat] [--repeat R] [--skip split|compare] [--out DIR] [--quiet]
 
 Two measurements, each run once on the local backend and once on a local Ray instance
 started for it (``ray.init`` with ``--jobs`` CPUs), one after the other:
@@ -14,7 +14,9 @@ started for it (``ray.init`` with ``--jobs`` CPUs), one after the other:
 * ``compare``: ``python -m experiments.compare --suite random:INSTANCES --solvers SOLVERS
   --jobs JOBS --time-limit T`` against the same with ``--backend ray``.
 
-Each run is a separate process; an untimed compare of 2 instances comes first, so that
+Each run is a separate process; with ``--repeat R`` each backend runs R times, the order
+alternating, and the medians are compared (a shared machine's load moves single runs by
+tens of percent). An untimed compare of 2 instances comes first, so that
 numba's on-disk cache of the DP is filled for both backends alike. The ratio is Ray's wall time over the local one: of the
 work itself (the solve, or compare's run as its report says), and of the whole process
 (Ray's start included). Both runs must agree (same optimum and status; compare: the same
@@ -27,10 +29,11 @@ from __future__ import annotations
 
 import json
 import math
+import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -79,7 +82,24 @@ def _run_json(args: list[str], quiet: bool) -> tuple[dict[str, Any], float]:
     return json.loads(proc.stdout.strip().splitlines()[-1]), wall
 
 
-def split_bench(solver: str, jobs: int, out: Path, say: Any, quiet: bool) -> dict[str, Any]:
+def _pairs(what: str, run: Callable[[str], dict[str, Any]], repeat: int, say: Any) -> dict[str, Any]:
+    """``run(backend)`` ``repeat`` times per backend, the order alternating (local first,
+    then Ray first, ...); medians, the ratio of the medians and each pair's ratio. Every
+    run must give the same ``answer``."""
+    runs: dict[str, list[dict[str, Any]]] = {"local": [], "ray": []}
+    for i in range(repeat):
+        for backend in ("local", "ray") if i % 2 == 0 else ("ray", "local"):
+            say(f"{what}: {backend} ({i + 1}/{repeat})")
+            runs[backend].append(run(backend))
+    answers = {json.dumps(r["answer"], sort_keys=True, default=str) for rs in runs.values() for r in rs}
+    med = {b: {k: statistics.median(r[k] for r in rs) for k in ("work_s", "process_s")} for b, rs in runs.items()}
+    return {"what": what, "runs": runs, "median": med, "same": len(answers) == 1,
+            "ratio_work": med["ray"]["work_s"] / med["local"]["work_s"],
+            "ratio_process": med["ray"]["process_s"] / med["local"]["process_s"],
+            "pair_ratios_work": [r["work_s"] / l_["work_s"] for l_, r in zip(runs["local"], runs["ray"])]}
+
+
+def split_bench(solver: str, jobs: int, repeat: int, out: Path, say: Any, quiet: bool) -> dict[str, Any]:
     from experiments.bench_exact import instance
     from piper import Options, solve
 
@@ -88,28 +108,26 @@ def split_bench(solver: str, jobs: int, out: Path, say: Any, quiet: bool) -> dic
     dp = solve(problem, Options(), solver="dp")
     plan_file = out / "split_dp_plan.json"
     plan_file.write_text(json.dumps(dp.plan.to_dict()) + "\n")
-    runs = {}
-    for backend in ("local", "ray"):
-        say(f"split: {solver} on {backend}")
+
+    def run(backend: str) -> dict[str, Any]:
         code = (f"import json, sys; from experiments.bench_backends import _split_child; "
                 f"print(json.dumps(_split_child({backend!r}, {solver!r}, {jobs}, {str(plan_file)!r})))")
-        runs[backend], runs[backend]["process_s"] = _run_json(["-c", code], quiet)
-    same = runs["local"]["status"] == runs["ray"]["status"] and runs["local"]["tps"] == runs["ray"]["tps"]
-    return {"what": f"split proof {solver}, instance{SPLIT_INSTANCE}", "dp_tps": dp.tps, "runs": runs, "same": same,
-            "ratio_work": runs["ray"]["work_s"] / runs["local"]["work_s"],
-            "ratio_process": runs["ray"]["process_s"] / runs["local"]["process_s"]}
+        res, process_s = _run_json(["-c", code], quiet)
+        return {**res, "process_s": process_s, "answer": [res["status"], res["tps"]]}
+
+    out_ = _pairs(f"split proof {solver}, instance{SPLIT_INSTANCE}, {jobs} at once", run, repeat, say)
+    out_["dp_tps"] = dp.tps
+    return out_
 
 
-def compare_bench(instances: int, solvers: str, jobs: int, time_limit: float, out: Path, say: Any,
+def compare_bench(instances: int, solvers: str, jobs: int, time_limit: float, repeat: int, out: Path, say: Any,
                   quiet: bool) -> dict[str, Any]:
-    runs: dict[str, dict[str, Any]] = {}
-    reports = {}
     say("compare: an untimed run of 2 instances first (numba's on-disk cache filled for both)")
     subprocess.run([sys.executable, "-m", "experiments.compare", "--suite", "random:2", "--solvers", solvers,
                     "--no-plots", "--no-progress", "--out", str(out / "compare-prime")], cwd=ROOT,
                    capture_output=True, text=True)
-    for backend in ("local", "ray"):
-        say(f"compare: random:{instances} on {backend}")
+
+    def run(backend: str) -> dict[str, Any]:
         dest = out / f"compare-{backend}"
         args = ["-m", "experiments.compare", "--suite", f"random:{instances}", "--solvers", solvers,
                 "--jobs", str(jobs), "--time-limit", f"{time_limit:g}", "--no-plots", "--no-progress",
@@ -120,23 +138,22 @@ def compare_bench(instances: int, solvers: str, jobs: int, time_limit: float, ou
         if proc.returncode not in (0, 1):
             raise RuntimeError(f"compare on {backend}: exit {proc.returncode}: {proc.stderr.strip()[-500:]}")
         doc = json.loads((dest / "report.json").read_text())
-        reports[backend] = {i["name"]: (i["optimum"], i["verdict"]) for i in doc["instances"]}
-        runs[backend] = {"exit": proc.returncode, "work_s": doc["meta"]["wall_s"], "process_s": wall,
-                         "verdicts": doc["summary"]["verdicts"]}
-    same = reports["local"] == reports["ray"] and runs["local"]["exit"] == runs["ray"]["exit"] == 0
-    return {"what": f"compare random:{instances} ({solvers}, --jobs {jobs}, --time-limit {time_limit:g})",
-            "runs": runs, "same": same,
-            "ratio_work": runs["ray"]["work_s"] / runs["local"]["work_s"],
-            "ratio_process": runs["ray"]["process_s"] / runs["local"]["process_s"]}
+        answer = [proc.returncode, sorted((i["name"], i["optimum"], i["verdict"]) for i in doc["instances"])]
+        return {"exit": proc.returncode, "work_s": doc["meta"]["wall_s"], "process_s": wall,
+                "verdicts": doc["summary"]["verdicts"], "answer": answer}
+
+    return _pairs(f"compare random:{instances} ({solvers}, --jobs {jobs}, --time-limit {time_limit:g})", run,
+                  repeat, say)
 
 
 def render(results: Sequence[dict[str, Any]]) -> str:
-    lines = ["| benchmark | local | Ray | Ray / local (work) | Ray / local (process) | same results |",
-             "|---|---|---|---|---|---|"]
+    lines = ["| benchmark | local | Ray | Ray / local (work) | Ray / local (process) | each pair (work) | same results |",
+             "|---|---|---|---|---|---|---|"]
     for r in results:
-        loc, ray = r["runs"]["local"], r["runs"]["ray"]
+        loc, ray = r["median"]["local"], r["median"]["ray"]
+        pairs = ", ".join(f"{x:.2f}" for x in r["pair_ratios_work"])
         lines.append(f"| {r['what']} | {loc['work_s']:.1f} s ({loc['process_s']:.1f} s) | {ray['work_s']:.1f} s "
-                     f"({ray['process_s']:.1f} s) | {r['ratio_work']:.2f} | {r['ratio_process']:.2f} | "
+                     f"({ray['process_s']:.1f} s) | {r['ratio_work']:.2f} | {r['ratio_process']:.2f} | {pairs} | "
                      f"{'yes' if r['same'] else 'NO'} |")
     return "\n".join(lines)
 
@@ -151,6 +168,8 @@ def build_parser() -> _cli.ArgumentParser:
                     help="the exact solver of the split proof (default cpsat)")
     ap.add_argument("--skip", type=_cli.name_list(("split", "compare"), "benchmark"), default=(), metavar="NAME",
                     help="benchmarks to leave out: split, compare")
+    ap.add_argument("--repeat", type=_cli.positive_int, default=1, metavar="R",
+                    help="runs per backend, the order alternating; medians are reported (default 1)")
     ap.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     _cli.add_time_limit(ap, 10.0, "one solve of the compare sweep")
     _cli.add_jobs(ap)
@@ -179,10 +198,10 @@ def _main(argv: Sequence[str] | None) -> int:
     jobs = args.jobs
     results = []
     if "split" not in args.skip:
-        results.append(split_bench(args.split_solver, jobs, out, say, args.quiet))
+        results.append(split_bench(args.split_solver, jobs, args.repeat, out, say, args.quiet))
     if "compare" not in args.skip:
-        results.append(compare_bench(args.instances, ",".join(args.solvers), jobs, args.time_limit, out, say,
-                                     args.quiet))
+        results.append(compare_bench(args.instances, ",".join(args.solvers), jobs, args.time_limit, args.repeat, out,
+                                     say, args.quiet))
     doc = {"revision": _cli.revision(), "results": results}
     (out / "bench_backends.json").write_text(json.dumps(doc, indent=1, default=_jsonable) + "\n")
     if args.json:

@@ -239,14 +239,17 @@ class IsolatedRunner:
         self.pool, self.warm = pool, warm
         #: solvers whose warm-up hung or crashed (not retried)
         self._cold: set[str] = set()
+        #: (worker process, solver) pairs known to be warm: no warm-up call (one round trip less)
+        self._warmed: set[tuple[tuple[int, int], str]] = set()
 
     def __call__(self, problem: Any, info: SolverInfo, options: Options, rtol: float = RTOL) -> SolverRun:
         hard = self.pool.options.hard_timeout
         warmup = None
-        if self.warm and info.name not in self._cold:
+        if self.warm and info.name not in self._cold and (self.pool.generation(), info.name) not in self._warmed:
             out = self.pool.call(warm_up, info, options, timeout=None if hard is None else 2 * hard)
             if out.ok:
                 warmup = out.value
+                self._warmed.add((self.pool.generation(), info.name))
             else:
                 self._cold.add(info.name)
         out = self.pool.call(solve_in_process, problem, info, options, rtol)
