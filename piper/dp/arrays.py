@@ -57,14 +57,13 @@ class LayerArrays(NamedTuple):
     rq: np.ndarray
     pq: np.ndarray
     c0: np.ndarray
-    #: per (TMPC, index of d in ds): B_resync, bytes/s (B_in when t d <= G, else B); read only when
-    #: ``has_rb`` (some B_resync differs from B_edge; never in version 1)
-    rb: np.ndarray
-    #: per (index of d in ds, TMPC): s / d, the sharded bytes each device holds; read only when
-    #: ``has_sq`` (some TMPC has sharded state)
-    sq: np.ndarray
-    has_rb: bool
-    has_sq: bool
+    #: per (TMPC, index of d in ds): B_resync, bytes/s (B_in when t d <= G, else B); None when every
+    #: B_resync == B_edge (always in version 1)
+    rb: np.ndarray | None
+    #: per (index of d in ds, TMPC): s / d, the sharded bytes each device holds; None when no TMPC
+    #: has sharded state.  A None field gives the kernels their own compiled version-1 loops
+    #: (:func:`piper.dp.stage._absent` is a compile-time constant)
+    sq: np.ndarray | None
     #: B_edge of this run, bytes/second: B_in for plans inside one node, else B
     bw_edge: float
 
@@ -152,14 +151,14 @@ def run_arrays(problem: Problem, cand: Candidates, bw_edge: float | None = None)
     c0 = f64([[(f * (d - 1) * w / d / n_mb) / (bw_in if t * d <= g_node else bw) + p / d for d in ds]
               for w, p, t in zip(tw, tp, tt)]).reshape(len(tp), len(ds))
     sq = np.ascontiguousarray(f64([[x / d for x in tsh] for d in ds]).reshape(len(ds), len(tsh)))
-    # flags off (no sharded state / one bandwidth, as in version 1): the kernels then run the
-    # version-1 loops only, the reference's arithmetic verbatim
-    has_sq = any(x != 0 for x in tsh)
-    has_rb = not bool(np.all(rb == bw_edge))
+    # None = not needed (no sharded state / one bandwidth, as in version 1): the kernels are
+    # then compiled for None, with the version-1 loops only
+    sq_opt: np.ndarray | None = sq if any(x != 0 for x in tsh) else None
+    rb_opt: np.ndarray | None = None if bool(np.all(rb == bw_edge)) else np.ascontiguousarray(rb)
     layers = LayerArrays(
         n=n, ts=ts, ds=np.array(cand.ds, dtype=np.int64), opt_start=opt_start, opt_cnt=opt_cnt,
         tp=f64(tp), tw=f64(tw), ta=f64(ta), tb=f64(tb), in_ptr=in_ptr, in_src=in_src, out_ptr=out_ptr,
         out_dst=out_dst, inb_ptr=i64(inb_ptr), inb=f64(inb), outb_ptr=i64(outb_ptr), outb=f64(outb), rq=rq, pq=pq,
-        c0=c0, rb=np.ascontiguousarray(rb), sq=sq, has_rb=has_rb, has_sq=has_sq, bw_edge=float(bw_edge),
+        c0=c0, rb=rb_opt, sq=sq_opt, bw_edge=float(bw_edge),
     )
     return RunArrays(layers, tuple(labels))

@@ -15,9 +15,36 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import numpy as np
-from numba import njit
+from numba import njit, types
+from numba.extending import overload
 
 from ..knapsack import _grow, _least, _total, knapsack
+
+
+def _absent(x: object) -> bool:
+    """True when ``x`` is None.  In compiled code a constant of x's type, so the branch on it
+    is compiled away: an optional array of :class:`~piper.dp.arrays.LayerArrays` that is None
+    leaves only the version-1 loops (as numba prunes ``arg is None`` for plain arguments)."""
+    return x is None
+
+
+@overload(_absent, inline="always")
+def _absent_compiled(x):
+    if isinstance(x, types.NoneType):
+        return lambda x: True
+    return lambda x: False
+
+
+def _entry(a: np.ndarray | None, i: int, j: int) -> float:
+    """a[i, j], for an optional 2-d array (0.0 when a is None; callers test :func:`_absent` first)."""
+    return 0.0 if a is None else float(a[i, j])
+
+
+@overload(_entry, inline="always")
+def _entry_compiled(a, i, j):
+    if isinstance(a, types.NoneType):
+        return lambda a, i, j: 0.0
+    return lambda a, i, j: a[i, j]
 
 
 class StageScratch(NamedTuple):
@@ -140,7 +167,8 @@ def _stage_costs(lay, sc, m, d, cost):
     di = 0
     while ds[di] != d:
         di += 1
-    if not lay.has_rb:  # every B_resync == B_edge (version 1): the reference's loop, verbatim
+    rb = lay.rb
+    if _absent(rb):  # every B_resync == B_edge (version 1): the reference's loop, verbatim (compiled apart)
         for r in range(m):
             q = qidx[r]
             e = ebytes[r]
@@ -149,14 +177,13 @@ def _stage_costs(lay, sc, m, d, cost):
             else:
                 cost[r] = (e / d + rq[q, di]) / bw + pq[q, di]
         return
-    rb = lay.rb
     for r in range(m):
         q = qidx[r]
         e = ebytes[r]
         if e == 0.0:
             cost[r] = c0[q, di]
         else:
-            b = rb[q, di]
+            b = _entry(rb, q, di)
             if b == bw:
                 cost[r] = (e / d + rq[q, di]) / bw + pq[q, di]
             else:
@@ -168,20 +195,20 @@ def _d_invariant(lay, sc, nx):
     """True when each node's options all have the same parameter size w and no option
     has sharded memory (memory s / d depends on d)."""
     off, qidx, tw = sc.off, sc.qidx, lay.tw
-    if not lay.has_sq:  # no sharded state anywhere
+    sq = lay.sq
+    if _absent(sq):  # no sharded state anywhere (compiled apart)
         for i in range(nx):
             w0 = tw[qidx[off[i]]]
             for j in range(off[i] + 1, off[i + 1]):
                 if tw[qidx[j]] != w0:
                     return False
         return True
-    sq = lay.sq
     for i in range(nx):
         w0 = tw[qidx[off[i]]]
-        if sq[0, qidx[off[i]]] != 0.0:
+        if _entry(sq, 0, qidx[off[i]]) != 0.0:
             return False
         for j in range(off[i] + 1, off[i + 1]):
-            if tw[qidx[j]] != w0 or sq[0, qidx[j]] != 0.0:
+            if tw[qidx[j]] != w0 or _entry(sq, 0, qidx[j]) != 0.0:
                 return False
     return True
 
@@ -189,11 +216,11 @@ def _d_invariant(lay, sc, nx):
 @njit(cache=True)
 def _sharded(lay, sc, nx):
     """True when some option of the stage has sharded memory s > 0."""
-    if not lay.has_sq:
-        return False
     off, qidx, sq = sc.off, sc.qidx, lay.sq
+    if _absent(sq):
+        return False
     for j in range(off[nx]):
-        if sq[0, qidx[j]] != 0.0:
+        if _entry(sq, 0, qidx[j]) != 0.0:
             return True
     return False
 
@@ -203,17 +230,16 @@ def _mem_choice(lay, sc, nx, ch, di, y):
     """The memory a y + b + s / d of the choice ch, summed over the stage's nodes (bytes), at the
     stage's d = ds[di].  Summed as the evaluator does, (a y + b) + s / d per node in node order
     (docs/problem.md §2.2)."""
-    qidx, ta, tb = sc.qidx, lay.ta, lay.tb
+    qidx, ta, tb, sq = sc.qidx, lay.ta, lay.tb, lay.sq
     mem = 0.0
-    if not lay.has_sq:  # no sharded state anywhere (version 1)
+    if _absent(sq):  # no sharded state anywhere (version 1; compiled apart)
         for i in range(nx):
             q = qidx[ch[i]]
             mem += ta[q] * y + tb[q]
         return mem
-    sq = lay.sq
     for i in range(nx):
         q = qidx[ch[i]]
-        mem += ta[q] * y + tb[q] + sq[di, q]
+        mem += ta[q] * y + tb[q] + _entry(sq, di, q)
     return mem
 
 
@@ -225,16 +251,15 @@ def _fits(lay, sc, nx, ch, di, y, M):
 @njit(cache=True)
 def _mem_at(lay, sc, m, di, y):
     """sc.mem[j] = a y + b + s / d of the stage's j-th flat option, j < m (bytes), d = ds[di]."""
-    qidx, ta, tb, mem = sc.qidx, lay.ta, lay.tb, sc.mem
-    if not lay.has_sq:  # no sharded state anywhere (version 1)
+    qidx, ta, tb, mem, sq = sc.qidx, lay.ta, lay.tb, sc.mem, lay.sq
+    if _absent(sq):  # no sharded state anywhere (version 1; compiled apart)
         for j in range(m):
             q = qidx[j]
             mem[j] = ta[q] * y + tb[q]
         return
-    sq = lay.sq
     for j in range(m):
         q = qidx[j]
-        mem[j] = ta[q] * y + tb[q] + sq[di, q]
+        mem[j] = ta[q] * y + tb[q] + _entry(sq, di, q)
 
 
 @njit(cache=True)

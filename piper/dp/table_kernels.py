@@ -13,8 +13,8 @@ import numpy as np
 from numba import njit
 
 from ..knapsack import EXACT, _least, _total, knapsack
-from .stage import (ChoiceRuns, _choice_runs, _d_invariant, _fits, _mem_at, _mem_choice, _new_scratch, _sharded,
-                    _stage_costs, _stage_nodes, _stage_options)
+from .stage import (ChoiceRuns, _choice_runs, _d_invariant, _entry, _fits, _mem_at, _mem_choice, _new_scratch,
+                    _sharded, _stage_costs, _stage_nodes, _stage_options)
 
 
 class DegreePairs(NamedTuple):
@@ -255,7 +255,7 @@ def _table_dp(lay, lim, graph, opts, mode, ub, low_bounds, dpm, i0, i1):
                             fa += ta[q]
                             fb += tb[q]
                             if shard:
-                                fb += lay.sq[odi, q]
+                                fb += _entry(lay.sq, odi, q)
                         FA[n_o] = fa
                         FB[n_o] = fb
                         n_o += 1
