@@ -25,7 +25,7 @@ _LIST = (list, tuple)
 #: knobs shared by the MILP and CP-SAT (the split over option sequences, logs, verification)
 _EXACT_COMMON: dict[str, tuple[type, ...]] = {
     "msg": _BOOL, "verify": _BOOL, "split": _STR, "max_sequences": _INT, "split_workers": _INT,
-    "tmpc_symmetry": _BOOL,
+    "tmpc_symmetry": _BOOL, "split_backend": _STR, "ray_address": _STR,
 }
 
 #: solver function ("module:function") -> {knob: accepted types}

@@ -57,6 +57,12 @@ def add_solve_args(parser: argparse.ArgumentParser, default_solver: str = "dp") 
                    help="milp/cpsat: search only below this plan, and prove it optimal if there is nothing there")
     g.add_argument("--split", choices=("none", "sequences"), default="none",
                    help="milp/cpsat with --warm-start: split the proof over the stages' option sequences")
+    g.add_argument("--split-backend", choices=("threads", "ray"), default=None,
+                   help="milp/cpsat with --split sequences: run the sequences on threads of this process "
+                        "(default) or as Ray tasks (pip install -e \".[ray]\")")
+    g.add_argument("--ray-address", metavar="ADDRESS", default=None,
+                   help="with --split-backend ray: the Ray cluster to join (default: RAY_ADDRESS, "
+                        "else a local Ray instance)")
     g.add_argument("--verify", choices=("on", "off"), default=None,
                    help="milp: second proof of an optimal claim (default on); cpsat: re-prove with presolve off (default off)")
     g.add_argument("--seed", type=int, default=0, help="random seed of milp/cpsat (default 0)")
@@ -129,8 +135,14 @@ def cmd_solve(args: argparse.Namespace, prog: str = "piper") -> int:
     _require("--warm-start", args.warm_start is not None, name, _EXACT_MODELS)
     _require("--split", args.split != "none", name, _EXACT_MODELS)
     _require("--verify", args.verify is not None, name, _EXACT_MODELS)
+    _require("--split-backend", args.split_backend is not None, name, _EXACT_MODELS)
+    _require("--ray-address", args.ray_address is not None, name, _EXACT_MODELS)
     if args.split != "none" and not args.warm_start:
         raise UsageError("--split needs --warm-start (it splits the proof that no better plan exists)")
+    if args.split_backend is not None and args.split != "sequences":
+        raise UsageError("--split-backend needs --split sequences")
+    if args.ray_address is not None and args.split_backend != "ray":
+        raise UsageError("--ray-address needs --split-backend ray")
     problem = load_workload(args.file, args, prog)
     for flag, path in (("--out", args.out), ("--png", args.png)):
         if path:
@@ -142,6 +154,10 @@ def cmd_solve(args: argparse.Namespace, prog: str = "piper") -> int:
             params["verify"] = args.verify == "on"
         if args.split != "none":
             params["split"] = args.split
+        if args.split_backend is not None:
+            params["split_backend"] = args.split_backend
+        if args.ray_address is not None:
+            params["ray_address"] = args.ray_address
     if name in _DP and (args.curve or args.no_curve):
         params["curve"] = bool(args.curve)
     overrides: dict[str, Any] = dict(progress=not args.quiet, seed=args.seed, params=params,

@@ -53,6 +53,10 @@ def test_alias_runs_the_same_code_and_prints_the_same_json() -> None:
     (["--solver", "dp", "--split", "sequences"], "--split applies to milp"),
     (["--solver", "cpsat", "--split", "sequences"], "--split needs --warm-start"),
     (["--solver", "nope"], "unknown solver 'nope'"),
+    (["--solver", "cpsat", "--split-backend", "ray"], "--split-backend needs --split sequences"),
+    (["--solver", "cpsat", "--split", "sequences", "--warm-start", "x.json", "--split-backend", "threads",
+      "--ray-address", "h:6379"], "--ray-address needs --split-backend ray"),
+    (["--solver", "dp", "--split-backend", "ray"], "--split-backend applies to milp"),
 ])
 def test_flags_for_another_solver_exit_2_with_one_line(args: list[str], fragment: str) -> None:
     proc = run("piper", "solve", REPRO, *args)
@@ -79,3 +83,26 @@ def test_result_json_round_trip_with_infinities() -> None:
     text = json.dumps(raw, allow_nan=False)  # strict JSON: no Infinity anywhere
     back = Result.from_dict(json.loads(text))
     assert back.status == Status.INFEASIBLE and math.isinf(back.tps) and math.isinf(back.bound)
+
+
+def test_split_proof_on_ray_from_the_command_line(tmp_path: Path) -> None:
+    """--split sequences --split-backend ray proves the DP's plan optimal, as the threads do
+    (a local Ray instance, started by the command)."""
+    pytest.importorskip("ray")  # the extra .[ray]; CI installs it
+    from piper import dump_problem
+
+    workload = tmp_path / "w.json"
+    dump_problem(random_problem(3, n=6, devices=4), workload)
+    plan = tmp_path / "dp.json"
+    assert run("piper", "solve", str(workload), "--out", str(plan), "--quiet").returncode == 0
+    answers = []
+    for backend in ("threads", "ray"):
+        proc = run("piper", "solve", str(workload), "--solver", "cpsat", "--warm-start", str(plan),
+                   "--split", "sequences", "--split-backend", backend, "--json", "--quiet")
+        assert proc.returncode == 0, proc.stderr[-800:]
+        answers.append(json.loads(proc.stdout))
+    dp = load_problem(workload)
+    best = solve(dp, Options(), solver="dp").tps
+    for out in answers:
+        assert out["status"] == "optimal" and out["tps"] == pytest.approx(best, rel=1e-9)
+    assert answers[1]["stats"]["split"]["backend"] == "ray"
