@@ -200,13 +200,24 @@ def test_options_without_a_uniform_field_mean_not_uniform():
 
 
 def test_objective_boundary():
-    assert names(result(objective=8.5, tolerance=0.5), rtol=0.0) == []  # exactly the tolerance away
-    [(check, msg)] = issues(result(objective=8.5 + 2**-20, tolerance=0.5), rtol=0.0)
-    assert check == "objective" and "8.5" in msg
-    # rtol is relative to the TPS: 0.25 * 8 = 2
-    assert names(result(objective=9.5), rtol=0.25) == []
-    assert names(result(objective=10.5), rtol=0.25) == ["objective"]
-    assert names(result(objective=None)) == []
+    def optimal(**kw):
+        return result(status=Status.OPTIMAL, bound=8.0, **kw)
+
+    for res in (optimal, result):  # below the plan's score: wrong whatever the status
+        assert names(res(objective=7.5, tolerance=0.5), rtol=0.0) == []  # exactly the tolerance away
+        [(check, msg)] = issues(res(objective=7.5 - 2**-20, tolerance=0.5), rtol=0.0)
+        assert check == "objective" and "7.49999" in msg
+        # rtol is relative to the TPS: 0.25 * 8 = 2
+        assert names(res(objective=6.5), rtol=0.25) == []
+        assert names(res(objective=5.5), rtol=0.25) == ["objective"]
+        assert names(res(objective=None)) == []
+    # above it: wrong for an optimal claim (its T is tight), honest for a stopped search
+    assert names(optimal(objective=8.5, tolerance=0.5), rtol=0.0) == []
+    [(check, msg)] = issues(optimal(objective=8.5 + 2**-20, tolerance=0.5), rtol=0.0)
+    assert check == "objective" and "optimal" in msg and "8.5" in msg
+    assert names(optimal(objective=10.5), rtol=0.25) == ["objective"]
+    assert names(result(objective=8.5 + 2**-20, tolerance=0.5), rtol=0.0) == []
+    assert names(result(objective=1e9)) == []
 
 
 def test_bound_branches():

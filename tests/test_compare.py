@@ -535,7 +535,7 @@ def test_time_limit_and_ablations_reach_the_solvers_and_the_rerun_hint(
 def test_suite_claims_hold_by_brute_force() -> None:
     """Paper slices: memory binds (the optimum is worse than with unlimited memory);
     the infeasible suite is infeasible. Checked with the brute force where it applies."""
-    brute = pytest.importorskip("baselines.brute")
+    from baselines import brute
     for inst in build_suite("paper-slices"):
         p = inst.problem
         if p.n > brute.MAX_NODES:
