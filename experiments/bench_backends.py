@@ -124,13 +124,13 @@ def compare_bench(instances: int, solvers: str, jobs: int, time_limit: float, re
                   quiet: bool) -> dict[str, Any]:
     say("compare: an untimed run of 2 instances first (numba's on-disk cache filled for both)")
     subprocess.run([sys.executable, "-m", "experiments.compare", "--suite", "random:2", "--solvers", solvers,
-                    "--no-plots", "--no-progress", "--out", str(out / "compare-prime")], cwd=ROOT,
+                    "--no-plots", "--quiet", "--out", str(out / "compare-prime")], cwd=ROOT,
                    capture_output=True, text=True)
 
     def run(backend: str) -> dict[str, Any]:
         dest = out / f"compare-{backend}"
         args = ["-m", "experiments.compare", "--suite", f"random:{instances}", "--solvers", solvers,
-                "--jobs", str(jobs), "--time-limit", f"{time_limit:g}", "--no-plots", "--no-progress",
+                "--jobs", str(jobs), "--time-limit", f"{time_limit:g}", "--no-plots", "--quiet",
                 "--out", str(dest), "--backend", backend]
         start = time.perf_counter()
         proc = subprocess.run([sys.executable, *args], cwd=ROOT, capture_output=True, text=True)

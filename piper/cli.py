@@ -190,7 +190,7 @@ def add_ablation_args(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--exclude-tmpc", action="append", default=[], metavar="ID", help="exclude TMPCs with this id (repeatable)")
     g.add_argument("--uniform", action="store_true",
                    help="uniform plans only: every stage has the same (d, t) (docs/problem.md section 2.5)")
-    g.add_argument("--time-limit", type=_seconds, metavar="S", help="solver time limit, seconds")
+    g.add_argument("--time-limit", type=_seconds, metavar="SECONDS", help="solver time limit, seconds")
     g.add_argument("--threads", type=_positive_int, default=2, metavar="N", help="solver threads (default 2)")
 
 

@@ -564,7 +564,7 @@ def test_an_interrupted_run_keeps_the_finished_instances(
 
 def test_nothing_proven_is_exit_1_with_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """Heuristics alone check nothing: compare must not report success (issue 19)."""
-    code, _, err = run(["--suite", "tiny", "--solvers", "dp-greedy,equi", "--no-plots", "--no-progress",
+    code, _, err = run(["--suite", "tiny", "--solvers", "dp-greedy,equi", "--no-plots", "--quiet",
                         "--out", str(tmp_path / "o")], capsys)
     assert code == 1
     assert "no instance was proven by an exact solver" in err

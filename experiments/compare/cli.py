@@ -60,13 +60,14 @@ def build_parser() -> ArgumentParser:
                    help="instances in parallel (N solver processes or Ray actors; default 1, "
                    "with --backend ray every CPU of the cluster)")  # fmt: skip
     p.add_argument("--out", "-o", type=Path, default=DEFAULT_OUT, metavar="DIR", help=f"report directory ({DEFAULT_OUT})")
-    p.add_argument("--hard-timeout", type=float, metavar="S",
-                   help="kill a solve (run in a worker process) after S seconds; 0 = no watchdog (and, with "
+    p.add_argument("--hard-timeout", type=float, metavar="SECONDS",
+                   help="kill a solve (run in a worker process) after SECONDS; 0 = no watchdog (and, with "
                    "one local job, solves in this process) (default: 2 x the time limit + 30)")  # fmt: skip
     add_backend_args(p)
     p.add_argument("--rtol", type=float, default=RTOL, help=f"relative tolerance on TPS checks ({RTOL:g})")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
-    p.add_argument("--no-progress", action="store_true", help="no progress on stderr")
+    p.add_argument("--quiet", "-q", "--no-progress", dest="quiet", action="store_true",
+                   help="no progress lines on stderr (--no-progress: the old name)")
     p.add_argument("--list", action="store_true", help="list suites and solvers, then exit")
     add_cluster_args(p)
     add_ablation_args(p)
@@ -190,7 +191,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "versions": _versions(),
     }
     by_name = {inst.name: inst for inst in instances}
-    progress = Progress(len(instances), sys.stderr, enabled=not args.no_progress)
+    progress = Progress(len(instances), sys.stderr, enabled=not args.quiet)
     start = time.perf_counter()
     finished: list[InstanceReport] = []
 
