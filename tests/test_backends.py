@@ -107,7 +107,8 @@ def test_compare_gives_the_same_report_on_ray(
     """Fakes (a failing one, one that hangs, one that dies) and the real exact solvers on
     the tiny suite: the same rows, checks and exit status on both backends."""
     args = [str(workload)] * 2 + ["--solvers", "fake-good,fake-heuristic,fake-liar,fake-hang,fake-die",
-                                  "--time-limit", "0.5", "--hard-timeout", "2"]
+                                  "--time-limit", "0.5", "--hard-timeout", "8"]  # 8 s: a loaded machine
+    # starts a worker (a Ray actor) slowly, and a dying solver must die before its watchdog fires
     local, on_ray = tmp_path / "local", tmp_path / "ray"
     code_local, _, _ = run([*args, "--jobs", "2", "--out", str(local)], capsys)
     code_ray, _, err = run([*args, "--backend", "ray", "--jobs", "2", "--out", str(on_ray)], capsys)
