@@ -54,12 +54,17 @@ MAX_SEQUENCES = 20_000
 SPLIT_MODES = ("none", "sequences")
 
 
+def _choice(params: Mapping[str, Any], key: str, allowed: tuple[str, ...]) -> str:
+    """``params[key]`` checked against ``allowed`` (default: its first entry)."""
+    value = str(params.get(key, allowed[0]))
+    if value not in allowed:
+        raise SolverError(f"params[{key!r}] must be one of {', '.join(allowed)}, not {value!r}")
+    return value
+
+
 def split_mode(params: Mapping[str, Any]) -> str:
     """``params["split"]`` checked: one of :data:`SPLIT_MODES` (default "none")."""
-    mode = str(params.get("split", "none"))
-    if mode not in SPLIT_MODES:
-        raise SolverError(f"params['split'] must be one of {', '.join(SPLIT_MODES)}, not {mode!r}")
-    return mode
+    return _choice(params, "split", SPLIT_MODES)
 
 
 def checked_sequences(
@@ -228,10 +233,7 @@ SPLIT_BACKENDS = ("threads", "ray")
 
 def split_backend(params: Mapping[str, Any]) -> str:
     """``params["split_backend"]`` checked: "threads" (default: this process) or "ray"."""
-    backend = str(params.get("split_backend", "threads"))
-    if backend not in SPLIT_BACKENDS:
-        raise SolverError(f"params['split_backend'] must be one of {', '.join(SPLIT_BACKENDS)}, not {backend!r}")
-    return backend
+    return _choice(params, "split_backend", SPLIT_BACKENDS)
 
 
 @dataclass(frozen=True)
