@@ -107,8 +107,9 @@ def test_compare_gives_the_same_report_on_ray(
     """Fakes (a failing one, one that hangs, one that dies) and the real exact solvers on
     the tiny suite: the same rows, checks and exit status on both backends."""
     args = [str(workload)] * 2 + ["--solvers", "fake-good,fake-heuristic,fake-liar,fake-hang,fake-die",
-                                  "--time-limit", "0.5", "--hard-timeout", "8"]  # 8 s: a loaded machine
-    # starts a worker (a Ray actor) slowly, and a dying solver must die before its watchdog fires
+                                  "--time-limit", "0.5", "--hard-timeout", "4"]  # 4 s, not 2: a loaded
+    # machine starts a worker (a Ray actor) slowly, and a dying solver must die before its watchdog
+    # fires (2 s gave 'killed' instead of 'error' once); each hanging solve costs 3 x this
     local, on_ray = tmp_path / "local", tmp_path / "ray"
     code_local, _, _ = run([*args, "--jobs", "2", "--out", str(local)], capsys)
     code_ray, _, err = run([*args, "--backend", "ray", "--jobs", "2", "--out", str(on_ray)], capsys)
@@ -126,6 +127,12 @@ def test_compare_gives_the_same_report_on_ray(
     # one CP-SAT worker: a 2-worker search is not deterministic (another objective or bound in
     # the last digits, or another plan of the same TPS, from one run to the next on either backend)
     args = ["--suite", "tiny", "--solvers", "dp,brute,cpsat", "--time-limit", "30", "--jobs", "2", "--threads", "1"]
+    # compile the DP's kernels once, here, into numba's disk cache: with a cold cache (a fresh
+    # checkout) the four workers below would each compile them at once (103 s on 2 cores)
+    from experiments.compare.solve import warm_up
+    from piper import Options, get_solver
+
+    warm_up(get_solver("dp"), Options(threads=1))
     code_local, _, _ = run([*args, "--out", str(local)], capsys)
     code_ray, _, _ = run([*args, "--backend", "ray", "--out", str(on_ray)], capsys)
     assert code_local == code_ray == 0
