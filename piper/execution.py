@@ -43,6 +43,9 @@ __all__ = [
 
 BACKENDS = ("local", "ray")
 RAY_MISSING = "the ray backend needs Ray: pip install -e \".[ray]\" (or pip install 'ray>=2.9')"
+#: seconds a new Ray worker actor may take to start before its first call (not counted in
+#: the call's hard timeout); one that does not start in time is reported as a dead worker
+RAY_ACTOR_START_S = 300.0
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -279,6 +282,10 @@ class _RayActorBody:
         except Exception as exc:
             return "raised", _describe(exc)
 
+    def ping(self) -> int:
+        """The actor's process id: an answer means the actor has started."""
+        return os.getpid()
+
     def kill_children(self) -> int:
         pids = _descendants(os.getpid())
         for pid in pids:
@@ -300,6 +307,16 @@ class _RayWorker:
         if self._actor is None:
             self._actor = self._class.remote()
             self.generation += 1
+            # the hard timeout is the call's: wait for the actor's process first (a loaded
+            # machine or a busy cluster can take seconds to start one)
+            start = time.perf_counter()
+            try:
+                ray.get(self._actor.ping.remote(), timeout=RAY_ACTOR_START_S)
+            except (ray.exceptions.GetTimeoutError, ray.exceptions.RayActorError) as exc:
+                self.close()
+                why = " ".join(str(exc).split())[:200]
+                return Outcome(None, "died", f"the Ray worker did not start within {RAY_ACTOR_START_S:g}s ({why})",
+                               time.perf_counter() - start)
         start = time.perf_counter()
         ref = self._actor.call.remote(fn, args)
         try:
