@@ -48,8 +48,10 @@ everything both models need, with the notation of ``docs/formulations.md`` §1:
   memories are divided by M (so the limit is 1).
 
 The module also maps a :class:`~piper.plan.Plan` to slot values (warm starts)
-and slot values back to a plan, and holds the guards that every exact model's
-answer goes through (:func:`guarded_result`).
+and slot values back to a plan. The guards that every exact model's answer goes
+through (:func:`guarded_result`) are in ``baselines/_guards.py``, the plan-space parts
+(:func:`node_parts`, :func:`combine_results`) in ``baselines/_parts.py``; both are
+re-exported here.
 """
 
 from __future__ import annotations
@@ -63,24 +65,18 @@ from piper.evaluate import PlanError, evaluate
 from piper.options import Candidates, Options, candidates
 from piper.plan import Plan, Stage
 from piper.problem import TMPC, Problem
-from piper.result import Result, Status, make_result
+
+from ._guards import guarded_result
+from ._parts import PARTS, combine_results, node_parts
 
 __all__ = ["Option", "Choice", "ModelData", "build_model_data", "WarmStart", "guarded_result", "node_parts",
            "combine_results", "is_uniform", "PARTS"]
-
-#: the parts of the plan space that the exact models solve separately (module docstring)
-PARTS = ("inside", "spanning")
 
 
 def is_uniform(options: Options) -> bool:
     """``options.uniform`` (False when the field does not exist yet)."""
     return bool(getattr(options, "uniform", False))
 
-
-def node_parts(problem: Problem) -> tuple[str, ...]:
-    """The parts of the plan space to solve: ("inside",) when G >= k (every plan fits in a
-    node, so B_edge = B_in for all), else ("inside", "spanning")."""
-    return ("inside",) if problem.node_size >= problem.devices else PARTS
 
 #: a model variable (CP-SAT or PuLP)
 V = TypeVar("V")
@@ -533,151 +529,4 @@ def build_model_data(problem: Problem, options: Options, *, memory_factor: float
         min_devices=min_devices,
         edge_bandwidth=bw_edge,
         uniform=is_uniform(options),
-    )
-
-
-def guarded_result(
-    data: ModelData,
-    solver: str,
-    status: Status,
-    plan: Plan | None,
-    *,
-    time_s: float,
-    objective: float | None,
-    bound: float,
-    tolerance: float,
-    warm: WarmStart | None,
-    stats: dict,
-    message: str = "",
-) -> Result:
-    """Package an exact model's answer, after the checks a solver bug would fail.
-
-    ``objective`` and ``bound`` are in the problem's time units; ``tolerance`` is the
-    absolute amount by which the model's objective may differ from the evaluator's
-    TPS of the same plan (rounding in CP-SAT, feasibility tolerances in a MILP).
-
-    Guards (each one records what it did in ``stats["guards"]``):
-
-    1. the plan is re-scored by the evaluator (``make_result``); an OOM or invalid
-       plan is never returned as a solution;
-    2. if a known plan (the warm start) is better than the solver's by more than the
-       tolerance, it is returned instead, and an "optimal" claim is downgraded to
-       "feasible": the solver's proof contradicts a plan we hold (the OR-Tools 9.15
-       wrong-OPTIMAL bug looks exactly like this);
-    3. the reported bound never exceeds the evaluated TPS of the returned plan,
-       and a solver objective that disagrees with the evaluator by more than the
-       tolerance downgrades "optimal" to "feasible";
-    4. "infeasible" while holding a feasible warm start is a contradiction: the
-       warm start is returned with status "feasible";
-    5. "optimal" stands only when the evaluator's TPS of the plan is at most the proven
-       bound plus ``tolerance`` (docs/formulations.md §6); the result carries
-       ``tolerance`` as :attr:`piper.result.Result.tolerance`.
-
-    A bound weaker than :meth:`ModelData.static_bound` is raised to it (the solver's own
-    is kept in ``stats["solver_bound"]``).
-    """
-    guards: list[str] = list(stats.get("guards", []))
-    problem = data.problem
-    tps = math.inf
-    if plan is not None:
-        try:
-            score = evaluate(problem, plan)
-        except PlanError as exc:  # a model bug: never return an invalid plan
-            guards.append(f"solver plan invalid ({exc}); dropped")
-            plan, status = None, Status.UNKNOWN if status != Status.INFEASIBLE else status
-        else:
-            if score.oom:
-                guards.append("solver plan is out of memory under the evaluator; dropped")
-                plan = None
-                status = Status.UNKNOWN
-            else:
-                tps = score.tps
-    if warm is not None and warm.tps < tps - tolerance:
-        if status == Status.OPTIMAL:
-            guards.append(
-                f"solver claimed optimal {tps!r} but the warm start has TPS {warm.tps!r}: solver bug, "
-                "returning the warm start as feasible"
-            )
-            bound = min(bound, warm.tps)
-        elif status == Status.INFEASIBLE:
-            guards.append("solver claimed infeasible but the warm start is a feasible plan: solver bug")
-            bound = 0.0
-        status = Status.FEASIBLE
-        plan, tps = warm.plan, warm.tps
-    if plan is None and status in (Status.OPTIMAL, Status.FEASIBLE):
-        status = Status.UNKNOWN
-    if status == Status.OPTIMAL and objective is not None and abs(objective - tps) > tolerance:
-        guards.append(f"objective {objective!r} differs from evaluated TPS {tps!r} by more than {tolerance:g}")
-        status = Status.FEASIBLE
-    if status == Status.INFEASIBLE:
-        bound = math.inf
-    else:
-        if not math.isfinite(bound) or bound < 0:
-            bound = 0.0
-        static = data.static_bound()
-        if static > bound:
-            stats = {**stats, "solver_bound": bound}
-            bound = static
-        if bound > tps:
-            if math.isfinite(tps) and bound > tps + tolerance:
-                guards.append(f"bound {bound!r} above the evaluated TPS {tps!r} of a plan: clamped")
-            bound = tps
-        if status == Status.OPTIMAL and tps > bound + tolerance:
-            # a proof must hold for the evaluator's score of the plan, within the tolerance
-            guards.append(f"solver claimed optimal, but the plan's TPS {tps!r} is more than the tolerance "
-                          f"{tolerance:g} above the proven bound {bound!r}")
-            status = Status.FEASIBLE
-    stats = dict(stats)
-    stats["guards"] = guards
-    if guards and not message:
-        message = "; ".join(guards)
-    return make_result(
-        problem, solver, status, plan, time_s=time_s, objective=objective, bound=bound, stats=stats, message=message,
-        tolerance=tolerance,
-    )
-
-
-def combine_results(problem: Problem, solver: str, results: Mapping[str, Result], *, time_s: float) -> Result:
-    """One answer from the answers of the parts of the plan space (:func:`node_parts`),
-    each already guarded (:func:`guarded_result`).
-
-    The plan is the part plan with the least evaluated TPS (the first part on ties). It
-    is "optimal" only when every part is proven ("optimal" or "infeasible"); "infeasible"
-    when every part is; else "feasible" with a plan, "unknown" without. The bound is the
-    least of the parts' bounds (an infeasible part's is +inf), the tolerance the largest.
-    Each part's stats, status, TPS and bound are kept in ``stats["parts"]``.
-    """
-    best_part, best = None, None
-    for name, res in results.items():
-        if res.plan is not None and math.isfinite(res.tps) and (best is None or res.tps < best.tps):
-            best_part, best = name, res
-    statuses = [res.status for res in results.values()]
-    proven = all(st in (Status.OPTIMAL, Status.INFEASIBLE) for st in statuses)
-    if all(st == Status.INFEASIBLE for st in statuses):
-        status = Status.INFEASIBLE
-    elif best is not None:
-        status = Status.OPTIMAL if proven else Status.FEASIBLE
-    else:
-        status = Status.UNKNOWN
-    bound = min((res.bound for res in results.values()), default=0.0)
-    if status != Status.INFEASIBLE and not math.isfinite(bound):
-        bound = 0.0
-    if best is not None:
-        bound = min(bound, best.tps)
-    tolerance = max((res.tolerance for res in results.values()), default=0.0)
-    parts = {
-        name: {"status": res.status.value, "tps": res.tps, "bound": res.bound, "tolerance": res.tolerance,
-               "time_s": res.time_s, "message": res.message, "stats": res.stats}
-        for name, res in results.items()
-    }
-    stats: dict = {"parts": parts, "chosen_part": best_part, "tolerance": tolerance}
-    if best is not None:
-        for key in ("variables", "constraints", "tau"):
-            if key in best.stats:
-                stats[key] = best.stats[key]
-    messages = [f"{name}: {res.message}" for name, res in results.items() if res.message]
-    return make_result(
-        problem, solver, status, None if best is None else best.plan, time_s=time_s,
-        objective=None if best is None else best.objective, bound=bound, stats=stats,
-        message="; ".join(messages), tolerance=tolerance,
     )
