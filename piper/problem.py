@@ -310,16 +310,3 @@ def _topological_order(nodes: tuple[Node, ...], edges: tuple[Edge, ...]) -> tupl
 
 from .loader import KNOWN_KEYS, dump_problem, load_problem, problem_from_dict, problem_to_dict  # noqa: E402
 from .bert_layers import insert_bert_layers  # noqa: E402
-
-
-def __getattr__(name: str) -> Any:
-    """Every other name that lived here before the split (``INSERTED_LAYER_FIRST_ID``,
-    ``_number``, ``_node_from_dict``, ...): ``piper.problem.X`` is ``piper.loader.X``
-    (or ``piper.bert_layers.X``), so old imports keep working."""
-    from . import bert_layers, loader
-
-    if not name.startswith("__"):
-        for mod in (loader, bert_layers):
-            if hasattr(mod, name):
-                return getattr(mod, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
