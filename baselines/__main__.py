@@ -6,7 +6,7 @@
         [--warm-start PLAN.json [--split sequences]] [--json]
     python -m baselines export FILE OUT.lp|OUT.mps [cluster and ablation flags]
 
-``solve`` is ``python -m piper solve`` (:mod:`piper.solve_cmd`, the same code and the same
+``solve`` is ``python -m piper solve`` (:mod:`piper.cli.solve`, the same code and the same
 JSON) with ``milp`` as its default solver. User errors exit with status 2 and one line on
 stderr.
 """
@@ -16,19 +16,18 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
-from piper.cli import (
+from piper.cli.common import (
     ArgumentParser,
-    UsageError,
     add_ablation_args,
     add_cluster_args,
     apply_cluster_args,
     options_from_args,
     run_main,
 )
-from piper.problem import load_problem
-from piper.solve_cmd import add_solve_args
-from piper.solve_cmd import cmd_solve as run_solve
-
+from piper.cli.solve import add_solve_args
+from piper.cli.solve import cmd_solve as run_solve
+from piper.core.errors import UsageError
+from piper.io.workload import load_problem
 
 
 def _parser() -> ArgumentParser:
@@ -51,7 +50,7 @@ def cmd_solve(args) -> int:
 
 
 def cmd_export(args) -> int:
-    from .milp import write_lp, write_mps
+    from baselines.milp.model import write_lp, write_mps
 
     problem = apply_cluster_args(load_problem(args.file), args)
     options = options_from_args(args)

@@ -41,10 +41,11 @@ import math
 import time
 from functools import lru_cache
 
-from piper.options import Options, candidates
-from piper.plan import Plan, Stage
-from piper.problem import Problem
-from piper.result import Result, SolverError, Status, make_result
+from piper.core.errors import SolverError
+from piper.core.options import Options, candidates
+from piper.core.plan import Plan, Stage
+from piper.core.problem import Problem
+from piper.core.result import Result, Status, make_result
 
 __all__ = ["solve_brute", "MAX_NODES"]
 

@@ -52,7 +52,7 @@ Decisions where the authors' code is silent or would crash, written down here:
 
 Version 2 (docs/problem.md §2: nodes of G devices, B_in, f, sharded memory s/d) is
 honoured because every candidate plan is scored by the one evaluator
-(:func:`piper.evaluate.evaluate`), which applies the version-2 formulas; this module
+(:func:`piper.core.evaluate.evaluate`), which applies the version-2 formulas; this module
 computes no stage time of its own. Every equi plan is uniform (docs/problem.md §2.5:
 one (d, t) in all stages), so ``Options.uniform`` restricts nothing here: equi is the
 special case of a uniform plan with, in addition, an even split of the layers and
@@ -62,7 +62,7 @@ The result is a heuristic: status FEASIBLE with the best plan (bound 0), or
 UNKNOWN when every plan of its family is out of memory: that is no proof that
 no plan exists, so it is not reported as INFEASIBLE. INFEASIBLE (a proof) is
 returned only when some layer has no usable TMPC at all, or none whose memory a + b
-(one microbatch in flight) fits in M (:func:`piper.options.candidates`).
+(one microbatch in flight) fits in M (:func:`piper.core.options.candidates`).
 """
 
 from __future__ import annotations
@@ -71,11 +71,11 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
-from piper.evaluate import evaluate
-from piper.options import Options, candidates
-from piper.plan import Plan, Stage
-from piper.problem import ACTIVATION_RECOMP, VANILLA, Problem
-from piper.result import Result, Status, make_result
+from piper.core.evaluate import evaluate
+from piper.core.options import Options, candidates
+from piper.core.plan import Plan, Stage
+from piper.core.problem import ACTIVATION_RECOMP, VANILLA, Problem
+from piper.core.result import Result, Status, make_result
 
 __all__ = [
     "TRANSFORMER_LAYER_NAME",

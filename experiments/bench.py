@@ -27,7 +27,7 @@ Cases:
 * bert: BERT-32 N=512 k=512 and k=2048, BERT-32 N=1920 k=2048, BERT-48 N=1920 k=2048;
   memory 80e9 B and bandwidth 25e9 B/s (the file's values), greedy and exact knapsack,
   optimum at k only (no curve).
-* resnet: the paper's 25 (k, memory GiB) pairs (``experiments.suites.RESNET_PAIRS``),
+* resnet: the paper's 25 (k, memory GiB) pairs (``experiments.lib.suites.RESNET_PAIRS``),
   bandwidth 25 GiB/s, N = 7680 (the file's).
 * gnmt: GNMT N = 256 (the file's), bandwidth 25 GiB/s, k in --gnmt-ks with one of the
   paper's memory sizes per k (:data:`GNMT_BENCH_PAIRS`); the exact DP (table engine,
@@ -49,8 +49,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from experiments import _cli
-from experiments.suites import GIB, PAPER_BANDWIDTH, RESNET_PAIRS
+from experiments.lib import cli as _cli
+from experiments.lib.suites import GIB, PAPER_BANDWIDTH, RESNET_PAIRS
 
 ROOT = Path(__file__).resolve().parent
 PROG = "python -m experiments.bench"
@@ -65,7 +65,7 @@ CPP_LATER_S: dict[tuple[int, int, int], float] = {
 CPP_FIRST_S: dict[tuple[int, int, int], float] = {
     (32, 512, 512): 6.5, (32, 512, 2048): 26.6, (32, 1920, 2048): 126.8, (48, 1920, 2048): 251.2,
 }
-#: GNMT: one of the paper's (k, memory GiB) pairs (``experiments.suites.GNMT_PAIRS``) per k
+#: GNMT: one of the paper's (k, memory GiB) pairs (``experiments.lib.suites.GNMT_PAIRS``) per k
 GNMT_BENCH_PAIRS: tuple[tuple[int, float], ...] = ((8, 1.2), (16, 1.2), (32, 0.8), (64, 0.3))
 GNMT_MEMORY_GIB: dict[int, float] = dict(GNMT_BENCH_PAIRS)
 #: seconds a child may run past its DP time limit before it is killed
@@ -74,7 +74,7 @@ DEFAULT_TIME_LIMIT_S = 870.0
 
 
 def _problem(spec: dict[str, Any]) -> Any:
-    from experiments.suites import paper_workload
+    from experiments.lib.suites import paper_workload
 
     p = paper_workload(spec["workload"], spec.get("layers"))
     return p.with_cluster(devices=spec.get("k"), memory=spec.get("memory"), microbatches=spec.get("N"),
@@ -86,7 +86,7 @@ def run_case(spec: dict[str, Any]) -> dict[str, Any]:
     import resource
 
     from experiments.paper import variant_solver
-    from piper.solvers import solve
+    from piper.solvers.registry import solve
 
     _warm_in_process((spec["mode"],))
     problem = _problem(spec)
@@ -104,9 +104,9 @@ def run_case(spec: dict[str, Any]) -> dict[str, Any]:
 def _warm_in_process(modes: Sequence[str] = ("greedy", "exact")) -> None:
     """Load (or compile) the kernels in this process before timing anything: a tiny
     instance, each knapsack, both engines, full and linearized."""
-    from experiments.instances import random_problem
+    from experiments.lib.instances import random_problem
+    from piper.core.options import Options
     from piper.dp import solve_dp
-    from piper.options import Options
 
     p = random_problem(3, n=6, degrees=(1, 2))
     for mode in modes:

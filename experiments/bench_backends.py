@@ -37,7 +37,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from experiments import _cli
+from experiments.lib import cli as _cli
 
 PROG = "python -m experiments.bench_backends"
 ROOT = Path(__file__).resolve().parent.parent
@@ -51,13 +51,13 @@ def _split_child(backend: str, solver: str, jobs: int, plan_file: str) -> dict[s
     from baselines import get_solver
     from experiments.bench_exact import instance
     from piper import Options
-    from piper.plan import load_plan
+    from piper.io.plans import load_plan
 
     problem = instance(*SPLIT_INSTANCE)
     params: dict[str, Any] = {"split": "sequences", "split_workers": jobs}
     ray_start = 0.0
     if backend == "ray":
-        from piper.execution import init_ray
+        from piper.solvers.execution import init_ray
 
         t0 = time.perf_counter()
         init_ray(None, num_cpus=jobs)
@@ -183,14 +183,14 @@ def build_parser() -> _cli.ArgumentParser:
 
 
 def _solver_names() -> list[str]:
-    from piper.solvers import solver_names
+    from piper.solvers.registry import solver_names
 
     return list(solver_names())
 
 
 def _main(argv: Sequence[str] | None) -> int:
     args = build_parser().parse_args(argv)
-    from piper.execution import ray_module
+    from piper.solvers.execution import ray_module
 
     ray_module()  # exit 2 with one line when Ray is missing
     out = _cli.out_dir(args.out)

@@ -27,7 +27,7 @@ the MILP (cutoff) and CP-SAT (proof search below it), unless ``--no-warm``. Time
 the solvers' wall times including model building (``Result.time_s``); the DP is run
 once on a tiny instance first so that its JIT compilation is not timed.
 
-Every run is made in an isolated worker (``piper.execution``): a local process, or with
+Every run is made in an isolated worker (``piper.solvers.execution``): a local process, or with
 ``--backend ray`` a Ray actor (on the cluster at ``--address`` / ``RAY_ADDRESS``, or a
 local Ray instance); a run that has not answered 2x its time limit + 30 s after it
 started is killed ("killed"), a worker that dies is an "error" row, and the bench goes on.
@@ -45,12 +45,12 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from experiments import _cli
-from experiments.instances import random_problem, witness_memory
-from piper.execution import WorkerPool, add_backend_args, execution_options
-from piper.ideals import count_ideals
-from piper.options import Options
-from piper.problem import Problem
+from experiments.lib import cli as _cli
+from experiments.lib.instances import random_problem, witness_memory
+from piper.core.options import Options
+from piper.core.problem import Problem
+from piper.dp.ideals import count_ideals
+from piper.solvers.execution import WorkerPool, add_backend_args, execution_options
 
 SOLVER_ORDER = ("dp", "cpsat", "milp-highs", "milp")
 HEADERS = {"dp": "DP", "cpsat": "CP-SAT", "milp-highs": "MILP HiGHS", "milp": "MILP CBC"}
@@ -59,14 +59,14 @@ HEADERS = {"dp": "DP", "cpsat": "CP-SAT", "milp-highs": "MILP HiGHS", "milp": "M
 def instance(n: int, shape: str, k: int, seed: int | None = None) -> Problem:
     """The bench's draw: every layer has t = 1 (t = 2 and 4 each missing with
     probability 0.2), and the memory limit comes from a random witness plan, so the
-    instance is feasible and memory binds (:func:`experiments.instances.witness_memory`)."""
+    instance is feasible and memory binds (:func:`experiments.lib.instances.witness_memory`)."""
     seed = 1000 + 100 * n + k if seed is None else seed
     raw = random_problem(seed, n, shape, devices=k, microbatches=2 * k, degrees=(1, 2, 4), max_tmpcs=2, t1_missing=0.0)
     return witness_memory(raw, seed) or raw
 
 
 def run_one(problem: Problem, solver: str, options: Options) -> dict[str, Any]:
-    from piper.solvers import get_solver
+    from piper.solvers.registry import get_solver
 
     t0 = time.perf_counter()
     try:
@@ -95,7 +95,7 @@ def hard_timeout(limit: float) -> float:
 
 
 def run_isolated(pool: WorkerPool, problem: Problem, solver: str, options: Options) -> dict[str, Any]:
-    """:func:`run_one` in a worker of ``pool`` (:mod:`piper.execution`, local process or Ray
+    """:func:`run_one` in a worker of ``pool`` (:mod:`piper.solvers.execution`, local process or Ray
     actor), killed at the pool's hard timeout: status "killed" (the solver did not honour
     its time limit) or "error" (the worker died)."""
     out = pool.call(run_one, problem, solver, options)
@@ -251,7 +251,7 @@ def _jsonable(value: Any) -> Any:
 
 
 def build_parser() -> _cli.ArgumentParser:
-    from piper.solvers import solver_names
+    from piper.solvers.registry import solver_names
 
     ap = _cli.make_parser(PROG, __doc__, epilog=LEGEND)
     ap.add_argument("--quick", action="store_true", help="smoke run: n in {8, 12}, k = 4, 10 s limit")
@@ -328,7 +328,7 @@ def bench(args: argparse.Namespace, config: dict[str, Any], cid: str, out: Path,
           say: Any, pool: WorkerPool) -> None:
     """Run every (instance, solver) not in ``done_runs`` (rows of this configuration), each
     in a worker of ``pool``, and append each run to ``out`` as it finishes."""
-    from piper.plan import plan_from_dict
+    from piper.core.plan import plan_from_dict
 
     limit = args.time_limit
     solvers = list(args.solvers)

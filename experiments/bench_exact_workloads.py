@@ -20,8 +20,8 @@ import time
 from pathlib import Path
 
 from baselines import solve
-from baselines._model_data import build_model_data
-from experiments import _cli
+from baselines.exact.model_data import build_model_data
+from experiments.lib import cli as _cli
 from piper import Options, SolverError, load_problem
 
 WORKLOADS = Path(__file__).resolve().parent / "workloads"
@@ -103,7 +103,7 @@ def _main(argv: list[str] | None) -> int:
                 key = "on" if sym else "off"
                 row[key] = {"status": res.status.value, "tps": _num(res.tps), "bound": _num(res.bound), "time_s": res.time_s,
                             "clauses": res.stats.get("symmetry_clauses", 0)}
-            # the proof split over option sequences (baselines._split), exchange rule on
+            # the proof split over option sequences (baselines.exact.split), exchange rule on
             if dp.plan is None:
                 row["split"] = {"status": "n/a", "note": "no plan to prove"}
             else:

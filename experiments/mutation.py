@@ -3,7 +3,7 @@
 ``python -m experiments.mutation`` copies the project's tracked files (as they are in the
 working tree) to ``--out`` (default ``out/mutation``), writes a ``setup.cfg`` with a
 ``[mutmut]`` section there, and runs mutmut 3 (``python -m pip install mutmut``) on
-``piper/evaluate.py`` and ``piper/checks.py`` (:data:`MUTATE`). Each mutant is run against
+``piper/core/evaluate.py`` and ``piper/core/checks.py`` (:data:`MUTATE`). Each mutant is run against
 the evaluator's and the check's own test files only (:data:`TESTS`), not the whole suite.
 It prints killed / total, the kill rate, and writes ``survivors.txt`` (each surviving
 mutant's diff, from ``mutmut show``) and ``summary.json`` to ``--out``.
@@ -29,9 +29,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 #: the modules mutated
-MUTATE = ("piper/evaluate.py", "piper/checks.py")
+MUTATE = ("piper/core/evaluate.py", "piper/core/checks.py")
 #: the test files run against every mutant
-TESTS = ("tests/test_evaluate.py", "tests/test_v2_evaluate.py", "tests/test_checks.py",
+TESTS = ("tests/core/test_evaluate.py", "tests/core/test_v2_evaluate.py", "tests/core/test_checks.py",
          "tests/test_evaluate_mutants.py")
 
 #: mutmut 3's exit-code statuses that count as killed / as survived (the rest: not run)

@@ -47,7 +47,7 @@ as ``(early)`` with its message: not a failed check, but worth a look. The gap o
 plan is TPS / optimum - 1 against the proven optimum, or against the best plan
 found (marked ``~``) when nobody proved one.
 
-Execution (:mod:`piper.execution`). By default every solve runs in a long-lived worker
+Execution (:mod:`piper.solvers.execution`). By default every solve runs in a long-lived worker
 process (its own process group) with a watchdog: a solve that has not answered after
 ``--hard-timeout`` seconds (default 2 x the time limit + 30) is killed, MILP backend
 subprocesses included, and reported as ``killed`` (a limit, not a failed check); a
@@ -68,9 +68,22 @@ they are rewritten, atomically, after each one).
 
 from __future__ import annotations
 
-from .checks import Failure, InstanceReport, check_instance, close, exceeds
-from .cli import DEFAULT_OUT, DEFAULT_TIME_LIMIT, build_parser, cli, main
-from .report import (
+from experiments.compare.cli import (
+    DEFAULT_OUT,
+    DEFAULT_TIME_LIMIT,
+    build_parser,
+    cli,
+    main,
+)
+from experiments.compare.cross_checks import (
+    Failure,
+    InstanceReport,
+    check_instance,
+    close,
+    exceeds,
+)
+from experiments.compare.plots import write_plots
+from experiments.compare.report import (
     CSV_FIELDS,
     atomic_write,
     instance_dict,
@@ -81,9 +94,8 @@ from .report import (
     write_failed,
     write_reports,
 )
-from .plots import write_plots
-from .run import Task, compare_instance, run_compare
-from .solve import (
+from experiments.compare.runner import Task, compare_instance, run_compare
+from experiments.compare.solve import (
     KILLED,
     NOT_RUN,
     RTOL,

@@ -2,6 +2,6 @@
 
 import sys
 
-from .cli import cli
+from experiments.compare.cli import cli
 
 sys.exit(cli())

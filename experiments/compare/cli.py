@@ -1,5 +1,5 @@
 """The command line of ``experiments.compare``: flags, instances and solvers chosen, the
-run on a :class:`piper.execution.WorkerPool`, reports, exit status."""
+run on a :class:`piper.solvers.execution.WorkerPool`, reports, exit status."""
 
 from __future__ import annotations
 
@@ -14,10 +14,32 @@ from typing import Any
 
 import baselines
 from baselines import SolverInfo
-from experiments.suites import Instance, build_suite, is_suite, slice_problem, suite_names, unique_names
-from piper.cli import (
+from experiments.compare.cross_checks import InstanceReport
+from experiments.compare.plots import write_plots
+from experiments.compare.report import (
+    render_summary,
+    render_table,
+    summarize,
+    write_failed,
+    write_reports,
+)
+from experiments.compare.runner import run_compare
+from experiments.compare.solve import (
+    RTOL,
+    IsolatedRunner,
+    TracedRunner,
+    solve_in_process,
+)
+from experiments.lib.suites import (
+    Instance,
+    build_suite,
+    is_suite,
+    slice_problem,
+    suite_names,
+    unique_names,
+)
+from piper.cli.common import (
     ArgumentParser,
-    UsageError,
     add_ablation_args,
     add_cluster_args,
     apply_cluster_args,
@@ -25,14 +47,14 @@ from piper.cli import (
     positive_int,
     run_main,
 )
-from piper.execution import PoolClosed, Progress, WorkerPool, add_backend_args, execution_options
-from piper.problem import load_problem
-
-from .checks import InstanceReport
-from .plots import write_plots
-from .report import render_summary, render_table, summarize, write_failed, write_reports
-from .run import run_compare
-from .solve import RTOL, IsolatedRunner, TracedRunner, solve_in_process
+from piper.core.errors import PoolClosed, UsageError
+from piper.io.workload import load_problem
+from piper.solvers.execution import (
+    Progress,
+    WorkerPool,
+    add_backend_args,
+    execution_options,
+)
 
 __all__ = ["build_parser", "main", "cli", "DEFAULT_OUT", "DEFAULT_TIME_LIMIT"]
 
@@ -112,7 +134,7 @@ def select_instances(args: argparse.Namespace) -> list[Instance]:
 
 
 def _list_text() -> str:
-    from experiments.suites import SUITES
+    from experiments.lib.suites import SUITES
 
     lines = ["suites:"]
     lines += [f"  {name:<13} {desc}" for name, (desc, _) in SUITES.items()]

@@ -8,9 +8,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .checks import InstanceReport
-from .report import atomic_write
-from .solve import SKIPPED, UNAVAILABLE
+from experiments.compare.cross_checks import InstanceReport
+from experiments.compare.report import atomic_write
+from experiments.compare.solve import SKIPPED, UNAVAILABLE
 
 __all__ = ["write_plots"]
 

@@ -16,12 +16,11 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
-from experiments.suites import Instance, problem_name
-from piper.problem import dump_problem
-from piper.result import Status
-
-from .checks import InstanceReport
-from .solve import KILLED, NOT_RUN, SKIPPED, UNAVAILABLE, SolverRun
+from experiments.compare.cross_checks import InstanceReport
+from experiments.compare.solve import KILLED, NOT_RUN, SKIPPED, UNAVAILABLE, SolverRun
+from experiments.lib.suites import Instance, problem_name
+from piper.core.result import Status
+from piper.io.workload import dump_problem
 
 __all__ = ["CSV_FIELDS", "run_row", "instance_dict", "render_table", "summarize", "render_summary", "atomic_write",
            "write_reports", "write_failed"]

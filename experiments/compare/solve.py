@@ -1,6 +1,6 @@
 """One solve of ``experiments.compare``: a registered solver on one instance, as a row
 (:class:`SolverRun`), in this process or in an isolated worker of a
-:class:`piper.execution.WorkerPool` (local processes or Ray actors) with a hard timeout.
+:class:`piper.solvers.execution.WorkerPool` (local processes or Ray actors) with a hard timeout.
 
 Each Result is scored by the evaluator and checked by :func:`piper.check_result` here, in
 the process that solved it; the checks across solvers are in :mod:`.checks`.
@@ -17,12 +17,13 @@ from pathlib import Path
 from typing import Any
 
 from baselines import SolverInfo
-from piper.checks import check_result
-from piper.evaluate import evaluate
-from piper.execution import Progress, WorkerPool
-from piper.options import Options
-from piper.plan import Plan
-from piper.result import Result, SolverError, Status
+from piper.core.checks import check_result
+from piper.core.errors import SolverError
+from piper.core.evaluate import evaluate
+from piper.core.options import Options
+from piper.core.plan import Plan
+from piper.core.result import Result, Status
+from piper.solvers.execution import Progress, WorkerPool
 
 __all__ = [
     "RTOL", "SolverRun", "run_solver", "solve_in_process", "run_from_result", "IsolatedRunner", "TracedRunner",
@@ -113,7 +114,7 @@ Runner = Callable[[Any, SolverInfo, Options, float], SolverRun]
 def run_solver(problem: Any, info: SolverInfo, options: Options, runner: Runner | None = None,
                rtol: float = RTOL) -> SolverRun:
     """Run one registered solver; never raises (except KeyboardInterrupt and
-    :class:`piper.execution.PoolClosed`).
+    :class:`piper.solvers.execution.PoolClosed`).
 
     ``runner`` does the solve itself (default: :func:`solve_in_process`; see
     :class:`IsolatedRunner` for the watchdog). The size check and the import check
@@ -212,8 +213,8 @@ def warm_up(info: SolverInfo, options: Options) -> float | None:
     if info.name in _WARMED:
         return None
     _WARMED.add(info.name)
-    from experiments.instances import random_problem
-    from experiments.suites import version2_variant
+    from experiments.lib.instances import random_problem
+    from experiments.lib.suites import version2_variant
 
     problem = random_problem(3, n=4, shape="branchy", devices=4, microbatches=4, degrees=(1, 2), memory_tightness=4.0)
     # version 1, then nodes + sharded state (the DP compiles other kernel variants for those)
@@ -228,7 +229,7 @@ def warm_up(info: SolverInfo, options: Options) -> float | None:
 
 
 class IsolatedRunner:
-    """A :data:`Runner` on a :class:`~piper.execution.WorkerPool`: before a solver's first
+    """A :data:`Runner` on a :class:`~piper.solvers.execution.WorkerPool`: before a solver's first
     solve in a worker process, an untimed warm-up (:func:`warm_up`, allowed twice the hard
     timeout; one that hangs or crashes is not retried: the real solve reports it); then the
     solve, killed at the pool's hard timeout (status ``killed``, not a failed check). A
@@ -265,13 +266,13 @@ class IsolatedRunner:
 
 
 class TracedRunner:
-    """A :data:`Runner` that tells a :class:`~piper.execution.Progress` which solve is running."""
+    """A :data:`Runner` that tells a :class:`~piper.solvers.execution.Progress` which solve is running."""
 
     def __init__(self, runner: Runner, progress: Progress) -> None:
         self.runner, self.progress = runner, progress
 
     def __call__(self, problem: Any, info: SolverInfo, options: Options, rtol: float = RTOL) -> SolverRun:
-        from experiments.suites import problem_name
+        from experiments.lib.suites import problem_name
 
         self.progress.running(f"{info.name} on {problem_name(problem, f'{problem.n} layers')}")
         return self.runner(problem, info, options, rtol)

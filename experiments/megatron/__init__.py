@@ -15,7 +15,7 @@ What it computes, per row of [SC21] Table 1:
 
 1. parameters and FLOPs per iteration of the front end's model against [SC21]'s parameter
    column and equation (3) (relative differences);
-2. Megatron's own configuration scored by the one evaluator (``piper.evaluate``): the
+2. Megatron's own configuration scored by the one evaluator (``piper.core.evaluate``): the
    workload of ``piper.frontend.build_workload`` (A100 80 GB, nodes of 8, gpus / 8 nodes,
    the row's micro-batch and global batch, sequence 2,048, no distributed optimizer: it
    postdates SC'21), the uniform plan Megatron ran (p stages of l/p transformer layers, the
@@ -45,12 +45,30 @@ tables), and the tables on stdout (``--json``: one JSON object instead).
 
 from __future__ import annotations
 
-from . import model
-from .cli import DEFAULT_TIME_LIMIT_S, PROG, QUICK_ROWS, build_parser, main
-from .data import DATA_DIR, LLAMA3_CSV, TABLE1_CSV, Table1Row, load_llama3, load_table1
-from .experiment import run
-from .llama3 import L3_GPU, llama3_layout, llama3_problem, score_llama3
-from .model import (
+from experiments.megatron import model
+from experiments.megatron.cli import (
+    DEFAULT_TIME_LIMIT_S,
+    PROG,
+    QUICK_ROWS,
+    build_parser,
+    main,
+)
+from experiments.megatron.data import (
+    DATA_DIR,
+    LLAMA3_CSV,
+    TABLE1_CSV,
+    Table1Row,
+    load_llama3,
+    load_table1,
+)
+from experiments.megatron.experiment import run
+from experiments.megatron.llama3 import (
+    L3_GPU,
+    llama3_layout,
+    llama3_problem,
+    score_llama3,
+)
+from experiments.megatron.model import (
     CALIBRATION_ROW,
     SC21_GPU,
     SC21_SEQ,
@@ -62,8 +80,15 @@ from .model import (
     score_megatron,
     stage_plan,
 )
-from .planner import changes_vs, describe_plan, run_planner
-from .report import CSV_FIELDS, PLANNER_FIELDS, markdown, mg_layers, write_csv, write_png
+from experiments.megatron.planner import changes_vs, describe_plan, run_planner
+from experiments.megatron.report import (
+    CSV_FIELDS,
+    PLANNER_FIELDS,
+    markdown,
+    mg_layers,
+    write_csv,
+    write_png,
+)
 
 __all__ = [
     "DATA_DIR", "TABLE1_CSV", "LLAMA3_CSV", "CALIBRATION_ROW", "load_table1", "load_llama3", "Table1Row",

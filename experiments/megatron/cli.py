@@ -5,12 +5,11 @@ from __future__ import annotations
 import json
 import sys
 
-from experiments import _cli
-
-from .data import load_llama3, load_table1
-from .experiment import run
-from .model import CALIBRATION_ROW
-from .report import _jsonable, markdown, write_csv, write_png
+from experiments.lib import cli as _cli
+from experiments.megatron.data import load_llama3, load_table1
+from experiments.megatron.experiment import run
+from experiments.megatron.model import CALIBRATION_ROW
+from experiments.megatron.report import _jsonable, markdown, write_csv, write_png
 
 #: solve time limit per planner call, seconds
 DEFAULT_TIME_LIMIT_S = 30.0
@@ -21,7 +20,9 @@ PROG = "python -m experiments.megatron"
 
 
 def build_parser() -> _cli.ArgumentParser:
-    from experiments import megatron  # the package docstring describes the command (the package imports this module)
+    from experiments import (
+        megatron,  # the package docstring describes the command (the package imports this module)
+    )
 
     ap = _cli.make_parser(PROG, megatron.__doc__)
     _cli.add_out(ap, "out/megatron", "megatron.csv, megatron.png and MEGATRON.md")

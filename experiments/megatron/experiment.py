@@ -6,10 +6,11 @@ import math
 import time
 from typing import Any
 
-from .data import Table1Row
-from .llama3 import score_llama3
-from .model import calibrate_efficiency, flops_check, score_megatron
-from .planner import _planner_summary, run_planner
+from experiments.megatron.data import Table1Row
+from experiments.megatron.llama3 import score_llama3
+from experiments.megatron.model import calibrate_efficiency, flops_check, score_megatron
+from experiments.megatron.planner import _planner_summary, run_planner
+
 
 def run(rows: list[Table1Row], calibration: Table1Row, planner: bool, time_limit_s: float,
         llama_rows: list[dict[str, Any]], log=None, llama_planner: bool | None = None) -> dict[str, Any]:

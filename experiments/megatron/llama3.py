@@ -7,15 +7,14 @@ import math
 from dataclasses import replace
 from typing import Any
 
-from piper.evaluate import evaluate
+from experiments.megatron.model import predicted_tflops_per_gpu, stage_plan
+from experiments.megatron.planner import _planner_summary, run_planner
+from piper.core.evaluate import evaluate
 from piper.frontend import hardware, preset
 from piper.frontend.costs import model_flops_per_iteration
-from piper.frontend.plan_cmd import plan_metrics
+from piper.frontend.metrics import plan_metrics
 from piper.frontend.workload import TrainingSetup, build_workload
-from piper.problem import load_problem
-
-from .model import predicted_tflops_per_gpu, stage_plan
-from .planner import _planner_summary, run_planner
+from piper.io.workload import load_problem
 
 #: H100 80 GB (SXM) in DGX H100 nodes of 8 ([L3] Section 3.3.1)
 L3_GPU = "h100"

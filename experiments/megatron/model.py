@@ -7,14 +7,19 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from piper.evaluate import Score, evaluate
+from experiments.megatron.data import Table1Row
+from piper.core.evaluate import Score, evaluate
+from piper.core.plan import Plan, Stage
+from piper.core.problem import Problem
 from piper.frontend import hardware, preset
-from piper.frontend.costs import hardware_flops_per_iteration, model_params, sc21_flops_per_iteration, sc21_params
+from piper.frontend.costs import (
+    hardware_flops_per_iteration,
+    model_params,
+    sc21_flops_per_iteration,
+    sc21_params,
+)
 from piper.frontend.workload import TrainingSetup, build_workload
-from piper.plan import Plan, Stage
-from piper.problem import Problem, load_problem
-
-from .data import Table1Row
+from piper.io.workload import load_problem
 
 #: the one row the efficiency is calibrated on: one stage (p = 1), t = 8 inside a node, so
 #: no pipeline fill/drain and no interleaving enters the calibration

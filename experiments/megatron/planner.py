@@ -8,16 +8,16 @@ import time
 from collections import Counter
 from typing import Any
 
-from piper.evaluate import evaluate
-from piper.frontend.plan_cmd import plan_metrics
+from experiments.megatron.data import Table1Row
+from experiments.megatron.model import predicted_tflops_per_gpu
+from piper.core.errors import SolverError
+from piper.core.evaluate import evaluate
+from piper.core.options import Options
+from piper.core.plan import Plan
+from piper.core.problem import Problem
+from piper.frontend.metrics import plan_metrics
 from piper.frontend.tmpc import parse_tmpc_id
-from piper.options import Options
-from piper.plan import Plan
-from piper.problem import Problem
-from piper.result import SolverError
 
-from .data import Table1Row
-from .model import predicted_tflops_per_gpu
 
 def describe_plan(problem: Problem, plan: Plan) -> dict[str, Any]:
     """A plan in Megatron's terms: stages, per-stage transformer layers, d, t, the TMPCs of

@@ -9,6 +9,7 @@ from typing import Any
 
 from piper.frontend import preset
 
+
 def _fmt(x: Any, spec: str = ".1f") -> str:
     if x is None or (isinstance(x, float) and not math.isfinite(x)):
         return "-"

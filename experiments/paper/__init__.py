@@ -37,12 +37,12 @@ The configurations follow the authors' driver (msr-fiddle/piper ``algo.cpp``,
   exact) and says so (``linearize`` column, ``message`` with the full DP's
   status and time); a run that still hits the limit is a ``timeout`` row.
 * knapsack (Appendix C): the reference greedy knapsack against the exact one
-  (``piper.knapsack``) on stage problems of BERT-32: every contiguous segment
+  (``piper.dp.knapsack``) on stage problems of BERT-32: every contiguous segment
   (pair of nested ideals) x t x d at the driver's Appendix C setting (8 GiB,
   k = 512, y = 2), plus a seeded random sample over M and y; and the
   end-to-end TPS of the greedy-knapsack DP against the exact DP on fig1's grid.
 
-DP runs are isolated in a worker process (``piper.execution``; ``--no-isolate`` runs
+DP runs are isolated in a worker process (``piper.solvers.execution``; ``--no-isolate`` runs
 them in-process) so that a run past its time limit is stopped and recorded instead
 of hanging the experiment; ``--backend ray`` runs them in a Ray actor (on the cluster
 at ``--address`` / ``RAY_ADDRESS``, or a local Ray instance), one run at a time.
@@ -50,12 +50,11 @@ at ``--address`` / ``RAY_ADDRESS``, or a local Ray instance), one run at a time.
 
 from __future__ import annotations
 
-from experiments.suites import GIB
-
-from . import figures
-from .cli import PROG, build_parser, main
-from .driver import EXPERIMENTS, Experiment, run_experiment, warm_up
-from .figures import (
+from experiments.lib.suites import GIB
+from experiments.paper import figures
+from experiments.paper.cli import PROG, build_parser, main
+from experiments.paper.driver import EXPERIMENTS, Experiment, run_experiment, warm_up
+from experiments.paper.figures import (
     FIG1_COLUMNS,
     FIG2_BATCH_GRID,
     FIG2_COLUMNS,
@@ -69,9 +68,14 @@ from .figures import (
     plot_fig2,
     plot_fig3,
 )
-from .knapsack import KNAPSACK_COLUMNS, knapsack_experiment, plot_knapsack
-from .output import COLORS, LABELS, read_csv, write_csv
-from .run import (
+from experiments.paper.knapsack import (
+    KNAPSACK_COLUMNS,
+    knapsack_experiment,
+    plot_knapsack,
+)
+from experiments.paper.output import COLORS, LABELS, read_csv, write_csv
+from experiments.paper.tables import TABLE_COLUMNS, plot_table, table
+from experiments.paper.variants import (
     DP_VARIANTS,
     EQUI_VARIANTS,
     VARIANTS,
@@ -82,7 +86,6 @@ from .run import (
     variant_solver,
     workload,
 )
-from .tables import TABLE_COLUMNS, plot_table, table
 
 __all__ = [
     "Config",

@@ -5,17 +5,18 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
-from experiments import _cli
-from piper.execution import WorkerPool, add_backend_args, execution_options
-
-from .driver import EXPERIMENTS, run_experiment
-from .run import Config, hard_timeout
+from experiments.lib import cli as _cli
+from experiments.paper.driver import EXPERIMENTS, run_experiment
+from experiments.paper.variants import Config, hard_timeout
+from piper.solvers.execution import WorkerPool, add_backend_args, execution_options
 
 PROG = "python -m experiments.paper"
 
 
 def build_parser() -> _cli.ArgumentParser:
-    from experiments import paper  # the package docstring describes the command (the package imports this module)
+    from experiments import (
+        paper,  # the package docstring describes the command (the package imports this module)
+    )
 
     ap = _cli.make_parser(PROG, paper.__doc__)
     ap.add_argument("name", choices=[*EXPERIMENTS, "all"], metavar="NAME",

@@ -9,11 +9,25 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .figures import FIG1_COLUMNS, FIG2_COLUMNS, FIG3_COLUMNS, fig1, fig2, fig3, plot_fig1, plot_fig2, plot_fig3
-from .knapsack import KNAPSACK_COLUMNS, knapsack_experiment, plot_knapsack
-from .output import read_csv, write_csv
-from .run import Config, _say, _warm_process
-from .tables import TABLE_COLUMNS, plot_table, table
+from experiments.paper.figures import (
+    FIG1_COLUMNS,
+    FIG2_COLUMNS,
+    FIG3_COLUMNS,
+    fig1,
+    fig2,
+    fig3,
+    plot_fig1,
+    plot_fig2,
+    plot_fig3,
+)
+from experiments.paper.knapsack import (
+    KNAPSACK_COLUMNS,
+    knapsack_experiment,
+    plot_knapsack,
+)
+from experiments.paper.output import read_csv, write_csv
+from experiments.paper.tables import TABLE_COLUMNS, plot_table, table
+from experiments.paper.variants import Config, _say, _warm_process
 
 # ---------------------------------------------------------------------------------
 # driver

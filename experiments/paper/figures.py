@@ -8,10 +8,17 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from experiments.suites import GIB, PAPER_BANDWIDTH
-
-from .output import COLORS, LABELS, _plt
-from .run import DP_VARIANTS, EQUI_VARIANTS, Config, _fmt, _say, run_variant, workload
+from experiments.lib.suites import GIB, PAPER_BANDWIDTH
+from experiments.paper.output import COLORS, LABELS, _plt
+from experiments.paper.variants import (
+    DP_VARIANTS,
+    EQUI_VARIANTS,
+    Config,
+    _fmt,
+    _say,
+    run_variant,
+    workload,
+)
 
 # ---------------------------------------------------------------------------------
 # Fig. 1: ablations and equi relative to Piper

@@ -1,4 +1,4 @@
-"""Appendix C: the reference greedy knapsack against the exact one (``piper.knapsack``), on
+"""Appendix C: the reference greedy knapsack against the exact one (``piper.dp.knapsack``), on
 BERT-32's stage problems and end to end, and its plot."""
 
 from __future__ import annotations
@@ -10,11 +10,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from experiments.suites import GIB, PAPER_BANDWIDTH
-from piper.problem import Problem
-
-from .output import COLORS, _plt
-from .run import Config, _fmt, _say, run_variant, workload
+from experiments.lib.suites import GIB, PAPER_BANDWIDTH
+from experiments.paper.output import COLORS, _plt
+from experiments.paper.variants import Config, _fmt, _say, run_variant, workload
+from piper.core.problem import Problem
 
 # ---------------------------------------------------------------------------------
 # Appendix C: greedy against exact knapsack
@@ -87,10 +86,10 @@ def _knapsack_stage_sample(cfg: Config) -> list[dict[str, Any]]:
     row per (sample, M, y) and one row per instance where greedy is not optimal.
     """
     try:
-        from piper.knapsack import exact_knapsack, greedy_knapsack
+        from piper.dp.knapsack import exact_knapsack, greedy_knapsack
     except ImportError as exc:
-        _say(cfg, f"knapsack: piper.knapsack is not available ({exc}); stage sample skipped")
-        return [{"part": "stage_summary", "status": "skipped", "segment": f"piper.knapsack not available: {exc}"}]
+        _say(cfg, f"knapsack: piper.dp.knapsack is not available ({exc}); stage sample skipped")
+        return [{"part": "stage_summary", "status": "skipped", "segment": f"piper.dp.knapsack not available: {exc}"}]
     import random
 
     import numpy as np
@@ -99,7 +98,7 @@ def _knapsack_stage_sample(cfg: Config) -> list[dict[str, Any]]:
     bw = float(PAPER_BANDWIDTH)
     problem = workload("bert").with_cluster(devices=k, microbatches=n_mb, bandwidth=bw)
     order = [nd.id for nd in problem.nodes]
-    from piper.ideals import enumerate_ideals
+    from piper.dp.ideals import enumerate_ideals
 
     # every ideal as a bitmask over node positions, by size then mask value (the order
     # the seeded sample below draws from)

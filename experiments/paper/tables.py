@@ -6,10 +6,15 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from experiments.suites import GIB, GNMT_PAIRS, PAPER_BANDWIDTH, RESNET_PAIRS, slice_problem
-
-from .output import COLORS, _plt
-from .run import Config, _fmt, _say, run_variant, workload
+from experiments.lib.suites import (
+    GIB,
+    GNMT_PAIRS,
+    PAPER_BANDWIDTH,
+    RESNET_PAIRS,
+    slice_problem,
+)
+from experiments.paper.output import COLORS, _plt
+from experiments.paper.variants import Config, _fmt, _say, run_variant, workload
 
 # ---------------------------------------------------------------------------------
 # GNMT and ResNet tables

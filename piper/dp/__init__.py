@@ -6,7 +6,7 @@ minimise max_i TPS_i subject to sum d_i t_i <= k, sum d_i <= N and memory.
 
 Piper's DP is  dp[I][k'][s] = min over J < I, (t, d) of
 max(dp[J][k' - t d][s - d], K(I \\ J, t, d, ceil(s / d))), where K is the stage's
-knapsack (:mod:`piper.knapsack`, ``Options.knapsack``) and s is a *budget* for the
+knapsack (:mod:`piper.dp.knapsack`, ``Options.knapsack``) and s is a *budget* for the
 sum of d of this and later stages (``algo.cpp``: "at most" semantics; y is
 computed from the budget).  Stage cut edges: in-edges (u, v) with u outside I,
 out-edges (v, x) with x in J (ideals are successor-closed).  Two engines compute it:
@@ -77,20 +77,20 @@ feasible so far) or UNKNOWN, message "time limit ...".
 
 Units: times in the workload's time unit per sample, memory in bytes.
 
-Modules: :mod:`~piper.dp.solver` (the entry point, version 2's edge runs, uniform plans),
-:mod:`~piper.dp.run` (one DP run: engine, bound, search, curve, status),
+Modules: :mod:`~piper.dp.entry` (the entry point, version 2's edge runs, uniform plans),
+:mod:`~piper.dp.driver` (one DP run: engine, bound, search, curve, status),
 :mod:`~piper.dp.arrays` (the problem as flat arrays: the kernels' argument bundles),
 :mod:`~piper.dp.stage` (kernels of one stage), :mod:`~piper.dp.threshold` (threshold
 engine), :mod:`~piper.dp.table_kernels` and :mod:`~piper.dp.table` (table engine),
 :mod:`~piper.dp.reconstruct` (the plan behind a value, for both engines),
 :mod:`~piper.dp.limits` (time limit, progress).  The kernels are compiled with
 ``cache=True``; numba's cache does not notice edits of a callee in another file, so after
-editing :mod:`~piper.dp.stage` or :mod:`piper.knapsack` delete ``piper/dp/__pycache__``.
+editing :mod:`~piper.dp.stage` or :mod:`piper.dp.knapsack` delete ``piper/dp/__pycache__``.
 """
 
 from __future__ import annotations
 
-from .solver import UNIFORM_MAX_WORK, solve_dp
-from .threshold import DPTables, build_tables
+from piper.dp.entry import UNIFORM_MAX_WORK, solve_dp
+from piper.dp.threshold import DPTables, build_tables
 
 __all__ = ["solve_dp", "DPTables", "build_tables", "UNIFORM_MAX_WORK"]

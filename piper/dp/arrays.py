@@ -14,9 +14,9 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..options import Candidates
-from ..problem import Problem
-from ..result import SolverError
+from piper.core.errors import SolverError
+from piper.core.options import Candidates
+from piper.core.problem import Problem
 
 _BIG = np.int64(1) << np.int64(60)
 #: table mode: achievable upper-bound values (greedy choices, galloping, shared across d)

@@ -30,5 +30,5 @@ def _with_slack(value: float) -> float:
     (relative) before it prunes: the linearized DP and the heuristic table add a
     stage's terms in another order than the table being pruned, so the same plan
     can come out a few ulps higher there (random_problem seed 679 of the table-engine
-    sweep in ``tests/test_dp.py`` was declared infeasible when the bound was used as is)."""
+    sweep in ``tests/dp/test_dp.py`` was declared infeasible when the bound was used as is)."""
     return value + 1e-9 * abs(value)

@@ -12,13 +12,13 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..plan import Plan, Stage
-from ..problem import Problem
-from ..result import SolverError
-from .arrays import Limits, RunArrays
-from .stage import _stage_choice
-from .table_kernels import DegreePairs, IdealGraph, _table_step
-from .threshold import _Search
+from piper.core.errors import SolverError
+from piper.core.plan import Plan, Stage
+from piper.core.problem import Problem
+from piper.dp.arrays import Limits, RunArrays
+from piper.dp.stage import _stage_choice
+from piper.dp.table_kernels import DegreePairs, IdealGraph, _table_step
+from piper.dp.threshold import _Search
 
 
 class StageStep(NamedTuple):

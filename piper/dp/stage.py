@@ -7,7 +7,7 @@ that work on a stage its :class:`StageScratch` (``sc``): after :func:`_stage_nod
 ``sc.off[i] .. sc.off[i + 1] - 1``) with cut-edge bytes ``sc.ebytes[:m]``.
 
 Numba's cache does not see edits of a callee in another file: after editing this module
-(or :mod:`piper.knapsack`), delete ``piper/dp/__pycache__`` so the engines recompile.
+(or :mod:`piper.dp.knapsack`), delete ``piper/dp/__pycache__`` so the engines recompile.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import numpy as np
 from numba import njit, types
 from numba.extending import overload
 
-from ..knapsack import _grow, _least, _total, knapsack
+from piper.dp.knapsack import _grow, _least, _total, knapsack
 
 
 def _absent(x: object) -> bool:

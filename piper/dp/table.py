@@ -10,14 +10,14 @@ import time
 
 import numpy as np
 
-from ..ideals import IdealPairs, Ideals
-from ..plan import Plan
-from ..problem import Problem
-from ..result import SolverError
-from .arrays import LayerArrays, RunArrays, limits_of
-from .limits import _Progress, _TimeUp
-from .reconstruct import build_plan, table_steps
-from .table_kernels import DegreePairs, IdealGraph, IdealLowerBounds, _table_dp
+from piper.core.errors import SolverError
+from piper.core.plan import Plan
+from piper.core.problem import Problem
+from piper.dp.arrays import LayerArrays, RunArrays, limits_of
+from piper.dp.ideals import IdealPairs, Ideals
+from piper.dp.limits import _Progress, _TimeUp
+from piper.dp.reconstruct import build_plan, table_steps
+from piper.dp.table_kernels import DegreePairs, IdealGraph, IdealLowerBounds, _table_dp
 
 
 def degree_pairs(layers: LayerArrays, k: int) -> DegreePairs:

@@ -12,9 +12,21 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
-from ..knapsack import EXACT, _least, _total, knapsack
-from .stage import (ChoiceRuns, _choice_runs, _d_invariant, _entry, _fits, _mem_at, _mem_choice, _new_scratch,
-                    _sharded, _stage_costs, _stage_nodes, _stage_options)
+from piper.dp.knapsack import EXACT, _least, _total, knapsack
+from piper.dp.stage import (
+    ChoiceRuns,
+    _choice_runs,
+    _d_invariant,
+    _entry,
+    _fits,
+    _mem_at,
+    _mem_choice,
+    _new_scratch,
+    _sharded,
+    _stage_costs,
+    _stage_nodes,
+    _stage_options,
+)
 
 
 class DegreePairs(NamedTuple):
@@ -26,7 +38,7 @@ class DegreePairs(NamedTuple):
 
 class IdealGraph(NamedTuple):
     """The ideals as bit sets (``words[I]``, 64 nodes a word) and, per ideal I, its sub-ideals
-    ``sub[ptr[I]:ptr[I + 1]]`` (:class:`piper.ideals.IdealPairs`)."""
+    ``sub[ptr[I]:ptr[I + 1]]`` (:class:`piper.dp.ideals.IdealPairs`)."""
 
     words: np.ndarray
     ptr: np.ndarray

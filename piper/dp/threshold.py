@@ -14,13 +14,22 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
-from ..ideals import IdealPairs, Ideals
-from ..knapsack import GREEDY, _grow, _least, _total, knapsack
-from ..problem import Problem
-from .arrays import _BIG, HEUR, RunArrays, limits_of
-from .limits import _Progress, _TimeUp
-from .stage import (ChoiceRuns, _choice_runs, _d_invariant, _fits, _mem_at, _new_scratch, _stage_costs, _stage_nodes,
-                    _stage_options)
+from piper.core.problem import Problem
+from piper.dp.arrays import _BIG, HEUR, RunArrays, limits_of
+from piper.dp.ideals import IdealPairs, Ideals
+from piper.dp.knapsack import GREEDY, _grow, _least, _total, knapsack
+from piper.dp.limits import _Progress, _TimeUp
+from piper.dp.stage import (
+    ChoiceRuns,
+    _choice_runs,
+    _d_invariant,
+    _fits,
+    _mem_at,
+    _new_scratch,
+    _stage_costs,
+    _stage_nodes,
+    _stage_options,
+)
 
 
 class Entries(NamedTuple):

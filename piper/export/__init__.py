@@ -9,14 +9,14 @@ over only approximately is listed in ``Export.notes``.
 
 from __future__ import annotations
 
-from ..plan import Plan
-from ..problem import Problem
-from .common import (
+from piper.core.errors import ExportError
+from piper.core.plan import Plan
+from piper.core.problem import Problem
+from piper.export.common import (
     RULES,
     TARGET_NAMES,
     TARGETS,
     Export,
-    ExportError,
     ExportPlan,
     LayerMap,
     ModelInfo,
@@ -43,7 +43,7 @@ def export_plan(problem: Problem, plan: Plan, target: str, *, micro_batch: int |
     except ExportError as exc:
         if not (fit_recompute and exc.recompute):
             raise
-        from .fit import fit_recompute as fit
+        from piper.export.fit import fit_recompute as fit
 
         fitted, note = fit(problem, plan, target, exc)
     return _export(prepare(problem, fitted, target, micro_batch=micro_batch, notes=(note,)))
@@ -51,13 +51,13 @@ def export_plan(problem: Problem, plan: Plan, target: str, *, micro_batch: int |
 
 def _export(ep: ExportPlan) -> Export:
     if ep.target == "megatron":
-        from .megatron import export_megatron
+        from piper.export.megatron import export_megatron
 
         return export_megatron(ep)
     if ep.target == "deepspeed":
-        from .deepspeed import export_deepspeed
+        from piper.export.deepspeed import export_deepspeed
 
         return export_deepspeed(ep)
-    from .torchtitan import export_torchtitan
+    from piper.export.torchtitan import export_torchtitan
 
     return export_torchtitan(ep)

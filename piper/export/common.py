@@ -17,9 +17,10 @@ from typing import Any
 
 import networkx as nx
 
-from ..evaluate import check_plan, evaluate
-from ..plan import Plan
-from ..problem import ACTIVATION_RECOMP, VANILLA, Problem
+from piper.core.errors import ExportError
+from piper.core.evaluate import check_plan, evaluate
+from piper.core.plan import Plan
+from piper.core.problem import ACTIVATION_RECOMP, VANILLA, Problem
 
 __all__ = [
     "ExportError",
@@ -57,22 +58,6 @@ RULES: Mapping[str, str] = {
 #: the node name the paper's BERT workload gives its transformer layers
 TRANSFORMER_NAME = "ParallelTransformerLayer"
 RECOMPUTE_KINDS = ("none", "selective", "full")
-
-
-class ExportError(ValueError):
-    """A plan the target cannot express, or a workload whose layers cannot be mapped.
-
-    The message is one line: the target, the stage (or node), the rule (E1-E7) and, when
-    planning with ``--uniform`` would make the plan expressible, that suggestion."""
-
-    def __init__(self, message: str, *, rule: str, target: str | None = None, stage: int | None = None,
-                 recompute: bool = False) -> None:
-        super().__init__(message)
-        self.rule = rule
-        self.target = target
-        self.stage = stage
-        #: the refusal is about recomputation only (``fit_recompute`` may find a setting)
-        self.recompute = recompute
 
 
 def refuse(target: str, rule: str, what: str, *, stage: int | None = None, hint: str = "",
@@ -245,8 +230,8 @@ def tmpc_meaning(tmpc_id: str) -> tuple[str, bool] | None:
         return "none", False
     if tmpc_id == ACTIVATION_RECOMP:
         return "full", False
-    from ..frontend.errors import FrontendError
-    from ..frontend.tmpc import parse_tmpc_id
+    from piper.core.errors import FrontendError
+    from piper.frontend.tmpc import parse_tmpc_id
 
     try:
         return parse_tmpc_id(tmpc_id)
@@ -372,7 +357,7 @@ def prepare(problem: Problem, plan: Plan, target: str, *, micro_batch: int | Non
             notes: tuple[str, ...] = ()) -> ExportPlan:
     """Check the plan against ``problem`` and the rules every target shares (E1, E2, E3, E4
     for unknown ids and recomputation outside transformer layers, E5, E7); raise
-    :class:`ExportError` (or :class:`~piper.evaluate.PlanError` for a plan that breaks the
+    :class:`ExportError` (or :class:`~piper.core.evaluate.PlanError` for a plan that breaks the
     structural rules 1-4) naming the stage and the rule.
 
     ``micro_batch``: sequences per Piper sample when the workload does not record it (a

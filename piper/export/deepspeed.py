@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import json
 
-from .common import Export, ExportPlan, refuse
+from piper.export.common import Export, ExportPlan, refuse
 
 __all__ = ["export_deepspeed", "partition", "PIPELINE_SNIPPET", "DEEPSPEED_SOURCE"]
 

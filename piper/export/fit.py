@@ -21,10 +21,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 
-from ..evaluate import evaluate
-from ..plan import Plan
-from ..problem import ACTIVATION_RECOMP, VANILLA, Problem
-from .common import ExportError, map_layers, tmpc_meaning
+from piper.core.errors import ExportError
+from piper.core.evaluate import evaluate
+from piper.core.plan import Plan
+from piper.core.problem import ACTIVATION_RECOMP, VANILLA, Problem
+from piper.export.common import map_layers, tmpc_meaning
 
 __all__ = ["fit_recompute", "settings"]
 

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import shlex
 
-from .common import Export, ExportPlan, StageSpec, format_counts, refuse
+from piper.export.common import Export, ExportPlan, StageSpec, format_counts, refuse
 
 __all__ = ["export_megatron", "layer_args", "recompute_args", "MEGATRON_SOURCE"]
 

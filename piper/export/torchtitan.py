@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import json
 
-from .common import Export, ExportPlan, format_counts, refuse
+from piper.export.common import Export, ExportPlan, format_counts, refuse
 
 __all__ = ["export_torchtitan", "module_fqns", "split_points", "TORCHTITAN_SOURCE"]
 

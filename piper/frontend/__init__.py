@@ -10,8 +10,9 @@ Modules: ``config`` (the model dataclass), ``presets``, ``hf`` (config.json),
 ``tmpc`` (TMPC ids), ``workload`` (the graph), ``summary``, ``cli``.
 """
 
-from .config import TransformerConfig
-from .costs import (
+from piper.core.errors import FrontendError, HardwareError, ModelConfigError
+from piper.frontend.config import TransformerConfig
+from piper.frontend.costs import (
     hardware_flops_per_iteration,
     layer_activation_bytes,
     layer_params,
@@ -20,13 +21,23 @@ from .costs import (
     sc21_flops_per_iteration,
     sc21_params,
 )
-from .errors import FrontendError, HardwareError, ModelConfigError
-from .hardware import ACCELERATORS, NODE_TYPES, Hardware, hardware, hardware_from_file
-from .hf import config_from_hf, load_hf_config
-from .presets import PRESETS, preset, preset_names
-from .summary import model_summary
-from .tmpc import parse_tmpc_id, tmpc_id, tmpc_ids
-from .workload import TrainingSetup, all_reduce_factor, build_workload, tensor_parallel_degrees
+from piper.frontend.hardware import (
+    ACCELERATORS,
+    NODE_TYPES,
+    Hardware,
+    hardware,
+    hardware_from_file,
+)
+from piper.frontend.hf import config_from_hf, load_hf_config
+from piper.frontend.presets import PRESETS, preset, preset_names
+from piper.frontend.summary import model_summary
+from piper.frontend.tmpc import parse_tmpc_id, tmpc_id, tmpc_ids
+from piper.frontend.workload import (
+    TrainingSetup,
+    all_reduce_factor,
+    build_workload,
+    tensor_parallel_degrees,
+)
 
 __all__ = [
     "TransformerConfig", "ModelConfigError", "HardwareError", "FrontendError",

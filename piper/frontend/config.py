@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
-from .errors import ModelConfigError
+from piper.core.errors import ModelConfigError
 
 __all__ = ["TransformerConfig", "FFN_KINDS", "NORM_KINDS"]
 

@@ -31,8 +31,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .config import TransformerConfig
-from .errors import ModelConfigError
+from piper.core.errors import ModelConfigError
+from piper.frontend.config import TransformerConfig
 
 __all__ = [
     "RECOMPUTE_KINDS",

@@ -34,7 +34,7 @@ from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
-from .errors import HardwareError
+from piper.core.errors import HardwareError
 
 __all__ = [
     "Accelerator",

@@ -30,8 +30,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from .config import TransformerConfig
-from .errors import ModelConfigError
+from piper.core.errors import ModelConfigError
+from piper.frontend.config import TransformerConfig
 
 __all__ = ["config_from_hf", "load_hf_config"]
 

@@ -22,10 +22,13 @@ Every preset trains with micro-batch 1 in bf16 (2 bytes); change them with
 
 from __future__ import annotations
 
-from .config import TransformerConfig
-from .errors import ModelConfigError
+from pathlib import Path
 
-__all__ = ["PRESETS", "preset", "preset_names", "MEGATRON_TABLE1"]
+from piper.core.errors import ModelConfigError
+from piper.frontend.config import TransformerConfig
+from piper.frontend.hf import load_hf_config
+
+__all__ = ["PRESETS", "preset", "preset_names", "load_model", "MEGATRON_TABLE1"]
 
 #: SC'21 Table 1 rows: name -> (attention heads, hidden size, layers, published parameters in billions)
 MEGATRON_TABLE1: dict[str, tuple[int, int, int, float]] = {
@@ -86,3 +89,11 @@ def preset(name: str) -> TransformerConfig:
     if key not in PRESETS:
         raise ModelConfigError(f"unknown model preset {name!r}; known presets: {', '.join(PRESETS)}")
     return PRESETS[key]
+
+
+def load_model(spec: str, seq_length: int | None = None) -> TransformerConfig:
+    """A preset name, or a path to a Hugging Face ``config.json``."""
+    path = Path(spec)
+    if spec.lower().endswith(".json") or path.is_file():
+        return load_hf_config(path, seq_length=seq_length)
+    return preset(spec)

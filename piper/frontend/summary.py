@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import costs
-from .config import TransformerConfig
-from .hardware import Hardware
-from .workload import TrainingSetup, node_costs, tensor_parallel_degrees
+from piper.frontend import costs
+from piper.frontend.config import TransformerConfig
+from piper.frontend.hardware import Hardware
+from piper.frontend.workload import TrainingSetup, node_costs, tensor_parallel_degrees
 
 __all__ = ["model_summary", "render_summary"]
 

@@ -24,8 +24,8 @@ has one switch for the whole model, which the export code must reconcile.
 
 from __future__ import annotations
 
-from .costs import RECOMPUTE_KINDS
-from .errors import FrontendError
+from piper.core.errors import FrontendError
+from piper.frontend.costs import RECOMPUTE_KINDS
 
 __all__ = ["SP_SUFFIX", "tmpc_id", "parse_tmpc_id", "tmpc_ids"]
 

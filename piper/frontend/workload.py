@@ -44,11 +44,11 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from . import costs
-from .config import TransformerConfig
-from .errors import FrontendError
-from .hardware import Hardware
-from .tmpc import parse_tmpc_id, tmpc_ids
+from piper.core.errors import FrontendError
+from piper.frontend import costs
+from piper.frontend.config import TransformerConfig
+from piper.frontend.hardware import Hardware
+from piper.frontend.tmpc import parse_tmpc_id, tmpc_ids
 
 __all__ = [
     "TrainingSetup", "tensor_parallel_degrees", "all_reduce_factor", "build_workload", "model_record", "node_costs", "NodeCost",

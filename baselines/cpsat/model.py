@@ -1,0 +1,423 @@
+"""The CP-SAT model (docs/formulations.md §3): :class:`CpsatModel` for one instance, with
+the same slots, options and choices as the MILP (:mod:`baselines.exact.model_data`),
+reification instead of big-M and y as a division; the integer scaling of times (tolerance
+2ε) and of memory (:func:`memory_scaling`, docs/formulations.md §7); the cutoff rows of a
+proof search below a warm start, hints, and the plan read back. :func:`_build_model` builds
+it with the model knobs of the options.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from functools import reduce
+from typing import Any
+
+from ortools.sat.python import cp_model
+
+from baselines.exact.model_data import Choice, ModelData, WarmStart
+from piper.core.errors import SolverError
+from piper.core.options import Options
+
+
+def memory_scaling(values: list[float], limit: float) -> tuple[list[int], int, bool]:
+    """Integers for memory coefficients ``values`` and the limit (see module docstring).
+
+    Returns (scaled values, scaled limit, exact?).
+    """
+    allv = values + [limit]
+    for j in range(7):
+        f = 10**j
+        scaled = [v * f for v in allv]
+        if all(abs(s - round(s)) <= 1e-9 * max(1.0, abs(s)) for s in scaled):
+            ints = [int(round(s)) for s in scaled]
+            g = reduce(math.gcd, ints) or 1
+            ints = [i // g for i in ints]
+            return ints[:-1], ints[-1], True
+    unit = limit / 2**30
+    return [math.ceil(v / unit - 1e-12) for v in values], 2**30, False
+
+
+class CpsatModel:
+    """The CP-SAT model of one instance (see the module docstring)."""
+
+    def __init__(self, data: ModelData, *, precision_bits: int = 30, device_products: bool = True,
+                 prefix_rows: bool = True, prefix_cut_edges: bool = True, tmpc_symmetry: bool = True) -> None:
+        self.data = data
+        self.tmpc_symmetry = tmpc_symmetry
+        #: clauses of the TMPC exchange rule (ModelData.tmpc_exclusions)
+        self.symmetry_clauses = 0
+        self.device_products = device_products
+        self.prefix_rows = prefix_rows
+        self.prefix_cut_edges = prefix_cut_edges
+        #: slot -> dev_i, and slot -> its device-time terms (w_v, in[v,i]) (bin-packing rows)
+        self.dev: dict[int, cp_model.IntVar] = {}
+        self.slot_work: dict[int, list[tuple[int, cp_model.IntVar]]] = {}
+        self.m = cp_model.CpModel()
+        self.x: dict[tuple[int, int, Choice], cp_model.IntVar] = {}
+        n, m_edges = data.problem.n, len(data.edges)
+        nx = sum(len(c) for c in data.choices.values()) * data.slots
+        mass = max(data.s_max, data.devices) * (n + m_edges + 1) * (nx + 1)
+        p = precision_bits
+        while p > 8 and mass * 2**p > 2**60:
+            p -= 1
+        self.precision_bits = p
+        self.unit = 2**p  # model units per τ
+        #: |T_int·τ/2^P - TPS| <= epsilon for every plan (problem time units)
+        self.epsilon = (n + m_edges) * data.tau / 2 ** (p + 1)
+        self._build()
+
+    def q(self, c: float) -> int:
+        """A time coefficient (in units of τ) as a model integer."""
+        return int(round(c * self.unit))
+
+    def _build(self) -> None:
+        d, m, q = self.data, self.m, self.q
+        L, S = d.slots, d.s_max
+        k, N = d.devices, d.problem.microbatches  # k: this part's device budget (min(k, G) inside)
+        opts = d.opts
+        nodes = [nd.id for nd in d.problem.nodes]
+        pos = {v: p for p, v in enumerate(nodes)}
+
+        # memory integers
+        allc = [c for v in nodes for c in d.choices[v]]
+        limit = d.problem.memory_per_device * (d.memory_factor)
+        if any(c.tmpc.memory_sharded for c in allc):
+            # version 2: b + s/d, all multiplied by the lcm of the d's so that byte counts
+            # stay integers (exact scaling)
+            lcm = reduce(lambda a, b: a * b // math.gcd(a, b), {opts[c.opt].d for c in allc}, 1)
+            mem_vals = ([c.tmpc.memory_a * lcm for c in allc]
+                        + [c.tmpc.memory_b * lcm + c.tmpc.memory_sharded * (lcm // opts[c.opt].d) for c in allc])
+            limit *= lcm
+        else:
+            mem_vals = [c.tmpc.memory_a for c in allc] + [c.tmpc.memory_b for c in allc]
+        ints, mint, exact = memory_scaling(mem_vals, limit)
+        self.memory_exact = exact
+        ma = {id(c): ints[j] for j, c in enumerate(allc)}
+        mb = {id(c): ints[len(allc) + j] for j, c in enumerate(allc)}
+
+        x = self.x
+        xs_vio: dict[tuple[int, int, int], list[tuple[Choice, cp_model.IntVar]]] = {}
+        for v in nodes:
+            for i in range(1, d.max_slot[v] + 1):
+                allowed = set(d.slot_opts[i])
+                for c in d.choices[v]:
+                    if c.opt in allowed:
+                        var = m.NewBoolVar(f"x_{pos[v]}_{i}_{c.opt}_{c.tmpc_index}")
+                        x[(v, i, c)] = var
+                        xs_vio.setdefault((v, i, c.opt), []).append((c, var))
+        z = {(i, o): m.NewBoolVar(f"z_{i}_{o}") for i in range(1, L + 1) for o in d.slot_opts[i]}
+        used = {i: m.NewBoolVar(f"used_{i}") for i in range(1, L + 1)}
+        inv: dict[tuple[int, int], cp_model.IntVar] = {}
+        for v in nodes:
+            for i in range(1, d.max_slot[v] + 1):
+                inv[(v, i)] = m.NewBoolVar(f"in_{pos[v]}_{i}")
+        self.z, self.used, self.inv = z, used, inv
+
+        for v in nodes:
+            m.AddExactlyOne([inv[(v, i)] for i in range(1, d.max_slot[v] + 1)])
+            for i in range(1, d.max_slot[v] + 1):
+                m.Add(inv[(v, i)] == sum(var for o in d.slot_opts[i] for _, var in xs_vio.get((v, i, o), ())))
+        for i in range(1, L + 1):
+            for o in d.slot_opts[i]:
+                members = []
+                for v in nodes:
+                    lst = xs_vio.get((v, i, o))
+                    if lst:
+                        m.Add(sum(var for _, var in lst) <= z[(i, o)])
+                        members += [var for _, var in lst]
+                m.Add(z[(i, o)] <= sum(members)) if members else m.Add(z[(i, o)] == 0)
+            m.Add(used[i] == sum(z[(i, o)] for o in d.slot_opts[i]))
+            if i < L:
+                m.Add(used[i + 1] <= used[i])
+        # le[v,i] = [slot(v) <= i] = Σ_{h<=i} in[v,h] (i < m_v; it is 1 from m_v on)
+        le: dict[tuple[int, int], cp_model.IntVar] = {}
+        for v in nodes:
+            for i in range(1, d.max_slot[v]):
+                le[(v, i)] = m.NewBoolVar(f"le_{pos[v]}_{i}")
+                m.Add(le[(v, i)] == sum(inv[(v, h)] for h in range(1, i + 1)))
+        self.le = le
+        # precedence: slot(a) <= slot(b) for (a, b) in E, i.e. le[b,i] => le[a,i]
+        # (m_a < m_b: a's descendants include b's and b)
+        for a, b in d.edges:
+            for i in range(1, d.max_slot[a]):
+                m.AddImplication(le[(b, i)], le[(a, i)])
+        # TMPC exchange rule: two layers of a class that share a slot never take an
+        # excluded pair of TMPCs (ModelData.tmpc_exclusions)
+        if self.tmpc_symmetry:
+            for xu, xv in d.excluded_pairs(x):
+                m.AddBoolOr([xu.Not(), xv.Not()])
+                self.symmetry_clauses += 1
+        # resources
+        m.Add(sum(opts[o].t * opts[o].d * var for (i, o), var in z.items()) <= k)
+        m.Add(sum(opts[o].d * var for (i, o), var in z.items()) <= N)
+        if d.min_devices > 0:  # the "spanning" part: plans across nodes only (version 2)
+            m.Add(sum(opts[o].t * opts[o].d * var for (i, o), var in z.items()) >= d.min_devices)
+        if d.uniform:  # uniform plans: every used slot takes slot 1's option
+            for (i, o), var in z.items():
+                if i >= 2:
+                    m.AddImplication(var, z[(1, o)])
+        # y = ceil(D / d)
+        dd, Dv, yv, yb = {}, {}, {}, {}
+        for i in range(1, L + 1):
+            dd[i] = m.NewIntVar(1, S, f"dd_{i}")
+            m.Add(dd[i] == sum(opts[o].d * z[(i, o)] for o in d.slot_opts[i]) + 1 - used[i])
+        for i in range(1, L + 1):
+            Dv[i] = m.NewIntVar(0, S, f"D_{i}")
+            m.Add(Dv[i] == sum(opts[o].d * z[(j, o)] for j in range(i, L + 1) for o in d.slot_opts[j]))
+            ymax = S - (i - 1)
+            yv[i] = m.NewIntVar(0, ymax, f"y_{i}")
+            num = m.NewIntVar(0, 2 * S, f"num_{i}")
+            m.Add(num == Dv[i] + dd[i] - 1)
+            m.AddDivisionEquality(yv[i], num, dd[i])
+            for y in range(1, ymax + 1):
+                yb[(i, y)] = m.NewBoolVar(f"yb_{i}_{y}")
+            m.Add(sum(yb[(i, y)] for y in range(1, ymax + 1)) == used[i])
+            m.Add(yv[i] == sum(y * yb[(i, y)] for y in range(1, ymax + 1)))
+        self.dd, self.D, self.y, self.yb = dd, Dv, yv, yb
+        # memory, reified on the exact y
+        self.mem_rows = 0
+        for i in range(1, L + 1):
+            members = [(c, var) for (v, h, c), var in x.items() if h == i]
+            per_node: dict[int, list[Choice]] = {}
+            for c, _ in members:
+                per_node.setdefault(c.node, []).append(c)
+            for y in range(1, S - i + 2):
+                worst = sum(max(ma[id(c)] * y + mb[id(c)] for c in cs) for cs in per_node.values())
+                if worst <= mint:
+                    continue
+                m.Add(sum((ma[id(c)] * y + mb[id(c)]) * var for c, var in members) <= mint).OnlyEnforceIf(yb[(i, y)])
+                self.mem_rows += 1
+        # cut edges
+        r: dict[tuple[int, int], cp_model.IntVar] = {}
+        edge_top: dict[int, int] = {}
+        for j, (a, b) in enumerate(d.edges):
+            for i in range(1, L + 1):
+                rows = []
+                if i >= 2:
+                    terms = [(q(c.gin[j]), var) for o in d.slot_opts[i] for c, var in xs_vio.get((b, i, o), ())]
+                    terms = [(g, var) for g, var in terms if g > 0]
+                    if terms:
+                        rows.append((terms, a))
+                terms = [(q(c.gout[j]), var) for o in d.slot_opts[i] for c, var in xs_vio.get((a, i, o), ())]
+                terms = [(g, var) for g, var in terms if g > 0]
+                if terms:
+                    rows.append((terms, b))
+                if not rows:
+                    continue
+                top = max(g for terms, _ in rows for g, _ in terms)
+                edge_top[j] = max(edge_top.get(j, 0), top)
+                rv = r[(j, i)] = m.NewIntVar(0, top, f"r_{j}_{i}")
+                for terms, other in rows:
+                    ct = m.Add(rv >= sum(g * var for g, var in terms))
+                    if (other, i) in inv:
+                        ct.OnlyEnforceIf(inv[(other, i)].Not())
+        self.r = r
+        # objective
+        # no stage is slower than all layers' slowest terms plus every edge's largest charge
+        t_ub = sum(max((q(c.kappa) for c in d.choices[v]), default=0) for v in nodes) + sum(edge_top.values())
+        self.t_ub = t_ub
+        T = self.T = m.NewIntVar(0, max(1, t_ub), "T")
+        r_i: dict[int, list[cp_model.IntVar]] = {}
+        for (j, i), rv in r.items():
+            r_i.setdefault(i, []).append(rv)
+        for i in range(1, L + 1):
+            m.Add(T >= sum(q(c.kappa) * var for (v, h, c), var in x.items() if h == i) + sum(r_i.get(i, [])))
+        m.Add(S * T >= sum(opts[c.opt].d * q(c.kappa) * var for (v, i, c), var in x.items()))
+        m.Add(k * T >= sum(opts[c.opt].t * opts[c.opt].d * q(c.kappa) * var for (v, i, c), var in x.items()))
+        xs_v: dict[int, list[tuple[Choice, cp_model.IntVar]]] = {}
+        for (v, i, c), var in x.items():
+            xs_v.setdefault(v, []).append((c, var))
+        for v in nodes:
+            m.Add(T >= sum(q(c.kappa) * var for c, var in xs_v.get(v, [])))
+        if self.device_products:
+            # bin-packing reasoning: slot i's devices dev_i = t_i·d_i satisfy
+            # T·dev_i >= Σ_{v in slot i} min_c (t_c d_c κ_c), and dev_i only takes the
+            # values t·d of its options, so a slot's work rounds its devices up
+            wmin = self.wmin = {v: min((opts[c.opt].t * opts[c.opt].d * q(c.kappa) for c in d.choices[v]), default=0)
+                                for v in nodes}
+            for i in range(1, L + 1):
+                values = sorted({0} | {opts[o].t * opts[o].d for o in d.slot_opts[i]})
+                dev = self.dev[i] = m.NewIntVarFromDomain(cp_model.Domain.FromValues(values), f"dev_{i}")
+                m.Add(dev == sum(opts[o].t * opts[o].d * z[(i, o)] for o in d.slot_opts[i]))
+                work = [(wmin[v], inv[(v, i)]) for v in nodes if (v, i) in inv and wmin[v] > 0]
+                if not work:
+                    continue
+                self.slot_work[i] = work
+                prod = m.NewIntVar(0, max(1, t_ub) * values[-1], f"Tdev_{i}")
+                m.AddMultiplicationEquality(prod, [T, dev])
+                m.Add(prod >= sum(w * var for w, var in work))
+        m.Minimize(T)
+
+    def add_cutoff(self, cutoff: int) -> None:
+        """Only plans with T <= ``cutoff`` (model units): T's bound, plus rows that are
+        redundant for integers but hand the cutoff to every slot (with T fixed, the
+        bin-packing product becomes linear)::
+
+            x[v,i,o,ℓ] = 0                               when κ(v,o,ℓ) > cutoff
+            Σ_{v,ℓ} κ x[v,i,o,ℓ] <= cutoff · z[i,o]      ∀ i, o   (one option's capacity)
+            Σ_v w_v in[v,i] <= cutoff · dev_i            ∀ i      (the slot's device-time)
+            Σ_v w_v le[v,i] + Σ_{(u,v)∈E} gout_e (le[u,i] - le[v,i])
+                                     <= cutoff · Σ_{j<=i} dev_j       ∀ i < L  (slots 1..i)
+            Σ_v w_v (1 - le[v,i]) + Σ_{(u,v)∈E} gin_e (le[u,i] - le[v,i])
+                                     <= cutoff · Σ_{j>i} dev_j        ∀ i < L  (slots i+1..L)
+
+        with gout_e = min over u's choices of t d γout(e) (gin_e likewise over v's):
+        le[u,i] - le[v,i] = 1 exactly when e crosses the boundary after slot i, and then
+        u's stage (in slots 1..i) pays γout(e) on its t d devices and v's stage (after
+        slot i) pays γin(e). Each stage's time is <= cutoff, so its devices times the
+        cutoff cover its layers' and cut edges' device-time; the rows sum that over the
+        slots on either side of a boundary (edges cut inside one side are left out, so
+        they are valid lower bounds). They need the bin-packing rows' dev_i.
+
+        ``params["prefix_rows"]`` (default on) adds the last two; ``params[
+        "prefix_cut_edges"]`` (default on) their edge terms. The compute part alone is a
+        sum of per-slot rows, but CP-SAT's search without LP does not add rows up: with
+        it, placing a layer in slots 1..i (which places its ancestors there too) raises
+        the devices those slots need at once; the edge terms charge every boundary its
+        cheapest communication. Measured on ``experiments.bench_exact`` rows, DP plan as
+        warm start, seeds 1-2 (seconds, with edge terms / compute terms only / no rows):
+        24-layer branchy k=8 10.9 / 57.9-61.7 / 72.7-73.8; 16-layer branchy k=8
+        2.2 / 4.1-4.2 / 4.8-4.9; 32-layer chain k=16 47.1 / 52.6 / 63 (180 s limit,
+        earlier revision); the 24-layer chain k=16, 12- and 16-layer branchy k=16 within
+        the noise (about ±15%).
+        """
+        m, q = self.m, self.q
+        m.Add(self.T <= cutoff)
+        per_io: dict[tuple[int, int], list[tuple[int, cp_model.IntVar]]] = {}
+        for (v, i, c), var in self.x.items():
+            kq = q(c.kappa)
+            if kq > cutoff:
+                m.Add(var == 0)
+            else:
+                per_io.setdefault((i, c.opt), []).append((kq, var))
+        for (i, o), zv in self.z.items():
+            terms = per_io.get((i, o), [])
+            if terms and sum(kq for kq, _ in terms) > cutoff:
+                m.Add(sum(kq * var for kq, var in terms) <= cutoff * zv)
+        for i, work in self.slot_work.items():
+            m.Add(sum(w * var for w, var in work) <= cutoff * self.dev[i])
+        if self.prefix_rows and self.dev:
+            # device-time of the layers (and crossing edges) on either side of the boundary
+            # after slot i; le[v,i] is 1 for i >= m_v (v sits in slots 1..i then)
+            d = self.data
+            L, max_slot, le = d.slots, d.max_slot, self.le
+            cut_edges = self.prefix_cut_edges
+            opts = d.opts
+            g_out, g_in = {}, {}
+            for j, (a, b) in enumerate(d.edges if cut_edges else ()):
+                g_out[j] = min((opts[c.opt].t * opts[c.opt].d * q(c.gout[j]) for c in d.choices[a]), default=0)
+                g_in[j] = min((opts[c.opt].t * opts[c.opt].d * q(c.gin[j]) for c in d.choices[b]), default=0)
+
+            def le_at(v: int, i: int):
+                return le[(v, i)] if (v, i) in le else 1
+
+            for i in range(1, L):
+                lits = [(w, le[(v, i)]) for v, w in self.wmin.items() if w and (v, i) in le]
+                fixed = sum(w for v, w in self.wmin.items() if max_slot[v] <= i)
+                cut = [(j, le_at(a, i) - le_at(b, i)) for j, (a, b) in enumerate(d.edges)] if cut_edges else []
+                m.Add(fixed + sum(w * lit for w, lit in lits) + sum(g_out[j] * e for j, e in cut if g_out[j])
+                      <= cutoff * sum(self.dev[j] for j in range(1, i + 1)))
+                m.Add(sum(w * lit.Not() for w, lit in lits) + sum(g_in[j] * e for j, e in cut if g_in[j])
+                      <= cutoff * sum(self.dev[j] for j in range(i + 1, L + 1)))
+
+    # ------------------------------------------------------------------ hints
+    def stage_int(self, warm: WarmStart) -> tuple[int, dict[tuple[int, int], int]]:
+        """The warm start's scaled objective and r values, computed like the model does."""
+        q, d = self.q, self.data
+        worst = 0
+        rvals: dict[tuple[int, int], int] = {}
+        for i in range(1, d.slots + 1):
+            tot = 0
+            for v, (h, c) in warm.assign.items():
+                if h != i:
+                    continue
+                tot += q(c.kappa)
+                for e, g in c.gin.items():
+                    if warm.assign[d.edges[e][0]][0] != i and (e, i) in self.r:
+                        rvals[(e, i)] = rvals.get((e, i), 0) + q(g)
+                for e, g in c.gout.items():
+                    if warm.assign[d.edges[e][1]][0] != i and (e, i) in self.r:
+                        rvals[(e, i)] = rvals.get((e, i), 0) + q(g)
+            tot += sum(val for (e, h), val in rvals.items() if h == i)
+            worst = max(worst, tot)
+        return worst, rvals
+
+    def add_hint(self, warm: WarmStart) -> int:
+        """Hint every decision variable with the warm start (its TMPCs exchanged to obey
+        the exchange rule, which makes no stage slower); returns its scaled objective."""
+        m, d = self.m, self.data
+        if self.tmpc_symmetry:
+            warm = replace(warm, assign=d.canonical(warm.assign))
+        for (v, i, c), var in self.x.items():
+            m.AddHint(var, 1 if warm.assign[v] == (i, c) else 0)
+        for (v, i), var in self.inv.items():
+            m.AddHint(var, 1 if warm.assign[v][0] == i else 0)
+        for (v, i), var in self.le.items():
+            m.AddHint(var, 1 if warm.assign[v][0] <= i else 0)
+        for (i, o), var in self.z.items():
+            m.AddHint(var, 1 if warm.slot_opt.get(i) == o else 0)
+        for i, var in self.used.items():
+            m.AddHint(var, 1 if i in warm.slot_opt else 0)
+        for (i, y), var in self.yb.items():
+            m.AddHint(var, 1 if warm.slot_y.get(i) == y else 0)
+        suffix = 0
+        for i in range(d.slots, 0, -1):
+            di = d.opts[warm.slot_opt[i]].d if i in warm.slot_opt else 0
+            suffix += di
+            m.AddHint(self.D[i], suffix)
+            m.AddHint(self.dd[i], di if di else 1)
+            m.AddHint(self.y[i], warm.slot_y.get(i, 0))
+        worst, rvals = self.stage_int(warm)
+        for key, var in self.r.items():
+            m.AddHint(var, rvals.get(key, 0))
+        m.AddHint(self.T, worst)
+        return worst
+
+    # ------------------------------------------------------------------ reading
+    def read_plan(self, solver: cp_model.CpSolver):
+        assign: dict[int, tuple[int, Choice]] = {}
+        for (v, i, c), var in self.x.items():
+            if solver.BooleanValue(var):
+                if v in assign:
+                    raise SolverError(f"CP-SAT solution puts layer {v} in two places: model bug")
+                assign[v] = (i, c)
+        if len(assign) != len(self.data.choices):
+            return None
+        return self.data.plan_from_slots(assign)
+
+    def stats(self) -> dict[str, Any]:
+        """The model's size, scaling and tolerance, as every result's stats report them."""
+        return {
+            **self.size(),
+            "precision_bits": self.precision_bits,
+            "tau": self.data.tau,
+            "epsilon": self.epsilon,
+            "tolerance": 2 * self.epsilon,
+            "memory_exact": self.memory_exact,
+            "symmetry_clauses": self.symmetry_clauses,
+        }
+
+    def size(self) -> dict[str, int]:
+        proto = self.m.Proto()
+        return {
+            "variables": len(proto.variables),
+            "constraints": len(proto.constraints),
+            "booleans": len(self.x) + len(self.z) + len(self.used) + len(self.inv) + len(self.yb),
+            "memory_rows": self.mem_rows,
+            "slots": self.data.slots,
+            "options": len(self.data.opts),
+        }
+
+
+def _build_model(data: ModelData, options: Options) -> CpsatModel:
+    """The CP-SAT model of ``data`` with the model knobs of ``options.params``."""
+    return CpsatModel(
+        data,
+        precision_bits=int(options.params.get("precision_bits", 30)),
+        device_products=bool(options.params.get("device_products", True)),
+        prefix_rows=bool(options.params.get("prefix_rows", True)),
+        prefix_cut_edges=bool(options.params.get("prefix_cut_edges", True)),
+        tmpc_symmetry=bool(options.params.get("tmpc_symmetry", True)),
+    )
+

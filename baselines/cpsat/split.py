@@ -1,0 +1,189 @@
+"""CP-SAT's split proof search below a warm start (docs/formulations.md §4): the proof
+search over the stages' option sequences (:mod:`baselines.exact.split`), one model copy per
+sequence (:func:`_solve_sequence`), on threads or as Ray tasks (:func:`_ray_sequence`).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any
+
+from ortools.sat.python import cp_model
+
+from baselines.cpsat.model import CpsatModel, _build_model
+from baselines.cpsat.params import solver_parameters
+from baselines.exact.model_data import ModelData, WarmStart
+from baselines.exact.split import (
+    SequenceAnswer,
+    checked_sequences,
+    solve_sequences,
+    solve_sequences_ray,
+    split_backend,
+)
+from piper.core.errors import SolverError
+from piper.core.options import Options
+from piper.core.result import Status
+
+
+def _solve_sequence(model: CpsatModel, sub: Options, msg: bool, seq: tuple[int, ...], worst: int,
+                    remaining: float | None, stale: Callable[[], bool] | None = None) -> SequenceAnswer:
+    """One sequence of the split: a copy of ``model`` (its cutoff ``worst - 1`` added) with
+    z[i, o_i] = 1 for its slots and the next slot unused, solved as a proof search. With
+    ``stale``, a watcher stops the search once it returns True (a better plan was found
+    elsewhere: the answer is then "stale")."""
+    if remaining is not None and remaining <= 0.01:
+        return SequenceAnswer("stop", "not started")
+    data = model.data
+    m = model.m.Clone()
+    for i, o in enumerate(seq, 1):
+        m.Add(m.GetBoolVarFromProtoIndex(model.z[(i, o)].Index()) == 1)
+    if len(seq) < data.slots:
+        m.Add(m.GetBoolVarFromProtoIndex(model.used[len(seq) + 1].Index()) == 0)
+    solver = solver_parameters(sub, remaining, proof=True)
+    # the split's progress lines replace CP-SAT's log (one per subproblem) unless asked
+    solver.parameters.log_search_progress = msg
+    done, went_stale = threading.Event(), threading.Event()
+    if stale is not None:
+        def watch() -> None:
+            while not done.wait(0.25):
+                if stale():
+                    went_stale.set()
+                    solver.StopSearch()
+                    return
+
+        threading.Thread(target=watch, daemon=True).start()
+    try:
+        code = solver.Solve(m)
+    finally:
+        done.set()
+    name = solver.StatusName(code)
+    if code == cp_model.INFEASIBLE:
+        return SequenceAnswer("refuted", name)
+    if code not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        return SequenceAnswer("stale" if went_stale.is_set() else "stop", name)
+    assign = {v: (i, c) for (v, i, c), var in model.x.items()
+              if solver.BooleanValue(m.GetBoolVarFromProtoIndex(var.Index()))}
+    plan_found = data.slots_from_plan(data.plan_from_slots(assign))
+    value = None if plan_found is None else model.stage_int(plan_found)[0]
+    if value is None or value >= worst:
+        raise SolverError(f"CP-SAT found a plan at or above the cutoff in sequence {seq}: model bug")
+    return SequenceAnswer("found", name, value, plan_found, value - 1)
+
+
+@dataclass(frozen=True)
+class _RayContext:
+    """What a Ray worker needs to rebuild the model of the split (:func:`_ray_sequence`)."""
+
+    key: str
+    data: ModelData
+    sub: Options
+    msg: bool
+
+
+#: the model of the split in this Ray worker process: (context key, cutoff) -> model
+_RAY_MODELS: dict[tuple[str, int], CpsatModel] = {}
+
+
+def _ray_sequence(ctx: _RayContext, seq: tuple[int, ...], cutoff: float, stale: Callable[[], bool],
+                  remaining: float | None) -> SequenceAnswer:
+    """One sequence on a Ray worker (:func:`baselines.exact.split.solve_sequences_ray`), below
+    the shared cutoff (T <= ``cutoff``); the model is built once per worker and cutoff."""
+    cut = int(cutoff)
+    model = _RAY_MODELS.get((ctx.key, cut))
+    if model is None:
+        _RAY_MODELS.clear()
+        model = _build_model(ctx.data, ctx.sub)
+        model.add_cutoff(cut)
+        _RAY_MODELS[(ctx.key, cut)] = model
+    return _solve_sequence(model, ctx.sub, ctx.msg, seq, cut + 1, remaining, stale)
+
+
+def _split_search(data: ModelData, options: Options, warm: WarmStart, deadline: float | None, model: CpsatModel,
+                  build, start: float):
+    """The proof search below ``warm`` split over option sequences (:mod:`baselines.exact.split`).
+
+    Each sequence is a copy of the model with z[i, o_i] = 1 for its slots and the next
+    slot unused, solved as a proof search (:func:`_solve_sequence`). A refuted
+    (infeasible) copy rules the sequence out; a copy that finds a plan below the cutoff
+    makes it the incumbent, the cutoff moves below it (the model is rebuilt) and the same
+    sequence is searched again. Every sequence refuted: the incumbent is optimal. On
+    threads (default) or, with ``params["split_backend"] = "ray"``, as Ray tasks
+    (:func:`baselines.exact.split.solve_sequences_ray`). Returns (status, plan, objective,
+    bound, ε, stats) in problem units.
+    """
+    unit = data.tau / model.unit
+    eps = model.epsilon
+    best, (worst, _) = warm, model.stage_int(warm)
+    model.add_cutoff(worst - 1)
+    refuted: set[tuple[int, ...]] = set()
+    improved = 0
+    code_counts: dict[str, int] = {}
+    msg = bool(options.params.get("msg", False))
+
+    def sequences(cutoff: float) -> list[tuple[int, ...]]:
+        return checked_sequences(data, cutoff, lambda c: model.q(c.kappa), options.params)
+
+    seqs = sequences(worst - 1)
+    total = len(seqs)
+    build_s = time.perf_counter() - start
+    # that many single-worker CP-SAT searches at once (split_workers = 1: one at a time,
+    # each with options.threads workers)
+    workers = max(1, int(options.params.get("split_workers", options.threads)))
+    sub = options if workers == 1 else replace(options, threads=1, params={**options.params, "num_workers": 1})
+    backend = split_backend(options.params)
+    if backend == "ray":
+        ctx = _RayContext(uuid.uuid4().hex, data, replace(options, threads=1, params={**options.params, "num_workers": 1}),
+                          msg)
+        run = solve_sequences_ray(seqs, _ray_sequence, ctx, worst - 1, sequences_at=sequences, deadline=deadline,
+                                  address=options.params.get("ray_address"),
+                                  progress="cpsat split" if options.progress else None)
+        refuted, code_counts, improved, timed_out = run.refuted, run.codes, run.improved, run.stopped
+        if run.best is not None:
+            worst, best = run.best  # type: ignore[assignment]
+        seqs = sequences(worst - 1)
+        workers = -1
+    while backend == "threads":
+        current = model
+
+        def solve_one(_worker: int, seq: tuple[int, ...]) -> tuple[str, object]:
+            remaining = None if deadline is None else deadline - time.perf_counter()
+            answer = _solve_sequence(current, sub, msg, seq, worst, remaining)
+            return answer.outcome, (answer.code, None if answer.value is None else (answer.value, answer.plan))
+
+        def record(seq: tuple[int, ...], outcome: str, payload: Any) -> None:
+            code_counts[payload[0]] = code_counts.get(payload[0], 0) + 1
+            if outcome == "refuted":
+                refuted.add(seq)
+
+        def line() -> str:
+            return (f"cpsat split: {len(refuted)} sequences refuted ({len(seqs)} at the current cutoff), "
+                    f"{time.perf_counter() - start:.1f} s")
+
+        found, timed_out = solve_sequences([s for s in seqs if s not in refuted], solve_one, record, workers,
+                                           line if options.progress else None)
+        if found:
+            value, plan_found = min((p[1] for p in found), key=lambda f: f[0])  # type: ignore[index]
+            best, worst, improved = plan_found, value, improved + len(found)
+            model = build()
+            model.add_cutoff(worst - 1)
+            seqs = sequences(worst - 1)  # a subset of the old list (the cutoff only went down)
+        if timed_out or not found:
+            break
+    stats: dict[str, Any] = {
+        **model.stats(),
+        "build_s": build_s,
+        "num_workers": int(options.params.get("num_workers", max(1, int(options.threads)))),
+        "warm_start": f"split proof search below the warm start (TPS {warm.tps!r})",
+        "split": {"mode": "sequences", "sequences": total, "remaining_at_cutoff": len(seqs),
+                  "refuted": len(refuted), "improved": improved, "cp_status": code_counts,
+                  "workers": workers if backend == "threads" else "ray", "backend": backend},
+    }
+    objective = worst * unit
+    if not timed_out:
+        return Status.OPTIMAL, best.plan, objective, max(0.0, objective - eps), eps, stats
+    return Status.FEASIBLE, best.plan, objective, 0.0, eps, stats
+

@@ -1,0 +1,316 @@
+"""The MILP's model (docs/formulations.md §2): :class:`MilpModel`, the PuLP problem and its
+variables for one instance (rows (A)-(K), (X), (E'), (U)), with its warm start, the bounds
+that fix one option sequence of the split and the plan read back; :func:`build_milp`,
+:func:`write_lp` and :func:`write_mps` for other solvers. With a warm start the model is
+built below a cutoff (docs/formulations.md §4.2, :data:`CUTOFF_REL`); when G < k it is one
+part of two ("inside" or "spanning", docs/formulations.md §8). Coefficients and domain
+reductions come from :mod:`baselines.exact.model_data`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pulp
+
+from baselines.exact.model_data import Choice, ModelData, WarmStart, build_model_data
+from baselines.exact.split import sequence_y
+from baselines.milp.cbc import quiet_pulp
+from piper.core.errors import SolverError
+from piper.core.options import Options
+from piper.core.problem import Problem
+
+#: with a warm start, the model only looks for plans at least this much (relative) better
+CUTOFF_REL = 1e-6
+
+
+class MilpModel:
+    """The PuLP problem and its variables for one instance (see the module docstring)."""
+
+    def __init__(self, data: ModelData, cutoff: float | None = None, *, tmpc_symmetry: bool = True) -> None:
+        """``cutoff`` (in units of τ): only plans with T <= cutoff are wanted (module
+        docstring); ``tmpc_symmetry``: add the rows (X)."""
+        with quiet_pulp():
+            self._init(data, cutoff, tmpc_symmetry)
+
+    def _init(self, data: ModelData, cutoff: float | None, tmpc_symmetry: bool = True) -> None:
+        self.data = data
+        self.cutoff = cutoff
+        self.tmpc_symmetry = tmpc_symmetry
+        #: rows (X) added
+        self.symmetry_rows = 0
+        self.prob = pulp.LpProblem("piper", pulp.LpMinimize)
+        self.x: dict[tuple[int, int, Choice], pulp.LpVariable] = {}
+        self.u: dict[tuple[int, int, int], pulp.LpVariable] = {}
+        self.r: dict[tuple[int, int], pulp.LpVariable] = {}
+        self.T = pulp.LpVariable("T", lowBound=0, upBound=cutoff)
+        self._build()
+
+    # ------------------------------------------------------------------ model
+    def _build(self) -> None:
+        d, prob = self.data, self.prob
+        L, S = d.slots, d.s_max
+        k, N = d.devices, d.problem.microbatches  # k: this part's device budget (min(k, G) inside)
+        opts = d.opts
+        nodes = [nd.id for nd in d.problem.nodes]
+        pos = {v: p for p, v in enumerate(nodes)}
+        lsum = pulp.lpSum
+
+        # variables
+        x = self.x
+        for v in nodes:
+            for i in range(1, d.max_slot[v] + 1):
+                allowed = set(d.slot_opts[i])
+                for c in d.choices[v]:
+                    if c.opt in allowed and (self.cutoff is None or c.kappa <= self.cutoff):
+                        x[(v, i, c)] = pulp.LpVariable(f"x_{pos[v]}_{i}_{c.opt}_{c.tmpc_index}", cat="Binary")
+        placed = {v for (v, _, _) in x}
+        self.unplaceable = [v for v in nodes if v not in placed]
+        if self.unplaceable:
+            return  # no plan under the cutoff: nothing to build
+        u = self.u
+        for (i, o), ymax in d.y_max.items():
+            for y in range(1, ymax + 1):
+                u[(i, o, y)] = pulp.LpVariable(f"u_{i}_{o}_{y}", cat="Binary")
+        T = self.T
+
+        # index helpers
+        xs_vio: dict[tuple[int, int, int], list[tuple[Choice, pulp.LpVariable]]] = {}
+        for (v, i, c), var in x.items():
+            xs_vio.setdefault((v, i, c.opt), []).append((c, var))
+        xs_i: dict[int, list[tuple[int, Choice, pulp.LpVariable]]] = {}
+        for (v, i, c), var in x.items():
+            xs_i.setdefault(i, []).append((v, c, var))
+        z = {(i, o): lsum(u[(i, o, y)] for y in range(1, d.y_max[(i, o)] + 1)) for (i, o) in d.y_max}
+        used = {i: lsum(z[(i, o)] for o in d.slot_opts[i]) for i in range(1, L + 1)}
+        inv = {
+            (v, i): lsum(var for o in d.slot_opts[i] for _, var in xs_vio.get((v, i, o), ()))
+            for v in nodes
+            for i in range(1, L + 1)
+        }
+        dsum = {i: lsum(opts[o].d * z[(i, o)] for o in d.slot_opts[i]) for i in range(1, L + 1)}
+        self.z, self.used, self.inv = z, used, inv
+
+        prob += T  # objective
+
+        # (A)
+        for v in nodes:
+            prob += lsum(inv[(v, i)] for i in range(1, d.max_slot[v] + 1)) == 1, f"A_{pos[v]}"
+        # (B) and (C)
+        for i in range(1, L + 1):
+            for o in d.slot_opts[i]:
+                members = [var for v in nodes for _, var in xs_vio.get((v, i, o), ())]
+                for v in nodes:
+                    lst = xs_vio.get((v, i, o))
+                    if lst:
+                        prob += lsum(var for _, var in lst) <= z[(i, o)], f"B_{pos[v]}_{i}_{o}"
+                prob += z[(i, o)] <= lsum(members), f"Cne_{i}_{o}"
+            prob += used[i] <= 1, f"Bused_{i}"
+            if i < L:
+                prob += used[i + 1] <= used[i], f"Cord_{i}"
+        # (X) the TMPC exchange rule of repeated layers
+        if self.tmpc_symmetry:
+            for xu, xv in d.excluded_pairs(x):
+                self.symmetry_rows += 1
+                prob += xu + xv <= 1, f"X_{self.symmetry_rows}"
+        # (D), through cum[v,i] = Σ_{h<=i} in[v,h] (continuous; = 1 from v's last
+        # possible slot on): the same LP with O(n·L·|x|) instead of O(m·L²·|x|) nonzeros
+        cum: dict[tuple[int, int], Any] = {}
+        for v in nodes:
+            prev = None
+            for i in range(1, L):
+                if i >= d.max_slot[v]:
+                    cum[(v, i)] = 1
+                    continue
+                var = pulp.LpVariable(f"cum_{pos[v]}_{i}", lowBound=0, upBound=1)
+                prob += var == (inv[(v, i)] if prev is None else prev + inv[(v, i)]), f"Dcum_{pos[v]}_{i}"
+                cum[(v, i)] = prev = var
+        for j, (a, b) in enumerate(d.edges):
+            for i in range(1, L):
+                ca, cb = cum[(a, i)], cum[(b, i)]
+                if isinstance(ca, int):
+                    continue  # cum[b,i] <= 1 holds anyway
+                prob += cb <= ca, f"D_{j}_{i}"
+        # (E)
+        prob += lsum(opts[o].t * opts[o].d * z[(i, o)] for (i, o) in z) <= k, "E_devices"
+        prob += lsum(opts[o].d * z[(i, o)] for (i, o) in z) <= N, "E_microbatches"
+        if d.min_devices > 0:  # the "spanning" part: plans across nodes only (version 2)
+            prob += lsum(opts[o].t * opts[o].d * z[(i, o)] for (i, o) in z) >= d.min_devices, "E_span"
+        # (U) uniform plans: every used slot takes slot 1's option
+        if d.uniform:
+            for (i, o) in z:
+                if i >= 2:
+                    prob += z[(i, o)] <= z[(1, o)], f"U_{i}_{o}"
+        # (F)
+        for i in range(1, L + 1):
+            D_i = lsum(dsum[j] for j in range(i, L + 1))
+            hi = lsum(opts[o].d * y * u[(i, o, y)] for o in d.slot_opts[i] for y in range(1, d.y_max[(i, o)] + 1))
+            lo = lsum(
+                (opts[o].d * (y - 1) + 1) * u[(i, o, y)]
+                for o in d.slot_opts[i]
+                for y in range(1, d.y_max[(i, o)] + 1)
+            )
+            prob += D_i <= hi, f"Fhi_{i}"
+            prob += D_i >= lo, f"Flo_{i}"
+        # (G)
+        for (i, o), ymax in d.y_max.items():
+            per_node = [(v, xs_vio.get((v, i, o), [])) for v in nodes]
+            per_node = [(v, lst) for v, lst in per_node if lst]
+            if not per_node:
+                continue
+            for y in range(1, ymax + 1):
+                worst = sum(max(c.mem_a * y + c.mem_b for c, _ in lst) for _, lst in per_node)
+                bm = worst - 1.0
+                if bm <= 0:
+                    continue
+                lhs = lsum((c.mem_a * y + c.mem_b) * var for _, lst in per_node for c, var in lst)
+                ge = lsum(u[(i, o, yy)] for yy in range(y, ymax + 1))
+                if y == 1:
+                    prob += lhs <= z[(i, o)], f"G_{i}_{o}_{y}"
+                else:
+                    prob += lhs <= z[(i, o)] + bm * (z[(i, o)] - ge), f"G_{i}_{o}_{y}"
+        # (H)
+        r = self.r
+        for j, (a, b) in enumerate(d.edges):
+            for i in range(1, L + 1):
+                terms = []
+                # in-side: charged to the head b's slot when a is elsewhere (i >= 2 only)
+                if i >= 2:
+                    pos_terms, neg_terms = [], []
+                    for o in d.slot_opts[i]:
+                        lst = xs_vio.get((b, i, o), [])
+                        if not lst:
+                            continue
+                        gmax = max(c.gin[j] for c, _ in lst)
+                        if gmax <= 0:
+                            continue
+                        pos_terms += [(c.gin[j], var) for c, var in lst if c.gin[j] > 0]
+                        neg_terms += [(gmax, var) for _, var in xs_vio.get((a, i, o), [])]
+                    if pos_terms:
+                        terms.append((pos_terms, neg_terms, "in"))
+                pos_terms, neg_terms = [], []
+                for o in d.slot_opts[i]:
+                    lst = xs_vio.get((a, i, o), [])
+                    if not lst:
+                        continue
+                    gmax = max(c.gout[j] for c, _ in lst)
+                    if gmax <= 0:
+                        continue
+                    pos_terms += [(c.gout[j], var) for c, var in lst if c.gout[j] > 0]
+                    neg_terms += [(gmax, var) for _, var in xs_vio.get((b, i, o), [])]
+                if pos_terms:
+                    terms.append((pos_terms, neg_terms, "out"))
+                if not terms:
+                    continue
+                rv = r[(j, i)] = pulp.LpVariable(f"r_{j}_{i}", lowBound=0)
+                for pos_terms, neg_terms, side in terms:
+                    prob += (
+                        rv >= lsum(g * var for g, var in pos_terms) - lsum(g * var for g, var in neg_terms),
+                        f"H{side}_{j}_{i}",
+                    )
+        # (I)
+        r_i: dict[int, list[pulp.LpVariable]] = {}
+        for (j, h), rv in r.items():
+            r_i.setdefault(h, []).append(rv)
+        for i in range(1, L + 1):
+            prob += T >= lsum(c.kappa * var for _, c, var in xs_i.get(i, [])) + lsum(r_i.get(i, [])), f"I_{i}"
+
+        # (J)
+        prob += S * T >= lsum(d.opts[c.opt].d * c.kappa * var for (v, i, c), var in x.items()), "J_batch"
+        prob += k * T >= lsum(d.opts[c.opt].t * d.opts[c.opt].d * c.kappa * var for (v, i, c), var in x.items()), "J_devices"
+        xs_v: dict[int, list[tuple[Choice, pulp.LpVariable]]] = {}
+        for (v, i, c), var in x.items():
+            xs_v.setdefault(v, []).append((c, var))
+        for v in nodes:
+            prob += T >= lsum(c.kappa * var for c, var in xs_v.get(v, [])), f"J_node_{pos[v]}"
+        # (K) with a cutoff: a slot's layers under option o fit in cutoff·z[i,o]
+        if self.cutoff is not None:
+            for (i, o) in d.y_max:
+                terms = [(c, var) for v in nodes for c, var in xs_vio.get((v, i, o), [])]
+                if terms:
+                    prob += lsum(c.kappa * var for c, var in terms) <= self.cutoff * z[(i, o)], f"K_{i}_{o}"
+
+    # ------------------------------------------------------------------ warm start
+    def set_warm_start(self, warm: WarmStart) -> None:
+        """Give every variable its value in ``warm`` (CBC mipstart / HiGHS setSolution),
+        its TMPCs exchanged to satisfy (X) (no stage gets slower)."""
+        d = self.data
+        if self.tmpc_symmetry:
+            warm = replace(warm, assign=d.canonical(warm.assign))
+        for key, var in self.x.items():
+            v, i, c = key
+            var.setInitialValue(1 if warm.assign[v] == (i, c) else 0)
+        for (i, o, y), var in self.u.items():
+            var.setInitialValue(1 if warm.slot_opt.get(i) == o and warm.slot_y.get(i) == y else 0)
+        worst = 0.0
+        for i in range(1, d.slots + 1):
+            val, rcost = d.stage_value(warm.assign, i)
+            worst = max(worst, val)
+            for (j, h), var in self.r.items():
+                if h == i:
+                    var.setInitialValue(rcost.get(j, 0.0))
+        self.T.setInitialValue(worst)
+
+    def fix_sequence(self, seq: tuple[int, ...]) -> None:
+        """Fix slot i to option seq[i-1] with its y (:func:`baselines.exact.split.sequence_y`)
+        and the slots after the sequence unused, through the bounds of u."""
+        ys = sequence_y(self.data, seq)
+        for (i, o, y), var in self.u.items():
+            on = i <= len(seq) and seq[i - 1] == o and ys[i] == y
+            var.lowBound = var.upBound = 1 if on else 0
+
+    # ------------------------------------------------------------------ reading
+    def read_plan(self):
+        assign: dict[int, tuple[int, Choice]] = {}
+        for (v, i, c), var in self.x.items():
+            val = var.value()
+            if val is not None and val > 0.5:
+                if v in assign:
+                    raise SolverError(f"MILP solution puts layer {v} in two places: model bug")
+                assign[v] = (i, c)
+        if len(assign) != len(self.data.choices):
+            return None
+        return self.data.plan_from_slots(assign)
+
+    def size(self) -> dict[str, int]:
+        with quiet_pulp():
+            nnz = sum(len(c) for c in self.prob.constraints.values())
+        return {
+            "variables": len(self.prob.variables()),
+            "binaries": len(self.x) + len(self.u),
+            "constraints": len(self.prob.constraints),
+            "nonzeros": nnz,
+            "slots": self.data.slots,
+            "options": len(self.data.opts),
+        }
+
+
+def build_milp(problem: Problem, options: Options | None = None, *, part: str = "inside") -> MilpModel:
+    """The MILP for ``problem`` (raises SolverError if no plan can exist at all). When
+    G < k it is one ``part`` of two (module docstring: "inside", the default, or
+    "spanning")."""
+    options = options or Options()
+    data = build_model_data(problem, options, part=part)
+    if data.infeasible_reason is not None:
+        raise SolverError(f"no model to write: the instance is infeasible ({data.infeasible_reason})")
+    return MilpModel(data, tmpc_symmetry=bool(options.params.get("tmpc_symmetry", True)))
+
+
+def write_lp(problem: Problem, options: Options | None, path: str | Path, *, part: str = "inside") -> Path:
+    """Write the MILP in CPLEX LP format (times divided by τ, memory by M); when G < k, the
+    model of one ``part`` (:func:`build_milp`)."""
+    model = build_milp(problem, options, part=part)
+    with quiet_pulp():
+        model.prob.writeLP(str(path))
+    return Path(path)
+
+
+def write_mps(problem: Problem, options: Options | None, path: str | Path, *, part: str = "inside") -> Path:
+    """Write the MILP in MPS format (times divided by τ, memory by M); when G < k, the
+    model of one ``part`` (:func:`build_milp`)."""
+    model = build_milp(problem, options, part=part)
+    with quiet_pulp():
+        model.prob.writeMPS(str(path))
+    return Path(path)

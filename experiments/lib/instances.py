@@ -1,0 +1,346 @@
+"""Seeded instance generators: random small DAGs for cross-checks and benchmarks.
+
+``random_problem(seed, ...)`` is deterministic for a given seed and arguments.
+Memory limits are drawn so that memory often binds (and some instances are
+infeasible), activation-recomputation TMPCs trade memory for time, and some
+layers lack some tensor-parallel degrees.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from typing import Any
+
+from piper.core.evaluate import evaluate
+from piper.core.plan import Plan, Stage
+from piper.core.problem import ACTIVATION_RECOMP, VANILLA, Problem, problem_to_dict
+from piper.io.workload import problem_from_dict
+
+__all__ = ["random_problem", "random_dag", "repeated_layers", "witness_memory", "operator_graph_problem", "SHAPES"]
+
+SHAPES = ("chain", "branchy")
+
+
+def random_dag(rng: random.Random, n: int, shape: str) -> list[tuple[int, int]]:
+    """Edges of a DAG on nodes 0..n-1 whose topological order is 0..n-1.
+
+    chain: 0->1->...->n-1 plus a few skip edges; branchy: each node takes 0-2
+    random earlier predecessors (several sources and sinks, many ideals).
+    """
+    edges: set[tuple[int, int]] = set()
+    if shape == "chain":
+        for i in range(n - 1):
+            edges.add((i, i + 1))
+        for i in range(n):
+            for j in range(i + 2, n):
+                if rng.random() < 0.12:
+                    edges.add((i, j))
+    elif shape == "branchy":
+        for j in range(1, n):
+            npred = rng.choice((0, 1, 1, 1, 2, 2))
+            for _ in range(npred):
+                edges.add((rng.randrange(0, j), j))
+    else:
+        raise ValueError(f"unknown shape {shape!r}; known: {SHAPES}")
+    return sorted(edges)
+
+
+def _neighbours(n: int, edges: list[tuple[int, int]]) -> tuple[dict[int, list[int]], dict[int, list[int]]]:
+    """(predecessors, successors) of layers 0..n-1."""
+    preds: dict[int, list[int]] = {v: [] for v in range(n)}
+    succs: dict[int, list[int]] = {v: [] for v in range(n)}
+    for u, v in edges:
+        preds[v].append(u)
+        succs[u].append(v)
+    return preds, succs
+
+
+def random_problem(
+    seed: int,
+    n: int | None = None,
+    shape: str | None = None,
+    *,
+    devices: int | None = None,
+    microbatches: int | None = None,
+    degrees: tuple[int, ...] = (1, 2),
+    max_tmpcs: int = 2,
+    realistic: bool | None = None,
+    memory_tightness: float | None = None,
+    t1_missing: float = 0.15,
+) -> Problem:
+    """A random instance. Unset arguments are drawn from the seed:
+    n in 3..7, shape chain/branchy, k in 1..6, N in {1, 2, 4, 6}, 1..max_tmpcs TMPCs per (v, t).
+
+    ``realistic`` uses profiler-like magnitudes (ms-scale times, ~1e7-byte tensors,
+    1e10 B/s, MiB-multiple memory); otherwise small integers (exact in binary).
+    ``memory_tightness`` scales the memory limit (smaller = tighter; ~1 binds often).
+    ``t1_missing``: probability that a layer with other degrees lacks t = 1.
+    """
+    rng = random.Random(seed)
+    n = n if n is not None else 3 + seed % 5
+    shape = shape if shape is not None else SHAPES[(seed // 5) % 2]
+    k = devices if devices is not None else rng.randint(1, 6)
+    n_mb = microbatches if microbatches is not None else rng.choice((1, 2, 4, 6))
+    realistic = realistic if realistic is not None else (seed % 5 == 4)
+    tight = memory_tightness if memory_tightness is not None else rng.uniform(1.6, 4.0)
+    edges = random_dag(rng, n, shape)
+    preds, succs = _neighbours(n, edges)
+
+    time_unit = 1e-3 if realistic else 1.0
+    byte_unit = 2**20 if realistic else 1
+    bandwidth = 1e10 if realistic else 8.0
+
+    nodes: list[dict[str, Any]] = []
+    min_mem_total = 0.0
+    max_node_min = 0.0
+    for v in range(n):
+        ts = [t for t in degrees if t == 1 or rng.random() < 0.8]
+        if rng.random() < t1_missing and len(ts) > 1:
+            ts.remove(1)  # some layers lack t = 1
+        base_p = rng.randint(2, 12)
+        base_w = rng.randint(0, 16)
+        base_a = rng.randint(1, 12)
+        base_b = rng.randint(0, 8)
+        tm: dict[str, list[dict[str, Any]]] = {}
+        node_min = None
+        for t in ts:
+            count = rng.randint(1, max_tmpcs)
+            p = max(1, round(base_p * (1.15 / t + 0.05 * t)))
+            a = max(1, round(base_a / t)) if rng.random() < 0.9 else base_a
+            b = round(base_b / t) + rng.randint(0, 2)
+            w = round(base_w / t)
+            sync = (lambda: 0) if t == 1 else (lambda: rng.randint(0, 4))
+            lst = []
+            for j in range(count):
+                if j == 0:
+                    tid, pj, aj, bj = VANILLA, p, a, b
+                elif j == 1:
+                    tid = ACTIVATION_RECOMP
+                    pj, aj, bj = p + max(1, round(p * rng.uniform(0.2, 0.5))), max(0, a // 3), b + rng.randint(0, 2)
+                else:
+                    tid = f"variant{j}"
+                    pj, aj, bj = p + rng.randint(0, 4), rng.randint(0, a), b + rng.randint(0, 3)
+                lst.append(
+                    {
+                        "id": tid,
+                        "timePerSample": pj * time_unit,
+                        "parameterSize": float(w * byte_unit),
+                        "memoryUsageA": float(aj * byte_unit),
+                        "memoryUsageB": float(bj * byte_unit),
+                        "syncTimeFw": {str(u): float(sync() * byte_unit) for u in preds[v]},
+                        "syncTimeBw": {str(x): float(sync() * byte_unit) for x in succs[v]},
+                    }
+                )
+                m = aj + bj
+                node_min = m if node_min is None else min(node_min, m)
+            tm[str(t)] = lst
+        min_mem_total += node_min or 0
+        max_node_min = max(max_node_min, node_min or 0)
+        nodes.append({"id": v, "name": f"layer{v}", "TMPCs": tm})
+    raw_edges = [
+        {"sourceId": u, "destId": v, "communicationCost": float(rng.randint(0, 6) * byte_unit)} for u, v in edges
+    ]
+    # per-stage memory need ~ total / (number of stages there is room for), at y ~ 1..2
+    base = max(max_node_min, min_mem_total / max(1, min(k, n)))
+    memory = max(1, round(base * tight * rng.uniform(0.8, 1.6)))
+    raw = {
+        "maxDevices": k,
+        "maxMemoryPerDevice": float(memory * byte_unit),
+        "mbsInBatch": n_mb,
+        "bandwidth": bandwidth,
+        "name": f"random-{shape}-n{n}-seed{seed}",
+        "nodes": nodes,
+        "edges": raw_edges,
+    }
+    return problem_from_dict(raw)
+
+
+def witness_memory(problem: Problem, seed: int, slack: tuple[float, float] = (1.0, 1.15)) -> Problem | None:
+    """``problem`` with its memory limit (bytes per device) replaced so that it is feasible
+    by construction and memory still binds.
+
+    A random *witness plan* is drawn: the topological order is cut into s contiguous
+    stages (s drawn from [⌈L/2⌉, L], L = min(k, N, n), widened down to 1 when draws
+    keep failing), each stage gets the smallest tensor degree every one of its layers
+    has and d = 1, then stages are upgraded at random (d doubled when 2d divides N, or
+    t raised) while Σ d·t <= k and Σ d <= N; every layer uses its least-memory TMPC at
+    that t. The new limit is the witness's peak stage memory times a
+    factor drawn from ``slack``: the witness fits, plans needing more memory do not.
+    None when no witness turns up in 200 draws (the tensor degrees may rule out every
+    plan, whatever the memory).
+    """
+    rng = random.Random(seed)
+    order = problem.topological_order
+    nodes = problem.node_by_id
+    k, n_mb = problem.devices, problem.microbatches
+    top = max(1, min(k, n_mb, len(order)))
+    for attempt in range(200):
+        s = rng.randint(max(1, (top + 1) // 2 - attempt // 20), top)  # fewer stages if many draws fail
+        cuts = sorted(rng.sample(range(1, len(order)), s - 1)) if s > 1 else []
+        bounds = [0, *cuts, len(order)]
+        groups = [order[bounds[j] : bounds[j + 1]] for j in range(s)]
+        common = [sorted(set.intersection(*(set(nodes[v].tmpcs) for v in g))) for g in groups]
+        if any(not c for c in common):
+            continue
+        ts = [c[0] for c in common]
+        ds = [1] * s
+        if sum(ts) > k:
+            continue
+        for _ in range(4 * s):
+            j = rng.randrange(s)
+            bigger_t = [t for t in common[j] if t > ts[j]]
+            if rng.random() < 0.5 and bigger_t:
+                nt, nd = bigger_t[0], ds[j]
+            elif n_mb % (2 * ds[j]) == 0:
+                nt, nd = ts[j], 2 * ds[j]
+            else:
+                continue
+            if sum(d * t for d, t in zip(ds, ts)) - ds[j] * ts[j] + nd * nt <= k and sum(ds) - ds[j] + nd <= n_mb:
+                ts[j], ds[j] = nt, nd
+        stages = []
+        for g, d, t in zip(groups, ds, ts):
+            tm = {v: min(nodes[v].tmpcs[t], key=lambda c: (c.memory_a, c.memory_b)).id for v in g}
+            stages.append(Stage(tuple(g), d, t, tm))
+        score = evaluate(problem, Plan(tuple(stages)))
+        peak = max(st.memory for st in score.stages)
+        memory = max(1.0, peak * rng.uniform(*slack))
+        return problem.with_cluster(memory=float(math.ceil(memory)))
+    return None  # e.g. a layer whose only t uses all k devices next to one lacking that t
+
+
+def repeated_layers(problem: Problem, seed: int, *, share: float = 0.7, jitter: float = 0.03,
+                    decoys: float = 0.6) -> Problem:
+    """``problem`` with repeated layers, as in the paper's workloads (BERT's transformer
+    layers): each layer, with probability ``share`` (at least two), takes the TMPCs of a
+    template layer, with the same memory and parameter sizes and per-edge sync bytes that
+    do not depend on the TMPC (drawn per layer, edge and t), and the template's times
+    scaled by a per-layer factor: exactly 1 for half of them (twins), else within
+    ±``jitter``. With probability ``decoys`` each other layer becomes a decoy: the
+    template's TMPCs with one memory changed, or with sync bytes that depend on the
+    TMPC (such layers must not be exchanged with the others). The layer graph, edges
+    and cluster are kept.
+    """
+    rng = random.Random(seed)
+    raw = problem_to_dict(problem)
+    nodes = raw["nodes"]
+    preds: dict[int, list[int]] = {nd["id"]: [] for nd in nodes}
+    succs: dict[int, list[int]] = {nd["id"]: [] for nd in nodes}
+    for e in raw["edges"]:
+        preds[e["destId"]].append(e["sourceId"])
+        succs[e["sourceId"]].append(e["destId"])
+    template = max(nodes, key=lambda nd: sum(len(lst) for lst in nd["TMPCs"].values()))["TMPCs"]
+    members = {nd["id"] for nd in nodes if rng.random() < share}
+    for nd in nodes:
+        if len(members) >= 2:
+            break
+        members.add(nd["id"])
+    unit = 2**20 if problem.memory_per_device >= 2**20 else 1
+    for nd in nodes:
+        # members; among the others, decoys that a symmetry rule must not pair with them:
+        # the template's times but another memory (kind 1), or sync bytes that depend on
+        # the TMPC (kind 2)
+        kind = 0 if nd["id"] in members else (rng.choice((1, 2)) if rng.random() < decoys else -1)
+        if kind < 0:
+            continue
+        factor = 1.0 if rng.random() < 0.5 else 1.0 + rng.uniform(-jitter, jitter)
+        tm = {}
+        for t, lst in template.items():
+            fw = {str(u): float(0 if t == "1" else rng.randint(0, 4) * unit) for u in preds[nd["id"]]}
+            bw = {str(x): float(0 if t == "1" else rng.randint(0, 4) * unit) for x in succs[nd["id"]]}
+            tm[t] = []
+            for j, c in enumerate(lst):
+                c2 = {**c, "timePerSample": c["timePerSample"] * factor, "syncTimeFw": dict(fw), "syncTimeBw": dict(bw)}
+                if kind == 1 and j == len(lst) - 1:
+                    c2["memoryUsageA"] = c["memoryUsageA"] + unit
+                if kind == 2 and j > 0:
+                    c2["syncTimeFw"] = {u: b + j * unit for u, b in fw.items()}
+                tm[t].append(c2)
+        nd["TMPCs"] = tm
+    raw["name"] = f"{raw.get('name', 'random')}-repeated{seed}"
+    return problem_from_dict(raw)
+
+
+#: operator kinds of :func:`operator_graph_problem`: (weight, compute seconds per sample
+#: (log-uniform range), parameter bytes (log-uniform range, 0 = none), activation bytes
+#: per microbatch in flight (log-uniform range))
+OPERATOR_KINDS: dict[str, tuple[float, tuple[float, float], tuple[float, float], tuple[float, float]]] = {
+    "matmul": (0.4, (1e-3, 1.0), (1e6, 1e9), (1e6, 1e8)),
+    "attention": (0.15, (1e-3, 3e-1), (0.0, 0.0), (1e6, 1e9)),
+    "elementwise": (0.3, (1e-5, 1e-3), (0.0, 0.0), (1e4, 1e8)),
+    "norm": (0.15, (1e-5, 1e-4), (1e3, 1e5), (1e4, 1e7)),
+}
+
+
+def _log_uniform(rng: random.Random, lo: float, hi: float) -> float:
+    return lo if lo == hi else math.exp(rng.uniform(math.log(lo), math.log(hi)))
+
+
+def operator_graph_problem(seed: int, n: int | None = None, shape: str | None = None, *,
+                           devices: int | None = None, microbatches: int | None = None,
+                           degrees: tuple[int, ...] | None = None) -> Problem:
+    """An operator-like graph with the magnitudes of real profiles (issue 18's
+    "real-magnitudes" family), feasible by construction with memory that binds.
+
+    Operators are matmuls, attention cores, elementwise ops and norms with compute times
+    log-uniform over 1e-5..1 s per sample, weights up to 1e9 bytes (none for elementwise
+    ops and attention cores), activations 1e4..1e9 bytes per microbatch, edges of
+    1e4..1e9 bytes per sample, and 1e10 bytes/s of bandwidth, all as unrounded floats
+    (bytes as whole numbers, as a profiler writes them). Every operator has a "vanilla"
+    TMPC and, when it keeps activations, an "activation recomp" one (activations / 3..10,
+    20-40% more time); matmuls and attention cores may also take t = 2 (half the time and
+    weights plus 5%, and sync bytes of a partial-sum exchange). The memory limit comes
+    from a random witness plan (:func:`witness_memory`), so some plan fits and memory
+    binds. Unset arguments are drawn from the seed: n in 6..24, k in {2, 4, 8}, N in
+    {2, 4, 8, 16}, degrees (1,) or (1, 2).
+    """
+    rng = random.Random(1_000_003 * seed + 17)
+    n = n if n is not None else rng.randint(6, 24)
+    shape = shape if shape is not None else rng.choice(SHAPES)
+    k = devices if devices is not None else rng.choice((2, 4, 8))
+    n_mb = microbatches if microbatches is not None else rng.choice((2, 4, 8, 16))
+    degrees = degrees if degrees is not None else rng.choice(((1,), (1, 2)))
+    edges = random_dag(rng, n, shape)
+    preds, succs = _neighbours(n, edges)
+    kinds = list(OPERATOR_KINDS)
+    weights = [OPERATOR_KINDS[kd][0] for kd in kinds]
+    comm = {(u, v): float(round(_log_uniform(rng, 1e4, 1e9))) for u, v in edges}
+    nodes: list[dict[str, Any]] = []
+    for v in range(n):
+        kind = rng.choices(kinds, weights)[0]
+        _, p_range, w_range, a_range = OPERATOR_KINDS[kind]
+        p = _log_uniform(rng, *p_range)
+        w = float(round(_log_uniform(rng, *w_range))) if w_range[1] > 0 else 0.0
+        a = float(round(_log_uniform(rng, *a_range)))
+        state = w * rng.choice((2.0, 4.0, 8.0, 16.0))  # weights, gradients, optimizer state
+        tm: dict[str, list[dict[str, Any]]] = {}
+        for t in degrees:
+            if t > 1 and kind not in ("matmul", "attention"):
+                continue
+            scale = 1.0 if t == 1 else 1.05 / t
+            sync = 0.0 if t == 1 else float(round(a * rng.uniform(0.1, 0.5)))
+            vanilla = {"id": VANILLA, "timePerSample": p * scale, "parameterSize": float(round(w * scale)),
+                       "memoryUsageA": float(round(a * scale)), "memoryUsageB": float(round(state * scale)),
+                       "syncTimeFw": {str(u): sync for u in preds[v]}, "syncTimeBw": {str(x): sync for x in succs[v]}}
+            lst = [vanilla]
+            if a > 0:
+                lst.append({**vanilla, "id": ACTIVATION_RECOMP,
+                            "timePerSample": p * scale * rng.uniform(1.2, 1.4),
+                            "memoryUsageA": float(round(a * scale / rng.uniform(3.0, 10.0))),
+                            "syncTimeFw": dict(vanilla["syncTimeFw"]), "syncTimeBw": dict(vanilla["syncTimeBw"])})
+            tm[str(t)] = lst
+        nodes.append({"id": v, "name": f"{kind}{v}", "TMPCs": tm})
+    raw = {
+        "name": f"realmag-{shape}-n{n}-k{k}-seed{seed}",
+        "maxDevices": k,
+        "maxMemoryPerDevice": 1e12,
+        "mbsInBatch": n_mb,
+        "bandwidth": 1e10,
+        "nodes": nodes,
+        "edges": [{"sourceId": u, "destId": v, "communicationCost": comm[(u, v)]} for u, v in edges],
+    }
+    problem = problem_from_dict(raw)
+    fitted = witness_memory(problem, seed, slack=(1.0, 1.3))
+    if fitted is None:  # pragma: no cover - every operator has t = 1, so a witness exists
+        raise ValueError(f"operator_graph_problem({seed}): no witness plan")
+    return fitted

@@ -1,0 +1,185 @@
+"""``python -m piper model PRESET|config.json ...``: build a workload from a transformer.
+
+Writes the workload with ``--out`` (checked by :func:`piper.load_problem`
+first) and prints a summary; ``--json`` prints one JSON object instead;
+``--list`` lists the presets and GPUs. Errors are :class:`UsageError`
+subclasses: one line on stderr, exit status 2 (via ``run_main``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from piper.cli.common import ArgumentParser, positive_int, run_main, size_arg
+from piper.core.errors import UsageError
+from piper.frontend.config import TransformerConfig
+from piper.frontend.costs import RECOMPUTE_KINDS
+from piper.frontend.hardware import (
+    ACCELERATORS,
+    ALIASES,
+    Hardware,
+    hardware,
+    hardware_from_file,
+)
+from piper.frontend.presets import PRESETS, load_model
+from piper.frontend.summary import model_summary, render_summary
+from piper.frontend.workload import TrainingSetup, build_workload
+from piper.io.workload import load_problem
+
+__all__ = ["add_model_parser", "cmd_model", "main"]
+
+
+def _fraction(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number in (0, 1], got {text!r}") from None
+    if not 0 < value <= 1:
+        raise argparse.ArgumentTypeError(f"must be in (0, 1], got {text!r}")
+    return value
+
+
+def _flops(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected FLOP/s such as 312e12, got {text!r}") from None
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"must be > 0 FLOP/s, got {text!r}")
+    return value
+
+
+def _reserve(text: str) -> float:
+    return 0.0 if text.strip() in ("0", "0.0") else size_arg(text)
+
+
+def add_model_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("model", nargs="?", help="a preset name (see --list) or a Hugging Face config.json")
+    p.add_argument("--list", action="store_true", help="list the presets and GPUs, then exit")
+    g = p.add_argument_group("training")
+    g.add_argument("--micro-batch", type=positive_int, metavar="B", help="sequences per micro-batch (default: 1)")
+    g.add_argument("--global-batch", type=positive_int, default=2048, metavar="SEQS", help="sequences per iteration (default 2048)")
+    g.add_argument("--seq", type=positive_int, metavar="S", help="sequence length (default: the model's)")
+    g.add_argument("--efficiency", type=_fraction, default=0.5, metavar="F", help="fraction of peak FLOP/s reached (default 0.5)")
+    g.add_argument("--no-distributed-optimizer", action="store_true", help="keep optimizer state unsharded (memoryUsageB)")
+    g.add_argument("--grad-bytes", type=int, choices=(2, 4), default=2, help="bytes per gradient element (default 2, bf16)")
+    g.add_argument("--recompute", choices=RECOMPUTE_KINDS, default="full", help="recomputation for the reported hardware FLOPs (default full)")
+    h = p.add_argument_group("hardware (--gpu/--node-type from the catalog, or --hardware FILE instead; then the single overrides)")
+    h.add_argument("--gpu", default="a100-80gb", help=f"accelerator (default a100-80gb; one of {', '.join([*ACCELERATORS, *ALIASES])})")
+    h.add_argument("--node-type", metavar="NAME", help="node type (default: the GPU's DGX)")
+    h.add_argument("--nodes", type=positive_int, default=1, help="number of nodes (default 1)")
+    h.add_argument("--hardware", metavar="FILE.json", help="hardware numbers, replacing --gpu/--node-type (keys of piper.frontend.Hardware; 'gpu' names an entry to start from)")
+    h.add_argument("--peak-flops", type=_flops, metavar="FLOPS", help="peak dense FLOP/s per device, e.g. 312e12")
+    h.add_argument("--memory", type=size_arg, metavar="SIZE", help="memory per device, e.g. 80GB")
+    h.add_argument("--memory-reserve", type=_reserve, default=0.0, metavar="SIZE", help="memory kept back per device (default 0)")
+    h.add_argument("--devices-per-node", type=positive_int, metavar="G", help="devices per node")
+    h.add_argument("--nvlink-bandwidth", type=size_arg, metavar="SIZE", help="bytes/s per device inside a node, e.g. 300GB")
+    h.add_argument("--network-bandwidth", type=size_arg, metavar="SIZE", help="bytes/s per device between nodes, e.g. 25GB")
+    p.add_argument("--out", metavar="WORKLOAD.json", help="write the workload here")
+    p.add_argument("--json", action="store_true", help="print one JSON object (the summary)")
+
+
+def add_model_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """Register the ``model`` subcommand on an ``add_subparsers()`` object."""
+    p = subparsers.add_parser("model", help="build a workload from a transformer preset or Hugging Face config.json")
+    add_model_arguments(p)
+    return p
+
+
+def _hardware(args: argparse.Namespace) -> Hardware:
+    overrides = dict(
+        peak_flops=args.peak_flops,
+        memory_bytes=args.memory,
+        devices_per_node=args.devices_per_node,
+        nvlink_bandwidth=args.nvlink_bandwidth,
+        network_bandwidth=args.network_bandwidth,
+    )
+    if args.hardware:
+        return hardware_from_file(args.hardware, **overrides)
+    return hardware(args.gpu, args.node_type, **overrides)
+
+
+def _listing() -> str:
+    lines = ["presets:"]
+    for name, c in PRESETS.items():
+        lines.append(
+            f"  {name:<14} l={c.layers:<4} h={c.hidden_size:<6} a={c.attention_heads:<4} kv={c.kv_heads:<4} "
+            f"ffn={c.ffn_hidden_size:<6} V={c.vocab_size:<7} s={c.seq_length:<5} {c.ffn_kind}"
+        )
+    lines.append("GPUs:")
+    for name, acc in ACCELERATORS.items():
+        alias = [a for a, target in ALIASES.items() if target == name]
+        lines.append(
+            f"  {name:<14} {acc.peak_flops / 1e12:g} TFLOP/s bf16, {acc.memory_bytes / 1e9:g} GB, node {acc.default_node}"
+            + (f" (alias {', '.join(alias)})" if alias else "")
+        )
+    return "\n".join(lines)
+
+
+def model_from_args(args: argparse.Namespace) -> tuple[TransformerConfig, Hardware, TrainingSetup]:
+    """The model, hardware and training setup that :func:`add_model_arguments`' flags name
+    (shared by ``python -m piper model`` and ``python -m piper plan``)."""
+    if not args.model:
+        raise UsageError(f"{getattr(args, 'command', None) or 'model'}: give a preset name or a config.json (see --list)")
+    cfg = load_model(args.model, seq_length=args.seq)
+    changes: dict[str, Any] = {}
+    if args.seq is not None:
+        changes["seq_length"] = args.seq
+    if args.micro_batch is not None:
+        changes["micro_batch"] = args.micro_batch
+    cfg = cfg.with_changes(**changes)
+    setup = TrainingSetup(
+        nodes=args.nodes,
+        global_batch=args.global_batch,
+        efficiency=args.efficiency,
+        distributed_optimizer=not args.no_distributed_optimizer,
+        grad_bytes=args.grad_bytes,
+        memory_reserve_bytes=args.memory_reserve,
+        recompute=args.recompute,
+    )
+    return cfg, _hardware(args), setup
+
+
+def write_workload(path: str, workload: dict[str, Any]) -> None:
+    """Write a workload JSON file; a path that cannot be written is a UsageError (exit 2)."""
+    try:
+        Path(path).write_text(json.dumps(workload, indent=1) + "\n")
+    except OSError as exc:
+        raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from None
+
+
+def cmd_model(args: argparse.Namespace) -> int:
+    if args.list:
+        print(_listing())
+        return 0
+    cfg, hw, setup = model_from_args(args)
+    workload = build_workload(cfg, hw, setup)
+    load_problem(workload, strict=True)  # the planner must accept what we write, every key known
+    if args.out:
+        write_workload(args.out, workload)
+    summary = model_summary(cfg, hw, setup)
+    summary["workload_file"] = args.out
+    if args.json:
+        print(json.dumps(summary))
+        return 0
+    print(render_summary(summary))
+    print(f"workload      {'written to ' + args.out if args.out else 'not written (use --out FILE)'}: "
+          f"{len(workload['nodes'])} nodes, k={workload['maxDevices']}, N={workload['mbsInBatch']}")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Standalone entry point (``python -m piper.cli.model``), same as ``python -m piper model``."""
+    p = ArgumentParser(prog="python -m piper model", description="Build a Piper workload from a transformer.")
+    add_model_arguments(p)
+    return cmd_model(p.parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(run_main(main, prog="piper"))

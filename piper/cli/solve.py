@@ -1,0 +1,175 @@
+"""The one ``solve`` command: ``python -m piper solve FILE --solver NAME [flags]``.
+
+``python -m baselines solve`` is an alias that runs this same code (its default solver is
+``milp``) and prints the same JSON. Every flag any solver takes is here; a flag that the
+chosen solver does not use is an error naming the solvers that do (never silently
+ignored).
+
+``--json`` prints one object on stdout and nothing else: :meth:`piper.core.result.Result.to_dict`
+(``null`` is +infinity: no plan, an OOM plan, a proven-infeasible bound). While a solver
+runs, file descriptor 1 points at stderr, so native solver logs (CBC, HiGHS, CP-SAT) can
+never reach stdout; they are shown only with ``--log``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+from piper.cli.common import (
+    add_ablation_args,
+    add_cluster_args,
+    add_strict_arg,
+    check_writable,
+    load_workload,
+    options_from_args,
+    positive_int,
+    stdout_to_stderr,
+    write_plan,
+)
+from piper.core.errors import SolverError, UsageError
+from piper.core.result import Result
+from piper.io.plans import load_plan
+from piper.io.provenance import check_plan_record
+from piper.render.table import render_plan
+
+__all__ = ["add_solve_args", "cmd_solve"]
+
+#: solvers each solver-specific flag applies to
+_DP = ("dp", "dp-greedy")
+_EXACT_MODELS = ("milp", "milp-highs", "cpsat")
+
+
+def add_solve_args(parser: argparse.ArgumentParser, default_solver: str = "dp") -> None:
+    parser.add_argument("file", help="workload JSON")
+    add_cluster_args(parser)
+    add_strict_arg(parser)
+    add_ablation_args(parser)
+    parser.add_argument("--solver", default=default_solver,
+                        help=f"registered solver: dp, dp-greedy, milp, milp-highs, cpsat, brute, equi (default {default_solver})")
+    g = parser.add_argument_group("solver-specific flags (an error with a solver that does not use them)")
+    g.add_argument("--knapsack", choices=("exact", "greedy"), default=None,
+                   help="dp: the per-stage TMPC choice (exact = solver dp, greedy = dp-greedy)")
+    g.add_argument("--max-ideals", type=positive_int, default=None, metavar="N",
+                   help="dp: refuse graphs with more ideals (default 200000)")
+    g.add_argument("--linearize", action="store_true", help="dp: stages are segments of one topological order")
+    curve = g.add_mutually_exclusive_group()
+    curve.add_argument("--curve", action="store_true",
+                       help="dp: best TPS for every device count 1..k (default: only when cheap)")
+    curve.add_argument("--no-curve", action="store_true", help="dp: skip the best-TPS-per-device-count curve")
+    g.add_argument("--warm-start", metavar="PLAN.json",
+                   help="milp/cpsat: search only below this plan, and prove it optimal if there is nothing there")
+    g.add_argument("--split", choices=("none", "sequences"), default="none",
+                   help="milp/cpsat with --warm-start: split the proof over the stages' option sequences")
+    g.add_argument("--split-backend", choices=("threads", "ray"), default=None,
+                   help="milp/cpsat with --split sequences: run the sequences on threads of this process "
+                        "(default) or as Ray tasks (pip install -e \".[ray]\")")
+    g.add_argument("--ray-address", metavar="ADDRESS", default=None,
+                   help="with --split-backend ray: the Ray cluster to join (default: RAY_ADDRESS, "
+                        "else a local Ray instance)")
+    g.add_argument("--verify", choices=("on", "off"), default=None,
+                   help="milp: second proof of an optimal claim (default on); cpsat: re-prove with presolve off (default off)")
+    g.add_argument("--seed", type=int, default=0, help="random seed of milp/cpsat (default 0)")
+    parser.add_argument("--log", action="store_true", help="show the solver's own log (on stderr)")
+    parser.add_argument("--out", metavar="PLAN.json",
+                        help="write the plan here, with the workload hash and cluster it was made for (key madeFor)")
+    parser.add_argument("--png", metavar="FILE.png",
+                        help="also draw the plan into this PNG (as python -m piper show does)")
+    parser.add_argument("--json", action="store_true", help="print one JSON object (Result.to_dict) and nothing else")
+    parser.add_argument("--quiet", "-q", action="store_true", help="no progress lines on stderr")
+
+
+def _require(flag: str, given: bool, solver: str, allowed: tuple[str, ...]) -> None:
+    if given and solver not in allowed:
+        raise UsageError(f"{flag} applies to {', '.join(allowed)}, not to solver {solver!r}")
+
+
+def cmd_solve(args: argparse.Namespace, prog: str = "piper") -> int:
+    from piper.solvers.registry import get_solver
+
+    try:
+        info = get_solver("dp-greedy" if args.knapsack == "greedy" and args.solver == "dp" else args.solver)
+    except KeyError as exc:
+        raise UsageError(str(exc.args[0])) from None
+    name = info.name
+    _require("--knapsack", args.knapsack is not None, args.solver, _DP)
+    if args.knapsack == "exact" and name == "dp-greedy":
+        raise UsageError("--knapsack exact contradicts --solver dp-greedy")
+    _require("--max-ideals", args.max_ideals is not None, name, _DP)
+    _require("--linearize", args.linearize, name, _DP)
+    _require("--curve / --no-curve", args.curve or args.no_curve, name, _DP)
+    _require("--warm-start", args.warm_start is not None, name, _EXACT_MODELS)
+    _require("--split", args.split != "none", name, _EXACT_MODELS)
+    _require("--verify", args.verify is not None, name, _EXACT_MODELS)
+    _require("--split-backend", args.split_backend is not None, name, _EXACT_MODELS)
+    _require("--ray-address", args.ray_address is not None, name, _EXACT_MODELS)
+    if args.split != "none" and not args.warm_start:
+        raise UsageError("--split needs --warm-start (it splits the proof that no better plan exists)")
+    if args.split_backend is not None and args.split != "sequences":
+        raise UsageError("--split-backend needs --split sequences")
+    if args.ray_address is not None and args.split_backend != "ray":
+        raise UsageError("--ray-address needs --split-backend ray")
+    problem = load_workload(args.file, args, prog)
+    for flag, path in (("--out", args.out), ("--png", args.png)):
+        if path:
+            check_writable(path, flag)
+    params: dict[str, Any] = {}
+    if name in _EXACT_MODELS:
+        params["msg"] = bool(args.log)
+        if args.verify is not None:
+            params["verify"] = args.verify == "on"
+        if args.split != "none":
+            params["split"] = args.split
+        if args.split_backend is not None:
+            params["split_backend"] = args.split_backend
+        if args.ray_address is not None:
+            params["ray_address"] = args.ray_address
+    if name in _DP and (args.curve or args.no_curve):
+        params["curve"] = bool(args.curve)
+    overrides: dict[str, Any] = dict(progress=not args.quiet, seed=args.seed, params=params,
+                                     linearize=args.linearize)
+    if args.max_ideals is not None:
+        overrides["max_ideals"] = args.max_ideals
+    if args.warm_start:
+        overrides["warm_start"] = load_plan(args.warm_start)
+        for line in check_plan_record(args.warm_start, problem, strict=bool(args.strict)):
+            print(f"{prog}: warning: --warm-start {line}", file=sys.stderr)
+    options = options_from_args(args, **overrides)
+    if info.max_nodes is not None and problem.n > info.max_nodes:
+        raise SolverError(f"solver {name} handles at most {info.max_nodes} layers; this graph has {problem.n}")
+    try:
+        with stdout_to_stderr():
+            result = info(problem, options)
+    except ImportError as exc:
+        raise SolverError(f"solver {name} is not available here ({exc})") from None
+    if args.out and result.plan is not None:
+        write_plan(args.out, result.plan, problem)
+    if args.png and result.plan is not None:
+        from piper.cli.show import write_picture
+
+        write_picture(problem, result.plan, args.png, flag="--png", score=result.score,
+                      title=str(problem.extra.get("name") or Path(args.file).name))
+    if args.json:
+        print(json.dumps(result.to_dict()))
+        return 0
+    _print_result(problem, result)
+    for path in (args.out, args.png):
+        if path and result.plan is None:
+            print(f"{prog}: no plan written to {path}", file=sys.stderr)
+    return 0
+
+
+def _print_result(problem: Any, result: Result) -> None:
+    if result.plan is not None:
+        print(render_plan(problem, result.plan, result.score))
+    tps = f"{result.tps:.10g}" if math.isfinite(result.tps) else "none (no plan)"
+    bound = "inf (proven infeasible)" if math.isinf(result.bound) else f"{result.bound:.10g}"
+    tol = f" (tolerance {result.tolerance:.3g})" if result.tolerance else ""
+    print(f"solver {result.solver}: status {result.status.value}, TPS {tps}, bound {bound}{tol}, "
+          f"devices used {result.devices_used if result.plan else 0} of {problem.devices}, time {result.time_s:.3f} s")
+    if result.message:
+        print(f"note: {result.message}")

@@ -1,0 +1,263 @@
+"""The one evaluator: scores any :class:`~piper.core.plan.Plan` against its :class:`~piper.core.problem.Problem`.
+
+Score, for stage i with degrees d = d_i, t = t_i and its chosen TMPCs (``docs/problem.md`` §4 and §2,
+including "Extensions (version 2)"; sizes in bytes, bandwidths in bytes/second, times in
+the workload's time units):
+
+* in flight  y_i   = ceil((d_i + d_{i+1} + ... + d_L) / d_i)
+* memory     mem_i = sum_v (a_v * y_i + b_v + s_v / d)  bytes; OOM iff mem_i > M
+* compute    P_i   = sum_v p_v
+* edge bytes X_i   = sum_{(u,v): v in S_i, u not} 2 (c_uv + sfw_v[u])
+                   + sum_{(v,x): v in S_i, x not} 2 (c_vx + sbw_v[x])
+* resync     R_i   = sum_v f (d - 1) w_v / (d N)  bytes
+* bandwidths the stage *fits in a node* when d t <= G: its resync runs at B_resync,i = B_in,
+             else at B; the plan fits in a node when sum_i d_i t_i <= G: then every
+             stage's edge bytes run at B_edge = B_in, else at B
+* TPS_i = X_i / (d B_edge) + R_i / B_resync,i + P_i / d;   TPS = max_i TPS_i  (+inf when OOM)
+* batch time = N TPS + sum_i tau_i - max_i tau_i, tau_i = P_i + X_i / B_edge (+inf when OOM)
+
+Placement is implied, not checked: a stage that fits in a node is taken to sit inside one.
+With power-of-two stage sizes d t and G a power of two such a packing always exists (place
+stages largest first: each fits in the free part of a node or starts a new one); for other
+sizes it may not, and the evaluator does not enforce it.
+
+Defaults (no version-2 key): G = k, B_in = B, f = 4, s = 0. Then both bandwidths of every
+stage are B and TPS_i is computed as ``(X_i / d + R_i) / B + P_i / d``, exactly the
+version-1 expression, so every number is bit-for-bit the version-1 number.
+
+Every solver's plan is scored here; no solver's own objective is reported as the TPS.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from piper.core.errors import PlanError
+from piper.core.plan import Plan
+from piper.core.problem import TMPC, Problem
+
+__all__ = ["PlanError", "StageScore", "Score", "evaluate", "check_plan"]
+
+
+@dataclass(frozen=True)
+class StageScore:
+    """One stage's numbers. Times in the workload's time units per sample, memory in bytes."""
+
+    #: stage time per sample, compute + edge + resync
+    tps: float
+    #: P_i / d: compute time per sample
+    compute: float
+    #: X_i / (d B_edge): cut-edge communication time per sample
+    edge: float
+    #: R_i / B_resync: data-parallel weight resync time per sample
+    resync: float
+    #: bytes used on each of the stage's devices
+    memory: float
+    #: microbatches in flight
+    y: int
+    #: memory > the device's memory
+    oom: bool
+    d: int
+    t: int
+    #: B_edge, bytes/second its cut-edge bytes ran at (B_in when the whole plan fits in a node, else B)
+    edge_bandwidth: float
+    #: B_resync, bytes/second its data-parallel resync ran at (B_in when the stage fits in a node, else B)
+    resync_bandwidth: float
+    #: d * t <= G: the stage sits inside one node
+    fits_in_node: bool
+    #: tau_i = P_i + X_i / B_edge: time one replica spends on one microbatch (time units)
+    tau: float
+
+
+@dataclass(frozen=True)
+class Score:
+    """The evaluator's verdict on a structurally valid plan."""
+
+    #: time per sample of the whole pipeline (max over stages); +inf when OOM
+    tps: float
+    oom: bool
+    stages: tuple[StageScore, ...]
+    devices_used: int
+    sum_d: int
+    #: time of one batch of N microbatches (time units; no solver optimizes it):
+    #: N * TPS + sum_i tau_i - max_i tau_i (1F1B steady state plus fill and drain); +inf when OOM
+    batch_time: float
+    #: sum_i d_i t_i <= G: the whole plan sits inside one node (its edges run at B_in)
+    fits_in_node: bool
+
+    @property
+    def throughput(self) -> float:
+        """samples per time unit (1 / TPS); 0 when OOM."""
+        return 0.0 if self.oom or self.tps <= 0 else 1.0 / self.tps
+
+    @property
+    def bottleneck(self) -> int | None:
+        """0-based index of the slowest stage (the first OOM stage if any)."""
+        if not self.stages:
+            return None
+        for i, s in enumerate(self.stages):
+            if s.oom:
+                return i
+        return max(range(len(self.stages)), key=lambda i: self.stages[i].tps)
+
+    def to_dict(self) -> dict:
+        """The ``evaluate --json`` shape: tps and batch_time are null when OOM; bandwidths in bytes/s."""
+        return {
+            "tps": None if self.oom else self.tps,
+            "oom": self.oom,
+            "batch_time": None if self.oom else self.batch_time,
+            "fits_in_node": self.fits_in_node,
+            "devices_used": self.devices_used,
+            "sum_d": self.sum_d,
+            "stages": [
+                {
+                    "tps": s.tps,
+                    "memory": s.memory,
+                    "y": s.y,
+                    "compute": s.compute,
+                    "edge": s.edge,
+                    "resync": s.resync,
+                    "oom": s.oom,
+                    "d": s.d,
+                    "t": s.t,
+                    "fits_in_node": s.fits_in_node,
+                    "edge_bandwidth": s.edge_bandwidth,
+                    "resync_bandwidth": s.resync_bandwidth,
+                    "tau": s.tau,
+                }
+                for s in self.stages
+            ],
+        }
+
+
+def check_plan(problem: Problem, plan: Plan) -> dict[int, TMPC]:
+    """Check the structural rules 1-4 of ``docs/problem.md`` §3.2; return node id -> chosen TMPC.
+
+    Raises :class:`PlanError` naming the rule (1-4) and the stage.
+    """
+    if not plan.stages:
+        raise PlanError("rule 1 (every node in exactly one stage): the plan has no stages")
+    stage_of: dict[int, int] = {}
+    for i, s in enumerate(plan.stages):
+        if not s.nodes:
+            raise PlanError(f"rule 1 (no empty stage): stage {i + 1} has no nodes")
+        for v in s.nodes:
+            if v not in problem.node_by_id:
+                raise PlanError(f"rule 1: stage {i + 1} names node {v}, which is not in the graph")
+            if v in stage_of:
+                where = "twice" if stage_of[v] == i else f"in stages {stage_of[v] + 1} and {i + 1}"
+                raise PlanError(f"rule 1 (every node in exactly one stage): node {v} appears {where}")
+            stage_of[v] = i
+    missing = [nd.id for nd in problem.nodes if nd.id not in stage_of]
+    if missing:
+        raise PlanError(f"rule 1 (every node in exactly one stage): node(s) {missing[:10]} are in no stage")
+    for e in problem.edges:
+        if stage_of[e.u] > stage_of[e.v]:
+            raise PlanError(
+                f"rule 2 (stages in pipeline order): edge {e.u}->{e.v} goes from stage "
+                f"{stage_of[e.u] + 1} back to stage {stage_of[e.v] + 1}"
+            )
+    chosen: dict[int, TMPC] = {}
+    n_mb = problem.microbatches
+    for i, s in enumerate(plan.stages):
+        where = f"stage {i + 1}"
+        if s.d < 1:
+            raise PlanError(f"rule 3: {where} has data-parallel degree d={s.d} < 1")
+        if n_mb % s.d != 0:
+            raise PlanError(f"rule 3: {where} has d={s.d}, which does not divide N={n_mb}")
+        if s.t < 1:
+            raise PlanError(f"rule 3: {where} has tensor-parallel degree t={s.t} < 1")
+        extra = set(s.tmpcs) - set(s.nodes)
+        if extra:
+            raise PlanError(f"rule 3: {where} names TMPCs for node(s) {sorted(extra)} that are not in the stage")
+        for v in s.nodes:
+            if v not in s.tmpcs:
+                raise PlanError(f"rule 3: {where} names no TMPC for node {v}")
+            node = problem.node_by_id[v]
+            if s.t not in node.tmpcs:
+                raise PlanError(f"rule 3: node {v} in {where} has no TMPCs at degree t={s.t} (has {sorted(node.tmpcs)})")
+            c = node.tmpc(s.t, s.tmpcs[v])
+            if c is None:
+                have = [x.id for x in node.tmpcs[s.t]]
+                raise PlanError(f"rule 3: node {v} in {where} has no TMPC {s.tmpcs[v]!r} at t={s.t} (has {have})")
+            chosen[v] = c
+    if plan.devices_used > problem.devices:
+        raise PlanError(f"rule 4: the plan uses sum d*t = {plan.devices_used} devices, more than k={problem.devices}")
+    if plan.sum_d > n_mb:
+        raise PlanError(f"rule 4: the plan's sum of d = {plan.sum_d} exceeds N={n_mb} microbatches")
+    return chosen
+
+
+def evaluate(problem: Problem, plan: Plan) -> Score:
+    """Score a plan: per-stage TPS, memory, y and the compute / edge / resync split.
+
+    Raises :class:`PlanError` if the plan breaks a structural rule; an
+    out-of-memory plan is a valid result with ``tps = inf`` and ``oom = True``.
+    """
+    chosen = check_plan(problem, plan)
+    n_mb = problem.microbatches
+    f = problem.resync_factor
+    g = problem.node_size
+    bw_out, bw_in = problem.bandwidth, problem.bandwidth_intra
+    plan_fits = plan.devices_used <= g
+    bw_edge = bw_in if plan_fits else bw_out
+    suffix = 0
+    suffix_d = [0] * len(plan.stages)
+    for i in range(len(plan.stages) - 1, -1, -1):
+        suffix += plan.stages[i].d
+        suffix_d[i] = suffix
+    stages = []
+    for i, s in enumerate(plan.stages):
+        d = s.d
+        members = set(s.nodes)
+        y = -(-suffix_d[i] // d)
+        stage_fits = d * s.t <= g
+        bw_resync = bw_in if stage_fits else bw_out
+        memory = 0.0
+        compute = 0.0
+        edge_bytes = 0.0
+        resync_bytes = 0.0
+        for v in s.nodes:
+            c = chosen[v]
+            # s = 0 adds exactly 0.0: the version-1 sum
+            memory += c.memory_a * y + c.memory_b + c.memory_sharded / d
+            compute += c.time_per_sample
+            resync_bytes += f * (d - 1) * c.parameter_size / (d * n_mb)
+            for e in problem.in_edges[v]:
+                if e.u not in members:
+                    edge_bytes += 2.0 * (e.communication_cost + c.sync_fw[e.u])
+            for e in problem.out_edges[v]:
+                if e.v not in members:
+                    edge_bytes += 2.0 * (e.communication_cost + c.sync_bw[e.v])
+        edge_t = edge_bytes / d / bw_edge
+        resync_t = resync_bytes / bw_resync
+        compute_t = compute / d
+        if bw_edge == bw_resync:
+            # the version-1 expression, kept verbatim so that defaults give bit-identical numbers
+            tps = (edge_bytes / d + resync_bytes) / bw_edge + compute / d
+        else:
+            tps = edge_bytes / (d * bw_edge) + resync_bytes / bw_resync + compute / d
+        stages.append(
+            StageScore(
+                tps=tps,
+                compute=compute_t,
+                edge=edge_t,
+                resync=resync_t,
+                memory=memory,
+                y=y,
+                oom=memory > problem.memory_per_device,
+                d=d,
+                t=s.t,
+                edge_bandwidth=bw_edge,
+                resync_bandwidth=bw_resync,
+                fits_in_node=stage_fits,
+                tau=compute + edge_bytes / bw_edge,
+            )
+        )
+    oom = any(st.oom for st in stages)
+    total = math.inf if oom else max(st.tps for st in stages)
+    taus = [st.tau for st in stages]
+    batch_time = math.inf if oom else n_mb * total + sum(taus) - max(taus)
+    return Score(tps=total, oom=oom, stages=tuple(stages), devices_used=plan.devices_used, sum_d=plan.sum_d,
+                 batch_time=batch_time, fits_in_node=plan_fits)

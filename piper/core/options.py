@@ -1,0 +1,116 @@
+"""Solver options (ablations are options, never globals) and the candidate sets they imply.
+
+Every solver reads its allowed degrees and TMPCs through :func:`candidates`, so an
+ablation means the same thing to the DP, the MILP, CP-SAT, brute force and equi.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from piper.core.problem import ACTIVATION_RECOMP, TMPC, Problem
+
+if TYPE_CHECKING:  # pragma: no cover
+    from piper.core.plan import Plan
+
+__all__ = ["Options", "Candidates", "candidates", "NO_AR"]
+
+#: the TMPC ids excluded by the paper's "no activation recomputation" ablation
+NO_AR = frozenset({ACTIVATION_RECOMP})
+
+
+@dataclass(frozen=True)
+class Options:
+    """What a solver may use and how long it may take.
+
+    Fields that a solver does not understand are ignored by it (e.g. ``knapsack``
+    by the MILP); every solver honours the ablations and the time limit.
+    """
+
+    #: allow d > 1 (the paper's "no DP" ablation sets this False)
+    data_parallel: bool = True
+    #: allow t > 1 (the paper's "no TP" ablation sets this False)
+    tensor_parallel: bool = True
+    #: TMPC ids that may not be used (``NO_AR`` for the paper's "no AR" ablation)
+    exclude_tmpcs: frozenset[str] = frozenset()
+    #: the DP's per-stage TMPC choice: "exact" (optimal) or "greedy" (the reference heuristic)
+    knapsack: str = "exact"
+    #: refuse graphs with more ideals (successor-closed sets) than this
+    max_ideals: int = 200_000
+    #: restrict stages to contiguous segments of one topological order (DP)
+    linearize: bool = False
+    #: uniform plans only: every stage has the same (d, t), as Megatron-LM and DeepSpeed
+    #: require (docs/problem.md §2.5); honoured by the DP (one DP per (t, d)), brute force
+    #: (a filter) and equi (whose plans are uniform already)
+    uniform: bool = False
+    #: wall-clock limit in seconds (None = no limit)
+    time_limit_s: float | None = None
+    #: worker threads for solvers that use them
+    threads: int = 2
+    #: a plan to start from; the MILP and CP-SAT then search only below its TPS and,
+    #: if nothing is found there, prove it optimal (``params["cutoff"] = False`` (MILP) /
+    #: ``params["strict_cutoff"] = False`` (CP-SAT): a plain MIP start / solution hint)
+    warm_start: "Plan | None" = None
+    #: show progress on stderr
+    progress: bool = False
+    #: random seed for solvers that use one
+    seed: int = 0
+    #: solver-specific knobs, e.g. {"backend": "highs"} for the MILP
+    params: Mapping[str, Any] = field(default_factory=dict)
+
+    def allows(self, tmpc: TMPC) -> bool:
+        return tmpc.id not in self.exclude_tmpcs
+
+
+@dataclass(frozen=True)
+class Candidates:
+    """The choices a solver may make on a problem under some options."""
+
+    #: tensor-parallel degrees usable by some layer (t <= k), sorted
+    ts: tuple[int, ...]
+    #: data-parallel degrees: divisors of N that are <= min(N, k), sorted
+    ds: tuple[int, ...]
+    #: node id -> {t: ((index in the node's list at t, TMPC), ...)}, only allowed TMPCs,
+    #: only degrees with at least one allowed TMPC
+    tmpcs: Mapping[int, Mapping[int, tuple[tuple[int, TMPC], ...]]]
+    #: None, or why no plan can exist (names the first layer left without a choice, or
+    #: the first layer none of whose choices fits in memory even at y = 1)
+    infeasible_reason: str | None
+
+
+def candidates(problem: Problem, options: Options | None = None) -> Candidates:
+    """Allowed degrees and TMPCs of every layer under ``options``."""
+    options = options or Options()
+    k, n_mb = problem.devices, problem.microbatches
+    s_max = min(n_mb, k)
+    ds = tuple(d for d in range(1, s_max + 1) if n_mb % d == 0) if options.data_parallel else (1,)
+    per_node: dict[int, dict[int, tuple[tuple[int, TMPC], ...]]] = {}
+    reason = None
+    for nd in problem.nodes:
+        allowed: dict[int, tuple[tuple[int, TMPC], ...]] = {}
+        for t, lst in nd.tmpcs.items():
+            if t > k or (t > 1 and not options.tensor_parallel):
+                continue
+            ok = tuple((i, c) for i, c in enumerate(lst) if options.allows(c))
+            if ok:
+                allowed[t] = ok
+        per_node[nd.id] = allowed
+        if not allowed and reason is None:
+            why = []
+            if not options.tensor_parallel:
+                why.append("t > 1 not allowed")
+            if options.exclude_tmpcs:
+                why.append(f"excluded TMPCs {sorted(options.exclude_tmpcs)}")
+            why.append(f"k={k}")
+            reason = f"layer {nd.label} has no usable TMPC (degrees {sorted(nd.tmpcs)}; {', '.join(why)})"
+        elif allowed and reason is None:
+            # y >= 1 in every stage, and a stage's memory is a sum of non-negative terms:
+            # a layer whose every allowed TMPC has a + b > M fits in no plan at all
+            least = min(c.memory_a + c.memory_b for lst in allowed.values() for _, c in lst)
+            if least > problem.memory_per_device:
+                reason = (f"layer {nd.label} does not fit in memory with any allowed TMPC: its least a + b (one "
+                          f"microbatch in flight) is {least:.6g} bytes > M = {problem.memory_per_device:.6g} bytes")
+    ts = tuple(sorted({t for a in per_node.values() for t in a}))
+    return Candidates(ts=ts, ds=ds, tmpcs=per_node, infeasible_reason=reason)

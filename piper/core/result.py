@@ -1,0 +1,167 @@
+"""The common result every solver returns, built through :func:`make_result` so
+that the reported TPS is always the evaluator's score of the returned plan."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+from piper.core.errors import SolverError
+from piper.core.evaluate import Score, evaluate
+from piper.core.plan import Plan
+from piper.core.problem import Problem
+
+__all__ = ["Status", "Result", "SolverError", "make_result"]
+
+
+class Status(str, Enum):
+    #: the plan is proven optimal (for heuristics: never used)
+    OPTIMAL = "optimal"
+    #: a plan, not proven optimal (time limit hit, or a heuristic)
+    FEASIBLE = "feasible"
+    #: proven: no plan fits in memory / on the devices
+    INFEASIBLE = "infeasible"
+    #: stopped (time limit) with neither a plan nor a proof
+    UNKNOWN = "unknown"
+
+    def __str__(self) -> str:  # so f-strings print "optimal"
+        return self.value
+
+
+@dataclass(frozen=True)
+class Result:
+    solver: str
+    status: Status
+    #: the returned plan (None when infeasible / unknown)
+    plan: Plan | None
+    #: the evaluator's TPS of ``plan`` (+inf without a plan or when OOM)
+    tps: float
+    #: the solver's own claim of the objective (may differ from ``tps`` by rounding;
+    #: a large difference is a bug that ``experiments.compare`` reports)
+    objective: float | None
+    #: best proven lower bound on the optimal TPS (inf = proven infeasible, 0 = nothing proven)
+    bound: float
+    #: wall-clock seconds spent in the solver
+    time_s: float
+    #: the evaluator's full breakdown of ``plan``
+    score: Score | None = None
+    #: solver-specific statistics (model size, ideals, curve, ...)
+    stats: Mapping[str, Any] = field(default_factory=dict)
+    message: str = ""
+    #: the certificate's tolerance, in the workload's time units: an "optimal" result's
+    #: ``tps`` is at most ``bound + tolerance``, and ``objective`` (the solver's own number)
+    #: is within it of ``tps``. 0 for solvers that compute exactly (the DP, brute force);
+    #: for the MILP and CP-SAT it follows from their tolerances and scaling
+    #: (docs/formulations.md §7).
+    tolerance: float = 0.0
+
+    @property
+    def devices_used(self) -> int | None:
+        return None if self.plan is None else self.plan.devices_used
+
+    def to_dict(self) -> dict[str, Any]:
+        """The one JSON form of a result (``solve --json``, compare's report, benchmarks).
+
+        Encoding: every number that is +infinity is written as ``null`` (JSON has no
+        infinity): ``tps`` is null without a plan or for an OOM plan, ``bound`` is null
+        when infeasibility is proven; ``objective`` is null when the solver claims none.
+        Statistics keep only JSON values (numbers, strings, booleans, lists, dicts, null);
+        others are written with ``str``. :meth:`from_dict` reads it back.
+        """
+        return {
+            "solver": self.solver,
+            "status": self.status.value,
+            "tps": _finite(self.tps),
+            "objective": _finite(self.objective),
+            "bound": _finite(self.bound),
+            "tolerance": self.tolerance,
+            "time_s": self.time_s,
+            "devices_used": self.devices_used,
+            "plan": None if self.plan is None else self.plan.to_dict(),
+            "message": self.message,
+            "stats": _jsonable(dict(self.stats)),
+        }
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, Any], problem: Problem | None = None) -> "Result":
+        """A Result from :meth:`to_dict`'s form (null numbers read as +infinity; a null
+        ``objective`` as None). With ``problem`` the plan is re-scored by the evaluator
+        (``score``, and ``tps`` from it); without, ``tps`` is taken as written."""
+        from piper.core.plan import plan_from_dict
+
+        def num(key: str) -> float:
+            value = raw.get(key)
+            return math.inf if value is None else float(value)
+
+        plan = None if raw.get("plan") is None else plan_from_dict(raw["plan"])
+        score = evaluate(problem, plan) if (problem is not None and plan is not None) else None
+        return cls(
+            solver=str(raw["solver"]),
+            status=Status(raw["status"]),
+            plan=plan,
+            tps=score.tps if score is not None else num("tps"),
+            objective=None if raw.get("objective") is None else float(raw["objective"]),
+            bound=num("bound"),
+            time_s=float(raw.get("time_s", 0.0)),
+            score=score,
+            stats=dict(raw.get("stats") or {}),
+            message=str(raw.get("message", "")),
+            tolerance=float(raw.get("tolerance", 0.0) or 0.0),
+        )
+
+
+def _finite(x: float | None) -> float | None:
+    """None for None and for a non-finite number (the JSON encoding of +infinity)."""
+    return None if x is None or not math.isfinite(x) else float(x)
+
+
+def _jsonable(value: Any) -> Any:
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    if isinstance(value, float):
+        return _finite(value)
+    if isinstance(value, Mapping):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    return str(value)
+
+
+def make_result(
+    problem: Problem,
+    solver: str,
+    status: Status,
+    plan: Plan | None,
+    *,
+    time_s: float,
+    objective: float | None = None,
+    bound: float | None = None,
+    stats: Mapping[str, Any] | None = None,
+    message: str = "",
+    tolerance: float = 0.0,
+) -> Result:
+    """Score ``plan`` with the evaluator and package a :class:`Result`.
+
+    ``bound`` defaults to the plan's TPS when ``status`` is optimal, +inf when
+    infeasible, and 0 otherwise.
+    """
+    score = evaluate(problem, plan) if plan is not None else None
+    tps = score.tps if score is not None else math.inf
+    if bound is None:
+        bound = {Status.OPTIMAL: tps, Status.INFEASIBLE: math.inf}.get(status, 0.0)
+    return Result(
+        solver=solver,
+        status=status,
+        plan=plan,
+        tps=tps,
+        objective=objective,
+        bound=bound,
+        time_s=time_s,
+        score=score,
+        stats=dict(stats or {}),
+        message=message,
+        tolerance=tolerance,
+    )

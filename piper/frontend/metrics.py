@@ -1,0 +1,61 @@
+"""A plan's predicted training speed in a model's terms (``python -m piper plan``): batch time,
+tokens/s, TFLOP/s per device, MFU, memory per device and the bottleneck stage, all from the one
+evaluator's :class:`~piper.core.evaluate.Score`.
+
+* batch time (seconds per iteration): ``Score.batch_time`` (docs/problem.md §2.4);
+* tokens/s = global batch x sequence length / batch time;
+* TFLOP/s per device = hardware FLOPs per iteration (with the recomputation the plan
+  chose, counted per layer) / batch time / devices used;
+* MFU = model FLOPs per iteration (no recomputation) / batch time / (devices used x peak
+  FLOP/s), as in the PaLM paper's definition (Chowdhery et al. 2022, appendix B).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from piper.core.evaluate import Score
+from piper.frontend.costs import (
+    head_forward_flops,
+    layer_train_flops,
+    model_flops_per_iteration,
+)
+from piper.frontend.tmpc import parse_tmpc_id
+from piper.frontend.workload import TrainingSetup
+
+__all__ = ["plan_metrics"]
+
+
+def plan_metrics(cfg: Any, hw: Any, setup: TrainingSetup, problem: Any, plan: Any, score: Score) -> dict[str, Any]:
+    """Predicted speed of ``plan`` (units in the keys)."""
+    devices = plan.devices_used
+    batch_time = score.batch_time
+    tokens = setup.global_batch * cfg.seq_length
+    # hardware FLOPs with the recomputation each transformer layer's TMPC does (per sequence,
+    # times the global batch), plus the output layer (never recomputed)
+    node = {nd.id: nd for nd in problem.nodes}
+    per_sequence = 3 * head_forward_flops(cfg)
+    for st in plan.stages:
+        for v in st.nodes:
+            if node[v].kind == "transformer":
+                recompute, _sequence_parallel = parse_tmpc_id(st.tmpcs[v])
+                per_sequence += layer_train_flops(cfg, recompute)
+    hw_flops = per_sequence * setup.global_batch
+    model_flops = model_flops_per_iteration(cfg, setup.global_batch)
+    ok = math.isfinite(batch_time) and batch_time > 0
+    return {
+        "devices_used": devices,
+        "devices": problem.devices,
+        "stages": len(plan.stages),
+        "batch_time_s": batch_time if ok else None,
+        "tps_s": score.tps if math.isfinite(score.tps) else None,
+        "tokens_per_s": tokens / batch_time if ok else None,
+        "tflops_per_device": hw_flops / batch_time / devices / 1e12 if ok else None,
+        "mfu": model_flops / batch_time / (devices * hw.peak_flops) if ok else None,
+        "model_flops_per_iteration": model_flops,
+        "hardware_flops_per_iteration": hw_flops,
+        "max_memory_per_device_bytes": max(s.memory for s in score.stages),
+        "memory_limit_bytes": problem.memory_per_device,
+        "bottleneck_stage": None if score.bottleneck is None else score.bottleneck + 1,
+    }

@@ -1,0 +1,295 @@
+"""Reading, validating and writing workload JSON (``docs/problem.md`` §1, §2; rules V1..V13).
+
+:func:`load_problem` / :func:`problem_from_dict` build a :class:`~piper.core.problem.Problem` and
+raise :class:`~piper.core.problem.ProblemError` naming the node, edge or key at fault;
+:func:`problem_to_dict` / :func:`dump_problem` write the reference structure back. Keys the
+loader does not know (:data:`KNOWN_KEYS`) are kept for round trips and listed in
+:attr:`Problem.unknown_keys` (``strict=True``: an error). The data classes are in
+:mod:`piper.core.problem`, with the cluster checks and :func:`problem_to_dict` (a Problem writes
+itself, :meth:`Problem.to_dict`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from piper.core.errors import ProblemError
+from piper.core.problem import (
+    TMPC,
+    Edge,
+    Node,
+    Problem,
+    _topological_order,
+    checked_number,
+    problem_to_dict,
+    validate_cluster,
+    validate_cluster_shape,
+)
+from piper.io.jsonfile import read_json
+
+__all__ = ["KNOWN_KEYS", "load_problem", "problem_from_dict", "dump_problem"]
+
+_TOP_KEYS = (
+    "maxDevices", "maxMemoryPerDevice", "bandwidth", "mbsInBatch", "maxBatchSize", "nodes", "edges",
+    "devicesPerNode", "intraNodeBandwidth", "allReduceFactor",
+    # written by the project's generators (experiments/lib/instances.py, suites.py) and read back as
+    # ``problem.extra["name"]``: known, and kept in ``extra``
+    "name",
+    # written by the model front end (piper/frontend/workload.py ``model_record``): the model and
+    # training shape (micro-batch, global batch, widths, ...), read by ``python -m piper export``
+    # as ``problem.extra["model"]``; known, kept in ``extra``, not part of the problem solved
+    "model",
+)
+#: known top-level keys that have no ``Problem`` field and are kept in ``Problem.extra``
+_TOP_EXTRA_KEYS = ("name", "model")
+_NODE_KEYS = ("id", "TMPCs", "name", "kind", "layerIndex")
+_TMPC_KEYS = ("id", "timePerSample", "parameterSize", "memoryUsageA", "memoryUsageB", "syncTimeFw", "syncTimeBw")
+_TMPC_OPTIONAL_KEYS = ("memoryUsageShardedB",)
+_EDGE_KEYS = ("sourceId", "destId", "communicationCost")
+
+#: the JSON keys the loader understands, per place; any other key is kept (``extra``) for
+#: round trips and reported in :attr:`Problem.unknown_keys` (an error with ``strict=True``)
+KNOWN_KEYS: Mapping[str, tuple[str, ...]] = {
+    "top level": _TOP_KEYS,
+    "node": _NODE_KEYS,
+    "TMPC": _TMPC_KEYS + _TMPC_OPTIONAL_KEYS,
+    "edge": _EDGE_KEYS,
+}
+
+
+def _unknown(raw: Mapping[str, Any], known: tuple[str, ...], where: str, out: list[str]) -> None:
+    for key in raw:
+        if key not in known:
+            out.append(f"unknown key {key!r} at {where} (known: {', '.join(known)})")
+
+
+def _node_id(value: Any, where: str) -> int:
+    if isinstance(value, bool):
+        raise ProblemError(f"{where}: node id must be an integer, got {value!r}")
+    if isinstance(value, str):
+        try:
+            return int(value.strip())
+        except ValueError:
+            raise ProblemError(f"{where}: node id must be an integer, got {value!r}") from None
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if not isinstance(value, int):
+        raise ProblemError(f"{where}: node id must be an integer, got {value!r}")
+    return value
+
+
+def _sync_map(raw: Any, where: str) -> dict[int, float]:
+    if not isinstance(raw, Mapping):
+        raise ProblemError(f"{where}: expected an object keyed by node id, got {type(raw).__name__}")
+    out: dict[int, float] = {}
+    for key, val in raw.items():
+        nid = _node_id(key, f"{where} key {key!r}")
+        if nid in out:
+            raise ProblemError(f"{where}: node {nid} appears twice")
+        out[nid] = checked_number(val, f"{where}[{key!r}]")
+    return out
+
+
+def _tmpc_from_dict(raw: Any, where: str, unknown: list[str] | None = None) -> TMPC:
+    if not isinstance(raw, Mapping):
+        raise ProblemError(f"{where}: a TMPC must be an object, got {type(raw).__name__}")
+    for key in _TMPC_KEYS:
+        if key not in raw:
+            raise ProblemError(f"{where}: missing key {key!r}")
+    tid = raw["id"]
+    if not isinstance(tid, str) or not tid:
+        raise ProblemError(f"{where}: 'id' must be a non-empty string, got {tid!r}")
+    where = f"{where} (TMPC {tid!r})"
+    if unknown is not None:
+        _unknown(raw, KNOWN_KEYS["TMPC"], where, unknown)
+    sharded = raw.get("memoryUsageShardedB", 0.0)  # an explicit null is an error, like any number
+    return TMPC(
+        id=tid,
+        time_per_sample=checked_number(raw["timePerSample"], f"{where} timePerSample"),
+        parameter_size=checked_number(raw["parameterSize"], f"{where} parameterSize"),
+        memory_a=checked_number(raw["memoryUsageA"], f"{where} memoryUsageA"),
+        memory_b=checked_number(raw["memoryUsageB"], f"{where} memoryUsageB"),
+        sync_fw=_sync_map(raw["syncTimeFw"], f"{where} syncTimeFw"),
+        sync_bw=_sync_map(raw["syncTimeBw"], f"{where} syncTimeBw"),
+        extra={k: v for k, v in raw.items() if k not in KNOWN_KEYS["TMPC"]},
+        memory_sharded=checked_number(sharded, f"{where} memoryUsageShardedB"),
+    )
+
+
+def _node_from_dict(raw: Any, pos: int, unknown: list[str] | None = None) -> Node:
+    if not isinstance(raw, Mapping):
+        raise ProblemError(f"nodes[{pos}]: a node must be an object, got {type(raw).__name__}")
+    if "id" not in raw:
+        raise ProblemError(f"nodes[{pos}]: missing key 'id'")
+    nid = _node_id(raw["id"], f"nodes[{pos}] id")
+    where = f"node {nid}"
+    if "TMPCs" not in raw:
+        raise ProblemError(f"{where}: missing key 'TMPCs'")
+    if unknown is not None:
+        _unknown(raw, _NODE_KEYS, where, unknown)
+    tm = raw["TMPCs"]
+    if not isinstance(tm, Mapping):
+        raise ProblemError(f"{where}: 'TMPCs' must be an object keyed by degree t")
+    tmpcs: dict[int, tuple[TMPC, ...]] = {}
+    for tkey, lst in tm.items():
+        try:
+            t = int(str(tkey).strip())
+        except ValueError:
+            raise ProblemError(f"{where}: TMPCs key {tkey!r} is not an integer degree t") from None
+        if t < 1:
+            raise ProblemError(f"{where}: TMPCs key {tkey!r}: degree t must be >= 1")
+        if t in tmpcs:
+            raise ProblemError(f"{where}: degree t={t} given twice")
+        if not isinstance(lst, list) or not lst:
+            raise ProblemError(f"{where}: TMPCs[{tkey!r}] must be a non-empty list")
+        items = tuple(_tmpc_from_dict(c, f"{where} t={t} TMPCs[{i}]", unknown) for i, c in enumerate(lst))
+        seen: set[str] = set()
+        for c in items:
+            if c.id in seen:
+                raise ProblemError(f"{where} t={t}: TMPC id {c.id!r} appears twice")
+            seen.add(c.id)
+        tmpcs[t] = items
+    if not tmpcs:
+        raise ProblemError(f"{where}: 'TMPCs' is empty (a layer needs at least one degree t)")
+    name = raw.get("name")
+    kind = raw.get("kind")
+    if kind is not None and not isinstance(kind, str):
+        raise ProblemError(f"{where} kind: must be a string, got {kind!r}")
+    layer_index = raw.get("layerIndex")
+    if "layerIndex" in raw:
+        whole = isinstance(layer_index, int) or (isinstance(layer_index, float) and layer_index.is_integer())
+        if isinstance(layer_index, bool) or not whole or layer_index < 0:
+            raise ProblemError(f"{where} layerIndex: must be an integer >= 0, got {layer_index!r}")
+        layer_index = int(layer_index)
+    return Node(
+        id=nid,
+        tmpcs=dict(sorted(tmpcs.items())),
+        name=None if name is None else str(name),
+        extra={k: v for k, v in raw.items() if k not in _NODE_KEYS},
+        kind=kind,
+        layer_index=layer_index,
+    )
+
+
+def problem_from_dict(raw: Any, *, strict: bool = False) -> Problem:
+    """Build and validate a :class:`Problem` from the reference JSON structure.
+
+    Keys the loader does not know (see :data:`KNOWN_KEYS`) are kept in ``extra`` for round
+    trips and listed in :attr:`Problem.unknown_keys`; with ``strict=True`` the first one is a
+    :class:`ProblemError` instead.
+    """
+    if not isinstance(raw, Mapping):
+        raise ProblemError(f"the workload must be a JSON object, got {type(raw).__name__}")
+    for key in ("maxDevices", "maxMemoryPerDevice", "bandwidth", "nodes", "edges"):
+        if key not in raw:
+            raise ProblemError(f"missing top-level key {key!r}")
+    if "mbsInBatch" in raw and "maxBatchSize" in raw and raw["mbsInBatch"] != raw["maxBatchSize"]:
+        raise ProblemError(
+            f"'mbsInBatch' ({raw['mbsInBatch']!r}) and its alias 'maxBatchSize' "
+            f"({raw['maxBatchSize']!r}) disagree"
+        )
+    if "mbsInBatch" in raw:
+        mbs = raw["mbsInBatch"]
+    elif "maxBatchSize" in raw:
+        mbs = raw["maxBatchSize"]
+    else:
+        raise ProblemError("missing top-level key 'mbsInBatch' (or its alias 'maxBatchSize')")
+    k, m, n, b = validate_cluster(raw["maxDevices"], raw["maxMemoryPerDevice"], mbs, raw["bandwidth"])
+    for key in ("devicesPerNode", "intraNodeBandwidth", "allReduceFactor"):
+        if key in raw and raw[key] is None:  # null is not "not given"
+            checked_number(None, key)
+    g, b_in, f = validate_cluster_shape(raw.get("devicesPerNode"), raw.get("intraNodeBandwidth"), raw.get("allReduceFactor"))
+    unknown: list[str] = []
+    _unknown(raw, _TOP_KEYS, "top level", unknown)
+
+    if not isinstance(raw["nodes"], list):
+        raise ProblemError("'nodes' must be a list")
+    if not isinstance(raw["edges"], list):
+        raise ProblemError("'edges' must be a list")
+    nodes = tuple(_node_from_dict(x, i, unknown) for i, x in enumerate(raw["nodes"]))
+    if not nodes:
+        raise ProblemError("'nodes' is empty: a workload needs at least one layer")
+    ids: set[int] = set()
+    for nd in nodes:
+        if nd.id in ids:
+            raise ProblemError(f"node id {nd.id} appears twice")
+        ids.add(nd.id)
+
+    edges: list[Edge] = []
+    seen_edges: set[tuple[int, int]] = set()
+    for i, e in enumerate(raw["edges"]):
+        if not isinstance(e, Mapping):
+            raise ProblemError(f"edges[{i}]: an edge must be an object")
+        for key in _EDGE_KEYS:
+            if key not in e:
+                raise ProblemError(f"edges[{i}]: missing key {key!r}")
+        u = _node_id(e["sourceId"], f"edges[{i}] sourceId")
+        v = _node_id(e["destId"], f"edges[{i}] destId")
+        where = f"edge {u}->{v}"
+        if u not in ids:
+            raise ProblemError(f"{where}: source node {u} does not exist")
+        if v not in ids:
+            raise ProblemError(f"{where}: destination node {v} does not exist")
+        if u == v:
+            raise ProblemError(f"{where}: a self-loop makes the graph cyclic")
+        if (u, v) in seen_edges:
+            raise ProblemError(f"{where}: duplicate edge")
+        seen_edges.add((u, v))
+        cost = checked_number(e["communicationCost"], f"{where} communicationCost")
+        _unknown(e, _EDGE_KEYS, where, unknown)
+        extra = {k2: v2 for k2, v2 in e.items() if k2 not in _EDGE_KEYS}
+        edges.append(Edge(u, v, cost, extra))
+    edges_t = tuple(edges)
+    _topological_order(nodes, edges_t)  # raises on a cycle
+
+    preds: dict[int, set[int]] = {nd.id: set() for nd in nodes}
+    succs: dict[int, set[int]] = {nd.id: set() for nd in nodes}
+    for e in edges_t:
+        preds[e.v].add(e.u)
+        succs[e.u].add(e.v)
+    for nd in nodes:
+        for t, lst in nd.tmpcs.items():
+            for c in lst:
+                where = f"node {nd.id} t={t} TMPC {c.id!r}"
+                _check_keys(set(c.sync_fw), preds[nd.id], f"{where} syncTimeFw", "in-neighbours")
+                _check_keys(set(c.sync_bw), succs[nd.id], f"{where} syncTimeBw", "out-neighbours")
+
+    if strict and unknown:
+        raise ProblemError(f"{unknown[0]} (strict mode: unknown keys are errors)")
+    extra = {key: val for key, val in raw.items() if key in _TOP_EXTRA_KEYS or key not in _TOP_KEYS}
+    return Problem(nodes, edges_t, k, m, n, b, extra, devices_per_node=g, intra_node_bandwidth=b_in,
+                   allreduce_factor=f, unknown_keys=tuple(unknown))
+
+
+def _check_keys(have: set[int], want: set[int], where: str, what: str) -> None:
+    if have != want:
+        missing = sorted(want - have)
+        unexpected = sorted(have - want)
+        parts = []
+        if missing:
+            parts.append(f"missing {missing}")
+        if unexpected:
+            parts.append(f"unexpected {unexpected}")
+        raise ProblemError(f"{where}: keys must be exactly the node's {what} {sorted(want)}; " + ", ".join(parts))
+
+
+def load_problem(source: str | Path | Mapping[str, Any], *, strict: bool = False) -> Problem:
+    """Load a workload from a JSON file path or an already-parsed dict.
+
+    ``strict=True``: an unknown key is a :class:`ProblemError` (otherwise it is kept and
+    reported in :attr:`Problem.unknown_keys`).
+    """
+    if isinstance(source, Mapping):
+        return problem_from_dict(source, strict=strict)
+    return problem_from_dict(read_json(source, ProblemError, "workload"), strict=strict)
+
+
+def dump_problem(problem: Problem, path: str | Path | None = None, *, indent: int | None = 1) -> str:
+    """Serialise to JSON; also write it to ``path`` if given. Returns the text."""
+    text = json.dumps(problem_to_dict(problem), indent=indent)
+    if path is not None:
+        Path(path).write_text(text + "\n")
+    return text

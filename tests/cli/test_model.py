@@ -1,0 +1,80 @@
+"""``python -m piper model``: --json, --list, --out, and exit 2 with one line on user errors."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from piper import evaluate, load_problem, plan_from_dict
+from piper.cli.model import main
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def run(*args):
+    return subprocess.run([sys.executable, "-m", "piper", "model", *args], capture_output=True, text=True,
+                          cwd=ROOT, timeout=300)
+
+
+def test_json_summary_and_workload(tmp_path):
+    out = tmp_path / "w.json"
+    r = run("megatron-1.7b", "--global-batch", "512", "--out", str(out), "--json")
+    assert r.returncode == 0, r.stderr
+    s = json.loads(r.stdout)  # one JSON object, nothing else
+    assert s["params"] == 1_652_230_656
+    assert s["hardware_flops_per_iteration"] == pytest.approx(s["sc21_flops_per_iteration"], rel=1e-12)
+    assert s["model_flops_per_iteration"] < s["hardware_flops_per_iteration"]
+    assert s["tensor_parallel_degrees"] == [1, 2, 4, 8] and s["microbatches"] == 512
+    problem = load_problem(out, strict=True)
+    assert problem.n == 27 and problem.devices == 8
+    nodes = [n.id for n in problem.nodes]
+    plan = plan_from_dict({"stages": [{"nodes": nodes, "dataParallelDegree": 1, "tensorParallelDegree": 8,
+                                       "TMPCids": {str(v): "none+sp" for v in nodes}}]})
+    assert evaluate(problem, plan).tps > 0
+
+
+def test_text_summary_with_overrides(tmp_path, capsys):
+    cfg = tmp_path / "config.json"
+    cfg.write_text(json.dumps({"model_type": "llama", "hidden_act": "silu", "hidden_size": 64,
+                               "intermediate_size": 128, "num_attention_heads": 4, "num_key_value_heads": 2,
+                               "num_hidden_layers": 2, "vocab_size": 100, "max_position_embeddings": 4096}))
+    assert main([str(cfg), "--seq", "32", "--micro-batch", "2", "--global-batch", "8", "--gpu", "h100",
+                 "--nodes", "2", "--memory", "40GB", "--network-bandwidth", "10GB", "--efficiency", "0.4"]) == 0
+    text = capsys.readouterr().out
+    assert "sequence 32, micro-batch 2" in text and "N 4 micro-batches" in text
+    assert "16 x h100-sxm-80gb" in text and "not written" in text
+
+
+def test_list():
+    r = run("--list")
+    assert r.returncode == 0, r.stderr
+    for name in ("megatron-1.7b", "megatron-1t", "gpt3-175b", "llama2-70b", "llama3-405b", "h100-sxm-80gb"):
+        assert name in r.stdout
+
+
+@pytest.mark.parametrize("args, message", [
+    (["llama4-1t"], "unknown model preset"),
+    (["llama3-8b", "--gpu", "v100"], "unknown GPU"),
+    (["llama3-8b", "--global-batch", "3", "--micro-batch", "2"], "multiple of the micro-batch"),
+    (["llama3-8b", "--efficiency", "2"], "efficiency"),
+    (["missing/config.json"], "cannot read"),
+    ([], "preset name or a config.json"),
+])
+def test_user_errors_exit_2_with_one_line(args, message):
+    r = run(*args)
+    assert r.returncode == 2
+    assert r.stdout == ""
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0] and "Traceback" not in r.stderr
+
+
+def test_bad_config_file_exit_2(tmp_path):
+    cfg = tmp_path / "config.json"
+    cfg.write_text(json.dumps({"hidden_size": 64, "num_attention_heads": 3, "num_hidden_layers": 2,
+                               "vocab_size": 100, "max_position_embeddings": 64}))
+    r = run(str(cfg))
+    assert r.returncode == 2
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "attention_heads (3) must divide hidden_size (64)" in lines[0]

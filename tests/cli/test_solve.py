@@ -1,0 +1,108 @@
+"""The one solve command (``python -m piper solve`` and its alias ``python -m baselines
+solve``) and the one JSON form of a Result (issue 19)."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from baselines import solve
+from experiments.lib.instances import random_problem
+from piper import Options, Status, load_problem
+from piper.core.result import Result
+
+ROOT = Path(__file__).resolve().parents[2]
+REPRO = str(ROOT / "experiments" / "workloads" / "bert-op-slice-n10-k8.json")
+
+
+def run(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", *args], capture_output=True, text=True, cwd=ROOT, timeout=300)
+
+
+@pytest.mark.parametrize("solver", ["cpsat", "milp-highs"])
+def test_json_stdout_is_one_object_even_with_the_solver_log(solver: str) -> None:
+    """CP-SAT and HiGHS print their logs on stdout from native code; --json must still be
+    one JSON object on stdout, the log (asked for with --log) on stderr."""
+    proc = run("piper", "solve", REPRO, "--solver", solver, "--json", "--log")
+    assert proc.returncode == 0, proc.stderr[-500:]
+    out = json.loads(proc.stdout)
+    assert out["status"] == "optimal" and out["solver"] == solver
+    assert proc.stdout.count("\n") == 1
+    assert proc.stderr.strip(), "the log goes to stderr"
+
+
+def test_alias_runs_the_same_code_and_prints_the_same_json() -> None:
+    a = json.loads(run("piper", "solve", REPRO, "--solver", "dp", "--json").stdout)
+    b = json.loads(run("baselines", "solve", REPRO, "--solver", "dp", "--json").stdout)
+    for out in (a, b):
+        out.pop("time_s")
+        out["stats"].pop("time_s", None)
+    assert a.keys() == b.keys()
+    assert a["plan"] == b["plan"] and a["tps"] == b["tps"] and a["status"] == b["status"]
+
+
+@pytest.mark.parametrize("args, fragment", [
+    (["--solver", "cpsat", "--linearize"], "--linearize applies to dp, dp-greedy"),
+    (["--solver", "dp", "--warm-start", "x.json"], "--warm-start applies to milp, milp-highs, cpsat"),
+    (["--solver", "equi", "--knapsack", "greedy"], "--knapsack applies to dp"),
+    (["--solver", "dp", "--split", "sequences"], "--split applies to milp"),
+    (["--solver", "cpsat", "--split", "sequences"], "--split needs --warm-start"),
+    (["--solver", "nope"], "unknown solver 'nope'"),
+    (["--solver", "cpsat", "--split-backend", "ray"], "--split-backend needs --split sequences"),
+    (["--solver", "cpsat", "--split", "sequences", "--warm-start", "x.json", "--split-backend", "threads",
+      "--ray-address", "h:6379"], "--ray-address needs --split-backend ray"),
+    (["--solver", "dp", "--split-backend", "ray"], "--split-backend applies to milp"),
+])
+def test_flags_for_another_solver_exit_2_with_one_line(args: list[str], fragment: str) -> None:
+    proc = run("piper", "solve", REPRO, *args)
+    assert proc.returncode == 2
+    assert fragment in proc.stderr and proc.stderr.count("\n") == 1 and not proc.stdout
+
+
+def test_result_json_round_trip_with_infinities() -> None:
+    problem = load_problem(REPRO)
+    res = solve(problem, Options(), solver="cpsat")
+    back = Result.from_dict(json.loads(json.dumps(res.to_dict())), problem)
+    assert (back.status, back.tps, back.bound, back.tolerance, back.plan) == (
+        res.status, res.tps, res.bound, res.tolerance, res.plan)
+    # a proven-infeasible result: tps and bound are +inf, written as null and read back as inf
+    infeasible = None
+    for seed in range(200):
+        r = solve(random_problem(seed), Options(), solver="dp")
+        if r.status == Status.INFEASIBLE:
+            infeasible = r
+            break
+    assert infeasible is not None
+    raw = infeasible.to_dict()
+    assert raw["tps"] is None and raw["bound"] is None and raw["plan"] is None
+    text = json.dumps(raw, allow_nan=False)  # strict JSON: no Infinity anywhere
+    back = Result.from_dict(json.loads(text))
+    assert back.status == Status.INFEASIBLE and math.isinf(back.tps) and math.isinf(back.bound)
+
+
+def test_split_proof_on_ray_from_the_command_line(tmp_path: Path) -> None:
+    """--split sequences --split-backend ray proves the DP's plan optimal, as the threads do
+    (a local Ray instance, started by the command)."""
+    pytest.importorskip("ray")  # the extra .[ray]; CI installs it
+    from piper import dump_problem
+
+    workload = tmp_path / "w.json"
+    dump_problem(random_problem(3, n=6, devices=4), workload)
+    plan = tmp_path / "dp.json"
+    assert run("piper", "solve", str(workload), "--out", str(plan), "--quiet").returncode == 0
+    answers = []
+    for backend in ("threads", "ray"):
+        proc = run("piper", "solve", str(workload), "--solver", "cpsat", "--warm-start", str(plan),
+                   "--split", "sequences", "--split-backend", backend, "--json", "--quiet")
+        assert proc.returncode == 0, proc.stderr[-800:]
+        answers.append(json.loads(proc.stdout))
+    dp = load_problem(workload)
+    best = solve(dp, Options(), solver="dp").tps
+    for out in answers:
+        assert out["status"] == "optimal" and out["tps"] == pytest.approx(best, rel=1e-9)
+    assert answers[1]["stats"]["split"]["backend"] == "ray"

@@ -1,0 +1,157 @@
+"""The workload built from a toy model: structure, every TMPC number (hand-computed),
+cluster keys, loading with piper.load_problem and a one-stage evaluation."""
+
+import pytest
+
+from piper import evaluate, load_problem, plan_from_dict
+from piper.frontend import (
+    FrontendError,
+    Hardware,
+    TrainingSetup,
+    TransformerConfig,
+    all_reduce_factor,
+    build_workload,
+    hardware,
+    parse_tmpc_id,
+    preset,
+    tensor_parallel_degrees,
+    tmpc_id,
+    tmpc_ids,
+)
+
+# toy GPT of test_frontend_costs: per-layer params 872 (460 per device at t=2), b=2, s=4, h=8
+GPT = TransformerConfig(
+    name="toy-gpt", layers=2, hidden_size=8, attention_heads=2, kv_heads=2, ffn_hidden_size=32,
+    vocab_size=16, seq_length=4, micro_batch=2,
+)
+HW = Hardware(name="toy", peak_flops=1000.0, memory_bytes=1e6, devices_per_node=2,
+              nvlink_bandwidth=100.0, network_bandwidth=10.0)
+SETUP = TrainingSetup(nodes=2, global_batch=6, efficiency=0.5)
+
+
+def _tmpcs(w, node, t):
+    return {c["id"]: c for c in w["nodes"][node]["TMPCs"][str(t)]}
+
+
+def test_parse_tmpc_id():
+    assert parse_tmpc_id("none") == ("none", False)
+    assert parse_tmpc_id("selective") == ("selective", False)
+    assert parse_tmpc_id("full") == ("full", False)
+    assert parse_tmpc_id("none+sp") == ("none", True)
+    assert parse_tmpc_id("selective+sp") == ("selective", True)
+    assert parse_tmpc_id("full+sp") == ("full", True)
+    for tid in tmpc_ids(8):
+        assert tmpc_id(*parse_tmpc_id(tid)) == tid
+    with pytest.raises(FrontendError, match="activation recomp"):
+        parse_tmpc_id("activation recomp")
+    assert tmpc_ids(1) == ["none", "selective", "full"]
+
+
+def test_chain_structure_and_cluster_keys():
+    w = build_workload(GPT, HW, SETUP)
+    kinds = [(n["id"], n["kind"], n["layerIndex"]) for n in w["nodes"]]
+    assert kinds == [(0, "embedding", 0), (1, "transformer", 0), (2, "transformer", 1),
+                     (3, "final_norm", 1), (4, "output_head", 1)]
+    assert [n["name"] for n in w["nodes"]][1] == "ParallelTransformerLayer"
+    assert [(e["sourceId"], e["destId"]) for e in w["edges"]] == [(0, 1), (1, 2), (2, 3), (3, 4)]
+    assert {e["communicationCost"] for e in w["edges"]} == {128.0}  # p*b*s*h = 2*2*4*8
+    assert w["maxDevices"] == 4  # 2 nodes x 2
+    assert w["devicesPerNode"] == 2
+    assert w["maxMemoryPerDevice"] == 1e6
+    assert w["mbsInBatch"] == 3  # 6 sequences / micro-batch 2
+    assert w["bandwidth"] == 10.0 and w["intraNodeBandwidth"] == 100.0
+    assert w["allReduceFactor"] == 2.0  # ring all-reduce 2(d-1)/d
+    for node in w["nodes"]:
+        assert sorted(node["TMPCs"]) == ["1", "2"]
+    assert list(_tmpcs(w, 1, 2)) == ["none", "selective", "full", "none+sp", "selective+sp", "full+sp"]
+    assert list(_tmpcs(w, 0, 2)) == ["none", "none+sp"]
+    assert list(_tmpcs(w, 4, 1)) == ["none"]
+    assert _tmpcs(w, 0, 1)["none"]["syncTimeFw"] == {} and _tmpcs(w, 0, 1)["none"]["syncTimeBw"] == {"1": 0.0}
+    assert _tmpcs(w, 4, 1)["none"]["syncTimeFw"] == {"3": 0.0} and _tmpcs(w, 4, 1)["none"]["syncTimeBw"] == {}
+
+
+def test_transformer_tmpc_numbers():
+    w = build_workload(GPT, HW, SETUP)
+    t2 = _tmpcs(w, 1, 2)
+    # full at t=2: compute b*4*6656 / (2*1000*0.5) = 53.248 s; 6 all-reduces of 128 bytes,
+    # each 2*(1/2)*128 = 128 bytes per device at 100 B/s: 7.68 s
+    assert t2["full"]["timePerSample"] == pytest.approx(60.928)
+    assert t2["full+sp"]["timePerSample"] == pytest.approx(60.928)
+    # none at t=2: 2*19968/1000 = 39.936 s + 4 * 1.28 s
+    assert t2["none"]["timePerSample"] == pytest.approx(45.056)
+    assert t2["selective"]["timePerSample"] == pytest.approx(40.96 + 5.12)  # 2*20480/1000
+    assert _tmpcs(w, 1, 1)["none"]["timePerSample"] == pytest.approx(79.872)  # 2*19968/500, no TP traffic
+    assert t2["none"]["memoryUsageA"] == pytest.approx(1568)
+    assert t2["full+sp"]["memoryUsageA"] == pytest.approx(64)
+    # 460 parameters per device: bf16 weights + bf16 grads 4*460, sharded Adam 12*460, resync 2*460
+    assert t2["none"]["memoryUsageB"] == pytest.approx(1840)
+    assert t2["none"]["memoryUsageShardedB"] == pytest.approx(5520)
+    assert t2["none"]["parameterSize"] == pytest.approx(920)
+
+
+def test_other_nodes_tmpc_numbers():
+    w = build_workload(GPT, HW, SETUP)
+    emb, norm, head = _tmpcs(w, 0, 2), _tmpcs(w, 3, 2), _tmpcs(w, 4, 2)
+    assert emb["none"]["timePerSample"] == pytest.approx(1.28)  # one all-reduce, no FLOPs
+    assert emb["none"]["parameterSize"] == pytest.approx(192)  # 2*(16*8/2 + 4*8)
+    assert norm["none"]["timePerSample"] == 0
+    assert norm["none"]["memoryUsageB"] == pytest.approx(64)  # LayerNorm 16 params, replicated, 4 bytes each
+    assert head["none"]["timePerSample"] == pytest.approx(6.144 + 1.28)  # 2*3*1024/1000 + all-reduce
+    assert head["none"]["parameterSize"] == pytest.approx(128)  # tied copy: 2*16*8/2
+    assert head["none"]["memoryUsageA"] == pytest.approx(384)
+    assert head["none+sp"]["memoryUsageA"] == pytest.approx(320)
+
+
+def test_distributed_optimizer_off():
+    w = build_workload(GPT, HW, TrainingSetup(nodes=2, global_batch=6, distributed_optimizer=False))
+    c = _tmpcs(w, 1, 2)["none"]
+    assert c["memoryUsageB"] == pytest.approx(7360)  # 16 * 460
+    assert c["memoryUsageShardedB"] == 0
+
+
+def test_all_reduce_factor_with_fp32_grads():
+    assert all_reduce_factor(GPT, TrainingSetup(grad_bytes=4)) == 1.5  # reduce-scatter 4 + all-gather 2 per 4
+    assert all_reduce_factor(GPT, TrainingSetup(grad_bytes=4, distributed_optimizer=False)) == 2.0
+
+
+def test_memory_reserve_and_batch_errors():
+    w = build_workload(GPT, HW, TrainingSetup(nodes=1, global_batch=6, memory_reserve_bytes=1e5))
+    assert w["maxMemoryPerDevice"] == 9e5
+    with pytest.raises(FrontendError, match="multiple of the micro-batch"):
+        build_workload(GPT, HW, TrainingSetup(global_batch=5))
+    with pytest.raises(FrontendError, match="efficiency"):
+        TrainingSetup(efficiency=1.5)
+
+
+def test_tensor_parallel_degrees():
+    assert tensor_parallel_degrees(preset("megatron-1.7b"), hardware("a100-80gb")) == [1, 2, 4, 8]
+    # 24 heads, 8 per node: 3 and 6 divide the heads but not the node
+    assert tensor_parallel_degrees(preset("llama3-405b"), hardware("h100")) == [1, 2, 4, 8]
+    gqa = GPT.with_changes(attention_heads=8, kv_heads=2, hidden_size=16)
+    # Megatron needs t to divide the key/value heads too (no KV replication)
+    assert tensor_parallel_degrees(gqa, hardware("a100-80gb")) == [1, 2]
+
+
+def test_loads_and_evaluates_one_stage():
+    w = build_workload(GPT, HW, SETUP)
+    problem = load_problem(w, strict=True)
+    assert problem.n == 5 and problem.unknown_keys == ()
+    plan = plan_from_dict({"stages": [{
+        "nodes": [0, 1, 2, 3, 4], "dataParallelDegree": 1, "tensorParallelDegree": 2,
+        "TMPCids": {"0": "none+sp", "1": "full+sp", "2": "full+sp", "3": "none+sp", "4": "none+sp"},
+    }]})
+    score = evaluate(problem, plan)
+    assert not score.oom
+    # one stage, d = 1: no edge or resync traffic, TPS = sum of times = 1.28 + 2*60.928 + 0 + 7.424
+    assert score.tps == pytest.approx(130.56)
+
+
+def test_preset_workload_loads_and_evaluates():
+    cfg = preset("megatron-1.7b")
+    w = build_workload(cfg, hardware("a100-80gb"), TrainingSetup(global_batch=512))
+    problem = load_problem(w, strict=True)
+    ids = {n["id"]: ("full" if n["kind"] == "transformer" else "none") for n in w["nodes"]}
+    plan = plan_from_dict({"stages": [{"nodes": list(ids), "dataParallelDegree": 8, "tensorParallelDegree": 1,
+                                       "TMPCids": {str(k): v for k, v in ids.items()}}]})
+    score = evaluate(problem, plan)
+    assert not score.oom and 0 < score.tps < 1
