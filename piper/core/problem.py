@@ -179,7 +179,7 @@ class Problem:
     @cached_property
     def topological_order(self) -> tuple[int, ...]:
         """Node ids in a topological order, ties by file order."""
-        return _topological_order(self.nodes, self.edges)
+        return topological_order_of(self.nodes, self.edges)
 
     @cached_property
     def degrees(self) -> tuple[int, ...]:
@@ -279,7 +279,7 @@ class Problem:
         return problem_to_dict(self)
 
 
-def _topological_order(nodes: tuple[Node, ...], edges: tuple[Edge, ...]) -> tuple[int, ...]:
+def topological_order_of(nodes: tuple[Node, ...], edges: tuple[Edge, ...]) -> tuple[int, ...]:
     """Node ids in a topological order, ties broken by file order (networkx's
     lexicographical topological sort keyed on the node's position in the file).
     A cycle is a :class:`ProblemError` that names one cycle, edge by edge."""

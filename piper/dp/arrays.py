@@ -18,7 +18,7 @@ from piper.core.errors import SolverError
 from piper.core.options import Candidates
 from piper.core.problem import Problem
 
-_BIG = np.int64(1) << np.int64(60)
+BIG = np.int64(1) << np.int64(60)
 #: table mode: achievable upper-bound values (greedy choices, galloping, shared across d)
 HEUR = 2
 

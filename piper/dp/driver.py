@@ -14,10 +14,10 @@ from piper.core.result import Result, Status, make_result
 from piper.dp.arrays import HEUR, RunArrays, limits_of, run_arrays
 from piper.dp.ideals import IdealPairs, Ideals, enumerate_ideals, ideal_pairs
 from piper.dp.knapsack import EXACT, GREEDY
-from piper.dp.limits import _Progress, _TimeUp, _with_slack
+from piper.dp.limits import Progress, TimeUp, with_slack
 from piper.dp.reconstruct import build_plan, threshold_steps
 from piper.dp.table import degree_pairs, solve_table
-from piper.dp.threshold import _Search, build_tables
+from piper.dp.threshold import Search, build_tables
 
 
 def _curve_points(problem: Problem, options: Options, pairs: int = 0) -> list[int]:
@@ -36,7 +36,7 @@ def _curve_points(problem: Problem, options: Options, pairs: int = 0) -> list[in
     return []
 
 
-def _solve_run(problem: Problem, options: Options, bw_edge: float, cand: Candidates | None = None) -> Result:
+def solve_run(problem: Problem, options: Options, bw_edge: float, cand: Candidates | None = None) -> Result:
     """One DP over the plans of ``problem`` (its ``devices`` is this run's device budget) with
     every cut edge at ``bw_edge`` bytes/s, under ``cand`` (default ``candidates(problem,
     options)``; a uniform run passes one (t, d)).  Result as :func:`solve_dp`'s."""
@@ -46,7 +46,7 @@ def _solve_run(problem: Problem, options: Options, bw_edge: float, cand: Candida
     if options.knapsack not in ("exact", "greedy"):
         raise SolverError(f"unknown knapsack mode {options.knapsack!r}; use 'exact' or 'greedy'")
     mode = EXACT if options.knapsack == "exact" else GREEDY
-    progress = _Progress(options.progress)
+    progress = Progress(options.progress)
     cand = candidates(problem, options) if cand is None else cand
     stats: dict = {"knapsack": options.knapsack, "linearize": options.linearize}
     if cand.infeasible_reason is not None:  # no plan on any number of devices: the curve is all None
@@ -75,12 +75,12 @@ def _solve_run(problem: Problem, options: Options, bw_edge: float, cand: Candida
         t0 = time.perf_counter()
         try:
             heur = build_tables(problem, run, ideals, pairs, HEUR, deadline, progress)
-            hs = _Search(heur, S, deadline, progress)
+            hs = Search(heur, S, deadline, progress)
             idx = hs.least_index(problem.devices)
             if idx is not None:
                 heur_value = float(hs.cands[idx])
-                ub = _with_slack(heur_value)
-        except _TimeUp:
+                ub = with_slack(heur_value)
+        except TimeUp:
             return make_result(problem, name, Status.UNKNOWN, None, time_s=time.perf_counter() - start, stats=stats,
                                message=f"time limit ({options.time_limit_s} s) hit while bounding the optimum")
         stats.update(heuristic_bound=None if math.isinf(ub) else heur_value, bound_s=time.perf_counter() - t0)
@@ -88,16 +88,16 @@ def _solve_run(problem: Problem, options: Options, bw_edge: float, cand: Candida
         t0 = time.perf_counter()
         tables = build_tables(problem, run, ideals, pairs, mode, deadline, progress, ub)
         stats.update(entries=tables.entries, segments=tables.segments, tables_s=time.perf_counter() - t0)
-    except _TimeUp:
+    except TimeUp:
         return make_result(problem, name, Status.UNKNOWN, None, time_s=time.perf_counter() - start, stats=stats,
                            message=f"time limit ({options.time_limit_s} s) hit while building stage tables")
-    search = _Search(tables, S, deadline, progress, ub)
+    search = Search(tables, S, deadline, progress, ub)
     stats["candidates"] = int(len(search.cands))
     t0 = time.perf_counter()
     best: int | None = None
     try:
         best = search.least_index(problem.devices)
-    except _TimeUp:
+    except TimeUp:
         pass
     timed_out = best is None and deadline is not None and time.perf_counter() > deadline
     if best is None and not timed_out:
@@ -124,7 +124,7 @@ def _solve_run(problem: Problem, options: Options, bw_edge: float, cand: Candida
         if pts:
             idx = search.curve(pts)
             stats["curve"] = [[k, None if idx[k] is None else float(search.cands[idx[k]])] for k in pts]
-    except _TimeUp:
+    except TimeUp:
         message = "time limit hit while computing the curve (stats['curve'] omitted)"
     stats.update(curve_s=time.perf_counter() - t0, tests=search.tests)
     status = Status.OPTIMAL if mode == EXACT else Status.FEASIBLE
@@ -132,7 +132,7 @@ def _solve_run(problem: Problem, options: Options, bw_edge: float, cand: Candida
                        stats=stats, message=message)
 
 
-def _reconstruct(problem: Problem, run: RunArrays, search: _Search, idx: int, mode: int) -> tuple[Plan, float]:
+def _reconstruct(problem: Problem, run: RunArrays, search: Search, idx: int, mode: int) -> tuple[Plan, float]:
     """The plan behind m(cands[idx]) and its DP value (the largest stage value)."""
     return build_plan(problem, run, limits_of(problem), search.tb.ideals.words, mode, threshold_steps(search, idx))
 
@@ -154,21 +154,21 @@ def _choose_engine(options: Options, pairs: IdealPairs, run: RunArrays, k: int) 
 
 
 def _finish_table(problem: Problem, options: Options, run: RunArrays, ideals: Ideals, pairs: IdealPairs, mode: int,
-                  name: str, start: float, deadline: float | None, progress: _Progress, stats: dict,
+                  name: str, start: float, deadline: float | None, progress: Progress, stats: dict,
                   cand: Candidates) -> Result:
     t0 = time.perf_counter()
     want_curve = options.params.get("curve", None) is True or options.params.get("curve_points") is not None
     ub = math.inf
     if not want_curve and not ideals.linear:
         # a bound from the linearized problem (n + 1 ideals, cheap) prunes the full DP
-        lin = _solve_run(problem, replace(options, linearize=True, time_limit_s=None, progress=False,
+        lin = solve_run(problem, replace(options, linearize=True, time_limit_s=None, progress=False,
                                           params={**options.params, "curve": False, "engine": "auto"}),
                          run.layers.bw_edge, cand)
-        ub = _with_slack(lin.objective) if lin.objective is not None else math.inf
+        ub = with_slack(lin.objective) if lin.objective is not None else math.inf
         stats["linearized_tps"] = None if math.isinf(lin.tps) else lin.tps
     try:
         dpm, plan, obj = solve_table(problem, run, ideals, pairs, mode, deadline, progress, ub)
-    except _TimeUp:
+    except TimeUp:
         return make_result(problem, name, Status.UNKNOWN, None, time_s=time.perf_counter() - start, stats=stats,
                            message=f"time limit ({options.time_limit_s} s) hit while filling the DP table")
     stats["table_s"] = time.perf_counter() - t0

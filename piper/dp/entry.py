@@ -10,7 +10,7 @@ from piper.core.errors import SolverError
 from piper.core.options import Candidates, Options, candidates
 from piper.core.problem import Problem
 from piper.core.result import Result, Status, make_result
-from piper.dp.driver import _solve_run
+from piper.dp.driver import solve_run
 from piper.dp.ideals import enumerate_ideals, ideal_pairs
 
 #: uniform plans: refuse when (DPs to run) x (ideal pairs of one DP) exceeds this. GNMT (k = 10,
@@ -80,7 +80,7 @@ def _solve_edges(problem: Problem, options: Options, pair: tuple[int, int] | Non
     start = time.perf_counter()
     runs = _edge_runs(problem)
     if pair is None and len(runs) == 1:
-        return _solve_run(problem, options, runs[0][1])  # version 1 (and G >= k): one run, as ever
+        return solve_run(problem, options, runs[0][1])  # version 1 (and G >= k): one run, as ever
     name = "dp" if options.knapsack == "exact" else "dp-greedy"
     results: list[tuple[Result, Problem, float]] = []
     for prob, bw_edge in runs:
@@ -90,7 +90,7 @@ def _solve_edges(problem: Problem, options: Options, pair: tuple[int, int] | Non
                 cand = _restrict(cand, *pair)
             if cand is None:
                 continue
-        results.append((_solve_run(prob, _remaining(options, start), bw_edge, cand), prob, bw_edge))
+        results.append((solve_run(prob, _remaining(options, start), bw_edge, cand), prob, bw_edge))
     if not results:
         return None
     if len(results) == 1:

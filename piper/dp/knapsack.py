@@ -43,7 +43,7 @@ INF = np.inf
 
 
 @njit(cache=True)
-def _least(off: np.ndarray, vals: np.ndarray, out: np.ndarray) -> None:
+def least_option(off: np.ndarray, vals: np.ndarray, out: np.ndarray) -> None:
     """out[i] = the option of node i (options off[i]..off[i+1]-1) with the least vals
     (first in list order on ties): with costs the fastest choice, with memories the
     least-memory one."""
@@ -57,7 +57,7 @@ def _least(off: np.ndarray, vals: np.ndarray, out: np.ndarray) -> None:
 
 
 @njit(cache=True)
-def _total(idx: np.ndarray, vals: np.ndarray) -> float:
+def total_of(idx: np.ndarray, vals: np.ndarray) -> float:
     """sum of vals[idx[i]] over i, in node order."""
     out = 0.0
     for i in range(idx.shape[0]):
@@ -82,11 +82,11 @@ def _settle_easy(off: np.ndarray, cost: np.ndarray, mem: np.ndarray, M: float, c
     every node) and, if needed, low (the least-memory one). Returns (True, value) when
     the all-fastest choice fits (recorded in choice) or even the least-memory choice
     does not (value +inf); else (False, 0.0)."""
-    _least(off, cost, fast)
-    if _total(fast, mem) <= M:
+    least_option(off, cost, fast)
+    if total_of(fast, mem) <= M:
         return True, _take(fast, cost, choice)
-    _least(off, mem, low)
-    if _total(low, mem) > M:
+    least_option(off, mem, low)
+    if total_of(low, mem) > M:
         return True, INF
     return False, 0.0
 
@@ -111,7 +111,7 @@ def greedy_knapsack(off: np.ndarray, cost: np.ndarray, mem: np.ndarray, M: float
     settled, value = _settle_easy(off, cost, mem, M, choice, H, low)
     if settled:
         return value
-    shave = _total(H, mem) - M
+    shave = total_of(H, mem) - M
     m_total = off[n]
     ratios = np.empty(m_total, dtype=np.float64)
     who = np.empty(m_total, dtype=np.int64)
@@ -151,7 +151,7 @@ def greedy_knapsack(off: np.ndarray, cost: np.ndarray, mem: np.ndarray, M: float
 
 
 @njit(cache=True)
-def _grow(a: np.ndarray, need: int) -> np.ndarray:
+def ensure_room(a: np.ndarray, need: int) -> np.ndarray:
     """``a`` if it holds ``need`` items, else a copy with at least twice the room
     (compiled once per dtype; also used by :mod:`piper.dp`)."""
     if need <= a.shape[0]:
@@ -308,8 +308,8 @@ def exact_knapsack(off: np.ndarray, cost: np.ndarray, mem: np.ndarray, M: float,
                 nk += 1
             idx = jb + 1
         # register kept states
-        g_par = _grow(g_par, n_glob + nk)
-        g_opt = _grow(g_opt, n_glob + nk)
+        g_par = ensure_room(g_par, n_glob + nk)
+        g_opt = ensure_room(g_opt, n_glob + nk)
         new_m = np.empty(nk)
         new_c = np.empty(nk)
         new_id = np.empty(nk, dtype=np.int64)

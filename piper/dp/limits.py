@@ -6,11 +6,11 @@ import sys
 import time
 
 
-class _TimeUp(Exception):
+class TimeUp(Exception):
     pass
 
 
-class _Progress:
+class Progress:
     def __init__(self, enabled: bool, every_s: float = 2.0) -> None:
         self.enabled = enabled
         self.every = every_s
@@ -25,7 +25,7 @@ class _Progress:
             print(f"[dp] {msg}", file=sys.stderr, flush=True)
 
 
-def _with_slack(value: float) -> float:
+def with_slack(value: float) -> float:
     """A bound from another computation of the same plan value, loosened by 1e-9
     (relative) before it prunes: the linearized DP and the heuristic table add a
     stage's terms in another order than the table being pruned, so the same plan

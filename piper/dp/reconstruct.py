@@ -16,9 +16,9 @@ from piper.core.errors import SolverError
 from piper.core.plan import Plan, Stage
 from piper.core.problem import Problem
 from piper.dp.arrays import Limits, RunArrays
-from piper.dp.stage import _stage_choice
-from piper.dp.table_kernels import DegreePairs, IdealGraph, _table_step
-from piper.dp.threshold import _Search
+from piper.dp.stage import stage_choice
+from piper.dp.table_kernels import DegreePairs, IdealGraph, table_step
+from piper.dp.threshold import Search
 
 
 class StageStep(NamedTuple):
@@ -40,7 +40,7 @@ def build_plan(problem: Problem, run: RunArrays, lim: Limits, words: np.ndarray,
     stages: list[Stage] = []
     worst = 0.0
     for step in steps:
-        nodes, chosen, val = _stage_choice(run.layers, lim, words, step.ideal, step.sub, t_index[step.t], step.d,
+        nodes, chosen, val = stage_choice(run.layers, lim, words, step.ideal, step.sub, t_index[step.t], step.d,
                                            step.y, mode)
         worst = max(worst, float(val))
         ids = tuple(problem.nodes[int(v)].id for v in nodes)
@@ -49,7 +49,7 @@ def build_plan(problem: Problem, run: RunArrays, lim: Limits, words: np.ndarray,
     return Plan(tuple(stages)), worst
 
 
-def threshold_steps(search: _Search, idx: int) -> Iterator[StageStep]:
+def threshold_steps(search: Search, idx: int) -> Iterator[StageStep]:
     """The threshold engine's walk: the stages behind m(cands[idx]) (re-running that test to
     fill the choice tables), following the entry that attained f[I, s] and the budget s that
     attained g[I, s]."""
@@ -76,7 +76,7 @@ def table_steps(run: RunArrays, lim: Limits, graph: IdealGraph, opts: DegreePair
     cur, kap, s = full, lim.devices, lim.budget
     target = float(dpm[full, kap, s])
     while cur != 0:
-        J, o, kk, ss = _table_step(run.layers, lim, graph, opts, mode, dpm, cur, kap, s, target)
+        J, o, kk, ss = table_step(run.layers, lim, graph, opts, mode, dpm, cur, kap, s, target)
         if J < 0:
             raise SolverError(f"internal error: DP reconstruction lost its way at ideal {cur}")
         t, d = int(opts.t[o]), int(opts.d[o])

@@ -1,8 +1,8 @@
 """Compiled kernels of one stage: its nodes, TMPC options, costs, memory and knapsack choices.
 
 Every kernel takes the run's :class:`~piper.dp.arrays.LayerArrays` (``lay``), and the ones
-that work on a stage its :class:`StageScratch` (``sc``): after :func:`_stage_nodes` and
-:func:`_stage_options`, the stage I \\ J has ``nx`` nodes ``sc.nodes[:nx]`` and
+that work on a stage its :class:`StageScratch` (``sc``): after :func:`stage_nodes` and
+:func:`stage_options`, the stage I \\ J has ``nx`` nodes ``sc.nodes[:nx]`` and
 ``m = sc.off[nx]`` flat options ``sc.qidx[:m]`` (options of node i:
 ``sc.off[i] .. sc.off[i + 1] - 1``) with cut-edge bytes ``sc.ebytes[:m]``.
 
@@ -18,7 +18,7 @@ import numpy as np
 from numba import njit, types
 from numba.extending import overload
 
-from piper.dp.knapsack import _grow, _least, _total, knapsack
+from piper.dp.knapsack import ensure_room, least_option, total_of, knapsack
 
 
 def _absent(x: object) -> bool:
@@ -35,12 +35,12 @@ def _absent_compiled(x):
     return lambda x: False
 
 
-def _entry(a: np.ndarray | None, i: int, j: int) -> float:
+def entry_or_zero(a: np.ndarray | None, i: int, j: int) -> float:
     """a[i, j], for an optional 2-d array (0.0 when a is None; callers test :func:`_absent` first)."""
     return 0.0 if a is None else float(a[i, j])
 
 
-@overload(_entry, inline="always")
+@overload(entry_or_zero, inline="always")
 def _entry_compiled(a, i, j):
     if isinstance(a, types.NoneType):
         return lambda a, i, j: 0.0
@@ -88,7 +88,7 @@ def _stage_scratch(n, max_opts, n_ds):
 
 
 @njit(cache=True)
-def _new_scratch(lay):
+def new_scratch(lay):
     """A :class:`StageScratch` sized for ``lay``."""
     return _stage_scratch(lay.n, lay.tp.shape[0] + 1, lay.ds.shape[0])
 
@@ -100,7 +100,7 @@ def _membership(words_row: np.ndarray, n: int, out: np.ndarray) -> None:
 
 
 @njit(cache=True)
-def _stage_nodes(words, I, J, n, sc) -> int:
+def stage_nodes(words, I, J, n, sc) -> int:
     """Fill sc.in_i / sc.in_j with the members of ideals I and J and sc.nodes[:nx] with the
     stage I \\ J (ascending positions); return nx."""
     in_i = sc.in_i
@@ -117,7 +117,7 @@ def _stage_nodes(words, I, J, n, sc) -> int:
 
 
 @njit(cache=True)
-def _stage_options(lay, sc, nx, ti):
+def stage_options(lay, sc, nx, ti):
     """Options of the stage's nodes at degree ts[ti]: sc.off (nx+1), flat TMPC index
     sc.qidx and cut-edge bytes E (sc.ebytes) per option.  False if some node lacks degree ts[ti].
 
@@ -153,7 +153,7 @@ def _stage_options(lay, sc, nx, ti):
 
 
 @njit(cache=True)
-def _stage_costs(lay, sc, m, d, cost):
+def stage_costs(lay, sc, m, d, cost):
     """cost_q = E_q / (d B_edge) + R_q / B_resync + p_q / d (docs/problem.md §2.2) for the
     stage's m options at degree d, into cost.
 
@@ -183,7 +183,7 @@ def _stage_costs(lay, sc, m, d, cost):
         if e == 0.0:
             cost[r] = c0[q, di]
         else:
-            b = _entry(rb, q, di)
+            b = entry_or_zero(rb, q, di)
             if b == bw:
                 cost[r] = (e / d + rq[q, di]) / bw + pq[q, di]
             else:
@@ -191,7 +191,7 @@ def _stage_costs(lay, sc, m, d, cost):
 
 
 @njit(cache=True)
-def _d_invariant(lay, sc, nx):
+def d_invariant(lay, sc, nx):
     """True when each node's options all have the same parameter size w and no option
     has sharded memory (memory s / d depends on d)."""
     off, qidx, tw = sc.off, sc.qidx, lay.tw
@@ -205,28 +205,28 @@ def _d_invariant(lay, sc, nx):
         return True
     for i in range(nx):
         w0 = tw[qidx[off[i]]]
-        if _entry(sq, 0, qidx[off[i]]) != 0.0:
+        if entry_or_zero(sq, 0, qidx[off[i]]) != 0.0:
             return False
         for j in range(off[i] + 1, off[i + 1]):
-            if tw[qidx[j]] != w0 or _entry(sq, 0, qidx[j]) != 0.0:
+            if tw[qidx[j]] != w0 or entry_or_zero(sq, 0, qidx[j]) != 0.0:
                 return False
     return True
 
 
 @njit(cache=True)
-def _sharded(lay, sc, nx):
+def has_sharded(lay, sc, nx):
     """True when some option of the stage has sharded memory s > 0."""
     off, qidx, sq = sc.off, sc.qidx, lay.sq
     if _absent(sq):
         return False
     for j in range(off[nx]):
-        if _entry(sq, 0, qidx[j]) != 0.0:
+        if entry_or_zero(sq, 0, qidx[j]) != 0.0:
             return True
     return False
 
 
 @njit(cache=True)
-def _mem_choice(lay, sc, nx, ch, di, y):
+def choice_memory(lay, sc, nx, ch, di, y):
     """The memory a y + b + s / d of the choice ch, summed over the stage's nodes (bytes), at the
     stage's d = ds[di].  Summed as the evaluator does, (a y + b) + s / d per node in node order
     (docs/problem.md §2.2)."""
@@ -239,17 +239,17 @@ def _mem_choice(lay, sc, nx, ch, di, y):
         return mem
     for i in range(nx):
         q = qidx[ch[i]]
-        mem += ta[q] * y + tb[q] + _entry(sq, di, q)
+        mem += ta[q] * y + tb[q] + entry_or_zero(sq, di, q)
     return mem
 
 
 @njit(cache=True)
-def _fits(lay, sc, nx, ch, di, y, M):
-    return _mem_choice(lay, sc, nx, ch, di, y) <= M
+def choice_fits(lay, sc, nx, ch, di, y, M):
+    return choice_memory(lay, sc, nx, ch, di, y) <= M
 
 
 @njit(cache=True)
-def _mem_at(lay, sc, m, di, y):
+def options_memory_at(lay, sc, m, di, y):
     """sc.mem[j] = a y + b + s / d of the stage's j-th flat option, j < m (bytes), d = ds[di]."""
     qidx, ta, tb, mem, sq = sc.qidx, lay.ta, lay.tb, sc.mem, lay.sq
     if _absent(sq):  # no sharded state anywhere (version 1; compiled apart)
@@ -259,14 +259,14 @@ def _mem_at(lay, sc, m, di, y):
         return
     for j in range(m):
         q = qidx[j]
-        mem[j] = ta[q] * y + tb[q] + _entry(sq, di, q)
+        mem[j] = ta[q] * y + tb[q] + entry_or_zero(sq, di, q)
 
 
 @njit(cache=True)
 def _push_run(runs, n_run, lo, hi, ch, nx, n):
     """Append the run (y from lo to hi share the choice ch[:nx]) at index n_run; run r's
     choice is runs.ch[r n : r n + nx]. Returns the runs (arrays grown as needed)."""
-    runs = ChoiceRuns(_grow(runs.lo, n_run + 1), _grow(runs.hi, n_run + 1), _grow(runs.ch, (n_run + 1) * n))
+    runs = ChoiceRuns(ensure_room(runs.lo, n_run + 1), ensure_room(runs.hi, n_run + 1), ensure_room(runs.ch, (n_run + 1) * n))
     runs.lo[n_run] = lo
     runs.hi[n_run] = hi
     for i in range(nx):
@@ -275,7 +275,7 @@ def _push_run(runs, n_run, lo, hi, ch, nx, n):
 
 
 @njit(cache=True)
-def _choice_runs(lay, lim, sc, nx, kmode, heur, y_limit, ub, t, runs):
+def choice_runs(lay, lim, sc, nx, kmode, heur, y_limit, ub, t, runs):
     """The d-invariant case (every node's options share w, so the optimal choice at a
     given y is the same for every d): with sc.cost the options' costs at d = 1, solve the
     knapsack (kmode) at y = 1, 2, ... <= y_limit and record each run of y over which
@@ -305,16 +305,16 @@ def _choice_runs(lay, lim, sc, nx, kmode, heur, y_limit, ub, t, runs):
             ys = y - 1
             while lo_y <= hi_y:
                 mid = (lo_y + hi_y) // 2
-                _mem_at(lay, sc, m, 0, mid)
-                _least(off[: nx + 1], mem[:m], fast)
-                if _mem_choice(lay, sc, nx, fast, 0, mid) <= M:
+                options_memory_at(lay, sc, m, 0, mid)
+                least_option(off[: nx + 1], mem[:m], fast)
+                if choice_memory(lay, sc, nx, fast, 0, mid) <= M:
                     ys = mid
                     lo_y = mid + 1
                 else:
                     hi_y = mid - 1
             if ys < y:
                 break
-        _mem_at(lay, sc, m, 0, ys)
+        options_memory_at(lay, sc, m, 0, ys)
         val = knapsack(kmode, off[: nx + 1], cost[:m], mem[:m], M, ch[:nx])
         if val == np.inf:
             break
@@ -325,14 +325,14 @@ def _choice_runs(lay, lim, sc, nx, kmode, heur, y_limit, ub, t, runs):
                 if t * d > k:
                     break
                 if alive[di] and (S + d - 1) // d >= y:
-                    alive[di] = _total(ch[:nx], costs_d[di]) <= ub
+                    alive[di] = total_of(ch[:nx], costs_d[di]) <= ub
                 if alive[di]:
                     y_new = max(y_new, (S + d - 1) // d)
             y_limit = y_new
             if y > y_limit:
                 break
         y2 = y + 1
-        while y2 <= y_limit and _fits(lay, sc, nx, ch, 0, y2, M):
+        while y2 <= y_limit and choice_fits(lay, sc, nx, ch, 0, y2, M):
             y2 += 1
         runs = _push_run(runs, n_run, y, y2 - 1, ch, nx, n)
         n_run += 1
@@ -341,23 +341,23 @@ def _choice_runs(lay, lim, sc, nx, kmode, heur, y_limit, ub, t, runs):
 
 
 @njit(cache=True)
-def _stage_choice(lay, lim, words, I, J, ti, d, y, mode):
+def stage_choice(lay, lim, words, I, J, ti, d, y, mode):
     """(node positions, chosen flat TMPC indices, knapsack value) of the stage I \\ J at
     (ts[ti], d) and y microbatches in flight."""
-    sc = _new_scratch(lay)
-    nx = _stage_nodes(words, I, J, lay.n, sc)
+    sc = new_scratch(lay)
+    nx = stage_nodes(words, I, J, lay.n, sc)
     nodes = sc.nodes
-    ok = _stage_options(lay, sc, nx, ti)
+    ok = stage_options(lay, sc, nx, ti)
     chosen = np.full(nx, -1, dtype=np.int64)
     if not ok:
         return nodes[:nx].copy(), chosen, np.inf
     m = sc.off[nx]
-    _stage_costs(lay, sc, m, d, sc.cost)
+    stage_costs(lay, sc, m, d, sc.cost)
     ds = lay.ds
     di = 0
     while ds[di] != d:
         di += 1
-    _mem_at(lay, sc, m, di, y)
+    options_memory_at(lay, sc, m, di, y)
     val = knapsack(mode, sc.off[: nx + 1], sc.cost[:m], sc.mem[:m], lim.memory, sc.ch[:nx])
     if val == np.inf:
         return nodes[:nx].copy(), chosen, val

@@ -15,9 +15,9 @@ from piper.core.plan import Plan
 from piper.core.problem import Problem
 from piper.dp.arrays import LayerArrays, RunArrays, limits_of
 from piper.dp.ideals import IdealPairs, Ideals
-from piper.dp.limits import _Progress, _TimeUp
+from piper.dp.limits import Progress, TimeUp
 from piper.dp.reconstruct import build_plan, table_steps
-from piper.dp.table_kernels import DegreePairs, IdealGraph, IdealLowerBounds, _table_dp
+from piper.dp.table_kernels import DegreePairs, IdealGraph, IdealLowerBounds, table_dp
 
 
 def degree_pairs(layers: LayerArrays, k: int) -> DegreePairs:
@@ -52,7 +52,7 @@ def ideal_lower_bounds(layers: LayerArrays, ideals: Ideals) -> IdealLowerBounds:
 
 
 def solve_table(problem: Problem, run: RunArrays, ideals: Ideals, pairs: IdealPairs, mode: int,
-                deadline: float | None, progress: _Progress, ub: float = math.inf
+                deadline: float | None, progress: Progress, ub: float = math.inf
                 ) -> tuple[np.ndarray, Plan | None, float]:
     """The table engine: dpm[I, k', s] for all ideals, then the plan at (V, k, S).
     ``ub``: the value of a known plan (terms above it are dropped), or +inf.
@@ -74,13 +74,13 @@ def solve_table(problem: Problem, run: RunArrays, ideals: Ideals, pairs: IdealPa
     while i0 < n_ideals:
         i1 = min(n_ideals, i0 + step)
         t0 = time.perf_counter()
-        _table_dp(run.layers, lim, graph, opts, mode, ub, low_bounds, dpm, i0, i1)
+        table_dp(run.layers, lim, graph, opts, mode, ub, low_bounds, dpm, i0, i1)
         dt = time.perf_counter() - t0
         step = int(min(1 << 16, max(1, step * (0.5 / max(dt, 1e-3)))))
         i0 = i1
         progress.say(f"DP table: {i1}/{n_ideals} ideals ({int(pairs.ptr[i1])}/{pairs.count} ideal pairs)")
         if deadline is not None and time.perf_counter() > deadline and i0 < n_ideals:
-            raise _TimeUp()
+            raise TimeUp()
     full = ideals.full
     value = float(dpm[full, k, S])
     if math.isinf(value):

@@ -12,20 +12,20 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
-from piper.dp.knapsack import EXACT, _least, _total, knapsack
+from piper.dp.knapsack import EXACT, least_option, total_of, knapsack
 from piper.dp.stage import (
     ChoiceRuns,
-    _choice_runs,
-    _d_invariant,
-    _entry,
-    _fits,
-    _mem_at,
-    _mem_choice,
-    _new_scratch,
-    _sharded,
-    _stage_costs,
-    _stage_nodes,
-    _stage_options,
+    choice_runs,
+    d_invariant,
+    entry_or_zero,
+    choice_fits,
+    options_memory_at,
+    choice_memory,
+    new_scratch,
+    has_sharded,
+    stage_costs,
+    stage_nodes,
+    stage_options,
 )
 
 
@@ -62,7 +62,7 @@ def _pair_values(lay, lim, words, I, J, mode, opts, K, sc, runs):
     S, M = lim.budget, lim.memory
     opt_t, opt_d = opts.t, opts.d
     off, cost, mem, ch = sc.off, sc.cost, sc.mem, sc.ch
-    nx = _stage_nodes(words, I, J, n, sc)
+    nx = stage_nodes(words, I, J, n, sc)
     any_ok = False
     n_opts = opt_t.shape[0]
     for o in range(n_opts):
@@ -70,12 +70,12 @@ def _pair_values(lay, lim, words, I, J, mode, opts, K, sc, runs):
             K[o, y] = np.inf
     for ti in range(ts.shape[0]):
         t = ts[ti]
-        if not _stage_options(lay, sc, nx, ti):
+        if not stage_options(lay, sc, nx, ti):
             continue
         m = off[nx]
-        if mode == EXACT and _d_invariant(lay, sc, nx):
-            _stage_costs(lay, sc, m, ds[0], cost)
-            n_run, runs = _choice_runs(lay, lim, sc, nx, mode, False, S, np.inf, t, runs)
+        if mode == EXACT and d_invariant(lay, sc, nx):
+            stage_costs(lay, sc, m, ds[0], cost)
+            n_run, runs = choice_runs(lay, lim, sc, nx, mode, False, S, np.inf, t, runs)
             if n_run == 0:
                 continue
             any_ok = True
@@ -83,12 +83,12 @@ def _pair_values(lay, lim, words, I, J, mode, opts, K, sc, runs):
                 if opt_t[o] != t:
                     continue
                 d = opt_d[o]
-                _stage_costs(lay, sc, m, d, cost)
+                stage_costs(lay, sc, m, d, cost)
                 y_max = (S + d - 1) // d
                 for rr in range(n_run):
                     if runs.lo[rr] > y_max:
                         break
-                    val = _total(runs.ch[rr * n: rr * n + nx], cost)
+                    val = total_of(runs.ch[rr * n: rr * n + nx], cost)
                     for y in range(runs.lo[rr], min(runs.hi[rr], y_max) + 1):
                         K[o, y] = val
             continue
@@ -99,11 +99,11 @@ def _pair_values(lay, lim, words, I, J, mode, opts, K, sc, runs):
             di = 0
             while ds[di] != d:
                 di += 1
-            _stage_costs(lay, sc, m, d, cost)
+            stage_costs(lay, sc, m, d, cost)
             y_max = (S + d - 1) // d
             y = 1
             while y <= y_max:
-                _mem_at(lay, sc, m, di, y)
+                options_memory_at(lay, sc, m, di, y)
                 val = knapsack(mode, off[: nx + 1], cost[:m], mem[:m], M, ch[:nx])
                 if val == np.inf:
                     break
@@ -111,7 +111,7 @@ def _pair_values(lay, lim, words, I, J, mode, opts, K, sc, runs):
                 K[o, y] = val
                 y2 = y + 1
                 if mode == EXACT:
-                    while y2 <= y_max and _fits(lay, sc, nx, ch, di, y2, M):
+                    while y2 <= y_max and choice_fits(lay, sc, nx, ch, di, y2, M):
                         K[o, y2] = val
                         y2 += 1
                 y = y2
@@ -155,7 +155,7 @@ def _region_needs(cur, dpm, J, td, d, y, S, k, lb, ub):
 
 
 @njit(cache=True)
-def _table_dp(lay, lim, graph, opts, mode, ub, low_bounds, dpm, i0, i1):
+def table_dp(lay, lim, graph, opts, mode, ub, low_bounds, dpm, i0, i1):
     """Fill dpm[I] for I in [i0, i1): dpm[I, k', s] = min over J < I and options (t, d),
     t d <= k', d <= s, of max(dpm[J, k' - t d, s - d], K(I \\ J, t, d, ceil(s / d))),
     then made non-increasing in k' and s ("at most" semantics, as the reference).
@@ -184,7 +184,7 @@ def _table_dp(lay, lim, graph, opts, mode, ub, low_bounds, dpm, i0, i1):
     n_opts = opt_t.shape[0]
     cur = np.empty((k + 1, S + 1))
     max_opts = lay.tp.shape[0] + 1
-    sc = _new_scratch(lay)
+    sc = new_scratch(lay)
     off, qidx, mem, ch = sc.off, sc.qidx, sc.mem, sc.ch
     cost1 = np.empty(max_opts)
     low = np.empty(n, dtype=np.int64)
@@ -237,28 +237,28 @@ def _table_dp(lay, lim, graph, opts, mode, ub, low_bounds, dpm, i0, i1):
                     continue
                 if phase == 0:
                     hard_f[p - ptr[I], :] = np.inf
-                nx = _stage_nodes(words, I, J, n, sc)
+                nx = stage_nodes(words, I, J, n, sc)
                 for ti in range(ts.shape[0]):
                     t = ts[ti]
                     if not useful_t[ti]:
                         continue
-                    if not _stage_options(lay, sc, nx, ti):
+                    if not stage_options(lay, sc, nx, ti):
                         continue
                     m = off[nx]
-                    d_inv = mode == EXACT and _d_invariant(lay, sc, nx)
+                    d_inv = mode == EXACT and d_invariant(lay, sc, nx)
                     # sharded memory s / d: the least-memory choice and infeasibility depend on d
-                    shard = _sharded(lay, sc, nx)
+                    shard = has_sharded(lay, sc, nx)
                     if d_inv:
-                        _stage_costs(lay, sc, m, ds[0], cost1)
+                        stage_costs(lay, sc, m, ds[0], cost1)
                     # per option of this t: costs, fastest choice, its value F, its memory A y + B
                     n_o = 0
                     for o in range(n_opts):
                         if opt_t[o] != t:
                             continue
                         o_list[n_o] = o
-                        _stage_costs(lay, sc, m, opt_d[o], costs[n_o])
-                        _least(off[: nx + 1], costs[n_o, :m], fasts[n_o])
-                        F[n_o] = _total(fasts[n_o][:nx], costs[n_o])
+                        stage_costs(lay, sc, m, opt_d[o], costs[n_o])
+                        least_option(off[: nx + 1], costs[n_o, :m], fasts[n_o])
+                        F[n_o] = total_of(fasts[n_o][:nx], costs[n_o])
                         fa = 0.0
                         fb = 0.0
                         odi = o_di[o]
@@ -267,7 +267,7 @@ def _table_dp(lay, lim, graph, opts, mode, ub, low_bounds, dpm, i0, i1):
                             fa += ta[q]
                             fb += tb[q]
                             if shard:
-                                fb += _entry(lay.sq, odi, q)
+                                fb += entry_or_zero(lay.sq, odi, q)
                         FA[n_o] = fa
                         FB[n_o] = fb
                         n_o += 1
@@ -309,7 +309,7 @@ def _table_dp(lay, lim, graph, opts, mode, ub, low_bounds, dpm, i0, i1):
                             elif approx > hi_tol:
                                 fast_fits = False
                             else:  # close to the limit: the evaluator's exact sum
-                                fast_fits = _mem_choice(lay, sc, nx, fasts[r], di, y) <= M
+                                fast_fits = choice_memory(lay, sc, nx, fasts[r], di, y) <= M
                             if fast_fits:
                                 any_fits = True
                                 if phase == 0:
@@ -318,18 +318,18 @@ def _table_dp(lay, lim, graph, opts, mode, ub, low_bounds, dpm, i0, i1):
                             if shard:
                                 # memory a y + b + s / d: per d (options of one t come in d order)
                                 if low_di != di:
-                                    _mem_at(lay, sc, m, di, y)
-                                    _least(off[: nx + 1], mem[:m], low)
-                                    infeasible = _mem_choice(lay, sc, nx, low, di, y) > M
+                                    options_memory_at(lay, sc, m, di, y)
+                                    least_option(off[: nx + 1], mem[:m], low)
+                                    infeasible = choice_memory(lay, sc, nx, low, di, y) > M
                                     low_di = di
                                 if infeasible:
                                     continue  # a larger d may still fit (s / d shrinks)
                                 any_fits = True
                             else:
                                 if not low_ready:
-                                    _mem_at(lay, sc, m, di, y)
-                                    _least(off[: nx + 1], mem[:m], low)
-                                    infeasible = _mem_choice(lay, sc, nx, low, di, y) > M
+                                    options_memory_at(lay, sc, m, di, y)
+                                    least_option(off[: nx + 1], mem[:m], low)
+                                    infeasible = choice_memory(lay, sc, nx, low, di, y) > M
                                     low_ready = True
                                 if infeasible:
                                     break  # memory does not depend on d: no option fits at y
@@ -338,15 +338,15 @@ def _table_dp(lay, lim, graph, opts, mode, ub, low_bounds, dpm, i0, i1):
                                 if F[r] < hard_f[p - ptr[I], o]:
                                     hard_f[p - ptr[I], o] = F[r]
                                 if mode == EXACT:
-                                    _region_update(cur, dpm, J, td, d, y, S, k, _total(low[:nx], cost), ub)
+                                    _region_update(cur, dpm, J, td, d, y, S, k, total_of(low[:nx], cost), ub)
                                 continue
                             if not _region_needs(cur, dpm, J, td, d, y, S, k, F[r], ub):
                                 continue
                             if d_inv:
-                                if not (have_choice and _mem_choice(lay, sc, nx, ch, 0, y) <= M):
+                                if not (have_choice and choice_memory(lay, sc, nx, ch, 0, y) <= M):
                                     knapsack(mode, off[: nx + 1], cost1[:m], mem[:m], M, ch[:nx])
                                     have_choice = True
-                                val = _total(ch[:nx], cost)
+                                val = total_of(ch[:nx], cost)
                             else:
                                 val = knapsack(mode, off[: nx + 1], cost[:m], mem[:m], M, ch[:nx])
                             _region_update(cur, dpm, J, td, d, y, S, k, val, ub)
@@ -371,7 +371,7 @@ def _table_dp(lay, lim, graph, opts, mode, ub, low_bounds, dpm, i0, i1):
 
 
 @njit(cache=True)
-def _table_step(lay, lim, graph, opts, mode, dpm, I, kap, s, target):
+def table_step(lay, lim, graph, opts, mode, dpm, I, kap, s, target):
     """One reconstruction step: (J, o, k'', s'') with k'' <= kap, s'' <= s and
     max(dpm[J, k'' - t d, s'' - d], K(I \\ J, o, ceil(s'' / d))) <= target; J = -1 if none.
     (The table may hold an achievable upper bound where the exact stage value is lower.)"""
@@ -379,7 +379,7 @@ def _table_step(lay, lim, graph, opts, mode, dpm, I, kap, s, target):
     opt_t, opt_d = opts.t, opts.d
     n_opts = opt_t.shape[0]
     K = np.empty((n_opts, S + 2))
-    sc = _new_scratch(lay)
+    sc = new_scratch(lay)
     # room for every run (at most S): no growth; the (t, d) pruning is off (no bound here)
     runs = ChoiceRuns(np.empty(S + 1, dtype=np.int64), np.empty(S + 1, dtype=np.int64),
                       np.empty((S + 1) * n, dtype=np.int64))

@@ -15,20 +15,20 @@ import numpy as np
 from numba import njit
 
 from piper.core.problem import Problem
-from piper.dp.arrays import _BIG, HEUR, RunArrays, limits_of
+from piper.dp.arrays import BIG, HEUR, RunArrays, limits_of
 from piper.dp.ideals import IdealPairs, Ideals
-from piper.dp.knapsack import GREEDY, _grow, _least, _total, knapsack
-from piper.dp.limits import _Progress, _TimeUp
+from piper.dp.knapsack import GREEDY, ensure_room, least_option, total_of, knapsack
+from piper.dp.limits import Progress, TimeUp
 from piper.dp.stage import (
     ChoiceRuns,
-    _choice_runs,
-    _d_invariant,
-    _fits,
-    _mem_at,
-    _new_scratch,
-    _stage_costs,
-    _stage_nodes,
-    _stage_options,
+    choice_runs,
+    d_invariant,
+    choice_fits,
+    options_memory_at,
+    new_scratch,
+    stage_costs,
+    stage_nodes,
+    stage_options,
 )
 
 
@@ -73,7 +73,7 @@ class FeasibilityTables(NamedTuple):
 @njit(cache=True)
 def _push_segment(segs, n_seg, lo, hi, val):
     """Append the segment (lo, hi, val) at index n_seg, growing the arrays as needed."""
-    segs = Segments(_grow(segs.y_lo, n_seg + 1), _grow(segs.y_hi, n_seg + 1), _grow(segs.value, n_seg + 1))
+    segs = Segments(ensure_room(segs.y_lo, n_seg + 1), ensure_room(segs.y_hi, n_seg + 1), ensure_room(segs.value, n_seg + 1))
     segs.y_lo[n_seg] = lo
     segs.y_hi[n_seg] = hi
     segs.value[n_seg] = val
@@ -83,8 +83,8 @@ def _push_segment(segs, n_seg, lo, hi, val):
 @njit(cache=True)
 def _push_entry(ents, n_ent, i, j, t, d, s0):
     """Append the entry (pair (i, j), t, d, first segment s0) at index n_ent."""
-    ents = Entries(_grow(ents.ideal, n_ent + 1), _grow(ents.sub, n_ent + 1), _grow(ents.t, n_ent + 1),
-                   _grow(ents.d, n_ent + 1), _grow(ents.first_seg, n_ent + 1))
+    ents = Entries(ensure_room(ents.ideal, n_ent + 1), ensure_room(ents.sub, n_ent + 1), ensure_room(ents.t, n_ent + 1),
+                   ensure_room(ents.d, n_ent + 1), ensure_room(ents.first_seg, n_ent + 1))
     ents.ideal[n_ent] = i
     ents.sub[n_ent] = j
     ents.t[n_ent] = t
@@ -109,19 +109,19 @@ def _build_tables(lay, lim, words, p_i, p_j, mode, ub):
     ents = Entries(np.empty(1024, dtype=np.int64), np.empty(1024, dtype=np.int64), np.empty(1024, dtype=np.int64),
                    np.empty(1024, dtype=np.int64), np.empty(1024, dtype=np.int64))
     segs = Segments(np.empty(1024, dtype=np.int64), np.empty(1024, dtype=np.int64), np.empty(1024, dtype=np.float64))
-    sc = _new_scratch(lay)
+    sc = new_scratch(lay)
     off, cost, mem, ch, fast, alive, costs_d = sc.off, sc.cost, sc.mem, sc.ch, sc.fast, sc.alive, sc.costs_d
     runs = ChoiceRuns(np.empty(16, dtype=np.int64), np.empty(16, dtype=np.int64), np.empty(16 * n, dtype=np.int64))
     for r in range(p_i.shape[0]):
         I = p_i[r]
         J = p_j[r]
-        nx = _stage_nodes(words, I, J, n, sc)
+        nx = stage_nodes(words, I, J, n, sc)
         for ti in range(ts.shape[0]):
             t = ts[ti]
-            if not _stage_options(lay, sc, nx, ti):
+            if not stage_options(lay, sc, nx, ti):
                 continue
             m = off[nx]
-            if mode != GREEDY and _d_invariant(lay, sc, nx):
+            if mode != GREEDY and d_invariant(lay, sc, nx):
                 # every node's options share w: cost_q(d) = cost_q(1) / d + (a per-node
                 # constant), so the optimal choice at each y is the same for every d.
                 # Solve at d = 1 over y = 1..S once, then price those choices at each d.
@@ -135,26 +135,26 @@ def _build_tables(lay, lim, words, p_i, p_j, mode, ub):
                         d = ds[di]
                         if t * d > k:
                             break
-                        _stage_costs(lay, sc, m, d, costs_d[di])
-                        _least(off[: nx + 1], costs_d[di, :m], fast)
-                        alive[di] = _total(fast[:nx], costs_d[di]) <= ub
+                        stage_costs(lay, sc, m, d, costs_d[di])
+                        least_option(off[: nx + 1], costs_d[di, :m], fast)
+                        alive[di] = total_of(fast[:nx], costs_d[di]) <= ub
                         if alive[di]:
                             y_limit = max(y_limit, (S + d - 1) // d)
-                _stage_costs(lay, sc, m, ds[0], cost)
-                n_run, runs = _choice_runs(lay, lim, sc, nx, kmode, mode == HEUR, y_limit, ub, t, runs)
+                stage_costs(lay, sc, m, ds[0], cost)
+                n_run, runs = choice_runs(lay, lim, sc, nx, kmode, mode == HEUR, y_limit, ub, t, runs)
                 if n_run == 0:
                     continue
                 for di in range(ds.shape[0]):
                     d = ds[di]
                     if t * d > k:
                         break
-                    _stage_costs(lay, sc, m, d, cost)
+                    stage_costs(lay, sc, m, d, cost)
                     y_max = (S + d - 1) // d
                     seg_start = n_seg
                     for rr in range(n_run):
                         if runs.lo[rr] > y_max:
                             break
-                        val = _total(runs.ch[rr * n: rr * n + nx], cost)
+                        val = total_of(runs.ch[rr * n: rr * n + nx], cost)
                         if val > ub:
                             break  # and every later run (values grow with y)
                         hi = min(runs.hi[rr], y_max)
@@ -171,23 +171,23 @@ def _build_tables(lay, lim, words, p_i, p_j, mode, ub):
                 d = ds[di]
                 if t * d > k:
                     break
-                _stage_costs(lay, sc, m, d, cost)
+                stage_costs(lay, sc, m, d, cost)
                 # fastest option of every node (first on ties), for the greedy fast path
-                _least(off[: nx + 1], cost, fast)
+                least_option(off[: nx + 1], cost, fast)
                 y_max = (S + d - 1) // d
-                if ub < np.inf and _total(fast[:nx], cost) > ub:
+                if ub < np.inf and total_of(fast[:nx], cost) > ub:
                     continue  # even the all-fastest value exceeds the bound
                 seg_start = n_seg
                 y = 1
                 while y <= y_max:
-                    _mem_at(lay, sc, m, di, y)
+                    options_memory_at(lay, sc, m, di, y)
                     val = knapsack(kmode, off[: nx + 1], cost[:m], mem[:m], M, ch[:nx])
                     if val == np.inf or val > ub:
                         break  # memory only grows with y (and exact values with it)
                     y2 = y + 1
                     if mode != GREEDY:
                         # the optimal choice stays optimal while it fits (K is non-decreasing)
-                        while y2 <= y_max and _fits(lay, sc, nx, ch, di, y2, M):
+                        while y2 <= y_max and choice_fits(lay, sc, nx, ch, di, y2, M):
                             y2 += 1
                     else:
                         all_fast = True
@@ -197,7 +197,7 @@ def _build_tables(lay, lim, words, p_i, p_j, mode, ub):
                                 break
                         if all_fast:
                             # the greedy returns the all-fastest choice whenever it fits
-                            while y2 <= y_max and _fits(lay, sc, nx, fast, di, y2, M):
+                            while y2 <= y_max and choice_fits(lay, sc, nx, fast, di, y2, M):
                                 y2 += 1
                     if n_seg > seg_start and segs.value[n_seg - 1] == val and segs.y_hi[n_seg - 1] == y - 1:
                         segs.y_hi[n_seg - 1] = y2 - 1
@@ -286,7 +286,7 @@ class DPTables:
 
 
 def build_tables(problem: Problem, run: RunArrays, ideals: Ideals, pairs: IdealPairs, mode: int,
-                 deadline: float | None = None, progress: _Progress | None = None, ub: float = math.inf) -> DPTables:
+                 deadline: float | None = None, progress: Progress | None = None, ub: float = math.inf) -> DPTables:
     """Stage tables for every ideal pair, in chunks (time limit and progress between chunks).
     With a finite ``ub`` (exact knapsack only), only stage values <= ub are guaranteed present."""
     n_ideals = len(ideals)
@@ -309,7 +309,7 @@ def build_tables(problem: Problem, run: RunArrays, ideals: Ideals, pairs: IdealP
         if progress is not None:
             progress.say(f"stage tables: {stop}/{total} ideal pairs")
         if deadline is not None and time.perf_counter() > deadline and start < total:
-            raise _TimeUp()
+            raise TimeUp()
     seg_base = 0
     fixed: list[tuple[Entries, Segments]] = []
     for ents, segs in parts:
@@ -329,10 +329,10 @@ def build_tables(problem: Problem, run: RunArrays, ideals: Ideals, pairs: IdealP
     return DPTables(ideals, pairs, StageTableArrays(entries, seg_stop, segments))
 
 
-class _Search:
+class Search:
     """Feasibility tests m(T) = least devices for threshold T, memoised."""
 
-    def __init__(self, tables: DPTables, S: int, deadline: float | None, progress: _Progress,
+    def __init__(self, tables: DPTables, S: int, deadline: float | None, progress: Progress,
                  ub: float = math.inf) -> None:
         self.tb = tables
         self.S = S
@@ -353,11 +353,11 @@ class _Search:
         if idx in self.memo:
             return self.memo[idx]
         if self.deadline is not None and time.perf_counter() > self.deadline:
-            raise _TimeUp()
+            raise TimeUp()
         m = self.run_test(idx)
         self.tests += 1
         self.memo[idx] = m
-        self.progress.say(f"threshold test {self.tests}: T={self.cands[idx]:.6g} needs {m if m < _BIG else 'no'} devices")
+        self.progress.say(f"threshold test {self.tests}: T={self.cands[idx]:.6g} needs {m if m < BIG else 'no'} devices")
         return m
 
     def run_test(self, idx: int) -> int:

@@ -22,7 +22,7 @@ from piper.core.problem import (
     Edge,
     Node,
     Problem,
-    _topological_order,
+    topological_order_of,
     checked_number,
     problem_to_dict,
     validate_cluster,
@@ -243,7 +243,7 @@ def problem_from_dict(raw: Any, *, strict: bool = False) -> Problem:
         extra = {k2: v2 for k2, v2 in e.items() if k2 not in _EDGE_KEYS}
         edges.append(Edge(u, v, cost, extra))
     edges_t = tuple(edges)
-    _topological_order(nodes, edges_t)  # raises on a cycle
+    topological_order_of(nodes, edges_t)  # raises on a cycle
 
     preds: dict[int, set[int]] = {nd.id: set() for nd in nodes}
     succs: dict[int, set[int]] = {nd.id: set() for nd in nodes}
