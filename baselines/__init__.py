@@ -1,33 +1,46 @@
 """The baselines register their solvers in the one registry (:mod:`piper.solvers.registry`):
-the exact MILP (CBC, HiGHS), CP-SAT, brute force and the paper's equi baseline.
+the exact MILP (CBC, HiGHS), CP-SAT, brute force and the paper's equi baseline. Each entry
+declares, in one place, what the rest of the project needs to know: its knobs
+(``Options.params``) and their types, the ``python -m piper solve`` flags it takes, its
+size limit and the cluster features it honours.
 
-    piper.solve(problem, options=None, solver="milp") -> Result
-
-The registry's names are re-exported here (``baselines.solve`` is ``piper.solve``).
+The registry imports this package through the entry point ``piper.solvers`` (pyproject.toml)
+on the first lookup of a name it does not know; solve with ``piper.solve(problem, options,
+solver="milp")``.
 """
 
 from __future__ import annotations
 
+from baselines.brute import MAX_NODES as BRUTE_MAX_NODES
 from piper.core.problem import VERSION2_FEATURES
-from piper.solvers.registry import (
-                    SOLVERS,
-                    SolverInfo,
-                    get_solver,
-                    register,
-                    solve,
-                    solver_names,
-                    unregister,
-)
+from piper.solvers.params import BOOL, DICT, INT, LIST, NUMBER, STR
+from piper.solvers.registry import SolverInfo, register
 
-__all__ = ["SolverInfo", "SOLVERS", "register", "unregister", "get_solver", "solve", "solver_names"]
+__all__ = ["EXACT_PARAMS", "EXACT_FLAGS", "MILP_PARAMS", "CPSAT_PARAMS"]
+
+#: knobs shared by the MILP and CP-SAT (the split over option sequences, logs, verification)
+EXACT_PARAMS: dict[str, tuple[type, ...]] = {
+    "msg": BOOL, "verify": BOOL, "split": STR, "max_sequences": INT, "split_workers": INT,
+    "tmpc_symmetry": BOOL, "split_backend": STR, "ray_address": STR,
+}
+#: the MILP's knobs (``solve_milp``'s docstring)
+MILP_PARAMS = {**EXACT_PARAMS, "backend": STR, "gap_abs": NUMBER, "cutoff": BOOL, "cbc_options": LIST}
+#: CP-SAT's knobs (``solve_cpsat``'s docstring)
+CPSAT_PARAMS = {
+    **EXACT_PARAMS, "num_workers": INT, "precision_bits": INT, "cp_params": DICT, "strict_cutoff": BOOL,
+    "proof_portfolio": BOOL, "device_products": BOOL, "prefix_rows": BOOL, "prefix_cut_edges": BOOL,
+}
+#: the solver-specific ``solve`` flags of the exact models
+EXACT_FLAGS = frozenset({"--warm-start", "--split", "--verify", "--split-backend", "--ray-address"})
+_ALL = frozenset(VERSION2_FEATURES)
 
 register(SolverInfo("milp", "baselines.milp.solver:solve_milp", True, "exact MILP (PuLP + CBC)", {"backend": "cbc"},
-                    features=frozenset(VERSION2_FEATURES)))
-register(SolverInfo("milp-highs", "baselines.milp.solver:solve_milp", True, "exact MILP (PuLP + HiGHS)", {"backend": "highs"},
-                    features=frozenset(VERSION2_FEATURES)))
+                    features=_ALL, params=MILP_PARAMS, flags=EXACT_FLAGS))
+register(SolverInfo("milp-highs", "baselines.milp.solver:solve_milp", True, "exact MILP (PuLP + HiGHS)",
+                    {"backend": "highs"}, features=_ALL, params=MILP_PARAMS, flags=EXACT_FLAGS))
 register(SolverInfo("cpsat", "baselines.cpsat.solver:solve_cpsat", True, "exact CP-SAT model (OR-Tools)",
-                    features=frozenset(VERSION2_FEATURES)))
-register(SolverInfo("brute", "baselines.brute:solve_brute", True, "exhaustive enumeration (tiny graphs)", max_nodes=8,
-                    features=frozenset(VERSION2_FEATURES)))
+                    features=_ALL, params=CPSAT_PARAMS, flags=EXACT_FLAGS))
+register(SolverInfo("brute", "baselines.brute:solve_brute", True, "exhaustive enumeration (tiny graphs)",
+                    max_nodes=BRUTE_MAX_NODES, features=_ALL, params={}))
 register(SolverInfo("equi", "baselines.equi:solve_equi", False, "PipeDream-2BW-like equi-partition baseline",
-                    features=frozenset(VERSION2_FEATURES)))
+                    features=_ALL, params={"equi_mode": STR, "equi_separate": BOOL}))

@@ -36,12 +36,10 @@ from piper.core.result import Result
 from piper.io.plans import load_plan
 from piper.io.provenance import check_plan_record
 from piper.render.table import render_plan
+from piper.solvers.registry import SolverInfo, get_solver, solvers_with_flag
 
 __all__ = ["add_solve_args", "cmd_solve"]
 
-#: solvers each solver-specific flag applies to
-_DP = ("dp", "dp-greedy")
-_EXACT_MODELS = ("milp", "milp-highs", "cpsat")
 
 
 def add_solve_args(parser: argparse.ArgumentParser, default_solver: str = "dp") -> None:
@@ -83,30 +81,31 @@ def add_solve_args(parser: argparse.ArgumentParser, default_solver: str = "dp") 
     parser.add_argument("--quiet", "-q", action="store_true", help="no progress lines on stderr")
 
 
-def _require(flag: str, given: bool, solver: str, allowed: tuple[str, ...]) -> None:
-    if given and solver not in allowed:
-        raise UsageError(f"{flag} applies to {', '.join(allowed)}, not to solver {solver!r}")
+def _require(flag: str, given: bool, info: SolverInfo) -> None:
+    """A solver-specific flag given to a solver that does not declare it (``SolverInfo.flags``):
+    an error naming the solvers that take it."""
+    if given and flag.split(" / ")[0] not in info.flags:
+        raise UsageError(f"{flag} applies to {', '.join(solvers_with_flag(flag.split(' / ')[0]))}, "
+                         f"not to solver {info.name!r}")
 
 
 def cmd_solve(args: argparse.Namespace, prog: str = "piper") -> int:
-    from piper.solvers.registry import get_solver
-
     try:
         info = get_solver("dp-greedy" if args.knapsack == "greedy" and args.solver == "dp" else args.solver)
     except KeyError as exc:
         raise UsageError(str(exc.args[0])) from None
     name = info.name
-    _require("--knapsack", args.knapsack is not None, args.solver, _DP)
+    _require("--knapsack", args.knapsack is not None, info)
     if args.knapsack == "exact" and name == "dp-greedy":
         raise UsageError("--knapsack exact contradicts --solver dp-greedy")
-    _require("--max-ideals", args.max_ideals is not None, name, _DP)
-    _require("--linearize", args.linearize, name, _DP)
-    _require("--curve / --no-curve", args.curve or args.no_curve, name, _DP)
-    _require("--warm-start", args.warm_start is not None, name, _EXACT_MODELS)
-    _require("--split", args.split != "none", name, _EXACT_MODELS)
-    _require("--verify", args.verify is not None, name, _EXACT_MODELS)
-    _require("--split-backend", args.split_backend is not None, name, _EXACT_MODELS)
-    _require("--ray-address", args.ray_address is not None, name, _EXACT_MODELS)
+    _require("--max-ideals", args.max_ideals is not None, info)
+    _require("--linearize", args.linearize, info)
+    _require("--curve / --no-curve", args.curve or args.no_curve, info)
+    _require("--warm-start", args.warm_start is not None, info)
+    _require("--split", args.split != "none", info)
+    _require("--verify", args.verify is not None, info)
+    _require("--split-backend", args.split_backend is not None, info)
+    _require("--ray-address", args.ray_address is not None, info)
     if args.split != "none" and not args.warm_start:
         raise UsageError("--split needs --warm-start (it splits the proof that no better plan exists)")
     if args.split_backend is not None and args.split != "sequences":
@@ -117,18 +116,19 @@ def cmd_solve(args: argparse.Namespace, prog: str = "piper") -> int:
     for flag, path in (("--out", args.out), ("--png", args.png)):
         if path:
             check_writable(path, flag)
+    # the flags checked above, as the solver's knobs (SolverInfo.params)
     params: dict[str, Any] = {}
-    if name in _EXACT_MODELS:
+    if "msg" in (info.params or {}):
         params["msg"] = bool(args.log)
-        if args.verify is not None:
-            params["verify"] = args.verify == "on"
-        if args.split != "none":
-            params["split"] = args.split
-        if args.split_backend is not None:
-            params["split_backend"] = args.split_backend
-        if args.ray_address is not None:
-            params["ray_address"] = args.ray_address
-    if name in _DP and (args.curve or args.no_curve):
+    if args.verify is not None:
+        params["verify"] = args.verify == "on"
+    if args.split != "none":
+        params["split"] = args.split
+    if args.split_backend is not None:
+        params["split_backend"] = args.split_backend
+    if args.ray_address is not None:
+        params["ray_address"] = args.ray_address
+    if args.curve or args.no_curve:
         params["curve"] = bool(args.curve)
     overrides: dict[str, Any] = dict(progress=not args.quiet, seed=args.seed, params=params,
                                      linearize=args.linearize)

@@ -1,12 +1,18 @@
 """The solver registry and the one entry point: ``piper.solve(problem, options=None, solver="dp")``.
 
-Each entry is ``name -> SolverInfo`` holding the import path ("module:function") of a
-function ``f(problem: Problem, options: Options) -> Result``; modules load lazily, so the
-registry is cheap to import. Piper's own DP registers here; ``baselines`` registers the
-MILP, CP-SAT, brute force and equi when it is imported, which the registry does on the
-first lookup of a name it does not know (:data:`PLUGINS`), so ``piper`` never imports
-``baselines`` at module level. Every solver's knobs are validated (:mod:`piper.solvers.params`)
-and its version-2 support checked before it runs.
+Each entry is ``name -> SolverInfo``: the import path ("module:function") of a function
+``f(problem: Problem, options: Options) -> Result`` and everything the rest of the project
+needs to know about the solver, declared once (as CVXPY's solver interfaces declare their
+capabilities): whether "optimal" is a proof, the options it fixes, its knobs
+(``Options.params``) and their types, the solver-specific flags of ``python -m piper solve``
+it takes, the largest graph it accepts and the cluster features it honours. Modules load
+lazily, so the registry is cheap to import.
+
+Piper's own DP registers here. Other packages register more solvers through the entry-point
+group :data:`ENTRY_POINT_GROUP` (``pyproject.toml``: ``baselines`` registers the MILP, CP-SAT,
+brute force and equi when imported); the registry loads them on the first lookup of a name it
+does not know, so ``piper`` never imports ``baselines`` itself. Every solver's knobs are
+validated (:mod:`piper.solvers.params`) and its cluster-feature support checked before it runs.
 """
 
 from __future__ import annotations
@@ -14,18 +20,20 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from importlib.metadata import entry_points
 from typing import Any
 
 from piper.core.errors import SolverError
 from piper.core.options import Options
 from piper.core.problem import VERSION2_FEATURES, Problem
 from piper.core.result import Result
-from piper.solvers.params import check_params
+from piper.solvers.params import BOOL, LIST, STR, KnobTypes, check_params
 
-__all__ = ["SolverInfo", "SOLVERS", "PLUGINS", "register", "unregister", "get_solver", "solve", "solver_names"]
+__all__ = ["SolverInfo", "SOLVERS", "ENTRY_POINT_GROUP", "DP_FLAGS", "register", "unregister", "get_solver", "solve",
+           "solver_names", "solvers_with_flag"]
 
-#: packages that register more solvers when imported (optional: skipped when not installed)
-PLUGINS: tuple[str, ...] = ("baselines",)
+#: the entry-point group of packages that register more solvers when imported (``baselines``)
+ENTRY_POINT_GROUP = "piper.solvers"
 _plugins_loaded = False
 
 
@@ -34,12 +42,13 @@ def _load_plugins() -> None:
     if _plugins_loaded:
         return
     _plugins_loaded = True
-    for name in PLUGINS:
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
         try:
-            importlib.import_module(name)
-        except ModuleNotFoundError as exc:
-            if exc.name != name:
+            ep.load()
+        except ModuleNotFoundError as exc:  # a plugin declared but not importable here: skipped
+            if exc.name != ep.value.split(":")[0].split(".")[0]:
                 raise
+
 
 SolverFunc = Callable[[Problem, Options], Result]
 
@@ -59,6 +68,12 @@ class SolverInfo:
     #: the version-2 extensions (JSON keys, see ``piper.core.problem.VERSION2_FEATURES``) the solver
     #: honours; an instance using any other (``Problem.version2_features()``) is refused
     features: frozenset[str] = frozenset()
+    #: the knobs (``Options.params``) it understands, knob -> accepted types; a misspelt knob or a
+    #: value of another type is an error. None: not declared (nothing is checked)
+    params: KnobTypes | None = None
+    #: the solver-specific flags of ``python -m piper solve`` it takes (e.g. "--warm-start"); any
+    #: other solver-specific flag is an error naming the solvers that take it
+    flags: frozenset[str] = frozenset()
 
     def unsupported(self, problem: Problem) -> dict[str, str]:
         """The problem's active version-2 features this solver does not honour: key -> why active."""
@@ -76,7 +91,7 @@ class SolverInfo:
             raise SolverError(f"solver {self.name!r} does not support {what} yet; "
                               f"use --solver brute or drop {keys}")
         options = options or Options()
-        check_params(self.name, self.target, options.params)  # a misspelt knob is an error, never ignored
+        check_params(self.name, self.params, options.params)  # a misspelt knob is an error, never ignored
         if self.fixed:
             params = dict(options.params)
             fields = {}
@@ -118,12 +133,22 @@ def get_solver(name: str) -> SolverInfo:
         raise KeyError(f"unknown solver {name!r}; known: {', '.join(SOLVERS)}") from None
 
 
+def solvers_with_flag(flag: str) -> list[str]:
+    """The registered solvers that take the ``solve`` flag ``flag``, in registration order."""
+    return [name for name in solver_names() if flag in SOLVERS[name].flags]
+
+
 def solve(problem: Problem, options: Options | None = None, solver: str = "dp") -> Result:
     """Solve ``problem`` with the registered ``solver``."""
     return get_solver(solver)(problem, options)
 
 
+#: the knobs of Piper's DP (``solve_dp``'s docstring)
+DP_PARAMS: dict[str, tuple[type, ...]] = {"engine": STR, "curve": BOOL, "curve_points": LIST, "greedy_bound": BOOL}
+#: the solver-specific ``solve`` flags of the DP
+DP_FLAGS = frozenset({"--knapsack", "--max-ideals", "--linearize", "--curve", "--no-curve"})
+
 register(SolverInfo("dp", "piper.dp:solve_dp", True, "Piper's two-level DP, exact knapsack", {"knapsack": "exact"},
-                    features=frozenset(VERSION2_FEATURES)))
+                    features=frozenset(VERSION2_FEATURES), params=DP_PARAMS, flags=DP_FLAGS))
 register(SolverInfo("dp-greedy", "piper.dp:solve_dp", False, "Piper's DP with the reference greedy knapsack",
-                    {"knapsack": "greedy"}, features=frozenset(VERSION2_FEATURES)))
+                    {"knapsack": "greedy"}, features=frozenset(VERSION2_FEATURES), params=DP_PARAMS, flags=DP_FLAGS))

@@ -17,14 +17,13 @@ import math
 
 import pytest
 
-import baselines
 import baselines.milp.solver as milp
 from baselines.brute import solve_brute
 from baselines.exact.guards import guarded_result
 from baselines.exact.model_data import build_model_data
 from experiments.lib.instances import operator_graph_problem, random_problem
 from experiments.lib.suites import REPRODUCER, WORKLOADS_DIR
-from piper import Options, Status, check_result, load_problem
+from piper import Options, Status, check_result, load_problem, solve
 
 #: the reproducer's optimum, found by exhaustive search over every plan (shared/repro)
 REPRO_OPTIMUM = 3.66394421753202
@@ -47,7 +46,7 @@ def reproducer():
 
 @pytest.mark.parametrize("solver", ["dp", "milp-highs", "cpsat"])
 def test_reproducer_optimum(reproducer, solver: str) -> None:
-    res = baselines.solve(reproducer, Options(), solver=solver)
+    res = solve(reproducer, Options(), solver=solver)
     assert_certificate(reproducer, res, REPRO_OPTIMUM, solver)
     assert res.status == Status.OPTIMAL
 
@@ -56,7 +55,7 @@ def test_reproducer_cbc_seed_that_certified_twice_the_optimum(reproducer) -> Non
     """CBC 2.10 with one thread and seed 1 proved a plan with TPS 7.2788 (1.99x the
     optimum) "optimal" before the fix; now the second proof refutes it, or the result is
     an honest "feasible"."""
-    res = baselines.solve(reproducer, Options(threads=1, seed=1), solver="milp")
+    res = solve(reproducer, Options(threads=1, seed=1), solver="milp")
     assert_certificate(reproducer, res, REPRO_OPTIMUM, "milp")
     assert res.status in (Status.OPTIMAL, Status.FEASIBLE)
     assert res.stats.get("verify"), "an optimal claim is verified by a second solve"
@@ -69,7 +68,7 @@ def _tiny_with_two_plans():
         best = solve_brute(problem, Options())
         if best.status != Status.OPTIMAL:
             continue
-        worse = baselines.solve(problem, Options(), solver="equi")
+        worse = solve(problem, Options(), solver="equi")
         if worse.plan is not None and worse.tps > best.tps * (1 + 1e-3):
             return problem, best, worse
     raise AssertionError("no instance with a worse equi plan")  # pragma: no cover
@@ -132,17 +131,17 @@ def test_cpsat_inexact_memory_scaling_proves_nothing() -> None:
     best = solve_brute(problem, Options())
     assert best.status == Status.OPTIMAL
     odd = problem.with_cluster(memory=problem.memory_per_device * (1 + math.pi * 1e-9))
-    res = baselines.solve(odd, Options(), solver="cpsat")
+    res = solve(odd, Options(), solver="cpsat")
     assert res.status == Status.FEASIBLE
     assert "restriction" in res.message
     assert res.bound <= best.tps
-    assert baselines.solve(problem, Options(), solver="cpsat").status == Status.OPTIMAL
+    assert solve(problem, Options(), solver="cpsat").status == Status.OPTIMAL
 
 
 def test_milp_tolerance_is_stated_and_small(reproducer) -> None:
     """The MILP's stated tolerance follows from its solvers' tolerances: here about 1e-5
     relative (docs/formulations.md §7), never 0, never the size of the optimum."""
-    res = baselines.solve(reproducer, Options(), solver="milp-highs")
+    res = solve(reproducer, Options(), solver="milp-highs")
     assert 0 < res.tolerance < 1e-4 * res.tps
     assert res.to_dict()["tolerance"] == res.tolerance
 
@@ -154,7 +153,7 @@ def _sweep(seeds, solvers=EXACT) -> dict[str, int]:
         truth = solve_brute(problem, Options())
         optimum = truth.tps if truth.status == Status.OPTIMAL else math.inf
         for solver in solvers:
-            res = baselines.solve(problem, Options(time_limit_s=60), solver=solver)
+            res = solve(problem, Options(time_limit_s=60), solver=solver)
             assert_certificate(problem, res, optimum, f"{solver} on seed {seed}")
             counts[solver] += res.status == Status.OPTIMAL
     return counts

@@ -10,7 +10,6 @@ from typing import Any
 
 import pytest
 
-import baselines
 from baselines.equi import (
     TransformerLayout,
     authors_topological_order,
@@ -19,6 +18,7 @@ from baselines.equi import (
     transformer_layout,
 )
 from experiments.lib.instances import random_problem
+from piper import solve
 from piper.core.evaluate import check_plan, evaluate
 from piper.core.options import NO_AR, Options, candidates
 from piper.core.problem import ACTIVATION_RECOMP, Problem, problem_to_dict
@@ -73,7 +73,7 @@ def test_sample_has_equi_rows() -> None:
 @pytest.mark.parametrize("row", EQUI_ROWS, ids=[f"{r['config_id']}-{r['variant']}" for r in EQUI_ROWS])
 def test_reproduces_reference_equi_rows(row: dict[str, Any]) -> None:
     problem = _problem(row)
-    res = baselines.solve(problem, _options(row["variant"]), solver="equi")
+    res = solve(problem, _options(row["variant"]), solver="equi")
     assert res.solver == "equi"
     assert res.bound == 0.0
     if row["tps"] is None:
@@ -162,7 +162,7 @@ def test_random_graphs_valid_and_never_beat_the_optimum(seed: int) -> None:
     res = solve_equi(p)
     assert res.stats["mode"] == "topological"
     assert res.bound == 0.0
-    opt = baselines.solve(p, None, solver="brute")
+    opt = solve(p, None, solver="brute")
     if res.plan is None:
         # a proof only when brute force agrees that nothing fits
         assert res.status is (Status.INFEASIBLE if candidates(p).infeasible_reason else Status.UNKNOWN)

@@ -17,7 +17,6 @@ from pathlib import Path
 
 import pytest
 
-import baselines
 from baselines.brute import solve_brute
 from baselines.cpsat.model import memory_scaling
 from baselines.cpsat.params import GUARD_PARAMETERS, PROOF_SUBSOLVERS, solver_parameters
@@ -37,6 +36,7 @@ from piper import (
     check_result,
     evaluate,
     load_problem,
+    solve,
 )
 from piper.core.problem import Problem
 
@@ -245,7 +245,7 @@ def test_time_limit_keeps_status_and_bound_consistent(solver: str) -> None:
 def _dp_optimum() -> float:
     from experiments.bench_exact import instance
 
-    return baselines.solve(instance(16, "branchy", 8), Options(), solver="dp").tps
+    return solve(instance(16, "branchy", 8), Options(), solver="dp").tps
 
 
 # --------------------------------------------------------------------------- guards
@@ -468,8 +468,8 @@ def test_cbc_stopped_by_time_limit_claims_no_bound_above_the_optimum():
     root = Path(__file__).resolve().parents[2]
     p = slice_problem(load_problem(root / "experiments" / "workloads" / "gnmt.json"), 16)
     p = p.with_cluster(devices=8, microbatches=16)
-    optimum = baselines.solve(p, Options(), solver="dp").tps
-    res = baselines.solve(p, Options(time_limit_s=2, threads=2), solver="milp")
+    optimum = solve(p, Options(), solver="dp").tps
+    res = solve(p, Options(time_limit_s=2, threads=2), solver="milp")
     assert res.bound <= optimum * (1 + 1e-9)
     if res.status is Status.OPTIMAL:
         assert res.tps == pytest.approx(optimum, rel=1e-6)
@@ -622,7 +622,7 @@ def test_tmpc_exchange_rule_proves_bert_without_it_cannot() -> None:
         devices=8, memory=8 * 2**30, microbatches=64)
     data = build_model_data(p, Options())
     assert len(data.tmpc_classes()) == 1 and len(data.tmpc_classes()[0]) == 32  # the transformer layers
-    dp = baselines.solve(p, Options(), solver="dp")
+    dp = solve(p, Options(), solver="dp")
     res = solve_cpsat(p, Options(threads=2, time_limit_s=60, warm_start=dp.plan))
     assert res.status == Status.OPTIMAL and res.tps == pytest.approx(dp.tps, rel=1e-9)
     assert res.stats["symmetry_clauses"] > 0

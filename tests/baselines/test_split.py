@@ -163,7 +163,7 @@ def _first_feasible() -> int:
 def test_split_proves_resnet50_k8() -> None:
     """The case the split is for: CP-SAT's proof search on ResNet-50 (k = 8, 16 GiB) had
     no proof after 300 s as one model; split over its 126 sequences it took 11-12 s."""
-    from baselines import solve
+    from piper import solve
 
     problem = load_problem(ROOT / "experiments" / "workloads" / "resnet.json").with_cluster(
         devices=8, memory=16 * 2**30, microbatches=7680)
@@ -179,8 +179,8 @@ def test_cbc_split_proves_16_branchy_k8() -> None:
     """The issue's CBC goal: the 16-layer branchy row of ``experiments.bench_exact`` at
     k = 8, which unsplit CBC did not prove in 150 s; split (287 sequences, probing at
     every node) it took 25-35 s on 2 cores. The proof must reach the DP's optimum."""
-    from baselines import solve
     from experiments.bench_exact import instance
+    from piper import solve
 
     problem = instance(16, "branchy", 8)
     dp = solve(problem, Options(), solver="dp")

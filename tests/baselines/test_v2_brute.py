@@ -10,7 +10,6 @@ import random
 
 import pytest
 
-from baselines import SOLVERS, SolverInfo, get_solver, register, solve, unregister
 from experiments.lib.instances import random_problem
 from piper import (
     Options,
@@ -21,8 +20,10 @@ from piper import (
     evaluate,
     problem_from_dict,
     problem_to_dict,
+    solve,
 )
 from piper.core.problem import VERSION2_FEATURES
+from piper.solvers.registry import SOLVERS, SolverInfo, get_solver, register, unregister
 from tests.helpers import ordered_partitions, tmpc, with_v2, workload
 
 

@@ -19,7 +19,6 @@ import random
 
 import pytest
 
-from baselines import SOLVERS, solve
 from baselines.brute import solve_brute
 from baselines.exact.model_data import build_model_data
 from baselines.exact.parts import node_parts
@@ -32,9 +31,11 @@ from piper import (
     evaluate,
     problem_from_dict,
     problem_to_dict,
+    solve,
 )
 from piper.core.problem import VERSION2_FEATURES
 from piper.core.result import Result, Status
+from piper.solvers.registry import SOLVERS
 from tests.helpers import ordered_partitions, with_v2
 
 EXACT = ("milp-highs", "cpsat", "milp")

@@ -11,9 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from baselines import solve
 from experiments.lib.instances import random_problem
-from piper import Options, Status, load_problem
+from piper import Options, Status, load_problem, solve
 from piper.core.result import Result
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -143,7 +143,7 @@ def test_evaluate_json_carries_batch_time_and_the_flags_change_it(capsys, tmp_pa
 
 
 def test_solve_refuses_version2_for_a_solver_without_the_features(capsys, tmp_path):
-    from baselines import SolverInfo, register, unregister
+    from piper.solvers.registry import SolverInfo, register, unregister
 
     register(SolverInfo("v1-only", "piper.dp:solve_dp", True, "the DP without features", {"knapsack": "exact"}))
     try:

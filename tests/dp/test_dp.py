@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from baselines import solve as registry_solve
 from baselines.brute import solve_brute
 from experiments.lib.instances import random_problem
+from piper import solve as registry_solve
 from piper.core.errors import SolverError
 from piper.core.options import NO_AR, Options
 from piper.core.problem import Problem, problem_to_dict

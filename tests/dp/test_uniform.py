@@ -13,9 +13,8 @@ import random
 import pytest
 
 import piper.dp.entry as dp_module
-from baselines import solve
 from experiments.lib.instances import random_problem
-from piper import Options, Problem, SolverError, check_plan
+from piper import Options, Problem, SolverError, check_plan, solve
 from piper.cli.common import add_ablation_args, options_from_args
 from tests.dp.test_v2_dp import tiny_cases
 

@@ -13,7 +13,6 @@ import random
 
 import pytest
 
-from baselines import SOLVERS, solve
 from experiments.lib.instances import random_problem
 from piper import (
     Options,
@@ -22,8 +21,10 @@ from piper import (
     evaluate,
     problem_from_dict,
     problem_to_dict,
+    solve,
 )
 from piper.core.problem import VERSION2_FEATURES
+from piper.solvers.registry import SOLVERS
 from tests.helpers import tmpc, with_v2, workload
 from tests.reference import problem_of, rows
 

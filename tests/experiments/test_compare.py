@@ -11,8 +11,6 @@ from pathlib import Path
 
 import pytest
 
-import baselines
-from baselines import SolverInfo
 from experiments import compare
 from experiments.compare import InstanceReport, SolverRun, check_instance
 from experiments.lib.suites import Instance, build_suite, slice_problem, suite_names
@@ -22,6 +20,7 @@ from piper.core.plan import Plan, Stage
 from piper.core.problem import Problem
 from piper.core.result import Result, Status, make_result
 from piper.io.workload import dump_problem, load_problem, problem_from_dict
+from piper.solvers.registry import SolverInfo, get_solver, register, unregister
 
 # ---------------------------------------------------------------------------------
 # a hand-made instance: k = 1, so the only plans are one stage with d = t = 1;
@@ -184,14 +183,14 @@ FAKES = {
 @pytest.fixture()
 def fakes() -> Iterator[None]:
     for name, (func, exact) in FAKES.items():
-        baselines.register(SolverInfo(name, f"tests.experiments.test_compare:{func}", exact, f"test fake {func}"))
-    baselines.register(SolverInfo("fake-missing", "tests.no_such_module:solve", True, "module does not import"))
-    baselines.register(SolverInfo("fake-tiny-only", "tests.experiments.test_compare:solve_good", True, "max 1 layer", max_nodes=1))
+        register(SolverInfo(name, f"tests.experiments.test_compare:{func}", exact, f"test fake {func}"))
+    register(SolverInfo("fake-missing", "tests.no_such_module:solve", True, "module does not import"))
+    register(SolverInfo("fake-tiny-only", "tests.experiments.test_compare:solve_good", True, "max 1 layer", max_nodes=1))
     try:
         yield
     finally:
         for name in [*FAKES, "fake-missing", "fake-tiny-only"]:
-            baselines.unregister(name)
+            unregister(name)
 
 
 @pytest.fixture()
@@ -471,7 +470,7 @@ def test_run_compare_reports_after_every_instance(fakes: None) -> None:
     seen: list[int] = []
     inst = Instance("two", two_layer_problem(), "t")
     reports = compare.run_compare(
-        [inst, inst], [baselines.get_solver("fake-good")], Options(), on_report=lambda r, done: seen.append(len(done))
+        [inst, inst], [get_solver("fake-good")], Options(), on_report=lambda r, done: seen.append(len(done))
     )
     assert seen == [1, 2] and all(r.ok for r in reports)
 
