@@ -1,4 +1,4 @@
-"""Time to a proven optimum for each exact solver (README's table; measurements in experiments/EXACT_MODELS.md).
+"""Time to a proven optimum for each exact solver (tables of its runs: docs/results/exact-models.md).
 
     python -m experiments.bench_exact [--quick] [--time-limit SECONDS] [--out DIR]
         [--solvers dp,cpsat,milp-highs,milp] [--sizes 8,12,16,24,32] [--ks 4,8,16]

@@ -8,7 +8,7 @@ wrong-OPTIMAL bug (google/or-tools#5293: ``presolve_inclusion_work_limit = 0``),
 optional ``verify`` and the split over option sequences are written once in
 ``docs/formulations.md`` (§3 the CP-SAT model, §4 warm starts and the split, §6
 statuses and guards, §7 numerics, §8 version 2 and uniform plans). Measurements are in
-``experiments/EXACT_MODELS.md``.
+``docs/results/exact-models.md``.
 
 This module is the entry point: :func:`solve_cpsat` and one part of the plan space
 (:func:`_solve_part`). The model is :mod:`baselines.cpsat.model`, the solver parameters

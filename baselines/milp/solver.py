@@ -9,7 +9,7 @@ MILP, §4 warm starts and the split, §6 statuses and guards, §7 numerics: the 
 tolerance :func:`claim_tolerance` and the second proof :func:`_verify_optimum` of every
 optimal claim, §8 version 2 and uniform plans). Coefficients and domain reductions come
 from :mod:`baselines._model_data`. Measurements of the model's speed are in
-``experiments/EXACT_MODELS.md``.
+``docs/results/exact-models.md``.
 
 This module is the entry point: :func:`solve_milp` and one part of the plan space
 (:func:`_solve_part`). The model is :mod:`baselines.milp.model`, one solver run

@@ -526,7 +526,7 @@ def test_static_bound_is_a_lower_bound_and_reported() -> None:
     problem = instance(16, "branchy", 8)
     lb = build_model_data(problem, Options()).static_bound()
     res = solve_milp(problem, Options(threads=2, time_limit_s=2.0, params={"backend": "cbc"}))
-    assert res.status != Status.OPTIMAL  # CBC needs far longer on this row (README table)
+    assert res.status != Status.OPTIMAL  # CBC needs far longer on this row (docs/results/exact-models.md)
     assert res.bound >= lb > 0 and "solver_bound" in res.stats
     if res.plan is not None:
         assert res.bound <= res.tps
