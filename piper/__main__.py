@@ -1,4 +1,4 @@
-"""``python -m piper COMMAND ...``: the planner's command line (:mod:`piper.cli.common.main`).
+"""``python -m piper COMMAND ...``: the planner's command line (:mod:`piper.cli.main`).
 
 User errors (bad file, bad JSON, invalid problem or plan, bad flag) exit with
 status 2 and a one-line message on stderr.

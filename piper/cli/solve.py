@@ -38,8 +38,14 @@ from piper.io.provenance import check_plan_record
 from piper.render.table import render_plan
 from piper.solvers.registry import SolverInfo, get_solver, solvers_with_flag
 
-__all__ = ["add_solve_args", "cmd_solve"]
+__all__ = ["add_solve_parser", "add_solve_args", "cmd_solve"]
 
+
+
+def add_solve_parser(subparsers: Any) -> argparse.ArgumentParser:
+    p = subparsers.add_parser("solve", help="find the best plan (Piper's DP by default; any registered solver)")
+    add_solve_args(p, default_solver="dp")
+    return p
 
 
 def add_solve_args(parser: argparse.ArgumentParser, default_solver: str = "dp") -> None:
@@ -112,6 +118,10 @@ def cmd_solve(args: argparse.Namespace, prog: str = "piper") -> int:
         raise UsageError("--split-backend needs --split sequences")
     if args.ray_address is not None and args.split_backend != "ray":
         raise UsageError("--ray-address needs --split-backend ray")
+    if args.quiet:
+        from piper.dp.compile_clock import set_notice  # imports numba
+
+        set_notice(None)
     problem = load_workload(args.file, args, prog)
     for flag, path in (("--out", args.out), ("--png", args.png)):
         if path:

@@ -2,7 +2,7 @@
 
 User errors (the user's to fix: a bad workload, plan, flag, model description or hardware
 file) are :data:`USER_ERRORS`; the command line reports each in one line on stderr with exit
-status 2 (:func:`piper.cli.common.common.run_main`). :class:`SolverError` is a solver that cannot
+status 2 (:func:`piper.cli.common.run_main`). :class:`SolverError` is a solver that cannot
 handle the instance (too large, a missing backend, an option it does not support): a user
 error too. :class:`PoolClosed` is the only internal one.
 """

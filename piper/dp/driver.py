@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import time
 from dataclasses import replace
 
 from piper.core.errors import SolverError
@@ -12,6 +11,7 @@ from piper.core.plan import Plan
 from piper.core.problem import Problem
 from piper.core.result import Result, Status, make_result
 from piper.dp.arrays import HEUR, RunArrays, limits_of, run_arrays
+from piper.dp.compile_clock import solve_clock
 from piper.dp.ideals import IdealPairs, Ideals, enumerate_ideals, ideal_pairs
 from piper.dp.knapsack import EXACT, GREEDY
 from piper.dp.limits import Progress, TimeUp, with_slack
@@ -40,7 +40,7 @@ def solve_run(problem: Problem, options: Options, bw_edge: float, cand: Candidat
     """One DP over the plans of ``problem`` (its ``devices`` is this run's device budget) with
     every cut edge at ``bw_edge`` bytes/s, under ``cand`` (default ``candidates(problem,
     options)``; a uniform run passes one (t, d)).  Result as :func:`solve_dp`'s."""
-    start = time.perf_counter()
+    start = solve_clock()
     deadline = None if options.time_limit_s is None else start + options.time_limit_s
     name = "dp" if options.knapsack == "exact" else "dp-greedy"
     if options.knapsack not in ("exact", "greedy"):
@@ -51,7 +51,7 @@ def solve_run(problem: Problem, options: Options, bw_edge: float, cand: Candidat
     stats: dict = {"knapsack": options.knapsack, "linearize": options.linearize}
     if cand.infeasible_reason is not None:  # no plan on any number of devices: the curve is all None
         stats["curve"] = _none_curve(problem, options, 0)
-        return make_result(problem, name, Status.INFEASIBLE, None, time_s=time.perf_counter() - start,
+        return make_result(problem, name, Status.INFEASIBLE, None, time_s=solve_clock() - start,
                            stats=stats, message=cand.infeasible_reason)
     ideals = enumerate_ideals(problem, options.max_ideals, linearize=options.linearize)
     pairs = ideal_pairs(ideals)
@@ -72,7 +72,7 @@ def solve_run(problem: Problem, options: Options, bw_edge: float, cand: Candidat
         # large stages make exact knapsacks costly: bound the optimum first by a
         # cheap heuristic table (greedy choices, achievable values); then only stage
         # values <= that bound are computed exactly
-        t0 = time.perf_counter()
+        t0 = solve_clock()
         try:
             heur = build_tables(problem, run, ideals, pairs, HEUR, deadline, progress)
             hs = Search(heur, S, deadline, progress)
@@ -81,54 +81,54 @@ def solve_run(problem: Problem, options: Options, bw_edge: float, cand: Candidat
                 heur_value = float(hs.cands[idx])
                 ub = with_slack(heur_value)
         except TimeUp:
-            return make_result(problem, name, Status.UNKNOWN, None, time_s=time.perf_counter() - start, stats=stats,
+            return make_result(problem, name, Status.UNKNOWN, None, time_s=solve_clock() - start, stats=stats,
                                message=f"time limit ({options.time_limit_s} s) hit while bounding the optimum")
-        stats.update(heuristic_bound=None if math.isinf(ub) else heur_value, bound_s=time.perf_counter() - t0)
+        stats.update(heuristic_bound=None if math.isinf(ub) else heur_value, bound_s=solve_clock() - t0)
     try:
-        t0 = time.perf_counter()
+        t0 = solve_clock()
         tables = build_tables(problem, run, ideals, pairs, mode, deadline, progress, ub)
-        stats.update(entries=tables.entries, segments=tables.segments, tables_s=time.perf_counter() - t0)
+        stats.update(entries=tables.entries, segments=tables.segments, tables_s=solve_clock() - t0)
     except TimeUp:
-        return make_result(problem, name, Status.UNKNOWN, None, time_s=time.perf_counter() - start, stats=stats,
+        return make_result(problem, name, Status.UNKNOWN, None, time_s=solve_clock() - start, stats=stats,
                            message=f"time limit ({options.time_limit_s} s) hit while building stage tables")
     search = Search(tables, S, deadline, progress, ub)
     stats["candidates"] = int(len(search.cands))
-    t0 = time.perf_counter()
+    t0 = solve_clock()
     best: int | None = None
     try:
         best = search.least_index(problem.devices)
     except TimeUp:
         pass
-    timed_out = best is None and deadline is not None and time.perf_counter() > deadline
+    timed_out = best is None and deadline is not None and solve_clock() > deadline
     if best is None and not timed_out:
-        stats.update(search_s=time.perf_counter() - t0, tests=search.tests,
+        stats.update(search_s=solve_clock() - t0, tests=search.tests,
                      curve=_none_curve(problem, options, pairs.count))
-        return make_result(problem, name, Status.INFEASIBLE, None, time_s=time.perf_counter() - start, stats=stats,
+        return make_result(problem, name, Status.INFEASIBLE, None, time_s=solve_clock() - start, stats=stats,
                            message="no plan fits in memory on the available devices")
     if best is None:
         # time limit: the best threshold proven feasible so far, if any
         feas = [i for i, m in search.memo.items() if m <= problem.devices]
         if not feas:
             stats.update(tests=search.tests)
-            return make_result(problem, name, Status.UNKNOWN, None, time_s=time.perf_counter() - start,
+            return make_result(problem, name, Status.UNKNOWN, None, time_s=solve_clock() - start,
                                stats=stats, message=f"time limit ({options.time_limit_s} s) hit during the search")
         plan, obj = _reconstruct(problem, run, search, min(feas), mode)
         stats.update(tests=search.tests)
-        return make_result(problem, name, Status.FEASIBLE, plan, time_s=time.perf_counter() - start,
+        return make_result(problem, name, Status.FEASIBLE, plan, time_s=solve_clock() - start,
                            objective=obj, stats=stats, message=f"time limit ({options.time_limit_s} s)")
-    stats["search_s"] = time.perf_counter() - t0
+    stats["search_s"] = solve_clock() - t0
     plan, obj = _reconstruct(problem, run, search, best, mode)
     message = ""
-    t0 = time.perf_counter()
+    t0 = solve_clock()
     try:
         if pts:
             idx = search.curve(pts)
             stats["curve"] = [[k, None if idx[k] is None else float(search.cands[idx[k]])] for k in pts]
     except TimeUp:
         message = "time limit hit while computing the curve (stats['curve'] omitted)"
-    stats.update(curve_s=time.perf_counter() - t0, tests=search.tests)
+    stats.update(curve_s=solve_clock() - t0, tests=search.tests)
     status = Status.OPTIMAL if mode == EXACT else Status.FEASIBLE
-    return make_result(problem, name, status, plan, time_s=time.perf_counter() - start, objective=obj,
+    return make_result(problem, name, status, plan, time_s=solve_clock() - start, objective=obj,
                        stats=stats, message=message)
 
 
@@ -156,7 +156,7 @@ def _choose_engine(options: Options, pairs: IdealPairs, run: RunArrays, k: int) 
 def _finish_table(problem: Problem, options: Options, run: RunArrays, ideals: Ideals, pairs: IdealPairs, mode: int,
                   name: str, start: float, deadline: float | None, progress: Progress, stats: dict,
                   cand: Candidates) -> Result:
-    t0 = time.perf_counter()
+    t0 = solve_clock()
     want_curve = options.params.get("curve", None) is True or options.params.get("curve_points") is not None
     ub = math.inf
     if not want_curve and not ideals.linear:
@@ -169,9 +169,9 @@ def _finish_table(problem: Problem, options: Options, run: RunArrays, ideals: Id
     try:
         dpm, plan, obj = solve_table(problem, run, ideals, pairs, mode, deadline, progress, ub)
     except TimeUp:
-        return make_result(problem, name, Status.UNKNOWN, None, time_s=time.perf_counter() - start, stats=stats,
+        return make_result(problem, name, Status.UNKNOWN, None, time_s=solve_clock() - start, stats=stats,
                            message=f"time limit ({options.time_limit_s} s) hit while filling the DP table")
-    stats["table_s"] = time.perf_counter() - t0
+    stats["table_s"] = solve_clock() - t0
     S = min(problem.microbatches, problem.devices)
     if want_curve or (math.isinf(ub) and options.params.get("curve", None) is not False):
         pts = _curve_points(problem, options) if options.params.get("curve_points") is not None else \
@@ -179,7 +179,7 @@ def _finish_table(problem: Problem, options: Options, run: RunArrays, ideals: Id
         stats["curve"] = [[kk, None if math.isinf(dpm[ideals.full, kk, S]) else float(dpm[ideals.full, kk, S])]
                           for kk in pts]
     if plan is None:
-        return make_result(problem, name, Status.INFEASIBLE, None, time_s=time.perf_counter() - start, stats=stats,
+        return make_result(problem, name, Status.INFEASIBLE, None, time_s=solve_clock() - start, stats=stats,
                            message="no plan fits in memory on the available devices")
     status = Status.OPTIMAL if mode == EXACT else Status.FEASIBLE
-    return make_result(problem, name, status, plan, time_s=time.perf_counter() - start, objective=obj, stats=stats)
+    return make_result(problem, name, status, plan, time_s=solve_clock() - start, objective=obj, stats=stats)

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import math
-import time
 from dataclasses import replace
 
 from piper.core.errors import SolverError
 from piper.core.options import Candidates, Options, candidates
 from piper.core.problem import Problem
 from piper.core.result import Result, Status, make_result
+from piper.dp.compile_clock import compile_seconds, solve_clock
 from piper.dp.driver import solve_run
 from piper.dp.ideals import enumerate_ideals, ideal_pairs
 
@@ -38,13 +38,18 @@ def solve_dp(problem: Problem, options: Options | None = None) -> Result:
     the evaluator's score of the plan, ``stats`` with ``ideals``, ``ideal_pairs``,
     ``curve`` ([k', best TPS or None]), ``entries``, ``segments``, ``candidates``,
     ``tests`` and phase timings; with two runs also ``runs`` (one summary per run).
+
+    Compiling the kernels (the first run after an install) does not count: the DP's clock
+    stands still while numba compiles (:mod:`piper.dp.compile_clock`), and the seconds it took
+    are ``stats["compile_s"]`` when there were any.
     """
     options = options or Options()
     if options.knapsack not in ("exact", "greedy"):
         raise SolverError(f"unknown knapsack mode {options.knapsack!r}; use 'exact' or 'greedy'")
-    if options.uniform:
-        return _solve_uniform(problem, options)
-    return _solve_edges(problem, options)
+    compiled_before = compile_seconds()
+    result = _solve_uniform(problem, options) if options.uniform else _solve_edges(problem, options)
+    compile_s = compile_seconds() - compiled_before
+    return replace(result, stats={**result.stats, "compile_s": compile_s}) if compile_s > 0 else result
 
 
 def _edge_runs(problem: Problem) -> list[tuple[Problem, float]]:
@@ -71,13 +76,13 @@ def _restrict(cand: Candidates, t: int, d: int) -> Candidates | None:
 def _remaining(options: Options, start: float) -> Options:
     if options.time_limit_s is None:
         return options
-    return replace(options, time_limit_s=max(0.0, options.time_limit_s - (time.perf_counter() - start)))
+    return replace(options, time_limit_s=max(0.0, options.time_limit_s - (solve_clock() - start)))
 
 
 def _solve_edges(problem: Problem, options: Options, pair: tuple[int, int] | None = None) -> Result | None:
     """The DP with version 2's plan-level edge bandwidth (see :func:`solve_dp`); ``pair`` =
     (t, d): only that pair (a uniform run; None when no run allows it)."""
-    start = time.perf_counter()
+    start = solve_clock()
     runs = _edge_runs(problem)
     if pair is None and len(runs) == 1:
         return solve_run(problem, options, runs[0][1])  # version 1 (and G >= k): one run, as ever
@@ -97,7 +102,7 @@ def _solve_edges(problem: Problem, options: Options, pair: tuple[int, int] | Non
         res, prob, _ = results[0]
         if prob is problem:
             return res
-        return make_result(problem, name, res.status, res.plan, time_s=time.perf_counter() - start,
+        return make_result(problem, name, res.status, res.plan, time_s=solve_clock() - start,
                            objective=res.objective, bound=res.bound if res.status != Status.OPTIMAL else None,
                            stats=res.stats, message=res.message)
     return _combine_edges(problem, options, name, results, start)
@@ -125,7 +130,7 @@ def _combine_edges(problem: Problem, options: Options, name: str, results: list[
     if not scored:
         status = Status.UNKNOWN if timed else Status.INFEASIBLE
         stats.pop("curve", None)
-        return make_result(problem, name, status, None, time_s=time.perf_counter() - start, stats=stats,
+        return make_result(problem, name, status, None, time_s=solve_clock() - start, stats=stats,
                            message=message or "no plan fits in memory on the available devices")
     if exact:
         # the least DP value is the optimum (run 1 first on ties); run 2's plan inside one node
@@ -167,18 +172,18 @@ def _combine_edges(problem: Problem, options: Options, name: str, results: list[
             vals = [v for v in (c1[min(kk, p1.devices)], c2[kk]) if v is not None]
             curve.append([kk, min(vals) if vals else None])
         stats["curve"] = curve
-    return make_result(problem, name, status, res.plan, time_s=time.perf_counter() - start, objective=objective,
+    return make_result(problem, name, status, res.plan, time_s=solve_clock() - start, objective=objective,
                        bound=bound, stats=stats, message=message)
 
 
 def _solve_uniform(problem: Problem, options: Options) -> Result:
     """Uniform plans (docs/problem.md §2.5): the DP once per allowed (t, d), only that pair
     allowed (both edge runs of version 2 each); the best plan wins.  No curve."""
-    start = time.perf_counter()
+    start = solve_clock()
     name = "dp" if options.knapsack == "exact" else "dp-greedy"
     cand = candidates(problem, options)
     if cand.infeasible_reason is not None:
-        return make_result(problem, name, Status.INFEASIBLE, None, time_s=time.perf_counter() - start,
+        return make_result(problem, name, Status.INFEASIBLE, None, time_s=solve_clock() - start,
                            stats={"uniform": True}, message=cand.infeasible_reason)
     k = problem.devices
     pairs_td = [(t, d) for t in cand.ts for d in cand.ds if t * d <= k
@@ -203,7 +208,7 @@ def _solve_uniform(problem: Problem, options: Options) -> Result:
     timed = any("time limit" in r.message for r, _ in found)
     if not with_plan:
         status = Status.UNKNOWN if timed or any(r.status == Status.UNKNOWN for r, _ in found) else Status.INFEASIBLE
-        return make_result(problem, name, status, None, time_s=time.perf_counter() - start, stats=stats,
+        return make_result(problem, name, status, None, time_s=solve_clock() - start, stats=stats,
                            message="no uniform plan fits in memory on the available devices"
                            if status == Status.INFEASIBLE else "time limit hit before any uniform plan was found")
     exact = options.knapsack == "exact"
@@ -226,5 +231,5 @@ def _solve_uniform(problem: Problem, options: Options) -> Result:
         cut = sum("time limit" in r.message for r, _ in found)
         message = "; ".join(m for m in (message, f"time limit ({options.time_limit_s} s): {cut} of {len(found)} "
                                                  f"(t, d) pairs not solved to the end") if m)
-    return make_result(problem, name, status, res.plan, time_s=time.perf_counter() - start, objective=res.objective,
+    return make_result(problem, name, status, res.plan, time_s=solve_clock() - start, objective=res.objective,
                        bound=bound, stats=stats, message=message)

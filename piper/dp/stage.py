@@ -18,7 +18,7 @@ import numpy as np
 from numba import njit, types
 from numba.extending import overload
 
-from piper.dp.knapsack import ensure_room, least_option, total_of, knapsack
+from piper.dp.knapsack import ensure_room, knapsack, least_option, total_of
 
 
 def _absent(x: object) -> bool:

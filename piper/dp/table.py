@@ -6,7 +6,6 @@ The kernels are in :mod:`piper.dp.table_kernels`; the method in :mod:`piper.dp`.
 from __future__ import annotations
 
 import math
-import time
 
 import numpy as np
 
@@ -14,6 +13,7 @@ from piper.core.errors import SolverError
 from piper.core.plan import Plan
 from piper.core.problem import Problem
 from piper.dp.arrays import LayerArrays, RunArrays, limits_of
+from piper.dp.compile_clock import solve_clock
 from piper.dp.ideals import IdealPairs, Ideals
 from piper.dp.limits import Progress, TimeUp
 from piper.dp.reconstruct import build_plan, table_steps
@@ -73,13 +73,13 @@ def solve_table(problem: Problem, run: RunArrays, ideals: Ideals, pairs: IdealPa
     step = 16
     while i0 < n_ideals:
         i1 = min(n_ideals, i0 + step)
-        t0 = time.perf_counter()
+        t0 = solve_clock()
         table_dp(run.layers, lim, graph, opts, mode, ub, low_bounds, dpm, i0, i1)
-        dt = time.perf_counter() - t0
+        dt = solve_clock() - t0
         step = int(min(1 << 16, max(1, step * (0.5 / max(dt, 1e-3)))))
         i0 = i1
         progress.say(f"DP table: {i1}/{n_ideals} ideals ({int(pairs.ptr[i1])}/{pairs.count} ideal pairs)")
-        if deadline is not None and time.perf_counter() > deadline and i0 < n_ideals:
+        if deadline is not None and solve_clock() > deadline and i0 < n_ideals:
             raise TimeUp()
     full = ideals.full
     value = float(dpm[full, k, S])

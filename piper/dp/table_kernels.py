@@ -12,17 +12,17 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
-from piper.dp.knapsack import EXACT, least_option, total_of, knapsack
+from piper.dp.knapsack import EXACT, knapsack, least_option, total_of
 from piper.dp.stage import (
     ChoiceRuns,
+    choice_fits,
+    choice_memory,
     choice_runs,
     d_invariant,
     entry_or_zero,
-    choice_fits,
-    options_memory_at,
-    choice_memory,
-    new_scratch,
     has_sharded,
+    new_scratch,
+    options_memory_at,
     stage_costs,
     stage_nodes,
     stage_options,

@@ -7,7 +7,6 @@ and :mod:`piper.dp.stage`, and the tables below.
 from __future__ import annotations
 
 import math
-import time
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -16,16 +15,17 @@ from numba import njit
 
 from piper.core.problem import Problem
 from piper.dp.arrays import BIG, HEUR, RunArrays, limits_of
+from piper.dp.compile_clock import solve_clock
 from piper.dp.ideals import IdealPairs, Ideals
-from piper.dp.knapsack import GREEDY, ensure_room, least_option, total_of, knapsack
+from piper.dp.knapsack import GREEDY, ensure_room, knapsack, least_option, total_of
 from piper.dp.limits import Progress, TimeUp
 from piper.dp.stage import (
     ChoiceRuns,
+    choice_fits,
     choice_runs,
     d_invariant,
-    choice_fits,
-    options_memory_at,
     new_scratch,
+    options_memory_at,
     stage_costs,
     stage_nodes,
     stage_options,
@@ -300,15 +300,15 @@ def build_tables(problem: Problem, run: RunArrays, ideals: Ideals, pairs: IdealP
     start = 0
     while start < total:
         stop = min(total, start + chunk)
-        t0 = time.perf_counter()
+        t0 = solve_clock()
         parts.append(_build_tables(run.layers, lim, ideals.words, p_i_all[start:stop], p_j_all[start:stop], mode, ub))
         # aim at ~0.5 s per chunk
-        dt = time.perf_counter() - t0
+        dt = solve_clock() - t0
         chunk = int(min(1 << 20, max(64, chunk * (0.5 / max(dt, 1e-3)))))
         start = stop
         if progress is not None:
             progress.say(f"stage tables: {stop}/{total} ideal pairs")
-        if deadline is not None and time.perf_counter() > deadline and start < total:
+        if deadline is not None and solve_clock() > deadline and start < total:
             raise TimeUp()
     seg_base = 0
     fixed: list[tuple[Entries, Segments]] = []
@@ -352,7 +352,7 @@ class Search:
         """m(cands[idx]): least devices for threshold cands[idx] (2^60 = impossible)."""
         if idx in self.memo:
             return self.memo[idx]
-        if self.deadline is not None and time.perf_counter() > self.deadline:
+        if self.deadline is not None and solve_clock() > self.deadline:
             raise TimeUp()
         m = self.run_test(idx)
         self.tests += 1

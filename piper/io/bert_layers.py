@@ -1,4 +1,4 @@
-"""BERT-48/64/96 from BERT-32 by transformer-layer insertion (see ``workloads/README.md``)."""
+"""BERT-48/64/96 from BERT-32 by transformer-layer insertion (see ``experiments/workloads/README.md``)."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ def insert_bert_layers(problem: Problem, transformer_layers: int) -> Problem:
 
     Copies of the last transformer layer whose successor is also a transformer
     layer (layer 34 in bert32a100.json) are inserted in a chain between it and
-    that successor; see ``workloads/README.md``. Copies are numbered
+    that successor; see ``experiments/workloads/README.md``. Copies are numbered
     123456790, 123456791, ... along the chain.
     """
     have = sum(1 for nd in problem.nodes if _is_transformer(nd))
