@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from piper.core.errors import USER_ERRORS, UsageError
-from piper.core.options import NO_AR, Options
+from piper.core.options import NO_AR, OBJECTIVES, SCHEDULE_CHOICES, TPS, Options
 from piper.core.plan import Plan
 from piper.core.problem import ACTIVATION_RECOMP, Problem
 from piper.io.provenance import plan_document
@@ -32,6 +32,7 @@ __all__ = [
     "load_workload",
     "add_ablation_args",
     "options_from_args",
+    "add_objective_args",
     "run_main",
     "USER_ERRORS",
     "stdout_to_stderr",
@@ -196,6 +197,19 @@ def add_ablation_args(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--threads", type=_positive_int, default=2, metavar="N", help="solver threads (default 2)")
 
 
+def add_objective_args(parser: argparse.ArgumentParser, *, objective: str = TPS, max_virtual_stages: int = 1) -> None:
+    """--objective, --schedule, --max-virtual-stages (docs/problem.md §9), with the command's defaults."""
+    g = parser.add_argument_group("objective and schedule")
+    g.add_argument("--objective", choices=OBJECTIVES, default=objective,
+                   help=f"what to minimize: tps (time per sample, the steady state) or batch-time (one iteration, "
+                        f"with the pipeline's fill and drain); default {objective}")
+    g.add_argument("--schedule", choices=SCHEDULE_CHOICES, default="any",
+                   help="the pipeline schedules a plan may use: 1f1b, interleaved (Megatron-LM's interleaved 1F1B) "
+                        "or any (default; interleaved only with --max-virtual-stages >= 2)")
+    g.add_argument("--max-virtual-stages", type=_positive_int, default=max_virtual_stages, metavar="V",
+                   help=f"the most chunks per device group of an interleaved plan (1: 1F1B only; default {max_virtual_stages})")
+
+
 def options_from_args(args: argparse.Namespace, **overrides: Any) -> Options:
     exclude = set(getattr(args, "exclude_tmpc", []) or [])
     if getattr(args, "no_ar", False):
@@ -208,6 +222,9 @@ def options_from_args(args: argparse.Namespace, **overrides: Any) -> Options:
         time_limit_s=getattr(args, "time_limit", None),
         threads=getattr(args, "threads", 2) or 2,
     )
+    for name in ("objective", "schedule", "max_virtual_stages"):
+        if getattr(args, name, None) is not None:
+            fields[name] = getattr(args, name)
     fields.update(overrides)
     return Options(**fields)
 

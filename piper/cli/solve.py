@@ -22,6 +22,7 @@ from typing import Any
 
 from piper.cli.common import (
     add_ablation_args,
+    add_objective_args,
     add_cluster_args,
     add_strict_arg,
     check_writable,
@@ -53,6 +54,7 @@ def add_solve_args(parser: argparse.ArgumentParser, default_solver: str = "dp") 
     add_cluster_args(parser)
     add_strict_arg(parser)
     add_ablation_args(parser)
+    add_objective_args(parser)
     parser.add_argument("--solver", default=default_solver,
                         help=f"registered solver: dp, dp-greedy, milp, milp-highs, cpsat, brute, equi (default {default_solver})")
     g = parser.add_argument_group("solver-specific flags (an error with a solver that does not use them)")
@@ -179,7 +181,11 @@ def _print_result(problem: Any, result: Result) -> None:
     tps = f"{result.tps:.10g}" if math.isfinite(result.tps) else "none (no plan)"
     bound = "inf (proven infeasible)" if math.isinf(result.bound) else f"{result.bound:.10g}"
     tol = f" (tolerance {result.tolerance:.3g})" if result.tolerance else ""
-    print(f"solver {result.solver}: status {result.status.value}, TPS {tps}, bound {bound}{tol}, "
+    value = f"TPS {tps}"
+    if result.objective_kind != "tps":
+        batch = f"{result.batch_time:.10g}" if math.isfinite(result.batch_time) else "none (no plan)"
+        value = f"objective {result.objective_kind}: batch time {batch} (TPS {tps})"
+    print(f"solver {result.solver}: status {result.status.value}, {value}, bound {bound}{tol}, "
           f"devices used {result.devices_used if result.plan else 0} of {problem.devices}, time {result.time_s:.3f} s")
     if result.message:
         print(f"note: {result.message}")

@@ -12,9 +12,12 @@ failure names the solver, the check and what was wrong:
 * ``plan``: a plan exactly when the status says so (optimal / feasible have one,
   infeasible / unknown have none, and then TPS is +inf); the plan is structurally valid
   (docs/problem.md rules 1-4) and fits in memory;
-* ``tps``: ``Result.tps`` is the evaluator's score of the plan;
+* ``tps``: ``Result.tps`` is the evaluator's score of the plan (and ``Result.batch_time`` its
+  batch time, when that is the objective);
 * ``options``: the plan honours the options (no d > 1 without data parallelism, no t > 1
-  without tensor parallelism, no excluded TMPC, one (d, t) when uniform);
+  without tensor parallelism, no excluded TMPC, one (d, t) when uniform, a schedule and a
+  number of virtual stages the options allow) and the result measures the objective asked
+  for (``Result.objective_kind`` is ``Options.objective``);
 * ``objective``: the solver's own number is never below the TPS by more than its stated
   tolerance, and for an "optimal" result within the tolerance of it (a search stopped early
   may hold an incumbent whose objective variable T is above its stages' times: an honest,
@@ -25,6 +28,8 @@ failure names the solver, the check and what was wrong:
   optimal claim is within the tolerance of it, a bound never exceeds it, and "infeasible"
   only when it is +inf.
 
+The objective, the bound and the optimum are in the units of ``Options.objective``: the plan's
+TPS, or its batch time (docs/problem.md §9); "the plan's value" below is that number.
 Numbers are compared with the result's own ``tolerance`` plus ``rtol`` (default 1e-9)
 relative for floating-point noise. ``only="bound"`` (a name of :data:`CHECKS`) reports one
 check's issues alone (the conformance suite runs each check as its own test); the checks
@@ -93,7 +98,11 @@ def _issues(problem: Problem, options: Options | None, result: Result, exact: bo
         return out
     if result.status == Status.OPTIMAL and not exact:
         issue("status", f"heuristic {result.solver} claims a proven optimum")
-    tps = math.inf
+    # options objects of older versions (no version-3 fields) mean TPS and 1F1B
+    objective = getattr(options, "objective", "tps")
+    allowed_v = options.virtual_stage_choices() if hasattr(options, "virtual_stage_choices") else (1,)
+    value = math.inf  # the plan's value under the objective
+    what = "TPS" if objective == "tps" else "batch time"
     if result.plan is None:
         if result.status in (Status.OPTIMAL, Status.FEASIBLE):
             issue("plan", f"status {result.status.value} but no plan")
@@ -107,11 +116,16 @@ def _issues(problem: Problem, options: Options | None, result: Result, exact: bo
         except PlanError as exc:
             issue("plan", f"structurally invalid: {exc}")
             return out
-        tps = score.tps
+        value = score.value(objective)
         if score.oom:
             issue("plan", "the plan is out of memory")
         if result.tps != score.tps:
             issue("tps", f"Result.tps {result.tps!r} is not the evaluator's {score.tps!r}")
+        if objective != "tps" and result.batch_time != score.batch_time:
+            issue("tps", f"Result.batch_time {result.batch_time!r} is not the evaluator's {score.batch_time!r}")
+        schedule = result.plan.schedule
+        if schedule.virtual_stages not in allowed_v:
+            issue("options", f"the plan's schedule {schedule.label()} is not allowed (virtual stages {list(allowed_v)})")
         pairs = {(s.d, s.t) for s in result.plan.stages}
         for i, stage in enumerate(result.plan.stages, 1):
             if not options.data_parallel and stage.d != 1:
@@ -123,12 +137,14 @@ def _issues(problem: Problem, options: Options | None, result: Result, exact: bo
                 issue("options", f"stage {i} uses excluded TMPC(s) {sorted(used)}")
         if getattr(options, "uniform", False) and len(pairs) > 1:
             issue("options", f"uniform plans asked for, the plan has (d, t) pairs {sorted(pairs)}")
-        if result.objective is not None and math.isfinite(tps):
-            if result.objective < tps - slack(tps):
-                issue("objective", f"claims {result.objective!r}, the plan scores {tps!r} (tolerance {result.tolerance:g})")
-            elif result.status == Status.OPTIMAL and result.objective > tps + slack(tps):
-                issue("objective", f"optimal, but claims {result.objective!r} where the plan scores {tps!r} "
+        if result.objective is not None and math.isfinite(value):
+            if result.objective < value - slack(value):
+                issue("objective", f"claims {result.objective!r}, the plan scores {value!r} (tolerance {result.tolerance:g})")
+            elif result.status == Status.OPTIMAL and result.objective > value + slack(value):
+                issue("objective", f"optimal, but claims {result.objective!r} where the plan scores {value!r} "
                                    f"(tolerance {result.tolerance:g})")
+    if result.objective_kind != objective:
+        issue("options", f"objective {objective!r} asked for, the result measures {result.objective_kind!r}")
     bound = result.bound
     if result.status == Status.INFEASIBLE:
         if not math.isinf(bound):
@@ -136,21 +152,21 @@ def _issues(problem: Problem, options: Options | None, result: Result, exact: bo
     else:
         if math.isinf(bound) or math.isnan(bound):
             issue("bound", f"bound {bound!r} without an infeasibility proof")
-        elif math.isfinite(tps) and bound > tps + slack(tps):
-            issue("bound", f"bound {bound!r} above the plan's TPS {tps!r}")
-        if result.status == Status.OPTIMAL and math.isfinite(tps) and tps > bound + slack(tps):
-            issue("bound", f"optimal {tps!r} is more than the tolerance {result.tolerance:g} above its bound {bound!r}")
+        elif math.isfinite(value) and bound > value + slack(value):
+            issue("bound", f"bound {bound!r} above the plan's {what} {value!r}")
+        if result.status == Status.OPTIMAL and math.isfinite(value) and value > bound + slack(value):
+            issue("bound", f"optimal {value!r} is more than the tolerance {result.tolerance:g} above its bound {bound!r}")
     if optimum is not None:
         if math.isinf(optimum):
-            if result.plan is not None and math.isfinite(tps):
-                issue("optimum", f"a plan of TPS {tps!r} on an instance with no plan: oracle bug")
+            if result.plan is not None and math.isfinite(value):
+                issue("optimum", f"a plan of {what} {value!r} on an instance with no plan: oracle bug")
         else:
             if result.status == Status.INFEASIBLE:
-                issue("optimum", f"claims infeasible, a plan of TPS {optimum!r} exists")
-            if math.isfinite(tps) and tps < optimum - rtol * optimum:
-                issue("optimum", f"plan {tps!r} below the optimum {optimum!r}: oracle or evaluator bug")
-            if result.status == Status.OPTIMAL and tps > optimum + slack(optimum):
-                issue("optimum", f"certifies {tps!r} optimal, the optimum is {optimum!r} (tolerance {result.tolerance:g})")
+                issue("optimum", f"claims infeasible, a plan of {what} {optimum!r} exists")
+            if math.isfinite(value) and value < optimum - rtol * optimum:
+                issue("optimum", f"plan {value!r} below the optimum {optimum!r}: oracle or evaluator bug")
+            if result.status == Status.OPTIMAL and value > optimum + slack(optimum):
+                issue("optimum", f"certifies {value!r} optimal, the optimum is {optimum!r} (tolerance {result.tolerance:g})")
             if math.isfinite(bound) and bound > optimum + rtol * optimum:
                 issue("optimum", f"bound {bound!r} above the optimum {optimum!r}")
     return out

@@ -16,6 +16,17 @@ the workload's time units):
 * TPS_i = X_i / (d B_edge) + R_i / B_resync,i + P_i / d;   TPS = max_i TPS_i  (+inf when OOM)
 * batch time = N TPS + sum_i tau_i - max_i tau_i, tau_i = P_i + X_i / B_edge (+inf when OOM)
 
+Interleaved plans (docs/problem.md §9, version 3; ``plan.schedule.kind == "interleaved"``
+with v virtual stages): ``plan.stages`` are L v chunks with one (d, t), chunk j on device group
+g = j mod L; per group, over its chunks C_g (P_j, X_j as for a stage above, m = N / d):
+
+* tau_g = sum_{j in C_g} (P_j + X_j / B_edge)
+* TPS_g = sum_{j in C_g} (X_j / (d B_edge) + P_j / d) + R_g / B_resync,g  (R_g: the group's nodes)
+* mem_g = sum over the group's nodes of (a y_g + b + s / d), y_g = min(m, (2 (L - g - 1) + (v - 1) L + 1) / v)
+* TPS = max_g TPS_g;  batch time = N TPS + (sum_g tau_g - max_g tau_g) / v
+
+and ``Score.stages`` holds one entry per device group (its chunks in ``StageScore.chunks``).
+
 Placement is implied, not checked: a stage that fits in a node is taken to sit inside one.
 With power-of-two stage sizes d t and G a power of two such a packing always exists (place
 stages largest first: each fits in the free part of a node or starts a new one); for other
@@ -34,7 +45,8 @@ import math
 from dataclasses import dataclass
 
 from piper.core.errors import PlanError
-from piper.core.plan import Plan
+from piper.core.options import OBJECTIVES, TPS
+from piper.core.plan import Plan, Schedule
 from piper.core.problem import TMPC, Problem
 
 __all__ = ["PlanError", "StageScore", "Score", "evaluate", "check_plan"]
@@ -54,8 +66,9 @@ class StageScore:
     resync: float
     #: bytes used on each of the stage's devices
     memory: float
-    #: microbatches in flight
-    y: int
+    #: microbatches in flight: an integer for 1F1B, a rational number (chunk-microbatches / v)
+    #: for an interleaved device group
+    y: int | float
     #: memory > the device's memory
     oom: bool
     d: int
@@ -68,6 +81,9 @@ class StageScore:
     fits_in_node: bool
     #: tau_i = P_i + X_i / B_edge: time one replica spends on one microbatch (time units)
     tau: float
+    #: an interleaved plan's device group: the 0-based indices of its chunks in ``plan.stages``
+    #: (empty for a 1F1B stage)
+    chunks: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -85,6 +101,14 @@ class Score:
     batch_time: float
     #: sum_i d_i t_i <= G: the whole plan sits inside one node (its edges run at B_in)
     fits_in_node: bool
+    #: the plan's pipeline schedule (``stages`` holds one entry per device group)
+    schedule: Schedule = Schedule()
+
+    def value(self, objective: str) -> float:
+        """The number an objective minimizes (``Options.objective``): ``tps`` or ``batch_time``."""
+        if objective not in OBJECTIVES:
+            raise ValueError(f"unknown objective {objective!r}")
+        return self.tps if objective == TPS else self.batch_time
 
     @property
     def throughput(self) -> float:
@@ -102,8 +126,9 @@ class Score:
         return max(range(len(self.stages)), key=lambda i: self.stages[i].tps)
 
     def to_dict(self) -> dict:
-        """The ``evaluate --json`` shape: tps and batch_time are null when OOM; bandwidths in bytes/s."""
-        return {
+        """The ``evaluate --json`` shape: tps and batch_time are null when OOM; bandwidths in bytes/s.
+        An interleaved plan adds ``schedule`` and, per device group, its ``chunks``."""
+        out = {
             "tps": None if self.oom else self.tps,
             "oom": self.oom,
             "batch_time": None if self.oom else self.batch_time,
@@ -125,43 +150,49 @@ class Score:
                     "edge_bandwidth": s.edge_bandwidth,
                     "resync_bandwidth": s.resync_bandwidth,
                     "tau": s.tau,
+                    **({"chunks": list(s.chunks)} if self.schedule.interleaved else {}),
                 }
                 for s in self.stages
             ],
         }
+        if self.schedule.interleaved:
+            out["schedule"] = self.schedule.to_dict()
+        return out
 
 
 def check_plan(problem: Problem, plan: Plan) -> dict[int, TMPC]:
-    """Check the structural rules 1-4 of ``docs/problem.md`` §3.2; return node id -> chosen TMPC.
+    """Check the structural rules 1-4 of ``docs/problem.md`` §3.2, and rule 5 for an interleaved
+    plan (docs/problem.md §9.2); return node id -> chosen TMPC.
 
-    Raises :class:`PlanError` naming the rule (1-4) and the stage.
+    Raises :class:`PlanError` naming the rule (1-5) and the stage (the chunk, when interleaved).
     """
+    unit = "chunk" if plan.schedule.interleaved else "stage"
     if not plan.stages:
         raise PlanError("rule 1 (every node in exactly one stage): the plan has no stages")
     stage_of: dict[int, int] = {}
     for i, s in enumerate(plan.stages):
         if not s.nodes:
-            raise PlanError(f"rule 1 (no empty stage): stage {i + 1} has no nodes")
+            raise PlanError(f"rule 1 (no empty {unit}): {unit} {i + 1} has no nodes")
         for v in s.nodes:
             if v not in problem.node_by_id:
-                raise PlanError(f"rule 1: stage {i + 1} names node {v}, which is not in the graph")
+                raise PlanError(f"rule 1: {unit} {i + 1} names node {v}, which is not in the graph")
             if v in stage_of:
-                where = "twice" if stage_of[v] == i else f"in stages {stage_of[v] + 1} and {i + 1}"
-                raise PlanError(f"rule 1 (every node in exactly one stage): node {v} appears {where}")
+                where = "twice" if stage_of[v] == i else f"in {unit}s {stage_of[v] + 1} and {i + 1}"
+                raise PlanError(f"rule 1 (every node in exactly one {unit}): node {v} appears {where}")
             stage_of[v] = i
     missing = [nd.id for nd in problem.nodes if nd.id not in stage_of]
     if missing:
-        raise PlanError(f"rule 1 (every node in exactly one stage): node(s) {missing[:10]} are in no stage")
+        raise PlanError(f"rule 1 (every node in exactly one {unit}): node(s) {missing[:10]} are in no {unit}")
     for e in problem.edges:
         if stage_of[e.u] > stage_of[e.v]:
             raise PlanError(
-                f"rule 2 (stages in pipeline order): edge {e.u}->{e.v} goes from stage "
-                f"{stage_of[e.u] + 1} back to stage {stage_of[e.v] + 1}"
+                f"rule 2 ({unit}s in pipeline order): edge {e.u}->{e.v} goes from {unit} "
+                f"{stage_of[e.u] + 1} back to {unit} {stage_of[e.v] + 1}"
             )
     chosen: dict[int, TMPC] = {}
     n_mb = problem.microbatches
     for i, s in enumerate(plan.stages):
-        where = f"stage {i + 1}"
+        where = f"{unit} {i + 1}"
         if s.d < 1:
             raise PlanError(f"rule 3: {where} has data-parallel degree d={s.d} < 1")
         if n_mb % s.d != 0:
@@ -182,11 +213,34 @@ def check_plan(problem: Problem, plan: Plan) -> dict[int, TMPC]:
                 have = [x.id for x in node.tmpcs[s.t]]
                 raise PlanError(f"rule 3: node {v} in {where} has no TMPC {s.tmpcs[v]!r} at t={s.t} (has {have})")
             chosen[v] = c
+    if plan.schedule.interleaved:
+        _check_interleaved(problem, plan)
     if plan.devices_used > problem.devices:
         raise PlanError(f"rule 4: the plan uses sum d*t = {plan.devices_used} devices, more than k={problem.devices}")
     if plan.sum_d > n_mb:
         raise PlanError(f"rule 4: the plan's sum of d = {plan.sum_d} exceeds N={n_mb} microbatches")
     return chosen
+
+
+def _check_interleaved(problem: Problem, plan: Plan) -> None:
+    """Rule 5 (docs/problem.md §9): L >= 2 device groups of v chunks each, one (d, t) in
+    every chunk, and the microbatches per replica m = N / d a multiple of L."""
+    v = plan.schedule.virtual_stages
+    n = len(plan.stages)
+    if n % v != 0:
+        raise PlanError(f"rule 5 (interleaved): {n} chunks are not a multiple of virtualStages v={v}")
+    groups = n // v
+    if groups < 2:
+        raise PlanError(f"rule 5 (interleaved): {n} chunks with v={v} make {groups} device group; at least 2 needed")
+    d, t = plan.stages[0].d, plan.stages[0].t
+    for j, s in enumerate(plan.stages):
+        if (s.d, s.t) != (d, t):
+            raise PlanError(f"rule 5 (interleaved): chunk {j + 1} has (d, t) = ({s.d}, {s.t}), chunk 1 has ({d}, {t}); "
+                            "every chunk has the same (d, t)")
+    m = problem.microbatches // d
+    if m % groups != 0:
+        raise PlanError(f"rule 5 (interleaved): the microbatches per replica m = N / d = {m} are not a multiple "
+                        f"of the {groups} device groups")
 
 
 def evaluate(problem: Problem, plan: Plan) -> Score:
@@ -196,6 +250,8 @@ def evaluate(problem: Problem, plan: Plan) -> Score:
     out-of-memory plan is a valid result with ``tps = inf`` and ``oom = True``.
     """
     chosen = check_plan(problem, plan)
+    if plan.schedule.interleaved:
+        return _evaluate_interleaved(problem, plan, chosen)
     n_mb = problem.microbatches
     f = problem.resync_factor
     g = problem.node_size
@@ -261,3 +317,62 @@ def evaluate(problem: Problem, plan: Plan) -> Score:
     batch_time = math.inf if oom else n_mb * total + sum(taus) - max(taus)
     return Score(tps=total, oom=oom, stages=tuple(stages), devices_used=plan.devices_used, sum_d=plan.sum_d,
                  batch_time=batch_time, fits_in_node=plan_fits)
+
+
+def _chunk_terms(problem: Problem, nodes: tuple[int, ...], chosen: dict[int, TMPC]) -> tuple[float, float]:
+    """(P, X) of one chunk: its compute and its cut-edge bytes, as for a stage."""
+    members = set(nodes)
+    compute = 0.0
+    edge_bytes = 0.0
+    for v in nodes:
+        c = chosen[v]
+        compute += c.time_per_sample
+        for e in problem.in_edges[v]:
+            if e.u not in members:
+                edge_bytes += 2.0 * (e.communication_cost + c.sync_fw[e.u])
+        for e in problem.out_edges[v]:
+            if e.v not in members:
+                edge_bytes += 2.0 * (e.communication_cost + c.sync_bw[e.v])
+    return compute, edge_bytes
+
+
+def _evaluate_interleaved(problem: Problem, plan: Plan, chosen: dict[int, TMPC]) -> Score:
+    """The interleaved schedule's score (module docstring; docs/problem.md §9)."""
+    n_mb = problem.microbatches
+    f = problem.resync_factor
+    g_size = problem.node_size
+    v = plan.schedule.virtual_stages
+    groups = plan.groups
+    d, t = plan.stages[0].d, plan.stages[0].t
+    m = n_mb // d
+    plan_fits = plan.devices_used <= g_size
+    bw_edge = problem.bandwidth_intra if plan_fits else problem.bandwidth
+    group_fits = d * t <= g_size
+    bw_resync = problem.bandwidth_intra if group_fits else problem.bandwidth
+    terms = [_chunk_terms(problem, s.nodes, chosen) for s in plan.stages]
+    stages = []
+    for g in range(groups):
+        chunks = tuple(range(g, len(plan.stages), groups))
+        y = min(m, (2 * (groups - g - 1) + (v - 1) * groups + 1) / v)
+        memory = 0.0
+        resync_bytes = 0.0
+        for j in chunks:
+            for u in plan.stages[j].nodes:
+                c = chosen[u]
+                memory += c.memory_a * y + c.memory_b + c.memory_sharded / d
+                resync_bytes += f * (d - 1) * c.parameter_size / (d * n_mb)
+        edge_bytes_t = sum(terms[j][1] / (d * bw_edge) for j in chunks)
+        tau = sum(terms[j][0] + terms[j][1] / bw_edge for j in chunks)
+        compute_t = sum(terms[j][0] / d for j in chunks)
+        resync_t = resync_bytes / bw_resync
+        stages.append(StageScore(
+            tps=edge_bytes_t + compute_t + resync_t, compute=compute_t, edge=edge_bytes_t, resync=resync_t,
+            memory=memory, y=y, oom=memory > problem.memory_per_device, d=d, t=t, edge_bandwidth=bw_edge,
+            resync_bandwidth=bw_resync, fits_in_node=group_fits, tau=tau, chunks=chunks,
+        ))
+    oom = any(st.oom for st in stages)
+    total = math.inf if oom else max(st.tps for st in stages)
+    taus = [st.tau for st in stages]
+    batch_time = math.inf if oom else n_mb * total + (sum(taus) - max(taus)) / v
+    return Score(tps=total, oom=oom, stages=tuple(stages), devices_used=plan.devices_used, sum_d=plan.sum_d,
+                 batch_time=batch_time, fits_in_node=plan_fits, schedule=plan.schedule)

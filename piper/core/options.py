@@ -8,14 +8,20 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from piper.core.errors import SolverError
+from piper.core.plan import INTERLEAVED, ONE_F_ONE_B, Plan
 from piper.core.problem import ACTIVATION_RECOMP, TMPC, Problem
 
-if TYPE_CHECKING:  # pragma: no cover
-    from piper.core.plan import Plan
+__all__ = ["Options", "Candidates", "candidates", "NO_AR", "TPS", "BATCH_TIME", "OBJECTIVES", "SCHEDULE_CHOICES"]
 
-__all__ = ["Options", "Candidates", "candidates", "NO_AR"]
+#: the objectives a solver may be asked to minimize (``Options.objective``)
+TPS = "tps"
+BATCH_TIME = "batch-time"
+OBJECTIVES = (TPS, BATCH_TIME)
+#: ``Options.schedule``: which pipeline schedules a plan may use
+SCHEDULE_CHOICES = (ONE_F_ONE_B, INTERLEAVED, "any")
 
 #: the TMPC ids excluded by the paper's "no activation recomputation" ablation
 NO_AR = frozenset({ACTIVATION_RECOMP})
@@ -52,13 +58,39 @@ class Options:
     #: a plan to start from; the MILP and CP-SAT then search only below its TPS and,
     #: if nothing is found there, prove it optimal (``params["cutoff"] = False`` (MILP) /
     #: ``params["strict_cutoff"] = False`` (CP-SAT): a plain MIP start / solution hint)
-    warm_start: "Plan | None" = None
+    warm_start: Plan | None = None
     #: show progress on stderr
     progress: bool = False
     #: random seed for solvers that use one
     seed: int = 0
     #: solver-specific knobs, e.g. {"backend": "highs"} for the MILP
     params: Mapping[str, Any] = field(default_factory=dict)
+    #: what to minimize (docs/problem.md §9, version 3): "tps", the time per sample of the
+    #: pipeline's steady state (Piper's objective, versions 1-2), or "batch-time", one
+    #: iteration of N microbatches with the pipeline's fill and drain
+    objective: str = "tps"
+    #: the schedules a plan may use: "1f1b", "interleaved" (Megatron-LM's interleaved 1F1B with
+    #: 2..max_virtual_stages chunks per device group) or "any" (either)
+    schedule: str = "any"
+    #: the most chunks per device group an interleaved plan may have (1: 1F1B plans only)
+    max_virtual_stages: int = 1
+
+    def __post_init__(self) -> None:
+        if self.objective not in OBJECTIVES:
+            raise SolverError(f"unknown objective {self.objective!r}; use one of {', '.join(OBJECTIVES)}")
+        if self.schedule not in SCHEDULE_CHOICES:
+            raise SolverError(f"unknown schedule {self.schedule!r}; use one of {', '.join(SCHEDULE_CHOICES)}")
+        v = self.max_virtual_stages
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise SolverError(f"max_virtual_stages must be an integer >= 1, got {v!r}")
+        if self.schedule == INTERLEAVED and v < 2:
+            raise SolverError("schedule 'interleaved' needs max_virtual_stages >= 2 (the chunks per device group)")
+
+    def virtual_stage_choices(self) -> tuple[int, ...]:
+        """The v a plan may have: 1 is 1F1B, v >= 2 interleaved with v chunks per group."""
+        low = 2 if self.schedule == INTERLEAVED else 1
+        high = 1 if self.schedule == ONE_F_ONE_B else self.max_virtual_stages
+        return tuple(range(low, high + 1))
 
     def allows(self, tmpc: TMPC) -> bool:
         return tmpc.id not in self.exclude_tmpcs

@@ -7,7 +7,10 @@ JSON in and out in the reference output shape::
                  "TMPCids": {"3": "vanilla", "4": "activation recomp"}}]}
 
 ``TMPCids`` is also read as a list of ``[node, tmpc]`` pairs (how the
-authors' code writes it). Other top-level keys are ignored here; plans saved by the
+authors' code writes it). The optional key ``schedule`` (docs/problem.md §9, version 3) is
+``{"kind": "1f1b"}`` (the default when absent) or ``{"kind": "interleaved", "virtualStages": v}``
+with v >= 2: then ``stages`` lists L * v *chunks* in pipeline order and chunk j runs on device
+group j mod L (Megatron-LM's interleaved 1F1B schedule). Other top-level keys are ignored here; plans saved by the
 project carry one, ``madeFor`` (the workload hash and cluster the plan was made for),
 which :mod:`piper.io.provenance` writes and checks. Files are read by :func:`piper.io.plans.load_plan`
 and plans shown as a table by :func:`piper.render.table.render_plan`.
@@ -23,7 +26,43 @@ from typing import Any
 
 from piper.core.errors import PlanFormatError
 
-__all__ = ["Stage", "Plan", "plan_from_dict"]
+__all__ = ["Stage", "Plan", "Schedule", "plan_from_dict", "SCHEDULE_KINDS", "ONE_F_ONE_B", "INTERLEAVED"]
+
+#: the pipeline schedules a plan may name (docs/problem.md §9)
+ONE_F_ONE_B = "1f1b"
+INTERLEAVED = "interleaved"
+SCHEDULE_KINDS = (ONE_F_ONE_B, INTERLEAVED)
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """The pipeline schedule: 1F1B (PipeDream-Flush; ``virtual_stages`` 1) or Megatron-LM's
+    interleaved 1F1B with ``virtual_stages`` v >= 2 chunks per device group."""
+
+    kind: str = ONE_F_ONE_B
+    virtual_stages: int = 1
+
+    def __post_init__(self) -> None:
+        if self.kind not in SCHEDULE_KINDS:
+            raise PlanFormatError(f"schedule kind {self.kind!r} is not one of {', '.join(SCHEDULE_KINDS)}")
+        if self.kind == ONE_F_ONE_B and self.virtual_stages != 1:
+            raise PlanFormatError(f"a 1f1b schedule has 1 virtual stage, not {self.virtual_stages}")
+        if self.kind == INTERLEAVED and (isinstance(self.virtual_stages, bool) or not isinstance(self.virtual_stages, int)
+                                         or self.virtual_stages < 2):
+            raise PlanFormatError(f"an interleaved schedule needs virtualStages >= 2, got {self.virtual_stages!r}")
+
+    @property
+    def interleaved(self) -> bool:
+        return self.kind == INTERLEAVED
+
+    def to_dict(self) -> dict[str, Any]:
+        if self.kind == ONE_F_ONE_B:
+            return {"kind": ONE_F_ONE_B}
+        return {"kind": self.kind, "virtualStages": self.virtual_stages}
+
+    def label(self) -> str:
+        """'1f1b' or 'interleaved v=V'."""
+        return self.kind if self.kind == ONE_F_ONE_B else f"{self.kind} v={self.virtual_stages}"
 
 
 @dataclass(frozen=True)
@@ -51,25 +90,43 @@ class Stage:
 
 @dataclass(frozen=True)
 class Plan:
-    """Stages S_1..S_L in pipeline order (S_1 holds the first layers)."""
+    """Stages S_1..S_L in pipeline order (S_1 holds the first layers). With an interleaved
+    ``schedule`` the entries of ``stages`` are the L * v chunks and chunk j runs on device
+    group j mod L (:attr:`groups` = L)."""
 
     stages: tuple[Stage, ...]
+    schedule: Schedule = Schedule()
+
+    @property
+    def groups(self) -> int:
+        """L: the device groups (pipeline stages on devices); len(stages) for 1F1B."""
+        return max(1, len(self.stages) // self.schedule.virtual_stages)
+
+    def group_stages(self) -> tuple[Stage, ...]:
+        """One chunk per device group (the first L entries): the groups' d and t."""
+        return self.stages[: self.groups] if self.schedule.interleaved else self.stages
 
     @property
     def devices_used(self) -> int:
-        """sum over stages of d*t."""
-        return sum(s.d * s.t for s in self.stages)
+        """sum over device groups of d*t (over stages for 1F1B)."""
+        return sum(s.d * s.t for s in self.group_stages())
 
     @property
     def sum_d(self) -> int:
-        return sum(s.d for s in self.stages)
+        """sum over device groups of d."""
+        return sum(s.d for s in self.group_stages())
 
     def stage_of(self) -> dict[int, int]:
         """node id -> stage index (0-based). Later stages win if a node repeats."""
         return {v: i for i, s in enumerate(self.stages) for v in s.nodes}
 
     def to_dict(self) -> dict[str, Any]:
-        return {"stages": [s.to_dict() for s in self.stages]}
+        """The reference shape; ``schedule`` only for an interleaved plan (absent means 1F1B, so
+        a 1F1B plan's file is what it was before version 3)."""
+        out: dict[str, Any] = {"stages": [s.to_dict() for s in self.stages]}
+        if self.schedule.interleaved:
+            out["schedule"] = self.schedule.to_dict()
+        return out
 
     def to_json(self, indent: int | None = None) -> str:
         return json.dumps(self.to_dict(), indent=indent)
@@ -117,16 +174,19 @@ def _tmpc_ids(raw: Any, where: str) -> dict[int, str]:
 def plan_from_dict(raw: Any) -> Plan:
     """Read a plan from the reference output shape (also accepts a bare stage list).
 
-    Top-level keys other than ``stages`` (e.g. ``madeFor``, see :mod:`piper.io.provenance`) are
-    not part of the :class:`Plan`; they are accepted and ignored here."""
+    ``schedule`` is read as :class:`Schedule` (absent: 1F1B). Other top-level keys (e.g.
+    ``madeFor``, see :mod:`piper.io.provenance`) are not part of the :class:`Plan`; they are
+    accepted and ignored here."""
     if isinstance(raw, Mapping) and "plan" in raw and "stages" not in raw:
         raw = raw["plan"]
     if isinstance(raw, Mapping):
         if "stages" not in raw:
             raise PlanFormatError("a plan must have a 'stages' list")
         stages_raw = raw["stages"]
+        schedule = _schedule(raw.get("schedule"))
     else:
         stages_raw = raw
+        schedule = Schedule()
     if not isinstance(stages_raw, list):
         raise PlanFormatError("'stages' must be a list")
     stages = []
@@ -148,4 +208,28 @@ def plan_from_dict(raw: Any) -> Plan:
                 tmpcs=_tmpc_ids(s["TMPCids"], where),
             )
         )
-    return Plan(tuple(stages))
+    return Plan(tuple(stages), schedule)
+
+
+def _schedule(raw: Any) -> Schedule:
+    """The ``schedule`` key: absent / null is 1F1B."""
+    if raw is None:
+        return Schedule()
+    if not isinstance(raw, Mapping):
+        raise PlanFormatError(f"'schedule' must be an object such as {{\"kind\": \"1f1b\"}}, got {raw!r}")
+    unknown = sorted(set(raw) - {"kind", "virtualStages"})
+    if unknown:
+        raise PlanFormatError(f"'schedule': unknown key(s) {unknown} (known: kind, virtualStages)")
+    kind = raw.get("kind")
+    if kind not in SCHEDULE_KINDS:
+        raise PlanFormatError(f"'schedule' kind must be one of {', '.join(SCHEDULE_KINDS)}, got {kind!r}")
+    if kind == ONE_F_ONE_B:
+        if raw.get("virtualStages", 1) not in (1,) or isinstance(raw.get("virtualStages", 1), bool):
+            raise PlanFormatError(f"'schedule': a 1f1b schedule has virtualStages 1, got {raw.get('virtualStages')!r}")
+        return Schedule()
+    if "virtualStages" not in raw:
+        raise PlanFormatError("'schedule': an interleaved schedule needs 'virtualStages' (an integer >= 2)")
+    v = _int(raw["virtualStages"], "'schedule' virtualStages")
+    if v < 2:
+        raise PlanFormatError(f"'schedule': virtualStages must be >= 2 for an interleaved schedule, got {v}")
+    return Schedule(INTERLEAVED, v)

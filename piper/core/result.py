@@ -39,10 +39,10 @@ class Result:
     plan: Plan | None
     #: the evaluator's TPS of ``plan`` (+inf without a plan or when OOM)
     tps: float
-    #: the solver's own claim of the objective (may differ from ``tps`` by rounding;
-    #: a large difference is a bug that ``experiments.compare`` reports)
+    #: the solver's own claim of the objective (may differ from the evaluator's :attr:`value`
+    #: by rounding; a large difference is a bug that ``experiments.compare`` reports)
     objective: float | None
-    #: best proven lower bound on the optimal TPS (inf = proven infeasible, 0 = nothing proven)
+    #: best proven lower bound on the optimal objective (inf = proven infeasible, 0 = nothing proven)
     bound: float
     #: wall-clock seconds spent in the solver
     time_s: float
@@ -57,6 +57,17 @@ class Result:
     #: for the MILP and CP-SAT it follows from their tolerances and scaling
     #: (docs/formulations.md §7).
     tolerance: float = 0.0
+    #: what ``objective``, ``bound`` and ``tolerance`` measure (``Options.objective``): "tps" or
+    #: "batch-time" (docs/problem.md §9)
+    objective_kind: str = "tps"
+    #: the evaluator's batch time of ``plan`` (+inf without a plan or when OOM)
+    batch_time: float = math.inf
+
+    @property
+    def value(self) -> float:
+        """The evaluator's score of the plan under :attr:`objective_kind`: :attr:`tps` or
+        :attr:`batch_time` (+inf without a plan)."""
+        return self.tps if self.objective_kind == "tps" else self.batch_time
 
     @property
     def devices_used(self) -> int | None:
@@ -66,7 +77,9 @@ class Result:
         """The one JSON form of a result (``solve --json``, compare's report, benchmarks).
 
         Encoding: every number that is +infinity is written as ``null`` (JSON has no
-        infinity): ``tps`` is null without a plan or for an OOM plan, ``bound`` is null
+        infinity): ``tps`` and ``batch_time`` are null without a plan or for an OOM plan,
+        ``objective``, ``bound`` and ``tolerance`` are in the units of ``objective_kind``
+        ("tps" or "batch-time"), ``bound`` is null
         when infeasibility is proven; ``objective`` is null when the solver claims none.
         Statistics keep only JSON values (numbers, strings, booleans, lists, dicts, null);
         others are written with ``str``. :meth:`from_dict` reads it back.
@@ -75,6 +88,8 @@ class Result:
             "solver": self.solver,
             "status": self.status.value,
             "tps": _finite(self.tps),
+            "batch_time": _finite(self.batch_time),
+            "objective_kind": self.objective_kind,
             "objective": _finite(self.objective),
             "bound": _finite(self.bound),
             "tolerance": self.tolerance,
@@ -103,6 +118,8 @@ class Result:
             status=Status(raw["status"]),
             plan=plan,
             tps=score.tps if score is not None else num("tps"),
+            batch_time=score.batch_time if score is not None else num("batch_time"),
+            objective_kind=str(raw.get("objective_kind", "tps")),
             objective=None if raw.get("objective") is None else float(raw["objective"]),
             bound=num("bound"),
             time_s=float(raw.get("time_s", 0.0)),
@@ -142,16 +159,20 @@ def make_result(
     stats: Mapping[str, Any] | None = None,
     message: str = "",
     tolerance: float = 0.0,
+    objective_kind: str = "tps",
 ) -> Result:
     """Score ``plan`` with the evaluator and package a :class:`Result`.
 
-    ``bound`` defaults to the plan's TPS when ``status`` is optimal, +inf when
-    infeasible, and 0 otherwise.
+    ``objective_kind`` ("tps" or "batch-time") says what ``objective``, ``bound`` and
+    ``tolerance`` measure. ``bound`` defaults to the plan's value under it when ``status`` is
+    optimal, +inf when infeasible, and 0 otherwise.
     """
     score = evaluate(problem, plan) if plan is not None else None
     tps = score.tps if score is not None else math.inf
+    batch_time = score.batch_time if score is not None else math.inf
+    value = score.value(objective_kind) if score is not None else math.inf
     if bound is None:
-        bound = {Status.OPTIMAL: tps, Status.INFEASIBLE: math.inf}.get(status, 0.0)
+        bound = {Status.OPTIMAL: value, Status.INFEASIBLE: math.inf}.get(status, 0.0)
     return Result(
         solver=solver,
         status=status,
@@ -164,4 +185,6 @@ def make_result(
         stats=dict(stats or {}),
         message=message,
         tolerance=tolerance,
+        objective_kind=objective_kind,
+        batch_time=batch_time,
     )

@@ -24,7 +24,8 @@ from importlib.metadata import entry_points
 from typing import Any
 
 from piper.core.errors import SolverError
-from piper.core.options import Options
+from piper.core.options import TPS, Options
+from piper.core.plan import INTERLEAVED, ONE_F_ONE_B
 from piper.core.problem import VERSION2_FEATURES, Problem
 from piper.core.result import Result
 from piper.solvers.params import BOOL, LIST, STR, KnobTypes, check_params
@@ -74,6 +75,23 @@ class SolverInfo:
     #: the solver-specific flags of ``python -m piper solve`` it takes (e.g. "--warm-start"); any
     #: other solver-specific flag is an error naming the solvers that take it
     flags: frozenset[str] = frozenset()
+    #: the objectives it minimizes (``Options.objective``: "tps", "batch-time"); others are refused
+    objectives: frozenset[str] = frozenset({TPS})
+    #: the schedules it plans ("1f1b", "interleaved"); options that allow another are refused
+    schedules: frozenset[str] = frozenset({ONE_F_ONE_B})
+
+    def refusal(self, options: Options) -> str | None:
+        """Why this solver cannot honour ``options`` (an objective or a schedule it does not
+        handle), or None."""
+        if options.objective not in self.objectives:
+            return (f"solver {self.name!r} does not minimize {options.objective!r} "
+                    f"(it minimizes {', '.join(sorted(self.objectives))})")
+        wanted = {ONE_F_ONE_B if v == 1 else INTERLEAVED for v in options.virtual_stage_choices()}
+        missing = wanted - self.schedules
+        if missing:
+            return (f"solver {self.name!r} plans {', '.join(sorted(self.schedules))} schedules only; the options allow "
+                    f"{', '.join(sorted(missing))} (--schedule / --max-virtual-stages)")
+        return None
 
     def unsupported(self, problem: Problem) -> dict[str, str]:
         """The problem's active version-2 features this solver does not honour: key -> why active."""
@@ -91,6 +109,9 @@ class SolverInfo:
             raise SolverError(f"solver {self.name!r} does not support {what} yet; "
                               f"use --solver brute or drop {keys}")
         options = options or Options()
+        why = self.refusal(options)
+        if why is not None:
+            raise SolverError(why)
         check_params(self.name, self.params, options.params)  # a misspelt knob is an error, never ignored
         if self.fixed:
             params = dict(options.params)

@@ -15,9 +15,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import baselines
 from experiments.lib.instances import random_problem
-from piper import NO_AR, Options, Plan, Problem, Stage, candidates, evaluate
+from piper import NO_AR, Options, Plan, Problem, Stage, candidates, evaluate, solve
 
 EXACT = ["brute", "dp"]
 
@@ -45,7 +44,7 @@ def random_plan(problem: Problem, rng: random.Random) -> Plan | None:
 
 
 def opt(problem: Problem, solver: str, options: Options | None = None) -> float:
-    return baselines.solve(problem, options or Options(), solver=solver).tps
+    return solve(problem, options or Options(), solver=solver).tps
 
 
 def le(a: float, b: float) -> bool:
