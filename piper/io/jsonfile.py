@@ -1,8 +1,11 @@
-"""Reading a JSON file with user-facing errors (one exception type per caller)."""
+"""JSON files: reading one with user-facing errors (one exception type per caller), and
+values made JSON-safe (:func:`jsonable`)."""
 
 from __future__ import annotations
 
 import json
+import math
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -23,3 +26,18 @@ def read_json(path: str | Path, error: type[Exception], what: str) -> Any:
         raise error(f"{path}: not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
     except RecursionError:
         raise error(f"{path}: JSON nested too deeply") from None
+
+
+def jsonable(value: Any) -> Any:
+    """``value`` as plain JSON data: a non-finite float becomes None (JSON has no infinity),
+    mappings become dicts with string keys, lists and tuples lists, and anything else that is
+    not None, a bool, int or str its ``str``."""
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    if isinstance(value, float):
+        return float(value) if math.isfinite(value) else None
+    if isinstance(value, Mapping):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [jsonable(v) for v in value]
+    return str(value)
