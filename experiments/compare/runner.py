@@ -17,8 +17,11 @@ from piper.solvers.execution import WorkerPool
 __all__ = ["Task", "compare_instance", "run_compare"]
 
 
+# (alike in shape only to piper's dataclasses of annotated fields, e.g. evaluate.StageScore: nothing to share)
 @dataclass(frozen=True)
 class Task:
+    """One instance to compare: its place in the run, the solvers, their options and ``rtol``."""
+
     index: int
     instance: Instance
     solvers: tuple[SolverInfo, ...]

@@ -13,8 +13,10 @@ import pytest
 
 import baselines
 from baselines import SolverInfo
-from experiments import compare
-from experiments.compare import InstanceReport, SolverRun, check_instance
+from experiments.compare.cli import cli
+from experiments.compare.cross_checks import InstanceReport, check_instance
+from experiments.compare.runner import run_compare
+from experiments.compare.solve import SolverRun, run_from_result
 from experiments.lib.suites import Instance, build_suite, slice_problem, suite_names
 from piper.core.errors import SolverError
 from piper.core.options import Options
@@ -202,7 +204,7 @@ def workload(tmp_path: Path) -> Path:
 
 
 def run(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    code = compare.cli([*args, "--no-plots"])
+    code = cli([*args, "--no-plots"])
     out, err = capsys.readouterr()
     return code, out, err
 
@@ -415,7 +417,7 @@ def _run(solver: str, status: str, tps: float = math.inf, exact: bool = True, **
 def _from_result(solver: str, status: Status, tmpc: str | None, **kw: object) -> SolverRun:
     """The row compare makes of a Result (scored and checked by piper.check_result)."""
     problem = two_layer_problem()
-    return compare.run_from_result(problem, solver, True, _result(problem, solver, status, tmpc, **kw))
+    return run_from_result(problem, solver, True, _result(problem, solver, status, tmpc, **kw))
 
 
 def test_checks_agreement_within_tolerance() -> None:
@@ -459,7 +461,7 @@ def test_checks_all_infeasible_and_unproven() -> None:
 
 def test_checks_oom_plan_and_missing_plan() -> None:
     tight = two_layer_problem().with_cluster(memory=1.0)  # each layer's 1.0 of weights plus activations: OOM
-    oom = compare.run_from_result(tight, "a", True, make_result(tight, "a", Status.OPTIMAL, one_stage(tight, "vanilla"),
+    oom = run_from_result(tight, "a", True, make_result(tight, "a", Status.OPTIMAL, one_stage(tight, "vanilla"),
                                                                 time_s=0.0, bound=1.0))
     missing = _from_result("b", Status.FEASIBLE, None)
     assert oom.has_plan and math.isinf(oom.tps)
@@ -470,7 +472,7 @@ def test_checks_oom_plan_and_missing_plan() -> None:
 def test_run_compare_reports_after_every_instance(fakes: None) -> None:
     seen: list[int] = []
     inst = Instance("two", two_layer_problem(), "t")
-    reports = compare.run_compare(
+    reports = run_compare(
         [inst, inst], [baselines.get_solver("fake-good")], Options(), on_report=lambda r, done: seen.append(len(done))
     )
     assert seen == [1, 2] and all(r.ok for r in reports)
@@ -516,7 +518,7 @@ def test_suites_are_deterministic_and_named_uniquely() -> None:
 def test_python_m_experiments_dispatches_to_commands(capsys: pytest.CaptureFixture[str]) -> None:
     from experiments.__main__ import commands, main
 
-    assert "compare" in commands() and "suites" not in commands()
+    assert "compare" in commands() and "suites" not in commands() and "lib" not in commands()
     assert main([]) == 2 and "compare" in capsys.readouterr().out
     assert main(["nope"]) == 2 and "unknown command 'nope'" in capsys.readouterr().err
 
@@ -584,7 +586,7 @@ def ignores_no_dp(problem, options):
 def test_compare_runs_the_one_result_check() -> None:
     """A solver that breaks an invariant only piper.check_result knows (here: d > 1 under
     --no-dp) fails the 'result' check of compare."""
-    from experiments.compare import check_instance, solve_in_process
+    from experiments.compare.solve import solve_in_process
     from experiments.lib.instances import random_problem
     from piper import Options as _Options
     from piper.solvers.registry import SolverInfo, register, unregister
