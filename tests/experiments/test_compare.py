@@ -270,7 +270,7 @@ def test_wrong_claimed_objective_exits_1(
 ) -> None:
     code, stdout, _ = run([str(workload), "--solvers", "fake-liar", "--out", str(tmp_path / "o")], capsys)
     assert code == 1
-    assert "FAIL fake-liar: claimed-tps" in stdout
+    assert "FAIL fake-liar: objective" in stdout
 
 
 def test_plans_are_rescored_by_the_evaluator(
@@ -279,7 +279,7 @@ def test_plans_are_rescored_by_the_evaluator(
     out = tmp_path / "out"
     code, stdout, _ = run([str(workload), "--solvers", "fake-good,fake-bypass,fake-invalid", "--out", str(out)], capsys)
     assert code == 1
-    assert "FAIL fake-bypass: result-tps: Result.tps 4.0 is not the evaluator's 6.0" in stdout
+    assert "FAIL fake-bypass: tps: Result.tps 4.0 is not the evaluator's 6.0" in stdout
     assert "FAIL fake-bypass: optimality" in stdout  # its plan (6) is worse than fake-good's (4)
     assert "FAIL fake-invalid: exception: invalid plan: PlanError: rule 1" in stdout
     _, rows = read_report(out)
@@ -437,7 +437,7 @@ def test_checks_agreement_within_tolerance() -> None:
     # (piper.check_result, run on the Result; the optimum of two_layer_problem is 4)
     ok = check_instance(_report(_from_result("a", Status.OPTIMAL, "vanilla", objective=4.0 - 16e-7, tolerance=4e-6)))
     bad = check_instance(_report(_from_result("a", Status.OPTIMAL, "vanilla", objective=4.0 - 16e-7, tolerance=4e-7)))
-    assert ok.ok and [(f.solver, f.check) for f in bad.failures] == [("a", "claimed-tps")]
+    assert ok.ok and [(f.solver, f.check) for f in bad.failures] == [("a", "objective")]
 
 
 def test_checks_disagreeing_exact_solvers_blame_the_worse_one() -> None:
@@ -585,7 +585,7 @@ def ignores_no_dp(problem, options):
 
 def test_compare_runs_the_one_result_check() -> None:
     """A solver that breaks an invariant only piper.check_result knows (here: d > 1 under
-    --no-dp) fails the 'result' check of compare."""
+    --no-dp) fails its 'options' check in compare."""
     from experiments.compare.solve import solve_in_process
     from experiments.lib.instances import random_problem
     from piper import Options as _Options
@@ -601,7 +601,7 @@ def test_compare_runs_the_one_result_check() -> None:
         else:  # pragma: no cover
             raise AssertionError("no instance whose optimum uses d > 1")
         rep = check_instance(_report(run))
-        assert ("ignores-no-dp", "result") in {(f.solver, f.check) for f in rep.failures}
+        assert ("ignores-no-dp", "options") in {(f.solver, f.check) for f in rep.failures}
         assert any("without data parallelism" in f.message for f in rep.failures)
     finally:
         unregister("ignores-no-dp")
