@@ -1,7 +1,8 @@
 """``python -m experiments COMMAND [ARGS...]``: runs ``python -m experiments.COMMAND ARGS...``.
 
-Commands are the runnable modules of this package (``compare``, ``paper``, ...);
-with no command, or ``--help``, lists them.
+Commands are the runnable modules of this package (``compare``, ``paper``, ...); their
+shared code is the package ``experiments.lib``, not a command. With no command, or
+``--help``, lists them.
 """
 
 from __future__ import annotations
@@ -12,8 +13,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-#: modules of this package that are libraries, not commands
-LIBRARIES = frozenset({"instances", "suites"})
+#: the package of this package that is the commands' shared library, not a command
+LIBRARIES = frozenset({"lib"})
 
 
 def commands() -> list[str]:

@@ -33,7 +33,7 @@ Cases:
   paper's memory sizes per k (:data:`GNMT_BENCH_PAIRS`); the exact DP (table engine,
   bounded by the linearized DP) and the linearized DP alone.
 
-Every case is the paper variant ``piper`` (``experiments.paper.variant_solver``) through
+Every case is the paper variant ``piper`` (``experiments.lib.paper_variants.variant_solver``) through
 the registry. The machine is shared: times are noisy; the load average and the revision
 are printed with the table.
 """
@@ -49,8 +49,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from experiments.lib import cli as _cli
+from experiments.lib import flags
+from experiments.lib.revision import revision
 from experiments.lib.suites import GIB, PAPER_BANDWIDTH, RESNET_PAIRS
+from piper.cli.common import ArgumentParser, run_main
+from piper.core.errors import UsageError
 
 ROOT = Path(__file__).resolve().parent
 PROG = "python -m experiments.bench"
@@ -85,7 +88,7 @@ def run_case(spec: dict[str, Any]) -> dict[str, Any]:
     """Solve one case in this process; the result row (with this process's peak RSS)."""
     import resource
 
-    from experiments.paper import variant_solver
+    from experiments.lib.paper_variants import variant_solver
     from piper.solvers.registry import solve
 
     _warm_in_process((spec["mode"],))
@@ -198,9 +201,9 @@ CPP_NOTE = ("C++ s: the authors' planner, later side-by-side measurement (shared
 
 
 def bench_dp(args: Any) -> int:
-    say = _cli.progress(args.quiet or args.json)
-    out_dir = _cli.out_dir(args.out)
-    rev = _cli.revision()
+    say = flags.progress(args.quiet or args.json)
+    out_dir = flags.out_dir(args.out)
+    rev = revision()
     say(f"warming up the DP's kernels (revision {rev})")
     _warm_up()
     rows = []
@@ -226,26 +229,26 @@ def bench_dp(args: Any) -> int:
     return 0
 
 
-def build_parser() -> _cli.ArgumentParser:
-    parser = _cli.make_parser(PROG, __doc__)
+def build_parser() -> ArgumentParser:
+    parser = flags.make_parser(PROG, __doc__)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
-                                parser_class=_cli.ArgumentParser)
+                                parser_class=ArgumentParser)
     dp = sub.add_parser("dp", help="the DP on the paper's workloads (times, speed-up over C++, peak memory)",
                         description="The DP on the paper's workloads: times, speed-up over the C++ planner, "
                         "peak memory.")
     dp.add_argument("--quick", action="store_true", help="one case per workload")
-    dp.add_argument("--cases", type=_cli.name_list(("bert", "resnet", "gnmt"), "case"), default=("bert", "resnet", "gnmt"),
+    dp.add_argument("--cases", type=flags.name_list(("bert", "resnet", "gnmt"), "case"), default=("bert", "resnet", "gnmt"),
                     metavar="A,B", help="comma list of bert, resnet, gnmt (default all three)")
-    dp.add_argument("--modes", type=_cli.name_list(("greedy", "exact"), "knapsack mode"), default=("greedy", "exact"),
+    dp.add_argument("--modes", type=flags.name_list(("greedy", "exact"), "knapsack mode"), default=("greedy", "exact"),
                     metavar="A,B", help="knapsack modes for bert and resnet (default greedy,exact)")
     ks = ",".join(str(k) for k, _ in GNMT_BENCH_PAIRS)
-    dp.add_argument("--gnmt-ks", type=_cli.name_list(ks.split(","), "GNMT device count"), default=ks.split(","),
+    dp.add_argument("--gnmt-ks", type=flags.name_list(ks.split(","), "GNMT device count"), default=ks.split(","),
                     metavar="K,K", help=f"device counts for GNMT, out of {ks} (default all)")
-    _cli.add_time_limit(dp, DEFAULT_TIME_LIMIT_S, f"one case's DP (the child is killed {KILL_GRACE_S:g} s after)")
-    _cli.add_out(dp, "out/bench", "bench_dp.jsonl, one row per case (rewritten)")
+    flags.add_time_limit(dp, DEFAULT_TIME_LIMIT_S, f"one case's DP (the child is killed {KILL_GRACE_S:g} s after)")
+    flags.add_out(dp, "out/bench", "bench_dp.jsonl, one row per case (rewritten)")
     dp.add_argument("--json", action="store_true", help="print one JSON object (revision, load, rows) instead of the table")
-    _cli.add_quiet(dp)
-    _cli.add_jobs(dp, 1, "the cases are timed")
+    flags.add_quiet(dp)
+    flags.add_jobs(dp, 1, "the cases are timed")
     return parser
 
 
@@ -254,7 +257,7 @@ def _main(argv: Sequence[str] | None) -> int:
     args.gnmt_ks = tuple(int(k) for k in args.gnmt_ks)
     if args.command == "dp":
         return bench_dp(args)
-    raise _cli.UsageError(f"unknown command {args.command!r}")
+    raise UsageError(f"unknown command {args.command!r}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -265,7 +268,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if argv[:1] == ["_warm"]:
         _warm_in_process()
         return 0
-    return _cli.run(_main, argv, PROG)
+    return run_main(_main, argv, prog=PROG)
 
 
 if __name__ == "__main__":

@@ -7,7 +7,7 @@ Two measurements, each run once on the local backend and once on a local Ray ins
 started for it (``ray.init`` with ``--jobs`` CPUs), one after the other:
 
 * ``split``: the split proof (``params["split"] = "sequences"``) of
-  ``experiments.bench_exact.instance(24, "branchy", 8)`` (292 option sequences) below the
+  ``experiments.lib.instances.bench_instance(24, "branchy", 8)`` (292 option sequences) below the
   DP's plan, with ``--split-solver``: ``--jobs`` subproblems at once on threads
   (``split_workers``), against the same sequences as Ray tasks
   (``params["split_backend"] = "ray"``). The DP's plan is computed once, first.
@@ -28,7 +28,6 @@ Needs Ray (``pip install -e ".[ray]"``).
 from __future__ import annotations
 
 import json
-import math
 import statistics
 import subprocess
 import sys
@@ -37,23 +36,25 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from experiments.lib import cli as _cli
+from experiments.lib import flags
+from experiments.lib.revision import revision
+from piper.cli.common import ArgumentParser, positive_int, run_main
 
 PROG = "python -m experiments.bench_backends"
 ROOT = Path(__file__).resolve().parent.parent
 
-#: the split benchmark's instance: experiments.bench_exact.instance(*SPLIT_INSTANCE)
+#: the split benchmark's instance: experiments.lib.instances.bench_instance(*SPLIT_INSTANCE)
 SPLIT_INSTANCE = (24, "branchy", 8)
 
 
-def _split_child(backend: str, solver: str, jobs: int, plan_file: str) -> dict[str, Any]:
+def split_child(backend: str, solver: str, jobs: int, plan_file: str) -> dict[str, Any]:
     """One split proof in this process (the child of :func:`split_run`)."""
-    from baselines import get_solver
-    from experiments.bench_exact import instance
+    from experiments.lib.instances import bench_instance
     from piper import Options
     from piper.io.plans import load_plan
+    from piper.solvers.registry import get_solver
 
-    problem = instance(*SPLIT_INSTANCE)
+    problem = bench_instance(*SPLIT_INSTANCE)
     params: dict[str, Any] = {"split": "sequences", "split_workers": jobs}
     ray_start = 0.0
     if backend == "ray":
@@ -100,18 +101,18 @@ def _pairs(what: str, run: Callable[[str], dict[str, Any]], repeat: int, say: An
 
 
 def split_bench(solver: str, jobs: int, repeat: int, out: Path, say: Any, quiet: bool) -> dict[str, Any]:
-    from experiments.bench_exact import instance
+    from experiments.lib.instances import bench_instance
     from piper import Options, solve
 
-    problem = instance(*SPLIT_INSTANCE)
+    problem = bench_instance(*SPLIT_INSTANCE)
     say(f"split: the DP's plan of instance{SPLIT_INSTANCE} (once, not compared)")
     dp = solve(problem, Options(), solver="dp")
     plan_file = out / "split_dp_plan.json"
     plan_file.write_text(json.dumps(dp.plan.to_dict()) + "\n")
 
     def run(backend: str) -> dict[str, Any]:
-        code = (f"import json, sys; from experiments.bench_backends import _split_child; "
-                f"print(json.dumps(_split_child({backend!r}, {solver!r}, {jobs}, {str(plan_file)!r})))")
+        code = (f"import json, sys; from experiments.bench_backends import split_child; "
+                f"print(json.dumps(split_child({backend!r}, {solver!r}, {jobs}, {str(plan_file)!r})))")
         res, process_s = _run_json(["-c", code], quiet)
         return {**res, "process_s": process_s, "answer": [res["status"], res["tps"]]}
 
@@ -158,27 +159,27 @@ def render(results: Sequence[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def build_parser() -> _cli.ArgumentParser:
-    ap = _cli.make_parser(PROG, __doc__)
-    ap.add_argument("--instances", type=_cli.positive_int, default=200, metavar="N",
+def build_parser() -> ArgumentParser:
+    ap = flags.make_parser(PROG, __doc__)
+    ap.add_argument("--instances", type=positive_int, default=200, metavar="N",
                     help="random instances of the compare sweep (default 200)")
-    ap.add_argument("--solvers", type=_cli.name_list(_solver_names(), "solver"), default=("dp", "brute", "cpsat"),
+    ap.add_argument("--solvers", type=flags.name_list(_solver_names(), "solver"), default=("dp", "brute", "cpsat"),
                     metavar="A,B", help="solvers of the compare sweep (default dp,brute,cpsat)")
     ap.add_argument("--split-solver", choices=("cpsat", "milp-highs", "milp"), default="cpsat",
                     help="the exact solver of the split proof (default cpsat)")
-    ap.add_argument("--skip", type=_cli.name_list(("split", "compare"), "benchmark"), default=(), metavar="NAME",
+    ap.add_argument("--skip", type=flags.name_list(("split", "compare"), "benchmark"), default=(), metavar="NAME",
                     help="benchmarks to leave out: split, compare")
-    ap.add_argument("--repeat", type=_cli.positive_int, default=1, metavar="R",
+    ap.add_argument("--repeat", type=positive_int, default=1, metavar="R",
                     help="runs per backend, the order alternating; medians are reported (default 1)")
     ap.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
-    _cli.add_time_limit(ap, 10.0, "one solve of the compare sweep")
-    _cli.add_jobs(ap)
+    flags.add_time_limit(ap, 10.0, "one solve of the compare sweep")
+    flags.add_jobs(ap)
     for action in ap._actions:  # the shared flag, with this command's default
         if action.dest == "jobs":
             action.default = 2
             action.help = "runs at once: compare's solver processes or Ray actors, the split's subproblems (default 2)"
-    _cli.add_out(ap, "out/bench_backends", "bench_backends.json and the runs' reports")
-    _cli.add_quiet(ap)
+    flags.add_out(ap, "out/bench_backends", "bench_backends.json and the runs' reports")
+    flags.add_quiet(ap)
     return ap
 
 
@@ -193,8 +194,8 @@ def _main(argv: Sequence[str] | None) -> int:
     from piper.solvers.execution import ray_module
 
     ray_module()  # exit 2 with one line when Ray is missing
-    out = _cli.out_dir(args.out)
-    say = _cli.progress(args.quiet)
+    out = flags.out_dir(args.out)
+    say = flags.progress(args.quiet)
     jobs = args.jobs
     results = []
     if "split" not in args.skip:
@@ -202,22 +203,18 @@ def _main(argv: Sequence[str] | None) -> int:
     if "compare" not in args.skip:
         results.append(compare_bench(args.instances, ",".join(args.solvers), jobs, args.time_limit, args.repeat, out,
                                      say, args.quiet))
-    doc = {"revision": _cli.revision(), "results": results}
-    (out / "bench_backends.json").write_text(json.dumps(doc, indent=1, default=_jsonable) + "\n")
+    doc = {"revision": revision(), "results": results}
+    (out / "bench_backends.json").write_text(json.dumps(doc, indent=1, default=str) + "\n")
     if args.json:
-        print(json.dumps(doc, default=_jsonable))
+        print(json.dumps(doc, default=str))
     else:
         print(f"revision {doc['revision']}")
         print(render(results))
     return 0 if all(r["same"] for r in results) else 1
 
 
-def _jsonable(x: Any) -> Any:
-    return None if isinstance(x, float) and not math.isfinite(x) else str(x)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
-    return _cli.run(_main, argv, PROG)
+    return run_main(_main, argv, prog=PROG)
 
 
 if __name__ == "__main__":  # pragma: no cover

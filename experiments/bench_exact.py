@@ -45,8 +45,12 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from experiments.lib import cli as _cli
-from experiments.lib.instances import random_problem, witness_memory
+from experiments.lib import flags
+from experiments.lib.instances import bench_instance
+from experiments.lib.revision import revision
+from piper.cli.common import ArgumentParser, positive_int, run_main, seconds_arg
+from piper.core.errors import UsageError
+from piper.core.json_values import jsonable
 from piper.core.options import Options
 from piper.core.problem import Problem
 from piper.dp.ideals import count_ideals
@@ -54,15 +58,6 @@ from piper.solvers.execution import WorkerPool, add_backend_args, execution_opti
 
 SOLVER_ORDER = ("dp", "cpsat", "milp-highs", "milp")
 HEADERS = {"dp": "DP", "cpsat": "CP-SAT", "milp-highs": "MILP HiGHS", "milp": "MILP CBC"}
-
-
-def instance(n: int, shape: str, k: int, seed: int | None = None) -> Problem:
-    """The bench's draw: every layer has t = 1 (t = 2 and 4 each missing with
-    probability 0.2), and the memory limit comes from a random witness plan, so the
-    instance is feasible and memory binds (:func:`experiments.lib.instances.witness_memory`)."""
-    seed = 1000 + 100 * n + k if seed is None else seed
-    raw = random_problem(seed, n, shape, devices=k, microbatches=2 * k, degrees=(1, 2, 4), max_tmpcs=2, t1_missing=0.0)
-    return witness_memory(raw, seed) or raw
 
 
 def run_one(problem: Problem, solver: str, options: Options) -> dict[str, Any]:
@@ -226,19 +221,10 @@ the row), ">L, no solution", "refused (...)" when the solver declines the size (
 CBC's). A * after the DAG marks a replacement draw (the first draw was infeasible)."""
 
 
-def _runs_path(out: Path) -> Path:
-    """The runs file: ``DIR/runs.jsonl``. A path ending in ``.jsonl`` is taken as the runs file
-    itself (what ``--out`` meant before it named a directory in every experiments command)."""
-    if out.suffix == ".jsonl":
-        _cli.out_dir(out.parent)
-        return out
-    return _cli.out_dir(out) / RUNS_FILE
-
-
 def run_config(args: argparse.Namespace, revision: str) -> dict[str, Any]:
     """Every flag that decides what a run computes, and the code's revision (with its
     dirty-tree marker): the key under which rows are reused."""
-    return {"revision": revision, **{flag: _jsonable(getattr(args, flag)) for flag in CONFIG_FLAGS}}
+    return {"revision": revision, **{flag: jsonable(getattr(args, flag)) for flag in CONFIG_FLAGS}}
 
 
 def config_id(config: dict[str, Any]) -> str:
@@ -246,28 +232,24 @@ def config_id(config: dict[str, Any]) -> str:
     return hashlib.sha1(json.dumps(config, sort_keys=True).encode()).hexdigest()[:12]
 
 
-def _jsonable(value: Any) -> Any:
-    return list(value) if isinstance(value, tuple) else value
-
-
-def build_parser() -> _cli.ArgumentParser:
+def build_parser() -> ArgumentParser:
     from piper.solvers.registry import solver_names
 
-    ap = _cli.make_parser(PROG, __doc__, epilog=LEGEND)
+    ap = flags.make_parser(PROG, __doc__, epilog=LEGEND)
     ap.add_argument("--quick", action="store_true", help="smoke run: n in {8, 12}, k = 4, 10 s limit")
-    ap.add_argument("--time-limit", type=_cli.seconds_arg, default=None, metavar="SECONDS",
+    ap.add_argument("--time-limit", type=seconds_arg, default=None, metavar="SECONDS",
                     help="time limit of one run, seconds (default 60; 10 with --quick)")
-    ap.add_argument("--solvers", type=_cli.name_list(solver_names(), "solver"), default=SOLVER_ORDER,
+    ap.add_argument("--solvers", type=flags.name_list(solver_names(), "solver"), default=SOLVER_ORDER,
                     metavar="A,B", help=f"solvers, comma-separated, in this order (default {','.join(SOLVER_ORDER)})")
-    ap.add_argument("--sizes", type=_cli.int_list, default=None, metavar="N,N",
+    ap.add_argument("--sizes", type=flags.int_list, default=None, metavar="N,N",
                     help="layer counts n, comma-separated (default 8,12,16,24,32; 8,12 with --quick)")
-    ap.add_argument("--ks", type=_cli.int_list, default=None, metavar="K,K",
+    ap.add_argument("--ks", type=flags.int_list, default=None, metavar="K,K",
                     help="device counts k, comma-separated (default 4,8,16; 4 with --quick)")
-    ap.add_argument("--shapes", type=_cli.name_list(("chain", "branchy"), "shape"), default=("chain", "branchy"),
+    ap.add_argument("--shapes", type=flags.name_list(("chain", "branchy"), "shape"), default=("chain", "branchy"),
                     metavar="A,B", help="DAG shapes, comma-separated: chain, branchy (default both)")
-    ap.add_argument("--threads", type=_cli.positive_int, default=2, metavar="N",
+    ap.add_argument("--threads", type=positive_int, default=2, metavar="N",
                     help="threads of CBC and HiGHS, and CP-SAT's workers unless --cp-workers (default 2)")
-    ap.add_argument("--cp-workers", type=_cli.positive_int, default=None, metavar="W",
+    ap.add_argument("--cp-workers", type=positive_int, default=None, metavar="W",
                     help="CP-SAT workers (default: --threads; with a warm start CP-SAT runs its proof "
                          "portfolio, which on 2 cores proved 24-chain k=16 in 28 s with 2 workers, "
                          "35 s with 3 and 52 s with 4)")
@@ -275,12 +257,12 @@ def build_parser() -> _cli.ArgumentParser:
     ap.add_argument("--split", action="store_true",
                     help="milp/milp-highs/cpsat: split the proof below the DP's plan over option sequences "
                          "(params['split']; rows without a DP plan run unsplit)")
-    _cli.add_out(ap, "out/bench_exact", f"{RUNS_FILE}, every run appended as it finishes; an interrupted bench "
+    flags.add_out(ap, "out/bench_exact", f"{RUNS_FILE}, every run appended as it finishes; an interrupted bench "
                  "resumes from the rows made with the same flags at the same revision")
     ap.add_argument("--table-only", action="store_true",
                     help="print the table of the last configuration in DIR/runs.jsonl and exit")
-    _cli.add_quiet(ap)
-    _cli.add_jobs(ap, 1, "the runs are timed")
+    flags.add_quiet(ap)
+    flags.add_jobs(ap, 1, "the runs are timed")
     add_backend_args(ap)
     return ap
 
@@ -290,12 +272,12 @@ def _main(argv: list[str] | None) -> int:
     args.time_limit = args.time_limit or (10.0 if args.quick else 60.0)
     args.sizes = args.sizes or ((8, 12) if args.quick else (8, 12, 16, 24, 32))
     args.ks = args.ks or ((4,) if args.quick else (4, 8, 16))
-    out = _runs_path(args.out)
-    say = _cli.progress(args.quiet)
+    out = flags.runs_file(args.out, RUNS_FILE)
+    say = flags.progress(args.quiet)
     if args.table_only:
         runs = load_runs(out)
         if not runs:
-            raise _cli.UsageError(f"no runs in {out}")
+            raise UsageError(f"no runs in {out}")
         last = runs[-1].get("config_id")
         runs = [r for r in runs if r.get("config_id") == last]
         config = runs[-1].get("config") or {}
@@ -306,7 +288,7 @@ def _main(argv: list[str] | None) -> int:
         print()
         print(summary(runs))
         return 0
-    config = run_config(args, _cli.revision())
+    config = run_config(args, revision())
     cid = config_id(config)
     say(f"configuration {cid} (revision {config['revision']}); runs in {out}")
     mine = [r for r in load_runs(out) if r.get("config_id") == cid]
@@ -337,7 +319,7 @@ def bench(args: argparse.Namespace, config: dict[str, Any], cid: str, out: Path,
 
     def warm_up() -> None:  # compile the DP's numba kernels in the worker, outside the timings
         if "dp" in solvers:
-            pool.call(run_one, instance(6, "branchy", 4), "dp", replace(base, time_limit_s=None),
+            pool.call(run_one, bench_instance(6, "branchy", 4), "dp", replace(base, time_limit_s=None),
                       timeout=max(600.0, hard_timeout(limit)))
 
     warm_up()
@@ -349,7 +331,7 @@ def bench(args: argparse.Namespace, config: dict[str, Any], cid: str, out: Path,
                 while j < len(seeds):
                     seed = seeds[j]
                     j += 1
-                    problem = instance(n, shape, k, seed)
+                    problem = bench_instance(n, shape, k, seed)
                     meta = {"n": n, "shape": shape, "k": k, "seed": seed, "m": len(problem.edges),
                             "ideals": count_ideals(problem), "replacement": None if j == 1 else seeds[0],
                             "time_limit": limit, "revision": config["revision"], "cp_workers": args.cp_workers,
@@ -387,7 +369,7 @@ def bench(args: argparse.Namespace, config: dict[str, Any], cid: str, out: Path,
 
 
 def main(argv: list[str] | None = None) -> int:
-    return _cli.run(_main, argv, PROG)
+    return run_main(_main, argv, prog=PROG)
 
 
 if __name__ == "__main__":

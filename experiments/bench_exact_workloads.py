@@ -15,32 +15,25 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import time
-from pathlib import Path
 
-from baselines import solve
 from baselines.exact.model_data import build_model_data
-from experiments.lib import cli as _cli
-from piper import Options, SolverError, load_problem
-
-WORKLOADS = Path(__file__).resolve().parent / "workloads"
-GiB = 2**30
+from experiments.lib import flags
+from experiments.lib.revision import revision
+from experiments.lib.suites import GIB, WORKLOADS_DIR
+from piper import Options, SolverError, load_problem, solve
+from piper.cli.common import ArgumentParser, run_main
+from piper.core.json_values import jsonable
 
 #: (label, file, devices k, memory per device in bytes, microbatches N)
 CASES: list[tuple[str, str, int, float, int]] = [
-    ("BERT-32 k=4 8GiB N=64", "bert32a100.json", 4, 8 * GiB, 64),
-    ("BERT-32 k=8 8GiB N=64", "bert32a100.json", 8, 8 * GiB, 64),
-    ("BERT-32 k=8 6GiB N=128", "bert32a100.json", 8, 6 * GiB, 128),
-    ("BERT-32 k=16 8GiB N=64", "bert32a100.json", 16, 8 * GiB, 64),
-    ("ResNet-50 k=8 16GiB", "resnet.json", 8, 16 * GiB, 7680),
-    ("GNMT k=4 1.2GiB N=256", "gnmt.json", 4, 1.2 * GiB, 256),
+    ("BERT-32 k=4 8GiB N=64", "bert32a100.json", 4, 8 * GIB, 64),
+    ("BERT-32 k=8 8GiB N=64", "bert32a100.json", 8, 8 * GIB, 64),
+    ("BERT-32 k=8 6GiB N=128", "bert32a100.json", 8, 6 * GIB, 128),
+    ("BERT-32 k=16 8GiB N=64", "bert32a100.json", 16, 8 * GIB, 64),
+    ("ResNet-50 k=8 16GiB", "resnet.json", 8, 16 * GIB, 7680),
+    ("GNMT k=4 1.2GiB N=256", "gnmt.json", 4, 1.2 * GIB, 256),
 ]
-
-
-def _num(x: float) -> float | None:
-    """JSON has no infinity: None for 'no plan' (TPS) or 'proven infeasible' (bound)."""
-    return x if math.isfinite(x) else None
 
 
 PROG = "python -m experiments.bench_exact_workloads"
@@ -50,7 +43,7 @@ RUNS_FILE = "runs.jsonl"
 def _case_list(text: str) -> tuple[int, ...]:
     """--cases: comma-separated indices into :data:`CASES`."""
     try:
-        picked = _cli.int_list(text, minimum=0)
+        picked = flags.int_list(text, minimum=0)
     except argparse.ArgumentTypeError:
         picked = ()
     if not picked or max(picked) >= len(CASES):
@@ -58,50 +51,41 @@ def _case_list(text: str) -> tuple[int, ...]:
     return picked
 
 
-def build_parser() -> _cli.ArgumentParser:
-    ap = _cli.make_parser(PROG, __doc__)
-    _cli.add_time_limit(ap, 60.0, "one CP-SAT run")
-    _cli.add_out(ap, "out/bench_exact_workloads", f"{RUNS_FILE}, one JSON line per case (appended), each with "
+def build_parser() -> ArgumentParser:
+    ap = flags.make_parser(PROG, __doc__)
+    flags.add_time_limit(ap, 60.0, "one CP-SAT run")
+    flags.add_out(ap, "out/bench_exact_workloads", f"{RUNS_FILE}, one JSON line per case (appended), each with "
                  "the revision")
     ap.add_argument("--cases", type=_case_list, default=None, metavar="I,J",
                     help="comma-separated case indices: " + "; ".join(f"{i} {c[0]}" for i, c in enumerate(CASES))
                     + " (default: all)")
-    _cli.add_quiet(ap)
-    _cli.add_jobs(ap, 1, "the runs are timed")
+    flags.add_quiet(ap)
+    flags.add_jobs(ap, 1, "the runs are timed")
     return ap
-
-
-def _runs_path(out: Path) -> Path:
-    """``DIR/runs.jsonl``; a path ending in ``.jsonl`` is the runs file itself (what ``--out``
-    meant before it named a directory in every experiments command)."""
-    if out.suffix == ".jsonl":
-        _cli.out_dir(out.parent)
-        return out
-    return _cli.out_dir(out) / RUNS_FILE
 
 
 def _main(argv: list[str] | None) -> int:
     args = build_parser().parse_args(argv)
     picked = CASES if args.cases is None else [CASES[i] for i in args.cases]
-    say = _cli.progress(args.quiet)
-    rev = _cli.revision()
-    runs = _runs_path(args.out)
+    say = flags.progress(args.quiet)
+    rev = revision()
+    runs = flags.runs_file(args.out, RUNS_FILE)
     rows = []
     with runs.open("a") as out:
         for label, file, k, memory, n_mb in picked:
-            problem = load_problem(WORKLOADS / file).with_cluster(devices=k, memory=memory, microbatches=n_mb)
+            problem = load_problem(WORKLOADS_DIR / file).with_cluster(devices=k, memory=memory, microbatches=n_mb)
             classes = build_model_data(problem, Options()).tmpc_classes()
             t0 = time.perf_counter()
             dp = solve(problem, Options(), solver="dp")
             dp_s = time.perf_counter() - t0
             row = {"case": label, "revision": rev, "classes": [len(c) for c in classes], "dp_status": dp.status.value,
-                   "dp_tps": _num(dp.tps), "dp_s": dp_s}
+                   "dp_tps": jsonable(dp.tps), "dp_s": dp_s}
             for sym in (True, False):
                 say(f"{label}: cpsat, exchange rule {'on' if sym else 'off'} ...")
                 res = solve(problem, Options(threads=2, time_limit_s=args.time_limit, warm_start=dp.plan,
                                              params={"tmpc_symmetry": sym}), solver="cpsat")
                 key = "on" if sym else "off"
-                row[key] = {"status": res.status.value, "tps": _num(res.tps), "bound": _num(res.bound), "time_s": res.time_s,
+                row[key] = {"status": res.status.value, "tps": jsonable(res.tps), "bound": jsonable(res.bound), "time_s": res.time_s,
                             "clauses": res.stats.get("symmetry_clauses", 0)}
             # the proof split over option sequences (baselines.exact.split), exchange rule on
             if dp.plan is None:
@@ -114,7 +98,7 @@ def _main(argv: list[str] | None) -> int:
                 except SolverError as exc:
                     row["split"] = {"status": "n/a", "note": str(exc)}
                 else:
-                    row["split"] = {"status": res.status.value, "tps": _num(res.tps), "bound": _num(res.bound),
+                    row["split"] = {"status": res.status.value, "tps": jsonable(res.tps), "bound": jsonable(res.bound),
                                     "time_s": res.time_s, "sequences": res.stats["split"]["sequences"],
                                     "refuted": res.stats["split"]["refuted"]}
             out.write(json.dumps(row) + "\n")
@@ -141,7 +125,7 @@ def _main(argv: list[str] | None) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    return _cli.run(_main, argv, PROG)
+    return run_main(_main, argv, prog=PROG)
 
 
 if __name__ == "__main__":

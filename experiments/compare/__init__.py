@@ -13,29 +13,34 @@ and brute force; CP-SAT's 2ε of its integer scaling; the MILP's, from its solve
 feasibility tolerances and its cutoff, docs/formulations.md §7). The solvers state the
 tolerance of each claim, and compare holds them to exactly that. Only evaluated TPS
 values are compared (the evaluator's score of the returned plan), never a solver's own
-claim. Per run, the one result check :func:`piper.check_result` (:mod:`.solve`), its
-checks named:
+claim. Per run, the one result check :func:`piper.check_result` (run where the Result was
+made, :mod:`.solve`), reported under its own check names (``piper.core.checks.CHECKS``):
 
-1. ``claimed-tps``: a returned plan's claimed objective (``Result.objective``) agrees
+1. ``objective``: a returned plan's claimed objective (``Result.objective``) agrees
    with its evaluated TPS, within the solver's tolerance.
 2. ``plan``: a plan exactly when the status says so, and it fits in memory.
-3. ``result-tps``: ``Result.tps`` is the evaluator's score of the plan (compare
+3. ``tps``: ``Result.tps`` is the evaluator's score of the plan (compare
    re-scores every plan itself; a solver that bypasses ``make_result`` is caught).
-4. ``result``: the rest of :func:`piper.check_result` (status and bound consistent, an
-   optimal plan within its tolerance of its bound, the options honoured: no d > 1
-   without data parallelism, no excluded TMPC, one (d, t) when uniform, ...).
+4. ``status``, ``options``, ``bound``: the status consistent ("optimal" only from an
+   exact solver), the options honoured (no d > 1 without data parallelism, no excluded
+   TMPC, one (d, t) when uniform, ...), the bound consistent with the status and the
+   plan (an optimal plan within its tolerance of its bound).
+
+and compare's own:
+
 5. ``exception``: a solver raised something other than ``SolverError``, returned
    something other than a Result, returned a structurally invalid plan, or its worker
    died.
 
-Across solvers (:mod:`.checks`):
+Across solvers (:mod:`.cross_checks`):
 
 6. ``optimality``: no plan found by any solver (exact or heuristic) beats a proven
    optimum: an exact solver's "optimal" value is at most its tolerance above the best
    evaluated plan, and an exact "infeasible" holds only if nobody found a plan.
    Two exact solvers that disagree always trip this check (the worse one is
    named, the better one holds an evaluated plan that refutes it).
-7. ``bound``: no exact solver's lower bound exceeds the best evaluated plan.
+7. ``bound``: no exact solver's lower bound exceeds the best evaluated plan (piper's
+   ``bound`` check held against every solver's plan, not only the solver's own).
 
 A ``SolverError`` ("too large", missing backend, ...) marks the run ``skipped``
 with the reason, as does a graph larger than the registry's ``max_nodes``; a
@@ -65,52 +70,3 @@ instance is written to ``OUT/failed/NAME.json`` so that
 usage errors; 130 when interrupted (the reports keep every finished instance:
 they are rewritten, atomically, after each one).
 """
-
-from __future__ import annotations
-
-from experiments.compare.cli import (
-    DEFAULT_OUT,
-    DEFAULT_TIME_LIMIT,
-    build_parser,
-    cli,
-    main,
-)
-from experiments.compare.cross_checks import (
-    Failure,
-    InstanceReport,
-    check_instance,
-    close,
-    exceeds,
-)
-from experiments.compare.plots import write_plots
-from experiments.compare.report import (
-    CSV_FIELDS,
-    atomic_write,
-    instance_dict,
-    render_summary,
-    render_table,
-    run_row,
-    summarize,
-    write_failed,
-    write_reports,
-)
-from experiments.compare.runner import Task, compare_instance, run_compare
-from experiments.compare.solve import (
-    KILLED,
-    NOT_RUN,
-    RTOL,
-    IsolatedRunner,
-    SolverRun,
-    run_from_result,
-    run_solver,
-    solve_in_process,
-    warm_up,
-)
-
-__all__ = [
-    "RTOL", "SolverRun", "Failure", "InstanceReport", "run_solver", "solve_in_process", "run_from_result",
-    "warm_up", "IsolatedRunner", "check_instance", "close", "exceeds", "compare_instance", "Task", "run_compare",
-    "write_reports", "write_failed", "write_plots", "render_table", "render_summary", "summarize", "run_row",
-    "instance_dict", "atomic_write", "CSV_FIELDS", "KILLED", "NOT_RUN", "DEFAULT_OUT", "DEFAULT_TIME_LIMIT",
-    "build_parser", "main", "cli",
-]

@@ -12,8 +12,6 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-import baselines
-from baselines import SolverInfo
 from experiments.compare.cross_checks import InstanceReport
 from experiments.compare.plots import write_plots
 from experiments.compare.report import (
@@ -55,6 +53,7 @@ from piper.solvers.execution import (
     add_backend_args,
     execution_options,
 )
+from piper.solvers.registry import SOLVERS, SolverInfo, solver_names
 
 __all__ = ["build_parser", "main", "cli", "DEFAULT_OUT", "DEFAULT_TIME_LIMIT"]
 
@@ -103,12 +102,12 @@ def _split(values: Iterable[str]) -> list[str]:
 
 def select_solvers(names: Sequence[str]) -> list[SolverInfo]:
     if not names:
-        return list(baselines.SOLVERS.values())
+        return [SOLVERS[name] for name in solver_names()]
     out = []
     for name in dict.fromkeys(names):
-        if name not in baselines.SOLVERS:
-            raise UsageError(f"unknown solver {name!r}; known: {', '.join(baselines.SOLVERS)}")
-        out.append(baselines.SOLVERS[name])
+        if name not in solver_names():
+            raise UsageError(f"unknown solver {name!r}; known: {', '.join(SOLVERS)}")
+        out.append(SOLVERS[name])
     return out
 
 
@@ -140,7 +139,7 @@ def _list_text() -> str:
     lines += [f"  {name:<13} {desc}" for name, (desc, _) in SUITES.items()]
     lines.append(f"  {'random:C[:F]':<13} random_problem(seed) for C seeds from F (e.g. random:320)")
     lines.append("solvers:")
-    for info in baselines.SOLVERS.values():
+    for info in [SOLVERS[name] for name in solver_names()]:
         extra = f" (<= {info.max_nodes} layers)" if info.max_nodes else ""
         lines.append(f"  {info.name:<13} {'exact' if info.exact else 'heuristic':<9} {info.description}{extra}")
     return "\n".join(lines)

@@ -2,10 +2,12 @@
 
 The per-run invariants (a plan's TPS is the evaluator's, a claim within its tolerance of
 its plan, a plan when the status says so, the options honoured, ...) are
-:func:`piper.check_result`'s, run where the Result was made (:func:`.solve.run_from_result`);
-here: ``exception`` (a solver raised), and the checks that need every solver's answer:
-``optimality`` (no plan beats a proven optimum; an exact "infeasible" only if nobody found
-a plan) and ``bound`` (no lower bound above the best evaluated plan). Two numbers a, b
+:func:`piper.check_result`'s, run where the Result was made (:func:`.solve.run_from_result`)
+and reported under its check names (``piper.core.checks.CHECKS``); here: ``exception`` (a
+solver raised), and the checks that need every solver's answer: ``optimality`` (no plan
+beats a proven optimum; an exact "infeasible" only if nobody found a plan) and ``bound``
+(no lower bound above the best evaluated plan: piper's ``bound`` check against every
+solver's plan). Two numbers a, b
 agree when |a - b| <= max(rtol * max(|a|, |b|), atol), atol being the solver's own
 certificate tolerance (``Result.tolerance``).
 """
@@ -75,7 +77,8 @@ class InstanceReport:
 
 def _check_run(run: SolverRun) -> list[Failure]:
     """The per-run invariants: a solver that raised, and what piper.check_result found
-    (``result-tps``, ``claimed-tps``, ``plan``, ``result``) where the run was solved."""
+    (under its check names: ``tps``, ``objective``, ``plan``, ``status``, ...) where the run
+    was solved."""
     out = []
     if run.status == ERROR:
         out.append(Failure(run.solver, "exception", run.message))

@@ -11,6 +11,7 @@ from typing import Any
 from experiments.compare.cross_checks import InstanceReport
 from experiments.compare.report import atomic_write
 from experiments.compare.solve import SKIPPED, UNAVAILABLE
+from piper.render.headless import headless_pyplot
 
 __all__ = ["write_plots"]
 
@@ -19,10 +20,7 @@ def write_plots(out: Path, reports: Sequence[InstanceReport]) -> list[Path]:
     """times.png (solve time vs layers per solver, log scale) and gaps.png (heuristic
     gaps to the proven optimum). Needs matplotlib; returns the files written."""
     try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
+        plt = headless_pyplot()
     except ImportError:
         return []
     written = []

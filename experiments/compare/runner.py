@@ -7,18 +7,21 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
-from baselines import SolverInfo
 from experiments.compare.cross_checks import InstanceReport, check_instance
 from experiments.compare.solve import RTOL, Runner, run_solver
 from experiments.lib.suites import Instance
 from piper.core.options import Options
 from piper.solvers.execution import WorkerPool
+from piper.solvers.registry import SolverInfo
 
 __all__ = ["Task", "compare_instance", "run_compare"]
 
 
+# (alike in shape only to piper's dataclasses of annotated fields, e.g. evaluate.StageScore: nothing to share)
 @dataclass(frozen=True)
 class Task:
+    """One instance to compare: its place in the run, the solvers, their options and ``rtol``."""
+
     index: int
     instance: Instance
     solvers: tuple[SolverInfo, ...]

@@ -3,7 +3,7 @@
 :class:`piper.solvers.execution.WorkerPool` (local processes or Ray actors) with a hard timeout.
 
 Each Result is scored by the evaluator and checked by :func:`piper.check_result` here, in
-the process that solved it; the checks across solvers are in :mod:`.checks`.
+the process that solved it; the checks across solvers are in :mod:`.cross_checks`.
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from baselines import SolverInfo
 from piper.core.checks import check_result
 from piper.core.errors import SolverError
 from piper.core.evaluate import evaluate
@@ -24,10 +23,11 @@ from piper.core.options import Options
 from piper.core.plan import Plan
 from piper.core.result import Result, Status
 from piper.solvers.execution import Progress, WorkerPool
+from piper.solvers.registry import SolverInfo
 
 __all__ = [
     "RTOL", "SolverRun", "run_solver", "solve_in_process", "run_from_result", "IsolatedRunner", "TracedRunner",
-    "SKIPPED", "UNAVAILABLE", "ERROR", "KILLED", "NOT_RUN", "PROOF_STATUSES", "PLAN_STATUSES", "RESULT_CHECKS",
+    "SKIPPED", "UNAVAILABLE", "ERROR", "KILLED", "NOT_RUN", "PROOF_STATUSES", "PLAN_STATUSES",
 ]
 
 #: default relative tolerance on TPS comparisons (see the package docstring)
@@ -39,9 +39,6 @@ SKIPPED, UNAVAILABLE, ERROR, KILLED = "skipped", "unavailable", "error", "killed
 NOT_RUN = (SKIPPED, UNAVAILABLE, ERROR, KILLED)
 PROOF_STATUSES = (Status.OPTIMAL.value, Status.INFEASIBLE.value)
 PLAN_STATUSES = (Status.OPTIMAL.value, Status.FEASIBLE.value)
-
-#: piper.check_result's check -> compare's name of it (the others are reported as "result")
-RESULT_CHECKS = {"tps": "result-tps", "objective": "claimed-tps", "plan": "plan"}
 
 
 @dataclass
@@ -79,7 +76,7 @@ class SolverRun:
     #: seconds of the untimed warm-up solve that preceded this one (None: none)
     warmup_s: float | None = None
     failures: list[str] = field(default_factory=list)
-    #: what piper.check_result found wrong with the Result: (compare's check name, message)
+    #: what piper.check_result found wrong with the Result: (its check name, message)
     result_issues: list[tuple[str, str]] = field(default_factory=list)
 
     @property
@@ -164,7 +161,7 @@ def run_from_result(problem: Any, solver: str, exact: bool, result: Result, wall
     """The row of a returned Result. Its plan is scored here, by the evaluator, and that
     score is the TPS compared (``Result.tps`` is kept as ``reported_tps``); a structurally
     invalid plan makes the run an error. The per-run invariants are
-    :func:`piper.check_result`'s, named by :data:`RESULT_CHECKS`."""
+    :func:`piper.check_result`'s, under its check names."""
     status = result.status.value if isinstance(result.status, Status) else str(result.status)
     reported = math.inf if result.tps is None else float(result.tps)
     tps = math.inf
@@ -176,8 +173,7 @@ def run_from_result(problem: Any, solver: str, exact: bool, result: Result, wall
             run.message = _one_line(f"invalid plan: {type(exc).__name__}: {exc}")
             run.plan = result.plan.to_dict() if isinstance(result.plan, Plan) else None
             return run
-    issues = [(RESULT_CHECKS.get(i.check, "result"), i.message if i.check in RESULT_CHECKS else str(i))
-              for i in check_result(problem, options, result, exact=exact, rtol=rtol)]
+    issues = [(i.check, i.message) for i in check_result(problem, options, result, exact=exact, rtol=rtol)]
     return SolverRun(
         result_issues=issues,
         solver=solver,

@@ -209,6 +209,16 @@ def witness_memory(problem: Problem, seed: int, slack: tuple[float, float] = (1.
     return None  # e.g. a layer whose only t uses all k devices next to one lacking that t
 
 
+def bench_instance(n: int, shape: str, k: int, seed: int | None = None) -> Problem:
+    """The exact-model benchmark's draw (``python -m experiments.bench_exact``; seed 1000 + 100 n + k
+    unless given): every layer has t = 1 (t = 2 and 4 each missing with probability 0.2), and
+    the memory limit comes from a random witness plan, so the instance is feasible and memory
+    binds (:func:`witness_memory`)."""
+    seed = 1000 + 100 * n + k if seed is None else seed
+    raw = random_problem(seed, n, shape, devices=k, microbatches=2 * k, degrees=(1, 2, 4), max_tmpcs=2, t1_missing=0.0)
+    return witness_memory(raw, seed) or raw
+
+
 def repeated_layers(problem: Problem, seed: int, *, share: float = 0.7, jitter: float = 0.03,
                     decoys: float = 0.6) -> Problem:
     """``problem`` with repeated layers, as in the paper's workloads (BERT's transformer

@@ -29,7 +29,7 @@ What it computes, per row of [SC21] Table 1:
    with it. Rows run with the interleaved schedule in [SC21] (``virtual_stage_layers``) are
    scored with the evaluator's plain 1F1B batch time (no interleaving is modelled);
 3. the planner's best plan for the same workload and GPU count (Piper's DP through the
-   registry, ``baselines.solve(..., "dp")``, uniform plans and free plans), under a time
+   registry, ``piper.solve(..., "dp")``, uniform plans and free plans), under a time
    limit per solve; a row the DP cannot finish or refuses is recorded as ``not run: why``.
 
 and for [L3] Table 4 (16,384 GPUs): Meta's layout (16 stages of 7, 8 x 14, 7 layers: the
@@ -42,63 +42,3 @@ Outputs: ``OUT/megatron.csv`` (one row per model, units in the column names),
 ``OUT/megatron.png`` (predicted vs published TFLOP/s per GPU), ``OUT/MEGATRON.md`` (the
 tables), and the tables on stdout (``--json``: one JSON object instead).
 """
-
-from __future__ import annotations
-
-from experiments.megatron import model
-from experiments.megatron.cli import (
-    DEFAULT_TIME_LIMIT_S,
-    PROG,
-    QUICK_ROWS,
-    build_parser,
-    main,
-)
-from experiments.megatron.data import (
-    DATA_DIR,
-    LLAMA3_CSV,
-    TABLE1_CSV,
-    Table1Row,
-    load_llama3,
-    load_table1,
-)
-from experiments.megatron.experiment import run
-from experiments.megatron.llama3 import (
-    L3_GPU,
-    llama3_layout,
-    llama3_problem,
-    score_llama3,
-)
-from experiments.megatron.model import (
-    CALIBRATION_ROW,
-    SC21_GPU,
-    SC21_SEQ,
-    calibrate_efficiency,
-    flops_check,
-    megatron_plan,
-    megatron_problem,
-    predicted_tflops_per_gpu,
-    score_megatron,
-    stage_plan,
-)
-from experiments.megatron.planner import changes_vs, describe_plan, run_planner
-from experiments.megatron.report import (
-    CSV_FIELDS,
-    PLANNER_FIELDS,
-    markdown,
-    mg_layers,
-    write_csv,
-    write_png,
-)
-
-__all__ = [
-    "DATA_DIR", "TABLE1_CSV", "LLAMA3_CSV", "CALIBRATION_ROW", "load_table1", "load_llama3", "Table1Row",
-    "megatron_problem", "stage_plan", "megatron_plan", "score_megatron", "predicted_tflops_per_gpu",
-    "calibrate_efficiency", "flops_check", "run_planner", "llama3_layout", "main",
-    # importable from here as before the split into modules
-    "SC21_GPU", "SC21_SEQ", "L3_GPU", "DEFAULT_TIME_LIMIT_S", "QUICK_ROWS", "describe_plan", "changes_vs",
-    "llama3_problem", "score_llama3", "run", "mg_layers", "markdown", "CSV_FIELDS", "PLANNER_FIELDS", "write_csv",
-    "write_png", "PROG", "build_parser",
-]
-
-#: a private helper that tests use from here
-_config = model._config

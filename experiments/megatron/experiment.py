@@ -9,7 +9,7 @@ from typing import Any
 from experiments.megatron.data import Table1Row
 from experiments.megatron.llama3 import score_llama3
 from experiments.megatron.model import calibrate_efficiency, flops_check, score_megatron
-from experiments.megatron.planner import _planner_summary, run_planner
+from experiments.megatron.planner import planner_summary, run_planner
 
 
 def run(rows: list[Table1Row], calibration: Table1Row, planner: bool, time_limit_s: float,
@@ -39,7 +39,7 @@ def run(rows: list[Table1Row], calibration: Table1Row, planner: bool, time_limit
             for uniform in (True, False):
                 key = "planner_uniform" if uniform else "planner_free"
                 found = run_planner(meg["problem"], uniform, time_limit_s)
-                rec[key] = _planner_summary(found, meg["problem"], meg["cfg"], meg["hw"], meg["setup"], row.gpus,
+                rec[key] = planner_summary(found, meg["problem"], meg["cfg"], meg["hw"], meg["setup"], row.gpus,
                                             rec["flops_eq3_per_iteration"], meg["batch_time_s"], meg, row,
                                             ref_tps=meg["score"].tps)
                 if log:

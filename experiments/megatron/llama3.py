@@ -8,7 +8,7 @@ from dataclasses import replace
 from typing import Any
 
 from experiments.megatron.model import predicted_tflops_per_gpu, stage_plan
-from experiments.megatron.planner import _planner_summary, run_planner
+from experiments.megatron.planner import planner_summary, run_planner
 from piper.core.evaluate import evaluate
 from piper.frontend import hardware, preset
 from piper.frontend.costs import model_flops_per_iteration
@@ -83,6 +83,6 @@ def score_llama3(row: dict[str, Any], efficiency: float, planner: bool, time_lim
         for uniform in (True, False):
             key = "planner_uniform" if uniform else "planner_free"
             found = run_planner(problem, uniform, time_limit_s)
-            out[key] = _planner_summary(found, problem, cfg, hw, setup, gpus, model_flops, out.get("batch_time_s"),
+            out[key] = planner_summary(found, problem, cfg, hw, setup, gpus, model_flops, out.get("batch_time_s"),
                                         None, ref_tps=out.get("tps"))
     return out

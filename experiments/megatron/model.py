@@ -29,7 +29,9 @@ SC21_GPU = "a100-80gb"
 SC21_SEQ = 2048
 
 
-def _config(row: Table1Row):
+def row_config(row: Table1Row):
+    """The model config of a Table 1 row: its preset at the row's micro-batch and [SC21]'s
+    sequence length; ValueError when the preset's shape disagrees with the table."""
     cfg = preset(row.model).with_changes(micro_batch=row.micro_batch, seq_length=SC21_SEQ)
     if (cfg.attention_heads, cfg.hidden_size, cfg.layers) != (row.attention_heads, row.hidden_size, row.layers):
         raise ValueError(f"{row.model}: the preset disagrees with the published table")
@@ -38,7 +40,7 @@ def _config(row: Table1Row):
 
 def megatron_problem(row: Table1Row, efficiency: float):
     """(model config, hardware, setup, Problem) of a Table 1 row at ``efficiency`` (fraction of peak)."""
-    cfg = _config(row)
+    cfg = row_config(row)
     hw = hardware(SC21_GPU)
     if row.gpus % hw.devices_per_node:
         raise ValueError(f"{row.model}: {row.gpus} GPUs are not whole nodes of {hw.devices_per_node}")
@@ -149,7 +151,7 @@ def calibrate_efficiency(row: Table1Row, target_tflops: float | None = None, rto
 
 def flops_check(row: Table1Row) -> dict[str, float]:
     """Parameters (billions) and FLOPs per iteration of the front end against [SC21]."""
-    cfg = _config(row)
+    cfg = row_config(row)
     eq3 = sc21_flops_per_iteration(cfg, row.global_batch)
     fe = hardware_flops_per_iteration(cfg, row.global_batch, "full")
     params = model_params(cfg)

@@ -72,7 +72,7 @@ def changes_vs(megatron: dict[str, Any], found: dict[str, Any], row_t: int, row_
 def run_planner(problem: Problem, uniform: bool, time_limit_s: float) -> dict[str, Any]:
     """Piper's DP (exact knapsack) through the registry on ``problem``; ``{"ran": False, "why": ...}``
     when it refuses (SolverError) or finds no plan within the limit."""
-    from baselines import solve  # the registry
+    from piper import solve  # the registry
 
     start = time.perf_counter()
     try:
@@ -86,9 +86,12 @@ def run_planner(problem: Problem, uniform: bool, time_limit_s: float) -> dict[st
             "status": res.status.value, "time_s": elapsed, "message": res.message}
 
 
-def _planner_summary(found: dict[str, Any], problem: Problem, cfg, hw, setup, gpus: int, flops_ref: float,
+def planner_summary(found: dict[str, Any], problem: Problem, cfg, hw, setup, gpus: int, flops_ref: float,
                      ref_batch_time_s: float | None, megatron: dict[str, Any] | None,
                      row: Table1Row | None = None, ref_tps: float | None = None) -> dict[str, Any]:
+    """What a report keeps of a planner run (:func:`run_planner`): its plan in Megatron's terms, its
+    speed (TFLOP/s per GPU by ``flops_ref``, the plan's own hardware FLOPs), its memory, its speed-up
+    over the reference batch time and TPS, and (with ``megatron`` and ``row``) what it changes."""
     if not found["ran"]:
         return {"ran": False, "why": found["why"], "time_s": found["time_s"]}
     plan, score = found["plan"], found["score"]

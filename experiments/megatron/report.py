@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from piper.frontend import preset
+from piper.render.headless import headless_pyplot
 
 
 def _fmt(x: Any, spec: str = ".1f") -> str:
@@ -166,11 +167,7 @@ def write_csv(res: dict[str, Any], path: Path) -> None:
 
 
 def write_png(res: dict[str, Any], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = headless_pyplot()
     rows = res["rows"]
     names = [r["model"].replace("megatron-", "") + ("*" if r["interleaved"] else "") for r in rows] + [f"Llama3\n{l['gpus'] // 1024}k H100"
                                                                     for l in res["llama3"]]
@@ -220,12 +217,3 @@ def write_png(res: dict[str, Any], path: Path) -> None:
     fig.savefig(path, dpi=110)
     plt.close(fig)
 
-
-def _jsonable(x: Any) -> Any:
-    if isinstance(x, dict):
-        return {k: _jsonable(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_jsonable(v) for v in x]
-    if isinstance(x, float) and not math.isfinite(x):
-        return None
-    return x

@@ -26,8 +26,8 @@ from experiments.paper.knapsack import (
     plot_knapsack,
 )
 from experiments.paper.output import read_csv, write_csv
+from experiments.paper.runs import Config, warm_process
 from experiments.paper.tables import TABLE_COLUMNS, plot_table, table
-from experiments.paper.variants import Config, _say, _warm_process
 
 # ---------------------------------------------------------------------------------
 # driver
@@ -58,14 +58,14 @@ def warm_up(cfg: Config) -> None:
     here, so that no run's time includes compilation (isolated runs warm their worker
     first: ``run_variant``)."""
     for kn in ("greedy", "exact"):
-        _warm_process(kn)
+        warm_process(kn)
 
 
 def run_experiment(name: str, cfg: Config) -> tuple[Path, Path]:
     """Run one experiment; write and return its CSV and PNG paths."""
     exp = EXPERIMENTS[name]
     t0 = time.perf_counter()
-    _say(cfg, f"{name}: start ({'quick' if cfg.quick else 'full'}, knapsack {cfg.knapsack})")
+    cfg.say(f"{name}: start ({'quick' if cfg.quick else 'full'}, knapsack {cfg.knapsack})")
     warm_up(cfg)
     rows = exp.run(cfg)
     cfg.out.mkdir(parents=True, exist_ok=True)
@@ -73,5 +73,5 @@ def run_experiment(name: str, cfg: Config) -> tuple[Path, Path]:
     png_path = cfg.out / f"{name}.png"
     write_csv(csv_path, rows, exp.columns)
     exp.plot(read_csv(csv_path), png_path)
-    _say(cfg, f"{name}: wrote {csv_path} and {png_path} in {time.perf_counter() - t0:.1f} s")
+    cfg.say(f"{name}: wrote {csv_path} and {png_path} in {time.perf_counter() - t0:.1f} s")
     return csv_path, png_path

@@ -8,17 +8,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from experiments.lib.suites import GIB, PAPER_BANDWIDTH
-from experiments.paper.output import COLORS, LABELS, _plt
-from experiments.paper.variants import (
-    DP_VARIANTS,
-    EQUI_VARIANTS,
-    Config,
-    _fmt,
-    _say,
-    run_variant,
-    workload,
-)
+from experiments.lib.paper_variants import DP_VARIANTS, EQUI_VARIANTS
+from experiments.lib.suites import GIB, PAPER_BANDWIDTH, paper_workload
+from experiments.paper.output import COLORS, LABELS, short_number
+from experiments.paper.runs import Config, RunOutcome, run_variant
+from piper.render.headless import headless_pyplot
 
 # ---------------------------------------------------------------------------------
 # Fig. 1: ablations and equi relative to Piper
@@ -36,13 +30,13 @@ def fig1(cfg: Config) -> list[dict[str, Any]]:
     mems = (8,) if cfg.quick else (1, 2, 8, 80)
     # the quick grid holds k = 128, a configuration of the golden sample
     ks = (8, 128) if cfg.quick else (8, 32, 64, 128, 512, 1024, 2048)
-    base = workload("bert")
+    base = paper_workload("bert")
     max_t = max(base.degrees)
     rows: list[dict[str, Any]] = []
     for mem in mems:
         for k in ks:
             if max_t * n_mb < k:
-                _say(cfg, f"fig1: skip k={k} (> max t * N)")
+                cfg.say(f"fig1: skip k={k} (> max t * N)")
                 continue
             p = base.with_cluster(devices=k, memory=mem * GIB, microbatches=n_mb, bandwidth=PAPER_BANDWIDTH)
             ref: float | None = None
@@ -59,13 +53,13 @@ def fig1(cfg: Config) -> list[dict[str, Any]]:
                     "devices_used": out.devices_used, "sum_d": out.sum_d, "num_stages": out.num_stages,
                     "time_s": out.time_s, "message": out.message,
                 })
-                _say(cfg, f"fig1: {mem} GiB k={k} {variant}: tps={_fmt(out.tps)} rel={_fmt(rel)} "
+                cfg.say(f"fig1: {mem} GiB k={k} {variant}: tps={short_number(out.tps)} rel={short_number(rel)} "
                           f"[{out.status}, {out.time_s:.2f} s]")
     return rows
 
 
 def plot_fig1(rows: Sequence[Mapping[str, Any]], path: Path) -> None:
-    plt = _plt()
+    plt = headless_pyplot()
     mems = sorted({float(r["memory_gib"]) for r in rows})
     fig, axes = plt.subplots(1, len(mems), figsize=(4.4 * len(mems) + 0.6, 4.4), squeeze=False, sharey=True)
     variants = [v for v in DP_VARIANTS[1:] + EQUI_VARIANTS]
@@ -115,7 +109,7 @@ FIG2_DEVICE_GRID = (8, 16, 32, 64, 128, 256, 512, 768, 1024, 1280, 1536, 1792, 2
 FIG2_BATCH_GRID = (8, 16, 32, 64, 128, 256, 384, 512, 640, 768, 896, 1024)
 
 
-def _curve_points(curve: Iterable[Sequence[Any]]) -> list[tuple[int, float | None]]:
+def curve_points(curve: Iterable[Sequence[Any]]) -> list[tuple[int, float | None]]:
     """[(k', best TPS with at most k' devices)], made monotone (the curve may be
     per exact device count)."""
     pts = sorted((int(k), None if v is None or not math.isfinite(float(v)) else float(v)) for k, v in curve)
@@ -134,36 +128,37 @@ def fig2(cfg: Config) -> list[dict[str, Any]]:
     ns = (512,) if cfg.quick else (960, 512)
     dev_grid = tuple(k for k in FIG2_DEVICE_GRID if k <= k_max)
     batch_grid = (8, 16, 32) if cfg.quick else FIG2_BATCH_GRID
-    base = workload("bert")
+    base = paper_workload("bert")
     bw = base.bandwidth  # the driver keeps the file's bandwidth here
     rows: list[dict[str, Any]] = []
+
+    def row(series: str, n_mb: int, variant: str, k: int, tps: float | None, out: RunOutcome,
+            message: str = "") -> dict[str, Any]:
+        return {"series": series, "N": n_mb, "memory_gib": mem, "bandwidth": bw, "variant": variant, "k": k,
+                "tps": tps, "status": out.status, "time_s": out.time_s, "message": message}
+
     for n_mb in ns:
         p = base.with_cluster(devices=k_max, memory=mem * GIB, microbatches=n_mb)
         for variant in DP_VARIANTS:
             out = run_variant(p, variant, cfg, params={"curve": True})
             curve = out.stats.get("curve")
-            _say(cfg, f"fig2: N={n_mb} {variant}: tps={_fmt(out.tps)} [{out.status}, {out.time_s:.2f} s]")
+            cfg.say(f"fig2: N={n_mb} {variant}: tps={short_number(out.tps)} [{out.status}, {out.time_s:.2f} s]")
             if curve is None:
-                rows.append({"series": "devices", "N": n_mb, "memory_gib": mem, "bandwidth": bw, "variant": variant,
-                             "k": k_max, "tps": out.tps, "status": out.status, "time_s": out.time_s,
-                             "message": out.message or "no curve in the result"})
+                rows.append(row("devices", n_mb, variant, k_max, out.tps, out, out.message or "no curve in the result"))
                 continue
-            for k, tps in _curve_points(curve):
-                rows.append({"series": "devices", "N": n_mb, "memory_gib": mem, "bandwidth": bw, "variant": variant,
-                             "k": k, "tps": tps, "status": out.status, "time_s": out.time_s, "message": ""})
+            for k, tps in curve_points(curve):
+                rows.append(row("devices", n_mb, variant, k, tps, out))
         for variant in EQUI_VARIANTS:
             for k in dev_grid:
                 out = run_variant(p.with_cluster(devices=k), variant, cfg)
-                rows.append({"series": "devices", "N": n_mb, "memory_gib": mem, "bandwidth": bw, "variant": variant,
-                             "k": k, "tps": out.tps, "status": out.status, "time_s": out.time_s, "message": ""})
-            _say(cfg, f"fig2: N={n_mb} {variant} at {len(dev_grid)} device counts done")
+                rows.append(row("devices", n_mb, variant, k, out.tps, out))
+            cfg.say(f"fig2: N={n_mb} {variant} at {len(dev_grid)} device counts done")
     p = base.with_cluster(devices=k_max, memory=mem * GIB)
     for variant in EQUI_VARIANTS:
         for n_mb in batch_grid:
             out = run_variant(p.with_cluster(microbatches=n_mb), variant, cfg)
-            rows.append({"series": "batch", "N": n_mb, "memory_gib": mem, "bandwidth": bw, "variant": variant,
-                         "k": k_max, "tps": out.tps, "status": out.status, "time_s": out.time_s, "message": ""})
-        _say(cfg, f"fig2: {variant} against N done")
+            rows.append(row("batch", n_mb, variant, k_max, out.tps, out))
+        cfg.say(f"fig2: {variant} against N done")
     return rows
 
 
@@ -180,7 +175,7 @@ def _fig2_style(ax: Any, v: str, xs: Sequence[float], ys: Sequence[float]) -> No
 def plot_fig2(rows: Sequence[Mapping[str, Any]], path: Path) -> None:
     """Top row: best TPS against devices (and equi against N); bottom row: each
     variant's TPS over Piper's at the same device count (how much slower)."""
-    plt = _plt()
+    plt = headless_pyplot()
     ns = sorted({int(r["N"]) for r in rows if r["series"] == "devices"}, reverse=True)
     fig, axes = plt.subplots(2, len(ns) + 1, figsize=(5.2 * (len(ns) + 1), 8.0), squeeze=False)
     for col, n_mb in enumerate(ns):
@@ -245,7 +240,7 @@ def fig3(cfg: Config) -> list[dict[str, Any]]:
     ks = (8, 16, 32) if cfg.quick else FIG3_DEVICE_GRID
     rows: list[dict[str, Any]] = []
     for L in layers:
-        base = workload("bert", L)
+        base = paper_workload("bert", L)
         for n_mb in ns:
             stop = False
             for k in ks:
@@ -258,14 +253,14 @@ def fig3(cfg: Config) -> list[dict[str, Any]]:
                              "wall_s": out.stats.get("wall_s"),
                              "tps": out.tps, "status": out.status, "ideals": out.stats.get("ideals"),
                              "ideal_pairs": out.stats.get("ideal_pairs"), "message": out.message})
-                _say(cfg, f"fig3: BERT-{L} N={n_mb} k={k}: {out.time_s:.2f} s wall, "
+                cfg.say(f"fig3: BERT-{L} N={n_mb} k={k}: {out.time_s:.2f} s wall, "
                           f"{out.stats.get('cpu_s', float('nan')):.2f} s CPU [{out.status}]")
                 stop = out.status.startswith("timeout")
     return rows
 
 
 def plot_fig3(rows: Sequence[Mapping[str, Any]], path: Path) -> None:
-    plt = _plt()
+    plt = headless_pyplot()
     layers = sorted({int(r["layers"]) for r in rows})
     fig, axes = plt.subplots(1, len(layers), figsize=(4.2 * len(layers), 3.8), squeeze=False, sharey=True)
     markers = "osD^v"

@@ -10,10 +10,12 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from experiments.lib.suites import GIB, PAPER_BANDWIDTH
-from experiments.paper.output import COLORS, _plt
-from experiments.paper.variants import Config, _fmt, _say, run_variant, workload
+from experiments.lib.suites import GIB, PAPER_BANDWIDTH, paper_workload
+from experiments.paper.output import COLORS, short_number
+from experiments.paper.runs import Config, run_variant
+from piper.core.evaluate import add_cut_bytes
 from piper.core.problem import Problem
+from piper.render.headless import headless_pyplot
 
 # ---------------------------------------------------------------------------------
 # Appendix C: greedy against exact knapsack
@@ -58,14 +60,7 @@ def _stage_data(problem: Problem, members: list[int], t: int) -> _StageData | No
         if not lst:
             return None
         for c in lst:
-            e_bytes = 0.0
-            for e in problem.in_edges[v]:
-                if e.u not in inside:
-                    e_bytes += 2 * (e.communication_cost + c.sync_fw[e.u])
-            for e in problem.out_edges[v]:
-                if e.v not in inside:
-                    e_bytes += 2 * (e.communication_cost + c.sync_bw[e.v])
-            edge.append(e_bytes)
+            edge.append(add_cut_bytes(0.0, problem, v, c, inside))
             w.append(c.parameter_size)
             p.append(c.time_per_sample)
             a.append(c.memory_a)
@@ -88,7 +83,7 @@ def _knapsack_stage_sample(cfg: Config) -> list[dict[str, Any]]:
     try:
         from piper.dp.knapsack import exact_knapsack, greedy_knapsack
     except ImportError as exc:
-        _say(cfg, f"knapsack: piper.dp.knapsack is not available ({exc}); stage sample skipped")
+        cfg.say(f"knapsack: piper.dp.knapsack is not available ({exc}); stage sample skipped")
         return [{"part": "stage_summary", "status": "skipped", "segment": f"piper.dp.knapsack not available: {exc}"}]
     import random
 
@@ -96,7 +91,7 @@ def _knapsack_stage_sample(cfg: Config) -> list[dict[str, Any]]:
 
     n_mb, k = 1920, 512
     bw = float(PAPER_BANDWIDTH)
-    problem = workload("bert").with_cluster(devices=k, microbatches=n_mb, bandwidth=bw)
+    problem = paper_workload("bert").with_cluster(devices=k, microbatches=n_mb, bandwidth=bw)
     order = [nd.id for nd in problem.nodes]
     from piper.dp.ideals import enumerate_ideals
 
@@ -176,7 +171,7 @@ def _knapsack_stage_sample(cfg: Config) -> list[dict[str, Any]]:
     for sample in ("paper", "wide"):
         gaps = [x for key, v in agg.items() if key[0] == sample for x in v]
         worse = [x for x in gaps if x > 1e-12]
-        _say(cfg, f"knapsack: {sample} sample: {len(gaps)} feasible stage problems, greedy optimal in "
+        cfg.say(f"knapsack: {sample} sample: {len(gaps)} feasible stage problems, greedy optimal in "
                   f"{len(gaps) - len(worse)}, worst gap {max(gaps, default=0.0):.3g}")
     return rows + detail
 
@@ -184,7 +179,7 @@ def _knapsack_stage_sample(cfg: Config) -> list[dict[str, Any]]:
 def _knapsack_end_to_end(cfg: Config) -> list[dict[str, Any]]:
     mems = (8,) if cfg.quick else (1, 2, 8, 80)
     ks = (8, 32) if cfg.quick else (8, 32, 64, 128, 512, 1024, 2048)
-    base = workload("bert")
+    base = paper_workload("bert")
     rows: list[dict[str, Any]] = []
     for mem in mems:
         for k in ks:
@@ -194,12 +189,12 @@ def _knapsack_end_to_end(cfg: Config) -> list[dict[str, Any]]:
             gap = None if g.tps is None or e.tps is None else g.tps / e.tps - 1.0
             rows.append({"part": "end_to_end", "memory_gib": mem, "k": k, "greedy": g.tps, "exact": e.tps,
                          "relative_gap": gap, "status": f"{g.status}/{e.status}", "time_s": g.time_s + e.time_s})
-            _say(cfg, f"knapsack: {mem} GiB k={k}: greedy={_fmt(g.tps)} exact={_fmt(e.tps)} gap={_fmt(gap)}")
+            cfg.say(f"knapsack: {mem} GiB k={k}: greedy={short_number(g.tps)} exact={short_number(e.tps)} gap={short_number(gap)}")
     return rows
 
 
 def plot_knapsack(rows: Sequence[Mapping[str, Any]], path: Path) -> None:
-    plt = _plt()
+    plt = headless_pyplot()
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4.6))
     summ = [r for r in rows if r["part"] == "stage_summary" and r.get("instances") not in (None, "")]
     worse = sorted((float(r["relative_gap"]), r) for r in rows if r["part"] == "stage"

@@ -1,5 +1,5 @@
-"""What every paper experiment writes with: CSVs with full float precision, matplotlib
-(Agg), and the variants' labels and colours."""
+"""What every paper experiment writes with: CSVs with full float precision, the variants'
+labels and colours in the plots, and numbers in the progress lines."""
 
 from __future__ import annotations
 
@@ -52,10 +52,6 @@ def read_csv(path: Path) -> list[dict[str, str]]:
         return list(csv.DictReader(fh))
 
 
-def _plt() -> Any:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
+def short_number(x: float | None) -> str:
+    """A number in a progress line: 6 significant digits, ``-`` for None."""
+    return "-" if x is None else f"{x:.6g}"

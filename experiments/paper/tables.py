@@ -11,10 +11,12 @@ from experiments.lib.suites import (
     GNMT_PAIRS,
     PAPER_BANDWIDTH,
     RESNET_PAIRS,
+    paper_workload,
     slice_problem,
 )
-from experiments.paper.output import COLORS, _plt
-from experiments.paper.variants import Config, _fmt, _say, run_variant, workload
+from experiments.paper.output import COLORS, short_number
+from experiments.paper.runs import Config, run_variant
+from piper.render.headless import headless_pyplot
 
 # ---------------------------------------------------------------------------------
 # GNMT and ResNet tables
@@ -35,7 +37,7 @@ def table(name: str, cfg: Config) -> list[dict[str, Any]]:
         pairs = ((8, 16),) if cfg.quick else RESNET_PAIRS
     else:
         raise ValueError(name)
-    base = workload(name)
+    base = paper_workload(name)
     if cfg.quick and name == "gnmt":
         # a slice of GNMT small enough for CI: its first 24 layers in topological order (fewer ideals)
         base = slice_problem(base, 24)
@@ -49,7 +51,7 @@ def table(name: str, cfg: Config) -> list[dict[str, Any]]:
             # the full DP did not finish: fall back to stages that are contiguous
             # segments of one topological order (Options.linearize; not exact)
             full = pip
-            _say(cfg, f"{name}: k={k} {mem} GiB: full DP {full.status} after {full.time_s:.0f} s; linearized DP")
+            cfg.say(f"{name}: k={k} {mem} GiB: full DP {full.status} after {full.time_s:.0f} s; linearized DP")
             pip = run_variant(p, "piper", cfg, overrides={"linearize": True})
             linearized = True
             note = (f"full DP: {full.status} after {full.time_s:.1f} s"
@@ -64,14 +66,14 @@ def table(name: str, cfg: Config) -> list[dict[str, Any]]:
             "linearize": linearized, "ideals": pip.stats.get("ideals"),
             "message": note,
         })
-        _say(cfg, f"{name}: k={k} {mem} GiB: piper={_fmt(pip.tps)} [{pip.status}{', linearized' if linearized else ''}, "
+        cfg.say(f"{name}: k={k} {mem} GiB: piper={short_number(pip.tps)} [{pip.status}{', linearized' if linearized else ''}, "
                   f"{pip.time_s:.1f} s] "
-                  f"equi={_fmt(eq.tps)} [{eq.status}] ratio={_fmt(ratio)}")
+                  f"equi={short_number(eq.tps)} [{eq.status}] ratio={short_number(ratio)}")
     return rows
 
 
 def plot_table(rows: Sequence[Mapping[str, Any]], path: Path, title: str) -> None:
-    plt = _plt()
+    plt = headless_pyplot()
     fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(max(7.0, 0.45 * len(rows) + 2.0), 8.0))
     lin = [str(r.get("linearize")) == "True" for r in rows]
     labels = [f"{r['k']}/{float(r['memory_gib']):g}" + (" (lin.)" if li else "") for r, li in zip(rows, lin)]

@@ -22,8 +22,8 @@ from typing import Any
 
 from piper.cli.common import (
     add_ablation_args,
-    add_objective_args,
     add_cluster_args,
+    add_objective_args,
     add_strict_arg,
     check_writable,
     load_workload,

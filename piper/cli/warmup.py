@@ -19,7 +19,11 @@ def add_warmup_parser(subparsers: Any) -> ArgumentParser:
 
 
 def cmd_warmup(args: argparse.Namespace) -> int:
-    from piper.dp.warmup import compile_kernels, kernels_ready, marker_path  # imports numba
+    from piper.dp.warmup import (  # imports numba
+        compile_kernels,
+        kernels_ready,
+        marker_path,
+    )
 
     was_ready = kernels_ready()
     seconds = compile_kernels()

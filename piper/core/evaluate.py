@@ -42,6 +42,7 @@ Every solver's plan is scored here; no solver's own objective is reported as the
 from __future__ import annotations
 
 import math
+from collections.abc import Container
 from dataclasses import dataclass
 
 from piper.core.errors import PlanError
@@ -243,6 +244,19 @@ def _check_interleaved(problem: Problem, plan: Plan) -> None:
                         f"of the {groups} device groups")
 
 
+def add_cut_bytes(total: float, problem: Problem, v: int, choice: TMPC, members: Container[int]) -> float:
+    """``total`` plus the edge bytes of layer ``v`` with TMPC ``choice`` in the stage ``members``
+    (X_i's terms of ``v``: 2 (c_e + sync) per edge that crosses the stage's boundary, in and out),
+    added one edge at a time in edge order: :func:`evaluate`'s sum, term by term."""
+    for e in problem.in_edges[v]:
+        if e.u not in members:
+            total += 2.0 * (e.communication_cost + choice.sync_fw[e.u])
+    for e in problem.out_edges[v]:
+        if e.v not in members:
+            total += 2.0 * (e.communication_cost + choice.sync_bw[e.v])
+    return total
+
+
 def evaluate(problem: Problem, plan: Plan) -> Score:
     """Score a plan: per-stage TPS, memory, y and the compute / edge / resync split.
 
@@ -280,12 +294,7 @@ def evaluate(problem: Problem, plan: Plan) -> Score:
             memory += c.memory_a * y + c.memory_b + c.memory_sharded / d
             compute += c.time_per_sample
             resync_bytes += f * (d - 1) * c.parameter_size / (d * n_mb)
-            for e in problem.in_edges[v]:
-                if e.u not in members:
-                    edge_bytes += 2.0 * (e.communication_cost + c.sync_fw[e.u])
-            for e in problem.out_edges[v]:
-                if e.v not in members:
-                    edge_bytes += 2.0 * (e.communication_cost + c.sync_bw[e.v])
+            edge_bytes = add_cut_bytes(edge_bytes, problem, v, c, members)
         edge_t = edge_bytes / d / bw_edge
         resync_t = resync_bytes / bw_resync
         compute_t = compute / d
@@ -325,14 +334,8 @@ def _chunk_terms(problem: Problem, nodes: tuple[int, ...], chosen: dict[int, TMP
     compute = 0.0
     edge_bytes = 0.0
     for v in nodes:
-        c = chosen[v]
-        compute += c.time_per_sample
-        for e in problem.in_edges[v]:
-            if e.u not in members:
-                edge_bytes += 2.0 * (e.communication_cost + c.sync_fw[e.u])
-        for e in problem.out_edges[v]:
-            if e.v not in members:
-                edge_bytes += 2.0 * (e.communication_cost + c.sync_bw[e.v])
+        compute += chosen[v].time_per_sample
+        edge_bytes = add_cut_bytes(edge_bytes, problem, v, chosen[v], members)
     return compute, edge_bytes
 
 

@@ -11,6 +11,7 @@ from typing import Any
 
 from piper.core.errors import SolverError
 from piper.core.evaluate import Score, evaluate
+from piper.core.json_values import jsonable
 from piper.core.plan import Plan
 from piper.core.problem import Problem
 
@@ -97,7 +98,7 @@ class Result:
             "devices_used": self.devices_used,
             "plan": None if self.plan is None else self.plan.to_dict(),
             "message": self.message,
-            "stats": _jsonable(dict(self.stats)),
+            "stats": jsonable(dict(self.stats)),
         }
 
     @classmethod
@@ -133,18 +134,6 @@ class Result:
 def _finite(x: float | None) -> float | None:
     """None for None and for a non-finite number (the JSON encoding of +infinity)."""
     return None if x is None or not math.isfinite(x) else float(x)
-
-
-def _jsonable(value: Any) -> Any:
-    if value is None or isinstance(value, (bool, int, str)):
-        return value
-    if isinstance(value, float):
-        return _finite(value)
-    if isinstance(value, Mapping):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
-    return str(value)
 
 
 def make_result(

@@ -22,9 +22,9 @@ from piper.core.problem import (
     Edge,
     Node,
     Problem,
-    topological_order_of,
     checked_number,
     problem_to_dict,
+    topological_order_of,
     validate_cluster,
     validate_cluster_shape,
 )

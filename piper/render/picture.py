@@ -35,6 +35,7 @@ from pathlib import Path
 from piper.core.evaluate import Score, evaluate
 from piper.core.plan import Plan
 from piper.core.problem import Problem
+from piper.render.headless import headless_pyplot
 
 __all__ = ["PlanPicture", "place_stages", "draw_plan", "stage_colours", "default_time_unit"]
 
@@ -262,10 +263,7 @@ def draw_plan(problem: Problem, plan: Plan, path: str | Path, *, score: Score | 
     :class:`piper.core.evaluate.PlanError` for an invalid plan and ``OSError`` when ``path``
     cannot be written.
     """
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = headless_pyplot()
     import numpy as np
     from matplotlib.patches import Patch
 

@@ -231,9 +231,9 @@ def test_unusable_warm_start_is_ignored(solver: str) -> None:
 def test_time_limit_keeps_status_and_bound_consistent(solver: str) -> None:
     """A row of experiments.bench_exact that no exact model proves in 1 s (CBC needs
     minutes): whatever each returns holds against the DP's optimum."""
-    from experiments.bench_exact import instance
+    from experiments.lib.instances import bench_instance
 
-    problem = instance(16, "branchy", 8)
+    problem = bench_instance(16, "branchy", 8)
     optimum = _dp_optimum()
     options = Options(threads=2, time_limit_s=1.0)
     res = SOLVERS[solver](problem, options)
@@ -243,9 +243,9 @@ def test_time_limit_keeps_status_and_bound_consistent(solver: str) -> None:
 
 @functools.lru_cache(maxsize=None)
 def _dp_optimum() -> float:
-    from experiments.bench_exact import instance
+    from experiments.lib.instances import bench_instance
 
-    return solve(instance(16, "branchy", 8), Options(), solver="dp").tps
+    return solve(bench_instance(16, "branchy", 8), Options(), solver="dp").tps
 
 
 # --------------------------------------------------------------------------- guards
@@ -521,9 +521,9 @@ def test_static_bound_is_a_lower_bound_and_reported() -> None:
             assert 0 < lb <= best.tps, f"seed {seed} {ablation}: static bound {lb} vs optimum {best.tps}"
             checked += 1
     assert checked >= 150
-    from experiments.bench_exact import instance
+    from experiments.lib.instances import bench_instance
 
-    problem = instance(16, "branchy", 8)
+    problem = bench_instance(16, "branchy", 8)
     lb = build_model_data(problem, Options()).static_bound()
     res = solve_milp(problem, Options(threads=2, time_limit_s=2.0, params={"backend": "cbc"}))
     assert res.status != Status.OPTIMAL  # CBC needs far longer on this row (docs/results/exact-models.md)

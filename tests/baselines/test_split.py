@@ -179,10 +179,10 @@ def test_cbc_split_proves_16_branchy_k8() -> None:
     """The issue's CBC goal: the 16-layer branchy row of ``experiments.bench_exact`` at
     k = 8, which unsplit CBC did not prove in 150 s; split (287 sequences, probing at
     every node) it took 25-35 s on 2 cores. The proof must reach the DP's optimum."""
-    from experiments.bench_exact import instance
+    from experiments.lib.instances import bench_instance
     from piper import solve
 
-    problem = instance(16, "branchy", 8)
+    problem = bench_instance(16, "branchy", 8)
     dp = solve(problem, Options(), solver="dp")
     assert dp.status == Status.OPTIMAL
     res = solve(problem, Options(threads=2, time_limit_s=300, warm_start=dp.plan, params=SPLIT), solver="milp")

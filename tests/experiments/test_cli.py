@@ -1,4 +1,4 @@
-"""The experiments commands share flag names and behaviour (``experiments/lib/cli.py``): every
+"""The experiments commands share flag names and behaviour (``experiments/lib/flags.py``): every
 flag has help text, bad values are exit 2 with one line, and ``bench_exact`` reuses rows
 only from a run with the same flags at the same revision."""
 
@@ -14,15 +14,20 @@ from types import ModuleType
 
 import pytest
 
-from experiments import bench, bench_exact, bench_exact_workloads, megatron, paper
-from experiments.lib import cli as _cli
+import experiments.megatron.cli
+import experiments.paper.cli
+from experiments import bench, bench_exact, bench_exact_workloads
+from experiments.lib import flags
+from experiments.lib.revision import revision
 from experiments.lib.suites import GNMT_PAIRS, PAPER_PAIRS, RESNET_PAIRS, paper_workload
+from experiments.paper import figures
+from piper.cli.common import ArgumentParser
 
 ROOT = Path(__file__).resolve().parents[2]
 
 COMMANDS: dict[str, ModuleType] = {
-    "paper": paper, "bench": bench, "bench_exact": bench_exact, "bench_exact_workloads": bench_exact_workloads,
-    "megatron": megatron,
+    "paper": experiments.paper.cli, "bench": bench, "bench_exact": bench_exact,
+    "bench_exact_workloads": bench_exact_workloads, "megatron": experiments.megatron.cli,
 }
 
 
@@ -38,7 +43,7 @@ def _command_parser(module: ModuleType) -> argparse.ArgumentParser:
 @pytest.mark.parametrize("name", COMMANDS)
 def test_every_flag_has_help_and_the_shared_flags_are_spelt_alike(name: str) -> None:
     parser = _command_parser(COMMANDS[name])
-    assert isinstance(parser, _cli.ArgumentParser)
+    assert isinstance(parser, ArgumentParser)
     by_dest = {a.dest: a for a in parser._actions}
     for action in parser._actions:
         assert action.help and action.help.strip(), f"{name}: {action.option_strings or action.dest} has no help"
@@ -113,12 +118,12 @@ def test_bench_exact_sizes_x_from_the_shell() -> None:
 
 
 def test_list_types() -> None:
-    assert _cli.int_list("8, 12,8") == (8, 12)
+    assert flags.int_list("8, 12,8") == (8, 12)
     for bad in ("", "x", "8,", "1.5", "0"):
         with pytest.raises(argparse.ArgumentTypeError):
-            _cli.int_list(bad)
-    assert _cli.int_list("0", minimum=0) == (0,)
-    shapes = _cli.name_list(("chain", "branchy"), "shape")
+            flags.int_list(bad)
+    assert flags.int_list("0", minimum=0) == (0,)
+    shapes = flags.name_list(("chain", "branchy"), "shape")
     assert shapes("branchy,chain,branchy") == ("branchy", "chain")
     with pytest.raises(argparse.ArgumentTypeError, match="known: chain, branchy"):
         shapes("ring")
@@ -127,7 +132,7 @@ def test_list_types() -> None:
 
 
 def test_revision_names_the_commit_and_marks_a_dirty_tree() -> None:
-    rev = _cli.revision()
+    rev = revision()
     assert re.fullmatch(r"[0-9a-f]{4,40}(\+dirty-([0-9a-f]{12}|unknown))?", rev), rev
     head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT).stdout
     assert rev.split("+")[0] == head.strip()
@@ -162,7 +167,7 @@ def test_bench_exact_config_id_covers_every_flag_and_the_revision() -> None:
 
 def test_bench_exact_reuses_rows_only_from_the_same_configuration(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    monkeypatch.setattr(_cli, "revision", lambda: "abc1234")
+    monkeypatch.setattr(bench_exact, "revision", lambda: "abc1234")
     runs = tmp_path / "runs.jsonl"
     seed = 1000 + 100 * 6 + 2
     stale = {"n": 6, "shape": "chain", "k": 2, "seed": seed, "solver": "dp", "status": "optimal", "tps": 1e-9,
@@ -180,7 +185,7 @@ def test_bench_exact_reuses_rows_only_from_the_same_configuration(
     assert bench_exact.main([*SMALL, "--out", str(tmp_path)]) == 0
     assert len(_lines(runs)) == 3
     # another revision: run again
-    monkeypatch.setattr(_cli, "revision", lambda: "abc1234+dirty-0123456789ab")
+    monkeypatch.setattr(bench_exact, "revision", lambda: "abc1234+dirty-0123456789ab")
     assert bench_exact.main([*SMALL, "--out", str(tmp_path)]) == 0
     assert len(_lines(runs)) == 4
     capsys.readouterr()
@@ -204,7 +209,7 @@ def test_one_table_of_the_papers_pairs() -> None:
     assert resnet == [(k, float(m)) for k, m in RESNET_PAIRS]
     gnmt = {(s["k"], round(s["memory"] / 2**30, 6)) for s in specs if s["workload"] == "gnmt"}
     assert gnmt == set(bench.GNMT_BENCH_PAIRS)
-    assert paper.workload is paper_workload
+    assert figures.paper_workload is paper_workload
 
 
 def test_bench_compares_with_the_later_cpp_figures() -> None:

@@ -11,8 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from experiments import compare
-from experiments.compare import InstanceReport, SolverRun, check_instance
+from experiments.compare.cli import cli
+from experiments.compare.cross_checks import InstanceReport, check_instance
+from experiments.compare.runner import run_compare
+from experiments.compare.solve import SolverRun, run_from_result
 from experiments.lib.suites import Instance, build_suite, slice_problem, suite_names
 from piper.core.errors import SolverError
 from piper.core.options import Options
@@ -201,7 +203,7 @@ def workload(tmp_path: Path) -> Path:
 
 
 def run(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    code = compare.cli([*args, "--no-plots"])
+    code = cli([*args, "--no-plots"])
     out, err = capsys.readouterr()
     return code, out, err
 
@@ -267,7 +269,7 @@ def test_wrong_claimed_objective_exits_1(
 ) -> None:
     code, stdout, _ = run([str(workload), "--solvers", "fake-liar", "--out", str(tmp_path / "o")], capsys)
     assert code == 1
-    assert "FAIL fake-liar: claimed-tps" in stdout
+    assert "FAIL fake-liar: objective" in stdout
 
 
 def test_plans_are_rescored_by_the_evaluator(
@@ -276,7 +278,7 @@ def test_plans_are_rescored_by_the_evaluator(
     out = tmp_path / "out"
     code, stdout, _ = run([str(workload), "--solvers", "fake-good,fake-bypass,fake-invalid", "--out", str(out)], capsys)
     assert code == 1
-    assert "FAIL fake-bypass: result-tps: Result.tps 4.0 is not the evaluator's 6.0" in stdout
+    assert "FAIL fake-bypass: tps: Result.tps 4.0 is not the evaluator's 6.0" in stdout
     assert "FAIL fake-bypass: optimality" in stdout  # its plan (6) is worse than fake-good's (4)
     assert "FAIL fake-invalid: exception: invalid plan: PlanError: rule 1" in stdout
     _, rows = read_report(out)
@@ -414,7 +416,7 @@ def _run(solver: str, status: str, tps: float = math.inf, exact: bool = True, **
 def _from_result(solver: str, status: Status, tmpc: str | None, **kw: object) -> SolverRun:
     """The row compare makes of a Result (scored and checked by piper.check_result)."""
     problem = two_layer_problem()
-    return compare.run_from_result(problem, solver, True, _result(problem, solver, status, tmpc, **kw))
+    return run_from_result(problem, solver, True, _result(problem, solver, status, tmpc, **kw))
 
 
 def test_checks_agreement_within_tolerance() -> None:
@@ -434,7 +436,7 @@ def test_checks_agreement_within_tolerance() -> None:
     # (piper.check_result, run on the Result; the optimum of two_layer_problem is 4)
     ok = check_instance(_report(_from_result("a", Status.OPTIMAL, "vanilla", objective=4.0 - 16e-7, tolerance=4e-6)))
     bad = check_instance(_report(_from_result("a", Status.OPTIMAL, "vanilla", objective=4.0 - 16e-7, tolerance=4e-7)))
-    assert ok.ok and [(f.solver, f.check) for f in bad.failures] == [("a", "claimed-tps")]
+    assert ok.ok and [(f.solver, f.check) for f in bad.failures] == [("a", "objective")]
 
 
 def test_checks_disagreeing_exact_solvers_blame_the_worse_one() -> None:
@@ -458,7 +460,7 @@ def test_checks_all_infeasible_and_unproven() -> None:
 
 def test_checks_oom_plan_and_missing_plan() -> None:
     tight = two_layer_problem().with_cluster(memory=1.0)  # each layer's 1.0 of weights plus activations: OOM
-    oom = compare.run_from_result(tight, "a", True, make_result(tight, "a", Status.OPTIMAL, one_stage(tight, "vanilla"),
+    oom = run_from_result(tight, "a", True, make_result(tight, "a", Status.OPTIMAL, one_stage(tight, "vanilla"),
                                                                 time_s=0.0, bound=1.0))
     missing = _from_result("b", Status.FEASIBLE, None)
     assert oom.has_plan and math.isinf(oom.tps)
@@ -469,7 +471,7 @@ def test_checks_oom_plan_and_missing_plan() -> None:
 def test_run_compare_reports_after_every_instance(fakes: None) -> None:
     seen: list[int] = []
     inst = Instance("two", two_layer_problem(), "t")
-    reports = compare.run_compare(
+    reports = run_compare(
         [inst, inst], [get_solver("fake-good")], Options(), on_report=lambda r, done: seen.append(len(done))
     )
     assert seen == [1, 2] and all(r.ok for r in reports)
@@ -515,7 +517,7 @@ def test_suites_are_deterministic_and_named_uniquely() -> None:
 def test_python_m_experiments_dispatches_to_commands(capsys: pytest.CaptureFixture[str]) -> None:
     from experiments.__main__ import commands, main
 
-    assert "compare" in commands() and "suites" not in commands()
+    assert "compare" in commands() and "suites" not in commands() and "lib" not in commands()
     assert main([]) == 2 and "compare" in capsys.readouterr().out
     assert main(["nope"]) == 2 and "unknown command 'nope'" in capsys.readouterr().err
 
@@ -582,8 +584,8 @@ def ignores_no_dp(problem, options):
 
 def test_compare_runs_the_one_result_check() -> None:
     """A solver that breaks an invariant only piper.check_result knows (here: d > 1 under
-    --no-dp) fails the 'result' check of compare."""
-    from experiments.compare import check_instance, solve_in_process
+    --no-dp) fails its 'options' check in compare."""
+    from experiments.compare.solve import solve_in_process
     from experiments.lib.instances import random_problem
     from piper import Options as _Options
     from piper.solvers.registry import SolverInfo, register, unregister
@@ -598,7 +600,7 @@ def test_compare_runs_the_one_result_check() -> None:
         else:  # pragma: no cover
             raise AssertionError("no instance whose optimum uses d > 1")
         rep = check_instance(_report(run))
-        assert ("ignores-no-dp", "result") in {(f.solver, f.check) for f in rep.failures}
+        assert ("ignores-no-dp", "options") in {(f.solver, f.check) for f in rep.failures}
         assert any("without data parallelism" in f.message for f in rep.failures)
     finally:
         unregister("ignores-no-dp")

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 from baselines.brute import solve_brute
-from experiments.bench_exact import instance
-from experiments.lib.instances import random_problem, witness_memory
+from experiments.lib.instances import bench_instance, random_problem, witness_memory
 from piper import Options, Status
 
 
@@ -39,6 +38,6 @@ def test_bench_instances_are_feasible() -> None:
     from piper.dp import solve_dp
 
     for n, shape, k in ((16, "chain", 4), (24, "chain", 8), (32, "chain", 16), (12, "branchy", 8)):
-        p = instance(n, shape, k)
+        p = bench_instance(n, shape, k)
         assert p.devices == k and p.microbatches == 2 * k and p.n == n
         assert solve_dp(p, Options()).status == Status.OPTIMAL, (n, shape, k)

@@ -12,20 +12,32 @@ import math
 
 import pytest
 
-from experiments import megatron as mg
+from experiments.megatron.cli import main
+from experiments.megatron.data import load_llama3, load_table1
+from experiments.megatron.llama3 import llama3_layout
+from experiments.megatron.model import (
+    CALIBRATION_ROW,
+    calibrate_efficiency,
+    flops_check,
+    megatron_plan,
+    megatron_problem,
+    row_config,
+    score_megatron,
+)
+from experiments.megatron.planner import changes_vs, describe_plan
 from piper.core.evaluate import check_plan, evaluate
 from piper.frontend.costs import hardware_flops_per_iteration, sc21_flops_per_iteration
 
 
 @pytest.fixture(scope="module")
 def table():
-    return mg.load_table1()
+    return load_table1()
 
 
 @pytest.fixture(scope="module")
 def calibrated(table):
-    row = next(r for r in table if r.model == mg.CALIBRATION_ROW)
-    return row, mg.calibrate_efficiency(row)
+    row = next(r for r in table if r.model == CALIBRATION_ROW)
+    return row, calibrate_efficiency(row)
 
 
 def test_published_table_loads(table):
@@ -41,19 +53,19 @@ def test_published_table_loads(table):
 
 
 def test_llama3_table_loads():
-    rows = mg.load_llama3()
+    rows = load_llama3()
     assert len(rows) == 3
     r = next(r for r in rows if r["gpus"] == 16384 and r["context_parallel"] == 1)
     assert (r["tensor_parallel"], r["pipeline_parallel"], r["data_parallel"]) == (8, 16, 128)
     assert r["tflops_per_gpu"] == 400 and r["data_parallel"] * r["batch_size_per_dp"] == 2048
-    assert mg.llama3_layout(126, 16) == [7] + [8] * 14 + [7]
+    assert llama3_layout(126, 16) == [7] + [8] * 14 + [7]
 
 
 def test_equation_3_is_the_front_ends_hardware_flops(table):
     for r in table:
-        check = mg.flops_check(r)
+        check = flops_check(r)
         assert check["flops_frontend_per_iteration"] == pytest.approx(check["flops_eq3_per_iteration"], rel=1e-9)
-        cfg = mg._config(r)
+        cfg = row_config(r)
         eq3 = sc21_flops_per_iteration(cfg, r.global_batch)
         assert hardware_flops_per_iteration(cfg, r.global_batch, "full") == pytest.approx(eq3, rel=1e-9)
         # the front end's parameter count is [SC21]'s formula (up to the 13h of the biases it
@@ -65,8 +77,8 @@ def test_equation_3_is_the_front_ends_hardware_flops(table):
 @pytest.mark.parametrize("index", [0, 1, 2])
 def test_megatron_configuration_of_small_rows_is_valid_and_fits(table, index):
     row = table[index]
-    cfg, hw, setup, problem = mg.megatron_problem(row, 0.5)
-    plan = mg.megatron_plan(problem, row)
+    cfg, hw, setup, problem = megatron_problem(row, 0.5)
+    plan = megatron_plan(problem, row)
     check_plan(problem, plan)  # raises PlanError when structurally invalid
     assert len(plan.stages) == row.pipeline_parallel
     assert plan.devices_used == row.gpus
@@ -83,7 +95,7 @@ def test_megatron_configuration_of_small_rows_is_valid_and_fits(table, index):
 def test_calibrated_row_reproduces_its_published_speed(table, calibrated):
     row, eff = calibrated
     assert 0 < eff <= 1
-    got = mg.score_megatron(row, eff)
+    got = score_megatron(row, eff)
     assert got["fits"]
     assert got["tflops_per_gpu"] == pytest.approx(row.tflops_per_gpu, rel=1e-6)
 
@@ -91,7 +103,7 @@ def test_calibrated_row_reproduces_its_published_speed(table, calibrated):
 def test_every_row_has_a_finite_positive_prediction(table, calibrated):
     _, eff = calibrated
     for r in table:
-        got = mg.score_megatron(r, eff)
+        got = score_megatron(r, eff)
         assert got["fits"], r.model
         assert math.isfinite(got["tflops_per_gpu"]) and got["tflops_per_gpu"] > 0, r.model
         # and below the peak: the evaluator never makes a GPU faster than 312 TFLOP/s
@@ -100,15 +112,15 @@ def test_every_row_has_a_finite_positive_prediction(table, calibrated):
 
 def test_the_megatron_plan_describes_as_itself(table):
     row = table[3]
-    _, _, _, problem = mg.megatron_problem(row, 0.5)
-    plan = mg.megatron_plan(problem, row)
-    desc = mg.describe_plan(problem, plan)
+    _, _, _, problem = megatron_problem(row, 0.5)
+    plan = megatron_plan(problem, row)
+    desc = describe_plan(problem, plan)
     meg = {"microbatches": problem.microbatches}
-    assert mg.changes_vs(meg, desc, row.tensor_parallel, row.pipeline_parallel, row.data_parallel) == "same as Megatron"
+    assert changes_vs(meg, desc, row.tensor_parallel, row.pipeline_parallel, row.data_parallel) == "same as Megatron"
 
 
 def test_command_writes_csv_and_png_without_planner(tmp_path, capsys):
-    assert mg.main(["--quick", "--no-planner", "--out", str(tmp_path)]) == 0
+    assert main(["--quick", "--no-planner", "--out", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert "megatron-1.7b" in out and "Mean absolute error" in out
     with open(tmp_path / "megatron.csv", newline="") as fh:

@@ -10,8 +10,12 @@ from typing import Any
 
 import pytest
 
-from experiments import paper
-from experiments.paper import Config, run_variant, variant_solver, workload
+from experiments.lib.paper_variants import DP_VARIANTS, EQUI_VARIANTS, variant_solver
+from experiments.lib.suites import paper_workload
+from experiments.paper.driver import EXPERIMENTS, run_experiment
+from experiments.paper.figures import FIG1_COLUMNS, curve_points, plot_fig1
+from experiments.paper.output import read_csv, write_csv
+from experiments.paper.runs import Config, run_variant
 from piper.core.options import NO_AR
 
 SAMPLE = Path(__file__).resolve().parents[1] / "data" / "reference_sample.jsonl"
@@ -22,7 +26,7 @@ def _rows() -> list[dict[str, Any]]:
 
 def _problem(row: dict[str, Any]):
     name = {"bert32a100.json": "bert", "gnmt.json": "gnmt", "resnet.json": "resnet"}[row["instance_file"]]
-    p = workload(name, row["transformer_layers"])
+    p = paper_workload(name, row["transformer_layers"])
     return p.with_cluster(devices=row["k"], memory=row["max_memory_per_device_bytes"], microbatches=row["N"],
                           bandwidth=row["bandwidth_bytes_per_s"])
 
@@ -71,18 +75,18 @@ def test_paper_dp_configurations_reproduce_sample(row: dict[str, Any]) -> None:
 
 def test_csv_keeps_full_precision(tmp_path: Path) -> None:
     x = 0.1 + 0.2
-    paper.write_csv(tmp_path / "a.csv", [{"a": x, "b": None, "c": math.inf, "d": 3}], ("a", "b", "c", "d"))
-    row = paper.read_csv(tmp_path / "a.csv")[0]
+    write_csv(tmp_path / "a.csv", [{"a": x, "b": None, "c": math.inf, "d": 3}], ("a", "b", "c", "d"))
+    row = read_csv(tmp_path / "a.csv")[0]
     assert float(row["a"]) == x and row["b"] == "" and row["c"] == "" and row["d"] == "3"
 
 
 def test_curve_points_are_monotone() -> None:
-    pts = paper._curve_points([[1, None], [2, 5.0], [3, 6.0], [4, 4.0], [5, None]])
+    pts = curve_points([[1, None], [2, 5.0], [3, 6.0], [4, 4.0], [5, None]])
     assert pts == [(1, None), (2, 5.0), (3, 5.0), (4, 4.0), (5, 4.0)]
 
 
 def _check_outputs(csv_path: Path, png_path: Path, columns: tuple[str, ...]) -> list[dict[str, str]]:
-    rows = paper.read_csv(csv_path)
+    rows = read_csv(csv_path)
     assert rows, f"{csv_path} is empty"
     assert tuple(rows[0].keys()) == tuple(columns)
     assert png_path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -93,8 +97,8 @@ def _check_outputs(csv_path: Path, png_path: Path, columns: tuple[str, ...]) -> 
 @pytest.mark.parametrize("name", ["fig1", "fig2", "fig3", "gnmt", "resnet", "knapsack"])
 def test_quick_experiments_write_csv_and_png(name: str, tmp_path: Path) -> None:
     cfg = Config(out=tmp_path, quick=True, progress=False, time_limit_s=3600)  # never binds: no timed asserts
-    csv_path, png_path = paper.run_experiment(name, cfg)
-    rows = _check_outputs(csv_path, png_path, tuple(paper.EXPERIMENTS[name].columns))
+    csv_path, png_path = run_experiment(name, cfg)
+    rows = _check_outputs(csv_path, png_path, tuple(EXPERIMENTS[name].columns))
     assert not [r for r in rows if r.get("status") == "error" or r.get("piper_status") == "error"], rows
     if name == "fig1":
         # the quick grid holds the sample's 8 GiB, k = 128 configuration: every variant matches
@@ -112,7 +116,7 @@ def test_quick_experiments_write_csv_and_png(name: str, tmp_path: Path) -> None:
                 assert 0.0 <= float(r["relative_throughput"]) <= 1.0 + 1e-9
     if name == "fig2":
         assert {r["series"] for r in rows} == {"devices", "batch"}
-        assert {r["variant"] for r in rows} >= set(paper.DP_VARIANTS + paper.EQUI_VARIANTS)
+        assert {r["variant"] for r in rows} >= set(DP_VARIANTS + EQUI_VARIANTS)
 
 
 def test_quick_equi_only_parts_without_dp(tmp_path: Path) -> None:
@@ -122,6 +126,6 @@ def test_quick_equi_only_parts_without_dp(tmp_path: Path) -> None:
         {"memory_gib": 8, "k": 8, "variant": "equi", "tps": 0.2, "relative_throughput": 0.5},
         {"memory_gib": 8, "k": 8, "variant": "noDP", "tps": None, "relative_throughput": None},
     ]
-    paper.write_csv(tmp_path / "fig1.csv", rows, paper.FIG1_COLUMNS)
-    paper.plot_fig1(paper.read_csv(tmp_path / "fig1.csv"), tmp_path / "fig1.png")
+    write_csv(tmp_path / "fig1.csv", rows, FIG1_COLUMNS)
+    plot_fig1(read_csv(tmp_path / "fig1.csv"), tmp_path / "fig1.png")
     assert (tmp_path / "fig1.png").read_bytes()[:4] == b"\x89PNG"

@@ -176,9 +176,10 @@ def test_paper_and_bench_exact_give_the_same_runs_on_ray(tmp_path: Path) -> None
     import json
 
     from experiments import bench_exact
-    from experiments.paper import Config, run_variant, workload
+    from experiments.lib.suites import paper_workload
+    from experiments.paper.runs import Config, run_variant
 
-    problem = workload("bert").with_cluster(devices=8, microbatches=16)
+    problem = paper_workload("bert").with_cluster(devices=8, microbatches=16)
     outs = [run_variant(problem, "piper", Config(progress=False, backend=b)) for b in ("local", "ray")]
     keep = lambda o: (o.status, o.tps, o.devices_used, o.sum_d, o.num_stages)  # noqa: E731
     assert outs[0].tps is not None and keep(outs[0]) == keep(outs[1])  # the greedy knapsack: "feasible"
@@ -194,8 +195,8 @@ def test_paper_and_bench_exact_give_the_same_runs_on_ray(tmp_path: Path) -> None
 
 
 def test_paper_refuses_no_isolate_on_ray(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from experiments import paper
+    from experiments.paper.cli import main
 
-    assert paper.main(["fig1", "--quick", "--no-isolate", "--backend", "ray", "--out", str(tmp_path)]) == 2
+    assert main(["fig1", "--quick", "--no-isolate", "--backend", "ray", "--out", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert "--no-isolate" in err and err.count("\n") == 1

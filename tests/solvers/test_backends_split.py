@@ -108,11 +108,11 @@ def test_the_split_proof_on_ray_gives_the_thread_answer(solver: str, n: int) -> 
     (plans found, the cutoff shared and lowered: the same optimum)."""
     import random
 
-    from experiments.bench_exact import instance
+    from experiments.lib.instances import bench_instance
     from piper import Options, Status, evaluate, solve
     from tests.baselines.test_split import _random_plans
 
-    problem = instance(n, "branchy", 8)
+    problem = bench_instance(n, "branchy", 8)
     dp = solve(problem, Options(), solver="dp")
     threads, ray = _split_both_ways(solver, problem, dp.plan)
     assert threads.status == ray.status == Status.OPTIMAL and threads.plan == ray.plan == dp.plan

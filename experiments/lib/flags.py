@@ -1,4 +1,5 @@
-"""Flags and plumbing shared by every ``python -m experiments.*`` command.
+"""Flags shared by every ``python -m experiments.*`` command, their value types, and what
+they set up (the ``--out`` directory, the ``--quiet`` progress printer).
 
 Every command spells its common flags the same way and they behave the same:
 
@@ -11,27 +12,24 @@ Every command spells its common flags the same way and they behave the same:
 * ``--help`` text on every flag.
 
 Bad values are exit status 2 with one line on stderr, never a traceback: parsers are
-:class:`piper.cli.common.ArgumentParser` (errors raise :class:`~piper.cli.common.UsageError`), value
+:class:`piper.cli.common.ArgumentParser` (errors raise :class:`~piper.core.errors.UsageError`), value
 types raise :class:`argparse.ArgumentTypeError`, and ``main`` runs under
-:func:`piper.cli.common.run_main` (:func:`run`).
+:func:`piper.cli.common.run_main`. (The number types ``positive_int`` and ``seconds_arg``
+are piper's, in :mod:`piper.cli.common`.)
 """
 
 from __future__ import annotations
 
 import argparse
-import hashlib
-import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from piper.cli.common import ArgumentParser, positive_int, run_main, seconds_arg
+from piper.cli.common import ArgumentParser, positive_int, seconds_arg
 from piper.core.errors import UsageError
 
 __all__ = [
-    "ArgumentParser",
-    "UsageError",
     "make_parser",
     "add_time_limit",
     "add_out",
@@ -40,14 +38,10 @@ __all__ = [
     "int_list",
     "name_list",
     "out_dir",
+    "runs_file",
     "progress",
-    "revision",
-    "run",
-    "positive_int",
-    "seconds_arg",
+    "progress_line",
 ]
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def make_parser(prog: str, doc: str | None, epilog: str | None = None) -> ArgumentParser:
@@ -138,41 +132,26 @@ def out_dir(path: Path) -> Path:
     return path
 
 
+def runs_file(out: Path, name: str = "runs.jsonl") -> Path:
+    """A benchmark's runs file: ``DIR/name`` in the ``--out`` directory ``out`` (created). A path
+    ending in ``.jsonl`` is taken as the runs file itself (what ``--out`` meant before it named a
+    directory in every experiments command)."""
+    if out.suffix == ".jsonl":
+        out_dir(out.parent)
+        return out
+    return out_dir(out) / name
+
+
+def progress_line(msg: str) -> None:
+    """One progress line on stderr: ``[HH:MM:SS] msg``."""
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
 def progress(quiet: bool) -> Callable[[str], None]:
-    """A progress printer: ``[HH:MM:SS] msg`` on stderr, or nothing with ``quiet``."""
+    """A progress printer: :func:`progress_line`, or nothing with ``quiet``."""
 
     def say(msg: str) -> None:
         if not quiet:
-            print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+            progress_line(msg)
 
     return say
-
-
-def _git(*args: str) -> str | None:
-    try:
-        proc = subprocess.run(["git", *args], capture_output=True, text=True, cwd=ROOT, timeout=30)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return proc.stdout if proc.returncode == 0 else None
-
-
-def revision() -> str:
-    """The code's revision: the short git commit, plus ``+dirty-HASH`` when tracked files
-    differ from it (HASH: the first 12 hex digits of the SHA-1 of ``git diff HEAD``, so two
-    runs share a revision only if they ran the same code), or ``unknown`` outside git."""
-    head = _git("rev-parse", "--short", "HEAD")
-    if not head:
-        return "unknown"
-    rev = head.strip()
-    diff = _git("diff", "HEAD", "--no-ext-diff", "--binary")
-    if diff is None:
-        return f"{rev}+dirty-unknown"
-    if diff:
-        return f"{rev}+dirty-{hashlib.sha1(diff.encode()).hexdigest()[:12]}"
-    return rev
-
-
-def run(main: Callable[[Sequence[str] | None], int], argv: Sequence[str] | None, prog: str) -> int:
-    """Run a command's ``main`` with the error contract: a user error is one line on stderr
-    and exit status 2 (:func:`piper.cli.common.run_main`)."""
-    return run_main(main, argv, prog=prog)

@@ -1,32 +1,24 @@
-"""One run of a paper configuration: :class:`Config` (how to run), :func:`variant_solver`
-(a paper variant as a registry solver and its Options), :func:`run_variant` (one solve,
-isolated in a worker of :mod:`piper.solvers.execution` or in this process) and the progress lines
-of an experiment."""
+"""One run of a paper configuration: :class:`Config` (how to run) and :func:`run_variant` (one
+paper variant, :func:`experiments.lib.paper_variants.variant_solver`, solved in a worker of
+:mod:`piper.solvers.execution` or in this process, after :func:`warm_process`)."""
 
 from __future__ import annotations
 
 import math
-import sys
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import baselines
+from experiments.lib.flags import progress_line
+from experiments.lib.paper_variants import variant_solver
 from experiments.lib.suites import paper_workload
-from piper.core.options import NO_AR, Options
+from piper import solve
+from piper.core.options import Options
 from piper.core.problem import Problem
 from piper.core.result import Result
 from piper.solvers.execution import ExecutionOptions, WorkerPool
-
-#: a paper workload by short name (bert, gnmt, resnet), BERT grown by layer insertion
-workload = paper_workload
-
-#: variant names used in every CSV, in plotting order
-DP_VARIANTS = ("piper", "noDP", "noTP", "noAR")
-EQUI_VARIANTS = ("equi_noTP", "equi")
-VARIANTS = DP_VARIANTS + EQUI_VARIANTS + ("equi_nonTransformer",)
 
 
 @dataclass(frozen=True)
@@ -50,49 +42,15 @@ class Config:
     #: the workers of isolated runs (None: one started per run); the command makes one
     pool: WorkerPool | None = field(default=None, compare=False, repr=False)
 
+    def say(self, msg: str) -> None:
+        """A progress line of the experiment on stderr (unless ``progress`` is off)."""
+        if self.progress:
+            progress_line(msg)
+
 
 # ---------------------------------------------------------------------------------
 # running one configuration
 # ---------------------------------------------------------------------------------
-
-
-def variant_solver(
-    variant: str,
-    knapsack: str = "greedy",
-    time_limit_s: float | None = None,
-    params: Mapping[str, Any] | None = None,
-    overrides: Mapping[str, Any] | None = None,
-) -> tuple[str, Options]:
-    """The registry solver and the Options of a paper variant (the one mapping every figure uses).
-
-    ``overrides`` replace Options fields (e.g. ``{"linearize": True}``).
-
-    ``params`` are merged into ``Options.params`` (e.g. ``{"curve": True}`` for
-    the DP's best-TPS-per-device-count curve). DP runs get ``{"curve": False}``
-    unless asked: the figures that need no curve should not pay for it.
-    """
-    if knapsack not in ("greedy", "exact"):
-        raise ValueError(f"knapsack must be 'greedy' or 'exact', not {knapsack!r}")
-    dp = "dp-greedy" if knapsack == "greedy" else "dp"
-    base = Options(knapsack=knapsack, time_limit_s=time_limit_s)
-    table: dict[str, tuple[str, Options]] = {
-        "piper": (dp, base),
-        "noDP": (dp, replace(base, data_parallel=False)),
-        "noTP": (dp, replace(base, tensor_parallel=False)),
-        "noAR": (dp, replace(base, exclude_tmpcs=NO_AR)),
-        "equi": ("equi", base),
-        "equi_noTP": ("equi", replace(base, tensor_parallel=False)),
-        "equi_nonTransformer": ("equi", replace(base, tensor_parallel=False, params={"equi_mode": "topological"})),
-    }
-    try:
-        solver, opts = table[variant]
-    except KeyError:
-        raise ValueError(f"unknown variant {variant!r}; known: {', '.join(table)}") from None
-    merged = dict(opts.params)
-    if solver.startswith("dp"):
-        merged.setdefault("curve", False)
-    merged.update(params or {})
-    return solver, replace(opts, params=merged, **dict(overrides or {}))
 
 
 @dataclass
@@ -128,7 +86,7 @@ def _solve_outcome(problem: Problem, solver: str, options: Options, keep: Sequen
     """One run, in the process it is called in (a worker of ``Config.pool`` when isolated)."""
     t0, c0 = time.perf_counter(), time.process_time()
     try:
-        res = baselines.solve(problem, options, solver=solver)
+        res = solve(problem, options, solver=solver)
     except Exception as exc:  # noqa: BLE001 - one failed run is a row, not a crash
         return RunOutcome(None, "error", time.perf_counter() - t0, message=f"{type(exc).__name__}: {exc}")
     out = _outcome(res, keep)
@@ -141,13 +99,13 @@ def _solve_outcome(problem: Problem, solver: str, options: Options, keep: Sequen
 _WARM: set[str] = set()
 
 
-def _warm_process(knapsack: str) -> None:
+def warm_process(knapsack: str) -> None:
     """Compile the DP's numba code of ``knapsack`` in this process, once (untimed), so that
     no timed run includes compilation; a fresh worker (after a kill) compiles again."""
     if knapsack in _WARM:
         return
     _WARM.add(knapsack)
-    tiny = workload("bert").with_cluster(devices=2, microbatches=2)
+    tiny = paper_workload("bert").with_cluster(devices=2, microbatches=2)
     solver, options = variant_solver("piper", knapsack, None, {"curve": True})
     _solve_outcome(tiny, solver, options, ())
 
@@ -176,7 +134,7 @@ def run_variant(
     hard = hard_timeout(cfg)
     pool = cfg.pool or WorkerPool(ExecutionOptions(cfg.backend, 1, hard, cfg.address, ("baselines",)))
     try:
-        warm = pool.call(_warm_process, cfg.knapsack, timeout=max(hard, 600.0))
+        warm = pool.call(warm_process, cfg.knapsack, timeout=max(hard, 600.0))
         if not warm.ok:
             return RunOutcome(None, "error", warm.seconds, message=f"warm-up: {warm.message}")
         out = pool.call(_solve_outcome, problem, solver, options, tuple(keep_stats), timeout=hard)
@@ -197,12 +155,3 @@ def _timeout_status(out: RunOutcome, cfg: Config) -> RunOutcome:
     if (out.status == "unknown" or out.status == "feasible") and hit_limit:
         out.status = "timeout" if out.tps is None else "timeout-feasible"
     return out
-
-
-def _say(cfg: Config, msg: str) -> None:
-    if cfg.progress:
-        print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
-
-
-def _fmt(x: float | None) -> str:
-    return "-" if x is None else f"{x:.6g}"
