@@ -32,6 +32,21 @@ sum d t > G (edges at B); the better of the two is the optimum.
 Uniform plans (``Options.uniform``, docs/problem.md §2.5): every stage has the same
 (d, t); the search then fixes them at the last stage (the first one built) and
 filters every earlier stage to the same pair.
+
+Version 3 (docs/problem.md §9), again by its own few lines:
+
+* the ``batch-time`` objective, N max_i TPS_i + sum_i tau_i - max_i tau_i for 1F1B: a stage's
+  TMPC choices are kept as the set of (TPS_i, tau_i) pairs no other choice beats in both
+  (the batch time never decreases when one stage's TPS or tau grows), and the search tries
+  each; a branch is cut when N max TPS + sum tau - max tau of the stages placed so far (a
+  value later stages can only raise) is no better than the best plan;
+* interleaved plans (``Options.max_virtual_stages`` >= 2): for every v allowed, every number
+  of device groups L >= 2, every (t, d) with m = N / d a multiple of L and L d t <= k, every
+  sequence of L v non-empty chunks in pipeline order; chunk j on group j mod L; per group
+  every combination of TMPCs of its nodes that fits at y_g = min(m, (2 (L - g - 1) + (v - 1) L
+  + 1) / v), kept as its (TPS_g, tau_g) pairs no other beats in both; then every
+  combination of one pair per group, scored as max_g TPS_g or N max_g TPS_g + (sum_g tau_g -
+  max_g tau_g) / v.
 """
 
 from __future__ import annotations
@@ -43,7 +58,7 @@ from functools import lru_cache
 
 from piper.core.errors import SolverError
 from piper.core.options import Options, candidates
-from piper.core.plan import Plan, Stage
+from piper.core.plan import INTERLEAVED, Plan, Schedule, Stage
 from piper.core.problem import Problem
 from piper.core.result import Result, Status, make_result
 
@@ -59,10 +74,11 @@ def solve_brute(problem: Problem, options: Options | None = None) -> Result:
     if problem.n > MAX_NODES:
         raise SolverError(f"brute force handles at most {MAX_NODES} layers; this graph has {problem.n}")
     start = time.perf_counter()
+    batch = options.objective == "batch-time"
     cand = candidates(problem, options)
     if cand.infeasible_reason is not None:
         return make_result(problem, "brute", Status.INFEASIBLE, None, time_s=time.perf_counter() - start,
-                           message=cand.infeasible_reason)
+                           message=cand.infeasible_reason, objective_kind=options.objective)
     deadline = None if options.time_limit_s is None else start + options.time_limit_s
 
     ids = [nd.id for nd in problem.nodes]
@@ -78,41 +94,70 @@ def solve_brute(problem: Problem, options: Options | None = None) -> Result:
     bw_in = bw if problem.intra_node_bandwidth is None else problem.intra_node_bandwidth
     factor = 4.0 if problem.allreduce_factor is None else problem.allreduce_factor
 
-    @lru_cache(maxsize=None)
-    def stage_best(mask: int, t: int, d: int, y: int, bw_edge: float) -> tuple[float, tuple[str, ...]] | None:
-        """Fastest TMPC choice for the stage (bitmask) at (t, d, y) that fits in memory,
-        its cut edges running at ``bw_edge`` bytes/s."""
-        bw_resync = bw_in if d * t <= node_g else bw
-        members = [ids[i] for i in range(n) if mask >> i & 1]
-        member_set = set(members)
+    def combos(members: list[int], t: int):
         choices = []
         for v in members:
             allowed = cand.tmpcs[v].get(t)
             if not allowed:
                 return None
             choices.append([c for _, c in allowed])
-        best: tuple[float, tuple[str, ...]] | None = None
-        for combo in itertools.product(*choices):
+        return itertools.product(*choices)
+
+    def chunk_terms(members: list[int], combo) -> tuple[float, float]:
+        """(compute P, cut-edge bytes X) of one stage or chunk with these TMPCs."""
+        member_set = set(members)
+        edge = 0.0
+        for v, c in zip(members, combo):
+            for e in problem.in_edges[v]:
+                if e.u not in member_set:
+                    edge += 2.0 * (e.communication_cost + c.sync_fw[e.u])
+            for e in problem.out_edges[v]:
+                if e.v not in member_set:
+                    edge += 2.0 * (e.communication_cost + c.sync_bw[e.v])
+        return sum(c.time_per_sample for c in combo), edge
+
+    def front(points: list[tuple[float, float, tuple[str, ...]]]) -> list[tuple[float, float, tuple[str, ...]]]:
+        """The (TPS, tau, names) that no other beats in both TPS and tau (first found on ties)."""
+        out: list[tuple[float, float, tuple[str, ...]]] = []
+        for p in sorted(points, key=lambda q: (q[0], q[1])):
+            if not out or p[1] < out[-1][1]:
+                out.append(p)
+        return out
+
+    @lru_cache(maxsize=None)
+    def stage_options(mask: int, t: int, d: int, y: int, bw_edge: float) -> tuple[tuple[float, float, tuple[str, ...]], ...]:
+        """The stage's TMPC choices that fit in memory at (t, d, y), its cut edges running at
+        ``bw_edge`` bytes/s: with the TPS objective the fastest one, else every (TPS, tau)
+        pair no other choice beats in both."""
+        bw_resync = bw_in if d * t <= node_g else bw
+        members = [ids[i] for i in range(n) if mask >> i & 1]
+        every = combos(members, t)
+        if every is None:
+            return ()
+        points = []
+        best = None
+        for combo in every:
             memory = sum(c.memory_a * y + c.memory_b + c.memory_sharded / d for c in combo)
             if memory > memory_limit:
                 continue
-            compute = sum(c.time_per_sample for c in combo)
+            compute, edge = chunk_terms(members, combo)
             resync = sum(factor * (d - 1) * c.parameter_size / (d * n_mb) for c in combo)
-            edge = 0.0
-            for v, c in zip(members, combo):
-                for e in problem.in_edges[v]:
-                    if e.u not in member_set:
-                        edge += 2.0 * (e.communication_cost + c.sync_fw[e.u])
-                for e in problem.out_edges[v]:
-                    if e.v not in member_set:
-                        edge += 2.0 * (e.communication_cost + c.sync_bw[e.v])
             if bw_edge == bw_resync:
                 tps = (edge / d + resync) / bw_edge + compute / d
             else:
                 tps = edge / (d * bw_edge) + resync / bw_resync + compute / d
+            point = (tps, compute + edge / bw_edge, tuple(c.id for c in combo))
             if best is None or tps < best[0]:
-                best = (tps, tuple(c.id for c in combo))
-        return best
+                best = point
+            points.append(point)
+        if best is None:
+            return ()
+        return (best,) if not batch else tuple(front(points))
+
+    def value(tpss: list[float], taus: list[float], v: int = 1) -> float:
+        if not batch:
+            return max(tpss)
+        return n_mb * max(tpss) + (sum(taus) - max(taus)) / v
 
     def tail_sets(remaining: int):
         """Non-empty subsets S of ``remaining`` with no edge from S to remaining \\ S."""
@@ -124,19 +169,23 @@ def solve_brute(problem: Problem, options: Options | None = None) -> Result:
             sub = (sub - 1) & remaining
 
     best_value = math.inf
-    best_stages: list[tuple[int, int, int, tuple[str, ...]]] | None = None
+    best_plan: Plan | None = None
     timed_out = False
 
     uniform = options.uniform
 
-    def search(remaining: int, devices_left: int, d_left: int, suffix_d: int, worst: float,
+    def search(remaining: int, devices_left: int, d_left: int, suffix_d: int, tpss: list[float], taus: list[float],
                stages: list[tuple[int, int, int, tuple[str, ...]]]) -> None:
-        nonlocal best_value, best_stages, timed_out
+        nonlocal best_value, best_plan, timed_out
         if remaining == 0:
             if budget - devices_left < min_devices:
                 return  # this pass is for plans that span nodes (sum d*t > G)
-            if worst < best_value:
-                best_value, best_stages = worst, list(stages)
+            got = value(tpss, taus)
+            if got < best_value:
+                best_value = got
+                best_plan = Plan(tuple(Stage(tuple(ids[i] for i in range(n) if mask >> i & 1), d, t,
+                                             dict(zip((ids[i] for i in range(n) if mask >> i & 1), names)))
+                                       for mask, t, d, names in reversed(stages)))
             return
         if deadline is not None and time.perf_counter() > deadline:
             timed_out = True
@@ -150,36 +199,102 @@ def solve_brute(problem: Problem, options: Options | None = None) -> Result:
                         continue  # uniform plans: every stage has the last stage's (t, d)
                     total_d = suffix_d + d
                     y = -(-total_d // d)
-                    got = stage_best(mask, t, d, y, bw_edge)
-                    if got is None:
-                        continue
-                    new_worst = max(worst, got[0])
-                    if new_worst >= best_value:
-                        continue
-                    stages.append((mask, t, d, got[1]))
-                    search(remaining & ~mask, devices_left - d * t, d_left - d, total_d, new_worst, stages)
-                    stages.pop()
+                    for tps, tau, names in stage_options(mask, t, d, y, bw_edge):
+                        tpss.append(tps)
+                        taus.append(tau)
+                        if value(tpss, taus) < best_value:  # later stages can only raise it
+                            stages.append((mask, t, d, names))
+                            search(remaining & ~mask, devices_left - d * t, d_left - d, total_d, tpss, taus, stages)
+                            stages.pop()
+                        tpss.pop()
+                        taus.pop()
+
+    def chunkings(remaining: int, count: int):
+        """Sequences of ``count`` non-empty chunks covering ``remaining``, last chunk first."""
+        if count == 1:  # the first chunk: what the later chunks (each a tail set) left
+            if remaining:
+                yield [remaining]
+            return
+        for mask in tail_sets(remaining):
+            if mask == remaining:
+                continue
+            for rest in chunkings(remaining & ~mask, count - 1):
+                yield rest + [mask]
+
+    def interleaved_search() -> None:
+        """Every interleaved plan the options allow (module docstring)."""
+        nonlocal best_value, best_plan, timed_out
+        for v in options.virtual_stage_choices():
+            if v < 2:
+                continue
+            for groups in range(2, n // v + 1):
+                for t in cand.ts:
+                    for d in cand.ds:
+                        m = n_mb // d
+                        if groups * d * t > k or m % groups:
+                            continue
+                        bw_edge = bw_in if groups * d * t <= node_g else bw
+                        bw_resync = bw_in if d * t <= node_g else bw
+                        for chunks in chunkings((1 << n) - 1, groups * v):
+                            if deadline is not None and time.perf_counter() > deadline:
+                                timed_out = True
+                                return
+                            per_group = []
+                            for g in range(groups):
+                                y = min(m, (2 * (groups - g - 1) + (v - 1) * groups + 1) / v)
+                                masks = chunks[g::groups]
+                                members = [ids[i] for mk in masks for i in range(n) if mk >> i & 1]
+                                every = combos(members, t)
+                                points = []
+                                for combo in every or ():
+                                    memory = sum(c.memory_a * y + c.memory_b + c.memory_sharded / d for c in combo)
+                                    if memory > memory_limit:
+                                        continue
+                                    tps = tau = 0.0
+                                    at = 0
+                                    for mk in masks:
+                                        part = [ids[i] for i in range(n) if mk >> i & 1]
+                                        compute, edge = chunk_terms(part, combo[at:at + len(part)])
+                                        at += len(part)
+                                        tps += edge / (d * bw_edge) + compute / d
+                                        tau += compute + edge / bw_edge
+                                    tps += sum(factor * (d - 1) * c.parameter_size / (d * n_mb) for c in combo) / bw_resync
+                                    points.append((tps, tau, tuple(c.id for c in combo)))
+                                if not points:
+                                    break
+                                per_group.append((members, front(points) if batch else [min(points, key=lambda q: q[0])]))
+                            else:
+                                for pick in itertools.product(*(opts for _, opts in per_group)):
+                                    got = value([p[0] for p in pick], [p[1] for p in pick], v)
+                                    if got < best_value:
+                                        names = {}
+                                        for (members, _), p in zip(per_group, pick):
+                                            names.update(zip(members, p[2]))
+                                        stages = []
+                                        for mk in chunks:
+                                            part = tuple(ids[i] for i in range(n) if mk >> i & 1)
+                                            stages.append(Stage(part, d, t, {u: names[u] for u in part}))
+                                        best_value = got
+                                        best_plan = Plan(tuple(stages), Schedule(INTERLEAVED, v))
 
     # pass 1: plans inside one node (sum d*t <= min(G, k)), edges at B_in;
     # pass 2 (when G < k): plans spanning nodes (sum d*t > G), edges at B
-    passes = [(min(node_g, k), 0, bw_in)]
-    if node_g < k:
-        passes.append((k, node_g + 1, bw))
-    for budget, min_devices, bw_edge in passes:
-        search((1 << n) - 1, budget, n_mb, 0, 0.0, [])
+    if 1 in options.virtual_stage_choices():
+        passes = [(min(node_g, k), 0, bw_in)]
+        if node_g < k:
+            passes.append((k, node_g + 1, bw))
+        for budget, min_devices, bw_edge in passes:
+            search((1 << n) - 1, budget, n_mb, 0, [], [], [])
+    if not timed_out and max(options.virtual_stage_choices()) >= 2:
+        interleaved_search()
     elapsed = time.perf_counter() - start
-    plan = None
-    if best_stages is not None:
-        stages = []
-        for mask, t, d, names in reversed(best_stages):
-            members = tuple(ids[i] for i in range(n) if mask >> i & 1)
-            stages.append(Stage(members, d, t, dict(zip(members, names))))
-        plan = Plan(tuple(stages))
+    plan = best_plan
+    kind = options.objective
     if timed_out:
         status = Status.FEASIBLE if plan is not None else Status.UNKNOWN
         return make_result(problem, "brute", status, plan, time_s=elapsed, objective=best_value if plan else None,
-                           message="time limit reached")
+                           message="time limit reached", objective_kind=kind)
     if plan is None:
         return make_result(problem, "brute", Status.INFEASIBLE, None, time_s=elapsed,
-                           message="no plan fits in memory within the device and microbatch budgets")
-    return make_result(problem, "brute", Status.OPTIMAL, plan, time_s=elapsed, objective=best_value)
+                           message="no plan fits in memory within the device and microbatch budgets", objective_kind=kind)
+    return make_result(problem, "brute", Status.OPTIMAL, plan, time_s=elapsed, objective=best_value, objective_kind=kind)
