@@ -328,7 +328,7 @@ def evaluate(problem: Problem, plan: Plan) -> Score:
                  batch_time=batch_time, fits_in_node=plan_fits)
 
 
-def _chunk_terms(problem: Problem, nodes: tuple[int, ...], chosen: dict[int, TMPC]) -> tuple[float, float]:
+def chunk_terms(problem: Problem, nodes: tuple[int, ...], chosen: dict[int, TMPC]) -> tuple[float, float]:
     """(P, X) of one chunk: its compute and its cut-edge bytes, as for a stage."""
     members = set(nodes)
     compute = 0.0
@@ -352,7 +352,7 @@ def _evaluate_interleaved(problem: Problem, plan: Plan, chosen: dict[int, TMPC])
     bw_edge = problem.bandwidth_intra if plan_fits else problem.bandwidth
     group_fits = d * t <= g_size
     bw_resync = problem.bandwidth_intra if group_fits else problem.bandwidth
-    terms = [_chunk_terms(problem, s.nodes, chosen) for s in plan.stages]
+    terms = [chunk_terms(problem, s.nodes, chosen) for s in plan.stages]
     stages = []
     for g in range(groups):
         chunks = tuple(range(g, len(plan.stages), groups))

@@ -90,7 +90,7 @@ def test_four_stages_on_nodes_of_8(tmp_path: Path) -> None:
     assert picture.straddling == () and picture.oom_stages == ()
     assert picture.bottleneck == 2 == evaluate(problem, plan).bottleneck  # the hot layer's stage
     assert picture.labelled_stages == (0, 1, 2, 3)
-    assert png_size(out) == (1320, 1012)
+    assert png_size(out) == (1320, 1298)
     # the device map (top left of the picture) shows every stage's colour
     import matplotlib.image
 
@@ -118,7 +118,7 @@ def test_sixty_four_stages_on_2048_devices_in_nodes_of_8(tmp_path: Path) -> None
     for i in (0, 37, 63):
         assert {dev // 8 for dev, st in enumerate(picture.device_stage) if st == i} == set(range(4 * i, 4 * i + 4))
     assert picture.straddling == ()
-    assert png_size(out) == (1320, 1012)
+    assert png_size(out) == (1320, 1298)
     # 64 stage colours, neighbours distinct
     colours = stage_colours(64)
     assert all(colours[i] != colours[i + 1] for i in range(63))
@@ -203,7 +203,7 @@ def test_show_cli_writes_the_png_and_reports_the_layout(saved, tmp_path: Path) -
     summary = json.loads(proc.stdout)
     assert summary["stages"] == 4 and summary["bottleneck_stage"] == 2 and summary["nodes"] == 8
     assert summary["devices_per_stage"] == [s.d * s.t for s in plan.stages]
-    assert png_size(out) == (1320, 1012)
+    assert png_size(out) == (1320, 1298)
     text = run("show", str(plan_path), str(work), "--out", str(out))
     assert text.returncode == 0 and "bottleneck stage 2" in text.stdout
 
@@ -242,7 +242,7 @@ def test_solve_png(tmp_path: Path) -> None:
     proc = run("solve", str(SMALL), "--png", str(out), "--out", str(plan_path), "--json")
     assert proc.returncode == 0, proc.stderr[-400:]
     result = json.loads(proc.stdout)
-    assert png_size(out) == (1320, 1012) and len(result["plan"]["stages"]) >= 1
+    assert png_size(out) == (1320, 1298) and len(result["plan"]["stages"]) >= 1
     again = run("show", str(plan_path), str(SMALL), "--out", str(tmp_path / "again.png"), "--json", "--strict")
     assert again.returncode == 0, again.stderr
     assert json.loads(again.stdout)["stages"] == len(result["plan"]["stages"])
