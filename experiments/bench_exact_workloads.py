@@ -103,7 +103,7 @@ def _main(argv: list[str] | None) -> int:
                 key = "on" if sym else "off"
                 row[key] = {"status": res.status.value, "tps": _num(res.tps), "bound": _num(res.bound), "time_s": res.time_s,
                             "clauses": res.stats.get("symmetry_clauses", 0)}
-            # the proof split over option sequences (baselines.exact.split), exchange rule on
+            # the proof split over option sequences (baselines.exact.sequences), exchange rule on
             if dp.plan is None:
                 row["split"] = {"status": "n/a", "note": "no plan to prove"}
             else:
