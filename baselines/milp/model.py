@@ -304,16 +304,17 @@ def build_milp(problem: Problem, options: Options | None = None, *, part: str = 
 def write_lp(problem: Problem, options: Options | None, path: str | Path, *, part: str = "inside") -> Path:
     """Write the MILP in CPLEX LP format (times divided by τ, memory by M); when G < k, the
     model of one ``part`` (:func:`build_milp`)."""
-    model = build_milp(problem, options, part=part)
-    with quiet_pulp():
-        model.prob.writeLP(str(path))
-    return Path(path)
+    return _write(build_milp(problem, options, part=part), pulp.LpProblem.writeLP, path)
 
 
 def write_mps(problem: Problem, options: Options | None, path: str | Path, *, part: str = "inside") -> Path:
     """Write the MILP in MPS format (times divided by τ, memory by M); when G < k, the
     model of one ``part`` (:func:`build_milp`)."""
-    model = build_milp(problem, options, part=part)
+    return _write(build_milp(problem, options, part=part), pulp.LpProblem.writeMPS, path)
+
+
+def _write(model: MilpModel, writer: Callable[[pulp.LpProblem, str], Any], path: str | Path) -> Path:
+    """``writer(model.prob, path)`` (PuLP's writeLP or writeMPS), PuLP's warnings off."""
     with quiet_pulp():
-        model.prob.writeMPS(str(path))
+        writer(model.prob, str(path))
     return Path(path)
