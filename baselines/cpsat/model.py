@@ -2,7 +2,7 @@
 the same slots, options and choices as the MILP (:mod:`baselines.exact.model_data`),
 reification instead of big-M and y as a division; the integer scaling of times (tolerance
 2ε) and of memory (:func:`memory_scaling`, docs/formulations.md §7); the cutoff rows of a
-proof search below a warm start, hints, and the plan read back. :func:`_build_model` builds
+proof search below a warm start, hints, and the plan read back. :func:`build_model` builds
 it with the model knobs of the options.
 """
 
@@ -16,8 +16,8 @@ from typing import Any
 from ortools.sat.python import cp_model
 
 from baselines.exact.model_data import Choice, ModelData, WarmStart
-from piper.core.errors import SolverError
 from piper.core.options import Options
+from piper.core.plan import Plan
 
 
 def memory_scaling(values: list[float], limit: float) -> tuple[list[int], int, bool]:
@@ -375,16 +375,9 @@ class CpsatModel:
         return worst
 
     # ------------------------------------------------------------------ reading
-    def read_plan(self, solver: cp_model.CpSolver):
-        assign: dict[int, tuple[int, Choice]] = {}
-        for (v, i, c), var in self.x.items():
-            if solver.BooleanValue(var):
-                if v in assign:
-                    raise SolverError(f"CP-SAT solution puts layer {v} in two places: model bug")
-                assign[v] = (i, c)
-        if len(assign) != len(self.data.choices):
-            return None
-        return self.data.plan_from_slots(assign)
+    def read_plan(self, solver: cp_model.CpSolver) -> Plan | None:
+        """The plan of ``solver``'s solution (None if some layer has no slot)."""
+        return self.data.plan_from_choices((key for key, var in self.x.items() if solver.BooleanValue(var)), "CP-SAT")
 
     def stats(self) -> dict[str, Any]:
         """The model's size, scaling and tolerance, as every result's stats report them."""
@@ -410,7 +403,7 @@ class CpsatModel:
         }
 
 
-def _build_model(data: ModelData, options: Options) -> CpsatModel:
+def build_model(data: ModelData, options: Options) -> CpsatModel:
     """The CP-SAT model of ``data`` with the model knobs of ``options.params``."""
     return CpsatModel(
         data,

@@ -1,4 +1,4 @@
-"""Coefficients shared by the exact MILP (``baselines.milp.solver``) and CP-SAT (``baselines.cpsat.solver``) models.
+"""Coefficients shared by the exact MILP (``baselines.milp``) and CP-SAT (``baselines.cpsat``) models.
 
 Both models assign every layer to one of L *slots* (slot i, when used, is the
 i-th pipeline stage), give every used slot one *option* o = (t_o, d_o), and
@@ -50,19 +50,18 @@ everything both models need, with the notation of ``docs/formulations.md`` §1:
 The module also maps a :class:`~piper.core.plan.Plan` to slot values (warm starts)
 and slot values back to a plan. The guards that every exact model's answer goes
 through (:func:`guarded_result`) are in ``baselines/exact/guards.py``, the plan-space parts
-(:func:`node_parts`, :func:`combine_results`) in ``baselines/exact/parts.py``; both are
-re-exported here.
+(:func:`node_parts`, :func:`combine_results`) in ``baselines/exact/parts.py``.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TypeVar
 
 from baselines.exact.parts import PARTS
-from piper.core.errors import PlanError
+from piper.core.errors import PlanError, SolverError
 from piper.core.evaluate import evaluate
 from piper.core.options import Candidates, Options, candidates
 from piper.core.plan import Plan, Stage
@@ -174,6 +173,19 @@ class ModelData:
                 )
             )
         return Plan(tuple(stages))
+
+    def plan_from_choices(self, chosen: Iterable[tuple[int, int, Choice]], solver: str) -> Plan | None:
+        """The plan of a solution's x variables set to 1 (``(v, i, choice)`` each), read
+        back by ``solver`` ("MILP", "CP-SAT"): None when some layer has none; a layer
+        set twice is a model bug (:class:`SolverError`)."""
+        assign: dict[int, tuple[int, Choice]] = {}
+        for v, i, c in chosen:
+            if v in assign:
+                raise SolverError(f"{solver} solution puts layer {v} in two places: model bug")
+            assign[v] = (i, c)
+        if len(assign) != len(self.choices):
+            return None
+        return self.plan_from_slots(assign)
 
     def static_bound(self) -> float:
         """A lower bound on the optimum (problem time units) that needs no search: the

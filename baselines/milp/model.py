@@ -1,7 +1,8 @@
 """The MILP's model (docs/formulations.md §2): :class:`MilpModel`, the PuLP problem and its
 variables for one instance (rows (A)-(K), (X), (E'), (U)), with its warm start, the bounds
-that fix one option sequence of the split and the plan read back; :func:`build_milp`,
-:func:`write_lp` and :func:`write_mps` for other solvers. With a warm start the model is
+that fix one option sequence of the split and the plan read back; :func:`build_model`
+builds it with the model knobs of the options; :func:`build_milp`, :func:`write_lp` and
+:func:`write_mps` write it for other solvers. With a warm start the model is
 built below a cutoff (docs/formulations.md §4.2, :data:`CUTOFF_REL`); when G < k it is one
 part of two ("inside" or "spanning", docs/formulations.md §8). Coefficients and domain
 reductions come from :mod:`baselines.exact.model_data`.
@@ -9,6 +10,7 @@ reductions come from :mod:`baselines.exact.model_data`.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -16,10 +18,11 @@ from typing import Any
 import pulp
 
 from baselines.exact.model_data import Choice, ModelData, WarmStart, build_model_data
-from baselines.exact.split import sequence_y
+from baselines.exact.sequences import sequence_y
 from baselines.milp.cbc import quiet_pulp
 from piper.core.errors import SolverError
 from piper.core.options import Options
+from piper.core.plan import Plan
 from piper.core.problem import Problem
 
 #: with a warm start, the model only looks for plans at least this much (relative) better
@@ -173,33 +176,34 @@ class MilpModel:
                     prob += lhs <= z[(i, o)] + bm * (z[(i, o)] - ge), f"G_{i}_{o}_{y}"
         # (H)
         r = self.r
+        Terms = list[tuple[float, pulp.LpVariable]]
+
+        def charge(i: int, j: int, payer: int, other: int,
+                   side: Callable[[Choice], dict[int, float]]) -> tuple[Terms, Terms]:
+            """The terms of slot i's row (H) for edge j charged to ``payer``'s stage when
+            ``other`` is elsewhere, γ = ``side(choice)[j]``: (+γ x of payer, -max γ x of other)."""
+            pos_terms: Terms = []
+            neg_terms: Terms = []
+            for o in d.slot_opts[i]:
+                lst = xs_vio.get((payer, i, o), [])
+                if not lst:
+                    continue
+                gmax = max(side(c)[j] for c, _ in lst)
+                if gmax <= 0:
+                    continue
+                pos_terms += [(side(c)[j], var) for c, var in lst if side(c)[j] > 0]
+                neg_terms += [(gmax, var) for _, var in xs_vio.get((other, i, o), [])]
+            return pos_terms, neg_terms
+
         for j, (a, b) in enumerate(d.edges):
             for i in range(1, L + 1):
                 terms = []
                 # in-side: charged to the head b's slot when a is elsewhere (i >= 2 only)
                 if i >= 2:
-                    pos_terms, neg_terms = [], []
-                    for o in d.slot_opts[i]:
-                        lst = xs_vio.get((b, i, o), [])
-                        if not lst:
-                            continue
-                        gmax = max(c.gin[j] for c, _ in lst)
-                        if gmax <= 0:
-                            continue
-                        pos_terms += [(c.gin[j], var) for c, var in lst if c.gin[j] > 0]
-                        neg_terms += [(gmax, var) for _, var in xs_vio.get((a, i, o), [])]
+                    pos_terms, neg_terms = charge(i, j, b, a, lambda c: c.gin)
                     if pos_terms:
                         terms.append((pos_terms, neg_terms, "in"))
-                pos_terms, neg_terms = [], []
-                for o in d.slot_opts[i]:
-                    lst = xs_vio.get((a, i, o), [])
-                    if not lst:
-                        continue
-                    gmax = max(c.gout[j] for c, _ in lst)
-                    if gmax <= 0:
-                        continue
-                    pos_terms += [(c.gout[j], var) for c, var in lst if c.gout[j] > 0]
-                    neg_terms += [(gmax, var) for _, var in xs_vio.get((b, i, o), [])]
+                pos_terms, neg_terms = charge(i, j, a, b, lambda c: c.gout)
                 if pos_terms:
                     terms.append((pos_terms, neg_terms, "out"))
                 if not terms:
@@ -254,7 +258,7 @@ class MilpModel:
         self.T.setInitialValue(worst)
 
     def fix_sequence(self, seq: tuple[int, ...]) -> None:
-        """Fix slot i to option seq[i-1] with its y (:func:`baselines.exact.split.sequence_y`)
+        """Fix slot i to option seq[i-1] with its y (:func:`baselines.exact.sequences.sequence_y`)
         and the slots after the sequence unused, through the bounds of u."""
         ys = sequence_y(self.data, seq)
         for (i, o, y), var in self.u.items():
@@ -262,17 +266,10 @@ class MilpModel:
             var.lowBound = var.upBound = 1 if on else 0
 
     # ------------------------------------------------------------------ reading
-    def read_plan(self):
-        assign: dict[int, tuple[int, Choice]] = {}
-        for (v, i, c), var in self.x.items():
-            val = var.value()
-            if val is not None and val > 0.5:
-                if v in assign:
-                    raise SolverError(f"MILP solution puts layer {v} in two places: model bug")
-                assign[v] = (i, c)
-        if len(assign) != len(self.data.choices):
-            return None
-        return self.data.plan_from_slots(assign)
+    def read_plan(self) -> Plan | None:
+        """The plan of the solution in the variables (None if some layer has no slot)."""
+        return self.data.plan_from_choices(
+            (key for key, var in self.x.items() if (val := var.value()) is not None and val > 0.5), "MILP")
 
     def size(self) -> dict[str, int]:
         with quiet_pulp():
@@ -287,6 +284,12 @@ class MilpModel:
         }
 
 
+def build_model(data: ModelData, options: Options, cutoff: float | None = None) -> MilpModel:
+    """The MILP of ``data`` with the model knobs of ``options.params`` (``tmpc_symmetry``),
+    below ``cutoff`` (units of τ) if given."""
+    return MilpModel(data, cutoff, tmpc_symmetry=bool(options.params.get("tmpc_symmetry", True)))
+
+
 def build_milp(problem: Problem, options: Options | None = None, *, part: str = "inside") -> MilpModel:
     """The MILP for ``problem`` (raises SolverError if no plan can exist at all). When
     G < k it is one ``part`` of two (module docstring: "inside", the default, or
@@ -295,22 +298,23 @@ def build_milp(problem: Problem, options: Options | None = None, *, part: str = 
     data = build_model_data(problem, options, part=part)
     if data.infeasible_reason is not None:
         raise SolverError(f"no model to write: the instance is infeasible ({data.infeasible_reason})")
-    return MilpModel(data, tmpc_symmetry=bool(options.params.get("tmpc_symmetry", True)))
+    return build_model(data, options)
 
 
 def write_lp(problem: Problem, options: Options | None, path: str | Path, *, part: str = "inside") -> Path:
     """Write the MILP in CPLEX LP format (times divided by τ, memory by M); when G < k, the
     model of one ``part`` (:func:`build_milp`)."""
-    model = build_milp(problem, options, part=part)
-    with quiet_pulp():
-        model.prob.writeLP(str(path))
-    return Path(path)
+    return _write(build_milp(problem, options, part=part), pulp.LpProblem.writeLP, path)
 
 
 def write_mps(problem: Problem, options: Options | None, path: str | Path, *, part: str = "inside") -> Path:
     """Write the MILP in MPS format (times divided by τ, memory by M); when G < k, the
     model of one ``part`` (:func:`build_milp`)."""
-    model = build_milp(problem, options, part=part)
+    return _write(build_milp(problem, options, part=part), pulp.LpProblem.writeMPS, path)
+
+
+def _write(model: MilpModel, writer: Callable[[pulp.LpProblem, str], Any], path: str | Path) -> Path:
+    """``writer(model.prob, path)`` (PuLP's writeLP or writeMPS), PuLP's warnings off."""
     with quiet_pulp():
-        model.prob.writeMPS(str(path))
+        writer(model.prob, str(path))
     return Path(path)

@@ -338,7 +338,7 @@ def test_highs_postsolve_violation_guard(monkeypatch: pytest.MonkeyPatch) -> Non
     model, so a stand-in does: the first (presolve on) run reads back a worse plan and
     logs the warning. Without the guard the worse plan would be the answer (the second
     proof is off here, so nothing else catches it)."""
-    from baselines.milp import backend as milp  # _solve_once calls its _run_highs
+    from baselines.milp import solve_once as milp  # solve_once calls its _run_highs
 
     seed = next(s for s in range(500) if oracle(s).status == Status.OPTIMAL
                 and _worse_plan(tiny(s), oracle(s).plan) is not None)

@@ -1,5 +1,5 @@
 """The proof search split over option sequences (``params["split"] = "sequences"``,
-:mod:`baselines.exact.split`): its pruning never drops a plan the models accept, and the
+:mod:`baselines.exact.sequences`): its pruning never drops a plan the models accept, and the
 split MILP (CBC, HiGHS) and CP-SAT agree with brute force, from the optimum and from
 worse warm starts."""
 
@@ -15,7 +15,7 @@ import pytest
 
 from baselines.cpsat.model import CpsatModel
 from baselines.exact.model_data import build_model_data
-from baselines.exact.split import option_sequences, sequence_y
+from baselines.exact.sequences import option_sequences, sequence_y
 from piper import Options, SolverError, Status, evaluate, load_problem
 from piper.io.workload import dump_problem
 from tests.baselines.test_exact_models import (
@@ -216,27 +216,32 @@ def test_cli_split(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("workers", [1, 2, 3])
 def test_solve_sequences_records_everything_and_raises_worker_errors(workers: int) -> None:
-    from baselines.exact.split import solve_sequences
+    from baselines.exact.answer import SequenceAnswer
+    from baselines.exact.split_threads import solve_sequences
 
+    refuted = SequenceAnswer("refuted", None)
     seqs = [(i,) for i in range(20)]
     seen: list[tuple[int, ...]] = []
-    found, stopped = solve_sequences(seqs, lambda w, s: ("refuted", None), lambda s, o, p: seen.append(s), workers)
+    run = solve_sequences(seqs, lambda w, s: refuted, lambda s, a: seen.append(s), workers)
+    found, stopped = run.found, run.stopped
     assert sorted(seen) == seqs and found == [] and not stopped
     # a plan found stops new work; the ones running finish and are recorded
     seen.clear()
-    found, stopped = solve_sequences(
-        seqs, lambda w, s: ("found", s) if s == (3,) else ("refuted", None), lambda s, o, p: seen.append(s), workers)
+    run = solve_sequences(seqs, lambda w, s: SequenceAnswer("found", None, plan=s) if s == (3,) else refuted,
+                          lambda s, a: seen.append(s), workers)
+    found, stopped = [a.plan for a in run.found], run.stopped
     assert found == [(3,)] and not stopped and (3,) in seen and len(seen) < 20
-    found, stopped = solve_sequences(seqs, lambda w, s: ("stop", None), lambda s, o, p: None, workers)
+    run = solve_sequences(seqs, lambda w, s: SequenceAnswer("stop", None), lambda s, a: None, workers)
+    found, stopped = run.found, run.stopped
     assert stopped and found == []
 
-    def boom(w: int, s: tuple[int, ...]):
+    def boom(w: int, s: tuple[int, ...]) -> SequenceAnswer:
         if s == (5,):
             raise RuntimeError("solver crashed on (5,)")
-        return "refuted", None
+        return refuted
 
     with pytest.raises(RuntimeError, match=r"\(5,\)"):  # never a silent gap in the proof
-        solve_sequences(seqs, boom, lambda s, o, p: None, workers)
+        solve_sequences(seqs, boom, lambda s, a: None, workers)
 
 
 @pytest.mark.parametrize("solver", list(SOLVERS))

@@ -1,4 +1,4 @@
-"""The split proof on Ray (baselines.exact.split.solve_sequences_ray): sequences as tasks, the
+"""The split proof on Ray (baselines.exact.split_ray.solve_sequences_ray): sequences as tasks, the
 cutoff shared by an actor, stale tasks stopped and queued again, failures never a silent
 gap; and the exact solvers' split on Ray gives the thread path's answers. A local Ray
 instance (2 CPUs) is started once for the module; without Ray these tests skip."""
@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from baselines.exact.split import SequenceAnswer, solve_sequences_ray
+from baselines.exact.answer import SequenceAnswer
+from baselines.exact.split_ray import solve_sequences_ray
 from piper.core.errors import SolverError
 from tests.solvers.test_backends import ray_instance  # noqa: F401  (fixture)
 

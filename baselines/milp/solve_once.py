@@ -1,8 +1,8 @@
 """One solve of the MILP with CBC or HiGHS (docs/formulations.md §6, §7): the solvers'
 settings and tolerances, :func:`claim_tolerance` (what they mean in time), the
-:class:`Backend` of a :func:`baselines.milp.solver.solve_milp` call and :func:`_solve_once`, which
+:class:`Backend` of a :func:`baselines.milp.solver.solve_milp` call and :func:`solve_once`, which
 builds (or takes) a :class:`baselines.milp.model.MilpModel`, runs the solver and reads
-back status, plan, objective and proven bound.
+back status (:data:`PULP_STATUS`), plan, objective and proven bound as an :class:`Answer`.
 """
 
 from __future__ import annotations
@@ -17,10 +17,11 @@ from typing import Any
 
 import pulp
 
+from baselines.exact.answer import Answer
 from baselines.exact.model_data import ModelData, WarmStart
 from baselines.milp.cbc import CbcSettings, cbc_log_numbers, run_cbc
 from baselines.milp.highs import HighsContext, HighsSolver
-from baselines.milp.model import MilpModel
+from baselines.milp.model import MilpModel, build_model
 from piper.core.options import Options
 from piper.core.result import Status
 
@@ -36,6 +37,14 @@ INTEGER_TOL = 1e-7
 #: pruned the optimum on docs/formulations.md §7's reproducer (plans 1.3e-6 relative
 #: apart, T about 0.25 τ): it is set far below the gap.
 CBC_INCREMENT = 1e-12
+#: PuLP's solution status -> the answer's status (any other: unknown). A plan read back
+#: is optimal only when PuLP's problem status is optimal too, and "infeasible" also
+#: comes from that status (:func:`solve_once`).
+PULP_STATUS = {
+    pulp.LpSolutionOptimal: Status.OPTIMAL,
+    pulp.LpSolutionIntegerFeasible: Status.FEASIBLE,
+    pulp.LpSolutionInfeasible: Status.INFEASIBLE,
+}
 
 
 def claim_tolerance(data: ModelData, gap_abs: float) -> float:
@@ -82,13 +91,13 @@ def _run_highs(model: MilpModel, solver: HighsSolver, log: str) -> str:
     return Path(log).read_text(errors="replace")
 
 
-def _solve_once(
+def solve_once(
     data: ModelData, options: Options, backend: Backend, warm: WarmStart | None, deadline: float | None,
     cutoff: float | None = None,
     presolve_off: bool = False,
     model: MilpModel | None = None,
-) -> tuple[Status, Any, float | None, float, dict[str, Any]]:
-    """Build and solve; returns (status, plan or None, objective, bound (problem units), stats).
+) -> Answer:
+    """Build and solve; the answer's objective and bound are in problem units (no tolerance).
 
     With ``cutoff`` (units of τ) only plans with T <= cutoff are sought (and ``warm``
     is not passed as a MIP start: it is above the cutoff by construction). ``model``:
@@ -96,14 +105,14 @@ def _solve_once(
     """
     t0 = time.perf_counter()
     if model is None:
-        model = MilpModel(data, cutoff, tmpc_symmetry=bool(options.params.get("tmpc_symmetry", True)))
+        model = build_model(data, options, cutoff)
     if cutoff is None and warm is not None:
         model.set_warm_start(warm)
     build_s = time.perf_counter() - t0
     if model.unplaceable:
         stats0 = {"backend": backend.name, "build_s": build_s, **model.size(), "tau": data.tau}
         stats0["cutoff_note"] = f"layer(s) {model.unplaceable[:5]} alone exceed the cutoff"
-        return Status.INFEASIBLE, None, None, math.inf, stats0
+        return Answer.infeasible(stats0)
     limit = None if deadline is None else max(0.5, deadline - time.perf_counter())
     threads = max(1, int(options.threads))
     stats: dict[str, Any] = {"backend": backend.name, "build_s": build_s, **model.size(), "tau": data.tau,
@@ -154,22 +163,21 @@ def _solve_once(
             # certify a worse one as optimal (seen on tests/baselines/test_exact_models.py's tiny(95)
             # with an earlier model; the test now stands in for HiGHS): whatever it
             # claimed, solve again without presolve.
-            status2, plan2, obj2, bound2, stats2 = _solve_once(
-                data, options, backend, warm, deadline, cutoff, presolve_off=True, model=model
-            )
-            stats2.setdefault("guards", []).append(
+            again = solve_once(data, options, backend, warm, deadline, cutoff, presolve_off=True, model=model)
+            again.stats.setdefault("guards", []).append(
                 "HiGHS reported a solution with untransformed (postsolve) violations; re-solved with presolve off"
             )
-            return status2, plan2, obj2, bound2, stats2
+            return again
     stats["solve_s"] = time.perf_counter() - t1
     status_code, sol_status = model.prob.status, model.prob.sol_status
     stats["pulp_status"] = pulp.LpStatus.get(status_code, str(status_code))
     stats["pulp_sol_status"] = sol_status
     plan = None
     objective = None
-    if status_code == pulp.LpStatusInfeasible or sol_status == pulp.LpSolutionInfeasible:
-        return Status.INFEASIBLE, None, None, math.inf, stats
-    if sol_status in (pulp.LpSolutionOptimal, pulp.LpSolutionIntegerFeasible):
+    solution = PULP_STATUS.get(sol_status, Status.UNKNOWN)
+    if status_code == pulp.LpStatusInfeasible or solution == Status.INFEASIBLE:
+        return Answer.infeasible(stats)
+    if solution in (Status.OPTIMAL, Status.FEASIBLE):
         plan = model.read_plan()
         tval = model.T.value()
         objective = None if tval is None else float(tval) * data.tau
@@ -181,10 +189,10 @@ def _solve_once(
         if value <= info["completed_objective"] + gap_abs + 1e-9 * max(1.0, value):
             stats["cbc_note"] = "search completed; no solution written: the warm start is its best plan"
             bound = min(warm.tps, (info["completed_objective"] - gap_abs) * data.tau)
-            return Status.OPTIMAL, warm.plan, warm.tps, bound, stats
+            return Answer(Status.OPTIMAL, warm.plan, warm.tps, bound, stats=stats)
     if plan is None:
         status = Status.UNKNOWN
-    elif sol_status == pulp.LpSolutionOptimal and status_code == pulp.LpStatusOptimal:
+    elif solution == Status.OPTIMAL and status_code == pulp.LpStatusOptimal:
         status = Status.OPTIMAL
     else:
         status = Status.FEASIBLE
@@ -214,5 +222,5 @@ def _solve_once(
         stats["incumbent_T"] = objective
         objective = None
     stats.update({k: v for k, v in info.items() if k in ("mip_node_count", "nodes")})
-    return status, plan, objective, max(0.0, bound_scaled) * data.tau, stats
+    return Answer(status, plan, objective, max(0.0, bound_scaled) * data.tau, stats=stats)
 
