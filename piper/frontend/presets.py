@@ -57,7 +57,7 @@ def _llama(name: str, layers: int, hidden: int, heads: int, kv: int, ffn: int, v
     return TransformerConfig(
         name=name, layers=layers, hidden_size=hidden, attention_heads=heads, kv_heads=kv,
         ffn_hidden_size=ffn, vocab_size=vocab, seq_length=seq, ffn_kind="swiglu",
-        norm="rmsnorm", linear_bias=False, learned_positions=False, tied_embeddings=False,
+        norm="rmsnorm", linear_bias=False, learned_positions=False, tied_embeddings=False, dropout=False,
     )
 
 
