@@ -21,7 +21,9 @@ def build_parser(prog: str = PROG) -> ArgumentParser:
     ap.add_argument("--quick", action="store_true", help="only the 3 smallest rows of each Megatron table")
     ap.add_argument("--no-loo", action="store_true", help="skip the leave-one-out refits (in-sample errors only)")
     ap.add_argument("--json", action="store_true", help="print one JSON object instead of the tables (no progress)")
+    flags.add_time_limit(ap, None, "each fit of the constants (the best so far when it runs out)")
     flags.add_quiet(ap)
+    flags.add_jobs(ap, 1, "the rows run one after the other")
     return ap
 
 
@@ -29,7 +31,7 @@ def _main(argv: list[str] | None, prog: str = PROG) -> int:
     args = build_parser(prog).parse_args(argv)
     log = None if args.json or args.quiet else (lambda msg: print(msg, file=sys.stderr, flush=True))
     out = flags.out_dir(args.out)
-    res = run(quick=args.quick, loo=not args.no_loo, log=log)
+    res = run(quick=args.quick, loo=not args.no_loo, log=log, time_limit_s=args.time_limit)
     write_csv(res, out / "validation.csv")
     write_png(res, out / "validation.png")
     md = markdown(res)

@@ -43,7 +43,8 @@ def row_record(case: Case, params: tuple[float, ...]) -> dict[str, Any]:
     }
 
 
-def run(quick: bool = False, loo: bool = True, log: Callable[[str], None] | None = None) -> dict[str, Any]:
+def run(quick: bool = False, loo: bool = True, log: Callable[[str], None] | None = None,
+        time_limit_s: float | None = None) -> dict[str, Any]:
     """Every table: fitted constants, per-row in-sample and LOO errors; the memory check."""
     t0 = time.perf_counter()
     tables = {"sc21": sc21_cases(), "readme": readme_cases(), "llama3": llama3_cases()}
@@ -54,10 +55,10 @@ def run(quick: bool = False, loo: bool = True, log: Callable[[str], None] | None
     for gpu, name in FIT_TABLES.items():
         cases = tables[name]
         start = (cases[0].hw.gemm_efficiency, cases[0].hw.gemm_half_dim)
-        fitted[gpu] = fit(cases, predict_time_s, start)
+        fitted[gpu] = fit(cases, predict_time_s, start, time_limit_s=time_limit_s)
         if log:
             log(f"{name}: fitted e_max {fitted[gpu][0]:.4f}, d0 {fitted[gpu][1]:.1f} on {len(cases)} rows")
-        loo_out = leave_one_out(cases, predict_time_s, fitted[gpu], log=log) if loo else [None] * len(cases)
+        loo_out = leave_one_out(cases, predict_time_s, fitted[gpu], log=log, time_limit_s=time_limit_s) if loo else [None] * len(cases)
         for case, lo in zip(cases, loo_out):
             rec = row_record(case, fitted[gpu])
             rec["in_sample_error_percent"] = rec.pop("error_percent")

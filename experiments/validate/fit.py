@@ -45,10 +45,20 @@ def log_error(pred: float, published: float) -> float:
     return math.log(pred / published) if math.isfinite(pred) and pred > 0 else 10.0
 
 
+class _OutOfTime(Exception):
+    pass
+
+
 def fit(rows: Sequence[Any], predict: Callable[[Any, Sequence[float]], float], start: Sequence[float],
-        bounds: Sequence[tuple[float, float]] = PARAM_BOUNDS) -> tuple[float, ...]:
-    """Parameters minimizing the mean squared log error of ``predict`` over ``rows``."""
+        bounds: Sequence[tuple[float, float]] = PARAM_BOUNDS, time_limit_s: float | None = None) -> tuple[float, ...]:
+    """Parameters minimizing the mean squared log error of ``predict`` over ``rows`` (the best
+    found so far when ``time_limit_s`` runs out)."""
+    import time
+
     from scipy.optimize import minimize
+
+    deadline = None if time_limit_s is None else time.perf_counter() + time_limit_s
+    best: list[Any] = [math.inf, list(start)]
 
     scale = PARAM_SCALE[:len(start)] if len(start) <= len(PARAM_SCALE) else (1.0,) * len(start)
 
@@ -56,21 +66,30 @@ def fit(rows: Sequence[Any], predict: Callable[[Any, Sequence[float]], float], s
         return [min(max(v * sc, lo), hi) for v, sc, (lo, hi) in zip(z, scale, bounds)]
 
     def loss(z) -> float:
+        if deadline is not None and time.perf_counter() > deadline:
+            raise _OutOfTime
         x = clip(z)
-        return sum(log_error(predict(r, x), r.published_time_s) ** 2 for r in rows) / len(rows)
+        value = sum(log_error(predict(r, x), r.published_time_s) ** 2 for r in rows) / len(rows)
+        if value < best[0]:
+            best[:] = [value, x]
+        return value
 
-    res = minimize(loss, [v / sc for v, sc in zip(start, scale)], method="Nelder-Mead",
-                   options={"xatol": 2e-3, "fatol": 1e-6, "maxiter": 120})
-    return tuple(clip(res.x))
+    try:
+        res = minimize(loss, [v / sc for v, sc in zip(start, scale)], method="Nelder-Mead",
+                       options={"xatol": 2e-3, "fatol": 1e-6, "maxiter": 120})
+        return tuple(clip(res.x))
+    except _OutOfTime:
+        return tuple(best[1])
 
 
 def leave_one_out(rows: Sequence[Any], predict: Callable[[Any, Sequence[float]], float], start: Sequence[float],
-                  bounds: Sequence[tuple[float, float]] = PARAM_BOUNDS, log=None) -> list[dict[str, Any]]:
+                  bounds: Sequence[tuple[float, float]] = PARAM_BOUNDS, log=None,
+                  time_limit_s: float | None = None) -> list[dict[str, Any]]:
     """For each row: the constants fitted on the other rows and its predicted time under them."""
     out = []
     for i, row in enumerate(rows):
         rest = [r for j, r in enumerate(rows) if j != i]
-        params = fit(rest, predict, start, bounds)
+        params = fit(rest, predict, start, bounds, time_limit_s)
         pred = predict(row, params)
         out.append({"row": row, "params": params, "predicted_time_s": pred,
                     "error_percent": 100 * (pred / row.published_time_s - 1)})
