@@ -9,10 +9,16 @@ from typing import Any
 
 from experiments.validate.fit import fit, leave_one_out, predict_time_s
 from experiments.validate.memory import memory_rows
-from experiments.validate.rows import ASSUMPTIONS, Case, llama3_cases, readme_cases, sc21_cases
+from experiments.validate.rows import (
+    ASSUMPTIONS,
+    Case,
+    llama3_cases,
+    readme_cases,
+    sc21_cases,
+)
 from piper.frontend.score import score_layout
 
-__all__ = ["run", "row_record", "summary"]
+__all__ = ["row_record", "run", "summary"]
 
 #: which table fits which accelerator's constants
 FIT_TABLES = {"a100-80gb": "sc21", "h100-sxm-80gb": "readme"}

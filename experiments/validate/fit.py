@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
-__all__ = ["fit", "leave_one_out", "predict_time_s", "PARAM_BOUNDS", "log_error"]
+__all__ = ["PARAM_BOUNDS", "fit", "leave_one_out", "log_error", "predict_time_s"]
 
 #: (e_max, d0) bounds
 PARAM_BOUNDS = ((0.3, 1.0), (0.0, 2048.0))

@@ -6,7 +6,7 @@ import csv
 from pathlib import Path
 from typing import Any
 
-__all__ = ["write_csv", "write_png", "markdown"]
+__all__ = ["markdown", "write_csv", "write_png"]
 
 TABLE_TITLES = {"sc21": "SC'21 Table 1 (A100)", "readme": "Megatron-LM README, H100 weak scaling",
                 "llama3": "Llama 3 405B, Table 4 (H100)"}

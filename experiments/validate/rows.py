@@ -16,8 +16,17 @@ from piper.frontend.presets import preset
 from piper.frontend.score import Layout
 from piper.frontend.workload import TrainingSetup
 
-__all__ = ["Case", "DATA_DIR", "sc21_cases", "readme_cases", "llama3_cases", "all_cases", "ASSUMPTIONS",
-           "readme_flops_per_iteration", "llama3_layout"]
+__all__ = [
+    "ASSUMPTIONS",
+    "DATA_DIR",
+    "Case",
+    "all_cases",
+    "llama3_cases",
+    "llama3_layout",
+    "readme_cases",
+    "readme_flops_per_iteration",
+    "sc21_cases",
+]
 
 #: experiments/data/ (this package is experiments/validate/)
 DATA_DIR = Path(__file__).resolve().parent.parent / "data"
@@ -136,7 +145,6 @@ def llama3_layout(layers: int = 126, stages: int = 16) -> tuple[int, ...]:
 def llama3_cases() -> list[Case]:
     """[L3] Table 4's rows without context parallelism (8,192 and 16,384 GPUs)."""
     from piper.frontend.score import check_layout
-    from piper.core.errors import FrontendError
 
     out = []
     hw = hardware("h100")

@@ -22,7 +22,7 @@ from typing import Any
 
 from piper.core.errors import ModelConfigError
 
-__all__ = ["TransformerConfig", "FFN_KINDS", "NORM_KINDS", "PRECISIONS"]
+__all__ = ["FFN_KINDS", "NORM_KINDS", "PRECISIONS", "TransformerConfig"]
 
 #: MLP kinds: "gelu" = two matrices h->f->h with GELU; "swiglu" = three
 #: matrices (gate and up h->f, down f->h), Shazeer 2020 "GLU Variants Improve Transformer"
@@ -125,7 +125,7 @@ class TransformerConfig:
         """Weight matrices of the MLP: 2 (GELU) or 3 (SwiGLU)."""
         return 3 if self.ffn_kind == "swiglu" else 2
 
-    def with_changes(self, **changes: Any) -> "TransformerConfig":
+    def with_changes(self, **changes: Any) -> TransformerConfig:
         """A copy with some fields replaced (validated again)."""
         unknown = set(changes) - {f.name for f in fields(self)}
         if unknown:

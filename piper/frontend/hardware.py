@@ -21,9 +21,27 @@ Sources (vendor datasheets, by name):
 * NVIDIA DGX H100 / DGX H200 / DGX B200 datasheets: 8 GPUs, 8 x 400 Gb/s
   ConnectX-7 (InfiniBand NDR) = 400 Gb/s = 50e9 bytes/s per GPU.
 
-Memory is the datasheet's decimal gigabytes (10^9 bytes); a real 80 GB part
-exposes about 80 GiB, so this is slightly conservative. Pass your own
-numbers with a JSON file (:func:`hardware_from_file`) or overrides.
+* HBM bandwidth (datasheets): A100 40 GB 1,555 GB/s, A100 80 GB SXM 2,039 GB/s, H100 SXM
+  3.35 TB/s, H200 4.8 TB/s, B200 8 TB/s. FP8 dense peaks: H100/H200 1,979 TFLOP/s (3,958 with
+  sparsity), B200 4.5 PFLOP/s; A100 has no FP8 tensor cores (``peak_flops_fp8`` None).
+* Memory: what programs see, ``nvidia-smi``'s memory.total: 40,960 / 81,920 MiB (A100),
+  81,559 MiB (H100 SXM), 143,771 MiB (H200), 183,359 MiB (B200, approximate).
+* ``memory_efficiency``: streaming kernels reach about 85% (A100) and 90% (H100 and later) of
+  the HBM bandwidth (BabelStream-style measurements; approximate, not fitted).
+* ``gemm_efficiency`` (e_max) and ``gemm_half_dim`` (d0): FITTED on the published rows
+  (``python -m experiments.validate``, docs/results/validation.md): A100 on SC'21 Table 1
+  gives e_max 0.733, d0 113 (the catalog's 0.75 / 48 are the starting values); H100's fit
+  (0.92 / 852) is not trusted (see the validation report), so the catalog keeps 0.70 / 48.
+* ``flash_attention_efficiency``: Dao, FlashAttention-2 (2023): 50-73% of A100 peak (0.60);
+  Shah et al., FlashAttention-3 (2024): up to 75% of H100 peak forward, less backward (0.50).
+* Collectives (per node type): bus-bandwidth efficiency = nccl-tests busbw / link bandwidth
+  (NVIDIA/nccl-tests doc/PERFORMANCE.md defines busbw): about 230 of 300 GB/s NVLink on DGX
+  A100 (0.78) and 360 of 450 on DGX H100 (0.80); 0.90-0.92 of the InfiniBand links between
+  nodes; latencies 15 us (NVLink) and 30 us (network) per collective. Approximate published
+  figures, not fitted. ``kernel_overhead_s`` 5 us per kernel (launch and tail).
+
+Pass your own numbers with a JSON file (:func:`hardware_from_file`, any field of
+:class:`Hardware`; a bad field is one line naming it) or overrides.
 """
 
 from __future__ import annotations
@@ -37,14 +55,14 @@ from typing import Any
 from piper.core.errors import HardwareError
 
 __all__ = [
-    "Accelerator",
-    "NodeType",
-    "Hardware",
     "ACCELERATORS",
     "ALIASES",
-    "NODE_TYPES",
     "COLLECTIVES",
     "LINKS",
+    "NODE_TYPES",
+    "Accelerator",
+    "Hardware",
+    "NodeType",
     "accelerator",
     "hardware",
     "hardware_from_file",
@@ -185,7 +203,7 @@ class Hardware:
                 raise HardwareError(f"hardware {self.name}: devices_per_node must be a whole number, got {value!r}")
         object.__setattr__(self, "devices_per_node", int(self.devices_per_node))
 
-    def with_changes(self, **changes: Any) -> "Hardware":
+    def with_changes(self, **changes: Any) -> Hardware:
         """A copy with the given numbers replaced; ``None`` values are ignored."""
         known = {f.name for f in fields(self)}
         unknown = set(changes) - known

@@ -54,20 +54,20 @@ from piper.frontend.config import TransformerConfig
 from piper.frontend.hardware import Hardware
 
 __all__ = [
-    "Op",
+    "ADAM_STEP_BYTES_PER_PARAM",
     "Kernels",
-    "gemm_efficiency",
-    "gemm_time_s",
-    "elementwise_time_s",
+    "Op",
     "collective_time_s",
-    "layer_ops",
+    "elementwise_time_s",
     "embedding_ops",
     "final_norm_ops",
+    "gemm_efficiency",
+    "gemm_time_s",
     "head_ops",
+    "layer_ops",
     "node_ops",
     "ops_time_s",
     "optimizer_step_time_s",
-    "ADAM_STEP_BYTES_PER_PARAM",
 ]
 
 #: kinds of node with operations

@@ -29,9 +29,13 @@ from piper.frontend import costs
 from piper.frontend.config import TransformerConfig
 from piper.frontend.hardware import Hardware
 from piper.frontend.tmpc import tmpc_id
-from piper.frontend.workload import TrainingSetup, build_workload, tensor_parallel_degrees
+from piper.frontend.workload import (
+    TrainingSetup,
+    build_workload,
+    tensor_parallel_degrees,
+)
 
-__all__ = ["Layout", "check_layout", "layout_plan", "even_split", "score_layout", "model_flops"]
+__all__ = ["Layout", "check_layout", "even_split", "layout_plan", "model_flops", "score_layout"]
 
 
 @dataclass(frozen=True)

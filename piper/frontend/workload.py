@@ -48,13 +48,28 @@ from piper.core.errors import FrontendError
 from piper.frontend import costs
 from piper.frontend.config import TransformerConfig
 from piper.frontend.hardware import Hardware
-from piper.frontend.operations import Kernels, node_ops, ops_time_s, optimizer_step_time_s
+from piper.frontend.operations import (
+    Kernels,
+    node_ops,
+    ops_time_s,
+    optimizer_step_time_s,
+)
 from piper.frontend.tmpc import parse_tmpc_id, tmpc_ids
 
 __all__ = [
-    "TrainingSetup", "tensor_parallel_degrees", "all_reduce_factor", "build_workload", "model_record", "node_costs", "NodeCost",
-    "DEFAULT_MEMORY_RESERVE_FRACTION", "effective_hardware", "node_params_per_device", "p2p_bytes_per_device",
-    "resync_overlap_s", "resync_bandwidths",
+    "DEFAULT_MEMORY_RESERVE_FRACTION",
+    "NodeCost",
+    "TrainingSetup",
+    "all_reduce_factor",
+    "build_workload",
+    "effective_hardware",
+    "model_record",
+    "node_costs",
+    "node_params_per_device",
+    "p2p_bytes_per_device",
+    "resync_bandwidths",
+    "resync_overlap_s",
+    "tensor_parallel_degrees",
 ]
 
 KINDS = ("embedding", "transformer", "final_norm", "output_head")
