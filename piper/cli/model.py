@@ -18,7 +18,7 @@ from typing import Any
 
 from piper.cli.common import ArgumentParser, positive_int, run_main, size_arg
 from piper.core.errors import UsageError
-from piper.frontend.config import TransformerConfig
+from piper.frontend.config import PRECISIONS, TransformerConfig
 from piper.frontend.costs import RECOMPUTE_KINDS
 from piper.frontend.hardware import (
     ACCELERATORS,
@@ -66,10 +66,13 @@ def add_model_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--micro-batch", type=positive_int, metavar="B", help="sequences per micro-batch (default: 1)")
     g.add_argument("--global-batch", type=positive_int, default=2048, metavar="SEQS", help="sequences per iteration (default 2048)")
     g.add_argument("--seq", type=positive_int, metavar="S", help="sequence length (default: the model's)")
-    g.add_argument("--efficiency", type=_fraction, default=0.5, metavar="F", help="fraction of peak FLOP/s reached (default 0.5)")
+    g.add_argument("--efficiency", type=_fraction, metavar="F",
+                   help="e_max: fraction of peak a large matrix product reaches (default: the hardware's gemm_efficiency)")
     g.add_argument("--no-distributed-optimizer", action="store_true", help="keep optimizer state unsharded (memoryUsageB)")
-    g.add_argument("--grad-bytes", type=int, choices=(2, 4), default=2, help="bytes per gradient element (default 2, bf16)")
+    g.add_argument("--grad-bytes", type=int, choices=(2, 4), default=4,
+                   help="bytes per gradient element (default 4: Megatron-LM reduces BF16 gradients in fp32)")
     g.add_argument("--recompute", choices=RECOMPUTE_KINDS, default="full", help="recomputation for the reported hardware FLOPs (default full)")
+    g.add_argument("--precision", choices=PRECISIONS, help="bf16 (default) or fp8 (Transformer Engine: FP8 matrix products of the layers, BF16 elsewhere)")
     h = p.add_argument_group("hardware (--gpu/--node-type from the catalog, or --hardware FILE instead; then the single overrides)")
     h.add_argument("--gpu", default="a100-80gb", help=f"accelerator (default a100-80gb; one of {', '.join([*ACCELERATORS, *ALIASES])})")
     h.add_argument("--node-type", metavar="NAME", help="node type (default: the GPU's DGX)")
@@ -77,7 +80,9 @@ def add_model_arguments(p: argparse.ArgumentParser) -> None:
     h.add_argument("--hardware", metavar="FILE.json", help="hardware numbers, replacing --gpu/--node-type (keys of piper.frontend.Hardware; 'gpu' names an entry to start from)")
     h.add_argument("--peak-flops", type=_flops, metavar="FLOPS", help="peak dense FLOP/s per device, e.g. 312e12")
     h.add_argument("--memory", type=size_arg, metavar="SIZE", help="memory per device, e.g. 80GB")
-    h.add_argument("--memory-reserve", type=_reserve, default=0.0, metavar="SIZE", help="memory kept back per device (default 0)")
+    h.add_argument("--memory-reserve", type=_reserve, metavar="SIZE",
+                   help="memory kept back per device for the CUDA context, NCCL and fragmentation "
+                        "(default 7.5%% of the device's memory)")
     h.add_argument("--devices-per-node", type=positive_int, metavar="G", help="devices per node")
     h.add_argument("--nvlink-bandwidth", type=size_arg, metavar="SIZE", help="bytes/s per device inside a node, e.g. 300GB")
     h.add_argument("--network-bandwidth", type=size_arg, metavar="SIZE", help="bytes/s per device between nodes, e.g. 25GB")
@@ -122,7 +127,7 @@ def _listing() -> str:
     return "\n".join(lines)
 
 
-def model_from_args(args: argparse.Namespace) -> tuple[TransformerConfig, Hardware, TrainingSetup]:
+def model_from_args(args: argparse.Namespace, **setup_fields: Any) -> tuple[TransformerConfig, Hardware, TrainingSetup]:
     """The model, hardware and training setup that :func:`add_model_arguments`' flags name
     (shared by ``python -m piper model`` and ``python -m piper plan``)."""
     if not args.model:
@@ -133,6 +138,8 @@ def model_from_args(args: argparse.Namespace) -> tuple[TransformerConfig, Hardwa
         changes["seq_length"] = args.seq
     if args.micro_batch is not None:
         changes["micro_batch"] = args.micro_batch
+    if getattr(args, "precision", None) is not None:
+        changes["precision"] = args.precision
     cfg = cfg.with_changes(**changes)
     setup = TrainingSetup(
         nodes=args.nodes,
@@ -142,6 +149,7 @@ def model_from_args(args: argparse.Namespace) -> tuple[TransformerConfig, Hardwa
         grad_bytes=args.grad_bytes,
         memory_reserve_bytes=args.memory_reserve,
         recompute=args.recompute,
+        **setup_fields,
     )
     return cfg, _hardware(args), setup
 

@@ -44,6 +44,8 @@ __all__ = [
     "ACTIVATION_RECOMP",
     "VANILLA",
     "VERSION2_FEATURES",
+    "ITERATION_FEATURES",
+    "CLUSTER_FEATURES",
     "DEFAULT_ALLREDUCE_FACTOR",
 ]
 
@@ -53,6 +55,12 @@ VANILLA = "vanilla"
 #: the version-2 extensions (docs/problem.md §2), named by their JSON key;
 #: :meth:`Problem.version2_features` lists the active ones, and a solver says which it honours
 VERSION2_FEATURES = ("devicesPerNode", "intraNodeBandwidth", "allReduceFactor", "memoryUsageShardedB")
+#: the iteration-time keys of docs/problem.md §11 (TMPC keys): the part of a stage's resync
+#: hidden behind its compute, and the optimizer step's time; a solver that does not declare
+#: them refuses an instance that uses them
+ITERATION_FEATURES = ("resyncOverlapTime", "stepTime", "stepTimeSharded")
+#: every feature a solver may have to declare (:meth:`Problem.version2_feature_notes`)
+CLUSTER_FEATURES = VERSION2_FEATURES + ITERATION_FEATURES
 
 #: f when ``allReduceFactor`` is not given: bytes moved per weight byte in the
 #: data-parallel resync (Piper's PipeDream rule, 4 (d - 1) w / (d N))
@@ -85,6 +93,13 @@ class TMPC:
     #: d data-parallel replicas (optimizer state under ZeRO-1); each device holds s / d. 0 when
     #: not given (and then not written back by :func:`problem_to_dict`)
     memory_sharded: float = 0.0
+    #: h, ``resyncOverlapTime`` (docs/problem.md §11): seconds of one micro-batch of this node during
+    #: which the stage's data-parallel resync can run; 0 when not given
+    resync_overlap_time: float = 0.0
+    #: o, ``stepTime`` (§11): time units per iteration this node adds on each device (the optimizer step); 0
+    step_time: float = 0.0
+    #: o_s, ``stepTimeSharded`` (§11): per-iteration time split over the stage's d replicas; 0
+    step_time_sharded: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -213,7 +228,8 @@ class Problem:
         * ``devicesPerNode``: G given with G < k (with G >= k the cluster is one node);
         * ``intraNodeBandwidth``: B_in given and != B;
         * ``allReduceFactor``: f given and != 4;
-        * ``memoryUsageShardedB``: some TMPC has s > 0.
+        * ``memoryUsageShardedB``: some TMPC has s > 0;
+        * ``resyncOverlapTime``, ``stepTime``, ``stepTimeSharded`` (§11): some TMPC has the key > 0.
 
         (G < k with B_in = B changes no number either; it is still listed, so that a solver
         that does not know about nodes refuses rather than guesses.)
@@ -228,10 +244,15 @@ class Problem:
         sharded = sum(1 for nd in self.nodes for lst in nd.tmpcs.values() for c in lst if c.memory_sharded > 0)
         if sharded:
             out["memoryUsageShardedB"] = f"{sharded} TMPC(s) with s > 0"
+        for key, attr in (("resyncOverlapTime", "resync_overlap_time"), ("stepTime", "step_time"),
+                          ("stepTimeSharded", "step_time_sharded")):
+            count = sum(1 for nd in self.nodes for lst in nd.tmpcs.values() for c in lst if getattr(c, attr) > 0)
+            if count:
+                out[key] = f"{count} TMPC(s) with {key} > 0"
         return out
 
     def version2_features(self) -> tuple[str, ...]:
-        """The active version-2 extensions by JSON key, in :data:`VERSION2_FEATURES` order.
+        """The active version-2 extensions and iteration keys by JSON key, in :data:`CLUSTER_FEATURES` order.
 
         Empty for a version-1 instance: then every score is exactly the version-1 score.
         See :meth:`version2_feature_notes` for when a key counts as active.
@@ -350,6 +371,12 @@ def problem_to_dict(problem: Problem) -> dict[str, Any]:
         }
         if c.memory_sharded != 0:
             d["memoryUsageShardedB"] = c.memory_sharded
+        if c.resync_overlap_time != 0:
+            d["resyncOverlapTime"] = c.resync_overlap_time
+        if c.step_time != 0:
+            d["stepTime"] = c.step_time
+        if c.step_time_sharded != 0:
+            d["stepTimeSharded"] = c.step_time_sharded
         d.update(c.extra)
         return d
 

@@ -82,11 +82,15 @@ def config_from_hf(raw: Mapping[str, Any], name: str = "hf-config", seq_length: 
     if not isinstance(tied, bool):
         raise ModelConfigError(f"{name}: tie_word_embeddings must be true or false, got {tied!r}")
     bias = bool(raw.get("attention_bias", False) or raw.get("mlp_bias", False)) if llama else True
+    # dropout: any positive dropout probability (Llama: attention_dropout 0.0; GPT-2: resid_pdrop 0.1)
+    dropout_keys = ("attention_dropout", "hidden_dropout", "resid_pdrop", "attn_pdrop", "embd_pdrop", "dropout")
+    dropout = any(isinstance(raw.get(k), (int, float)) and not isinstance(raw.get(k), bool) and raw[k] > 0
+                  for k in dropout_keys)
     return TransformerConfig(
         name=name, layers=layers, hidden_size=hidden, attention_heads=heads, kv_heads=kv,
         ffn_hidden_size=ffn, vocab_size=vocab, seq_length=seq_length,
         ffn_kind="swiglu" if llama else "gelu", norm="rmsnorm" if llama else "layernorm",
-        linear_bias=bias, learned_positions=not llama, tied_embeddings=tied,
+        linear_bias=bias, learned_positions=not llama, tied_embeddings=tied, dropout=dropout,
     )
 
 

@@ -47,7 +47,7 @@ _TOP_KEYS = (
 _TOP_EXTRA_KEYS = ("name", "model")
 _NODE_KEYS = ("id", "TMPCs", "name", "kind", "layerIndex")
 _TMPC_KEYS = ("id", "timePerSample", "parameterSize", "memoryUsageA", "memoryUsageB", "syncTimeFw", "syncTimeBw")
-_TMPC_OPTIONAL_KEYS = ("memoryUsageShardedB",)
+_TMPC_OPTIONAL_KEYS = ("memoryUsageShardedB", "resyncOverlapTime", "stepTime", "stepTimeSharded")
 _EDGE_KEYS = ("sourceId", "destId", "communicationCost")
 
 #: the JSON keys the loader understands, per place; any other key is kept (``extra``) for
@@ -116,6 +116,9 @@ def _tmpc_from_dict(raw: Any, where: str, unknown: list[str] | None = None) -> T
         sync_bw=_sync_map(raw["syncTimeBw"], f"{where} syncTimeBw"),
         extra={k: v for k, v in raw.items() if k not in KNOWN_KEYS["TMPC"]},
         memory_sharded=checked_number(sharded, f"{where} memoryUsageShardedB"),
+        resync_overlap_time=checked_number(raw.get("resyncOverlapTime", 0.0), f"{where} resyncOverlapTime"),
+        step_time=checked_number(raw.get("stepTime", 0.0), f"{where} stepTime"),
+        step_time_sharded=checked_number(raw.get("stepTimeSharded", 0.0), f"{where} stepTimeSharded"),
     )
 
 
