@@ -46,4 +46,4 @@ register(SolverInfo("brute", "baselines.brute:solve_brute", True, "exhaustive en
                     max_nodes=BRUTE_MAX_NODES, features=frozenset(CLUSTER_FEATURES), params={}, objectives=frozenset(OBJECTIVES),
                     schedules=frozenset(SCHEDULE_KINDS)))
 register(SolverInfo("equi", "baselines.equi:solve_equi", False, "PipeDream-2BW-like equi-partition baseline",
-                    features=_ALL, params={"equi_mode": STR, "equi_separate": BOOL}))
+                    features=_ALL, params={"equi_mode": STR, "equi_separate": BOOL}, objectives=frozenset(OBJECTIVES)))

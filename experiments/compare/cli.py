@@ -40,6 +40,7 @@ from piper.cli.common import (
     ArgumentParser,
     add_ablation_args,
     add_cluster_args,
+    add_objective_args,
     apply_cluster_args,
     options_from_args,
     positive_int,
@@ -92,6 +93,7 @@ def build_parser() -> ArgumentParser:
     p.add_argument("--list", action="store_true", help="list suites and solvers, then exit")
     add_cluster_args(p)
     add_ablation_args(p)
+    add_objective_args(p)
     p.set_defaults(time_limit=DEFAULT_TIME_LIMIT)
     return p
 

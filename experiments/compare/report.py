@@ -27,8 +27,8 @@ __all__ = ["CSV_FIELDS", "run_row", "instance_dict", "render_table", "summarize"
 
 
 CSV_FIELDS = [
-    "instance", "suite", "layers", "edges", "k", "N", "solver", "exact", "status", "limit", "early", "tps", "reported_tps",
-    "objective",
+    "instance", "suite", "layers", "edges", "k", "N", "solver", "exact", "status", "limit", "early", "tps",
+    "objective_kind", "value", "reported_tps", "objective",
     "bound", "tolerance", "gap", "gap_vs", "time_s", "solver_time_s", "warmup_s", "devices_used", "check", "message",
 ]  # fmt: skip
 
@@ -58,6 +58,8 @@ def run_row(report: InstanceReport, run: SolverRun) -> dict[str, Any]:
         "limit": run.limit,
         "early": run.early,
         "tps": _num(run.tps) if run.status not in NOT_RUN else None,
+        "objective_kind": run.objective_kind,
+        "value": _num(run.value) if run.status not in NOT_RUN else None,
         "reported_tps": _num(run.reported_tps),
         "objective": _num(run.objective),
         "bound": _num(run.bound),
@@ -97,7 +99,7 @@ def _fmt_tps(run: SolverRun) -> str:
         return "-"
     if not run.has_plan:
         return "inf" if run.status == Status.INFEASIBLE.value else "-"
-    return f"{run.tps:.6g}" if math.isfinite(run.tps) else "OOM"
+    return f"{run.value:.6g}" if math.isfinite(run.value) else "OOM"
 
 
 def _fmt_gap(run: SolverRun) -> str:
@@ -134,7 +136,7 @@ def _fmt_note(run: SolverRun) -> str:
 
 
 def render_table(reports: Sequence[InstanceReport], note_width: int = 70) -> str:
-    header = ["instance", "layers", "k", "solver", "status", "TPS", "gap", "time", "note"]
+    header = ["instance", "layers", "k", "solver", "status", "TPS / batch", "gap", "time", "note"]
     rows = [header]
     for rep in reports:
         for run in rep.runs:

@@ -410,7 +410,7 @@ def _report(*runs: SolverRun) -> InstanceReport:
 
 def _run(solver: str, status: str, tps: float = math.inf, exact: bool = True, **kw: object) -> SolverRun:
     plan = {"stages": []} if math.isfinite(tps) else None
-    return SolverRun(solver, exact, status, tps=tps, objective=kw.pop("objective", tps if plan else None), plan=plan, **kw)  # type: ignore[arg-type]
+    return SolverRun(solver, exact, status, tps=tps, value=tps, objective=kw.pop("objective", tps if plan else None), plan=plan, **kw)  # type: ignore[arg-type]
 
 
 def _from_result(solver: str, status: Status, tmpc: str | None, **kw: object) -> SolverRun:
