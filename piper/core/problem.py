@@ -55,7 +55,7 @@ VANILLA = "vanilla"
 #: the version-2 extensions (docs/problem.md §2), named by their JSON key;
 #: :meth:`Problem.version2_features` lists the active ones, and a solver says which it honours
 VERSION2_FEATURES = ("devicesPerNode", "intraNodeBandwidth", "allReduceFactor", "memoryUsageShardedB")
-#: the iteration-time keys of docs/problem.md §11 (TMPC keys): the part of a stage's resync
+#: the iteration-time keys of docs/problem.md §10 (TMPC keys): the part of a stage's resync
 #: hidden behind its compute, and the optimizer step's time; a solver that does not declare
 #: them refuses an instance that uses them
 ITERATION_FEATURES = ("resyncOverlapTime", "stepTime", "stepTimeSharded")
@@ -93,12 +93,12 @@ class TMPC:
     #: d data-parallel replicas (optimizer state under ZeRO-1); each device holds s / d. 0 when
     #: not given (and then not written back by :func:`problem_to_dict`)
     memory_sharded: float = 0.0
-    #: h, ``resyncOverlapTime`` (docs/problem.md §11): seconds of one micro-batch of this node during
+    #: h, ``resyncOverlapTime`` (docs/problem.md §10): seconds of one micro-batch of this node during
     #: which the stage's data-parallel resync can run; 0 when not given
     resync_overlap_time: float = 0.0
-    #: o, ``stepTime`` (§11): time units per iteration this node adds on each device (the optimizer step); 0
+    #: o, ``stepTime`` (§10): time units per iteration this node adds on each device (the optimizer step); 0
     step_time: float = 0.0
-    #: o_s, ``stepTimeSharded`` (§11): per-iteration time split over the stage's d replicas; 0
+    #: o_s, ``stepTimeSharded`` (§10): per-iteration time split over the stage's d replicas; 0
     step_time_sharded: float = 0.0
 
 
@@ -229,7 +229,7 @@ class Problem:
         * ``intraNodeBandwidth``: B_in given and != B;
         * ``allReduceFactor``: f given and != 4;
         * ``memoryUsageShardedB``: some TMPC has s > 0;
-        * ``resyncOverlapTime``, ``stepTime``, ``stepTimeSharded`` (§11): some TMPC has the key > 0.
+        * ``resyncOverlapTime``, ``stepTime``, ``stepTimeSharded`` (§10): some TMPC has the key > 0.
 
         (G < k with B_in = B changes no number either; it is still listed, so that a solver
         that does not know about nodes refuses rather than guesses.)
