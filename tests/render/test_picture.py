@@ -7,8 +7,6 @@ from __future__ import annotations
 import json
 import random
 import struct
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -23,9 +21,6 @@ ROOT = Path(__file__).resolve().parents[2]
 SMALL = ROOT / "experiments" / "workloads" / "bert-op-slice-n10-k8.json"
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
-
-def run(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "piper", *args], capture_output=True, text=True, cwd=ROOT, timeout=300)
 
 
 def chain_workload(layers: int, *, k: int, G: int | None, N: int, hot: int, M: float = 80e9) -> dict[str, Any]:
@@ -194,57 +189,57 @@ def saved(tmp_path: Path) -> tuple[Path, Path, Plan]:
     return work, plan_path, plan
 
 
-def test_show_cli_writes_the_png_and_reports_the_layout(saved, tmp_path: Path) -> None:
+def test_show_cli_writes_the_png_and_reports_the_layout(cli, saved, tmp_path: Path) -> None:
     work, plan_path, plan = saved
     out = tmp_path / "plan.png"
-    proc = run("show", str(plan_path), str(work), "--out", str(out), "--json")
+    proc = cli("piper", "show", str(plan_path), str(work), "--out", str(out), "--json")
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr == "" and proc.stdout.count("\n") == 1
     summary = json.loads(proc.stdout)
     assert summary["stages"] == 4 and summary["bottleneck_stage"] == 2 and summary["nodes"] == 8
     assert summary["devices_per_stage"] == [s.d * s.t for s in plan.stages]
     assert png_size(out) == (1320, 1012)
-    text = run("show", str(plan_path), str(work), "--out", str(out))
+    text = cli("piper", "show", str(plan_path), str(work), "--out", str(out))
     assert text.returncode == 0 and "bottleneck stage 2" in text.stdout
 
 
-def test_show_cli_warns_on_a_record_mismatch_and_strict_refuses(saved, tmp_path: Path) -> None:
+def test_show_cli_warns_on_a_record_mismatch_and_strict_refuses(cli, saved, tmp_path: Path) -> None:
     work, plan_path, _ = saved
     out = tmp_path / "plan.png"
-    warn = run("show", str(plan_path), str(work), "--out", str(out), "-G", "4")
+    warn = cli("piper", "show", str(plan_path), str(work), "--out", str(out), "-G", "4")
     assert warn.returncode == 0 and out.exists()
     assert warn.stderr.count("\n") == 1 and "G=8" in warn.stderr and "G=4" in warn.stderr
     out.unlink()
-    strict = run("show", str(plan_path), str(work), "--out", str(out), "-G", "4", "--strict")
+    strict = cli("piper", "show", str(plan_path), str(work), "--out", str(out), "-G", "4", "--strict")
     assert strict.returncode == 2 and strict.stderr.count("\n") == 1 and not out.exists() and not strict.stdout
 
 
-def test_show_cli_bad_plan_or_unwritable_out_is_one_line_exit_2(saved, tmp_path: Path) -> None:
+def test_show_cli_bad_plan_or_unwritable_out_is_one_line_exit_2(cli, saved, tmp_path: Path) -> None:
     work, plan_path, plan = saved
     out = tmp_path / "plan.png"
     # rule 1: a layer in no stage
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({"stages": [s.to_dict() for s in plan.stages[:3]]}))
-    proc = run("show", str(bad), str(work), "--out", str(out))
+    proc = cli("piper", "show", str(bad), str(work), "--out", str(out))
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "rule 1" in proc.stderr and not out.exists()
     # not a plan at all
     bad.write_text("{")
-    proc = run("show", str(bad), str(work), "--out", str(out))
+    proc = cli("piper", "show", str(bad), str(work), "--out", str(out))
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1
     # an --out that cannot be written
     for target in (tmp_path / "missing" / "p.png", tmp_path):
-        proc = run("show", str(plan_path), str(work), "--out", str(target))
+        proc = cli("piper", "show", str(plan_path), str(work), "--out", str(target))
         assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "--out" in proc.stderr
 
 
-def test_solve_png(tmp_path: Path) -> None:
+def test_solve_png(cli, tmp_path: Path) -> None:
     out, plan_path = tmp_path / "solve.png", tmp_path / "plan.json"
-    proc = run("solve", str(SMALL), "--png", str(out), "--out", str(plan_path), "--json")
+    proc = cli("piper", "solve", str(SMALL), "--png", str(out), "--out", str(plan_path), "--json")
     assert proc.returncode == 0, proc.stderr[-400:]
     result = json.loads(proc.stdout)
     assert png_size(out) == (1320, 1012) and len(result["plan"]["stages"]) >= 1
-    again = run("show", str(plan_path), str(SMALL), "--out", str(tmp_path / "again.png"), "--json", "--strict")
+    again = cli("piper", "show", str(plan_path), str(SMALL), "--out", str(tmp_path / "again.png"), "--json", "--strict")
     assert again.returncode == 0, again.stderr
     assert json.loads(again.stdout)["stages"] == len(result["plan"]["stages"])
-    bad = run("solve", str(SMALL), "--png", str(tmp_path / "missing" / "x.png"), "-q")
+    bad = cli("piper", "solve", str(SMALL), "--png", str(tmp_path / "missing" / "x.png"), "-q")
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "--png" in bad.stderr

@@ -54,7 +54,7 @@ from piper import (
     solver_names,
 )
 from piper.core.checks import CHECKS as RESULT_CHECKS
-from tests.helpers import with_v2
+from tests.helpers import with_random_cluster_keys
 
 REL = 1e-6  # exact solvers agree within this (CP-SAT's integer scaling is far below it here)
 #: a tolerance above this fraction of the plan's TPS would make an "optimal" claim say little
@@ -96,7 +96,7 @@ def build(case: str) -> tuple[Problem, Options]:
     seed, opt, v2, warm = CASES[case]
     problem = base_problem(seed)
     if v2:
-        problem = with_v2(problem, random.Random(seed))
+        problem = with_random_cluster_keys(problem, random.Random(seed))
     options = OPTIONS[opt]
     if warm:
         options = replace(options, warm_start=copy.deepcopy(warm_plan(seed)))
