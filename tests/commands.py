@@ -8,7 +8,7 @@ import contextlib
 import importlib
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
@@ -36,6 +36,12 @@ class CommandRun(NamedTuple):
     returncode: int
     stdout: str
     stderr: str
+
+
+#: the ``cli`` fixture (tests/conftest.py): ``cli(COMMAND, *ARGV)``
+RunCommand = Callable[..., CommandRun]
+#: the ``compare_cli`` fixture: ``compare_cli(ARGS)``, ``python -m experiments.compare ARGS --no-plots``
+RunCompare = Callable[[list[str]], CommandRun]
 
 
 def call_entry_point(command: str, argv: Sequence[str]) -> int:

@@ -8,13 +8,13 @@ in process), ``fake_solvers`` and ``two_layer_file`` (for compare's tests), and
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests import compare_fakes
-from tests.commands import CommandRun, call_entry_point
+from tests.commands import CommandRun, RunCommand, RunCompare, call_entry_point
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -42,7 +42,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 @pytest.fixture()
-def cli(capfd: pytest.CaptureFixture[str]) -> Callable[..., CommandRun]:
+def cli(capfd: pytest.CaptureFixture[str]) -> RunCommand:
     """``cli("piper", "solve", FILE, ...)``: ``python -m piper solve FILE ...`` run in this
     process (tests/commands.py names the commands), with what it wrote to file descriptors
     1 and 2 (``solve`` points descriptor 1 at 2 while a solver runs)."""
@@ -57,7 +57,7 @@ def cli(capfd: pytest.CaptureFixture[str]) -> Callable[..., CommandRun]:
 
 
 @pytest.fixture()
-def compare_cli(cli: Callable[..., CommandRun]) -> Callable[[list[str]], CommandRun]:
+def compare_cli(cli: RunCommand) -> RunCompare:
     """``compare_cli(ARGS)``: ``python -m experiments.compare ARGS --no-plots`` in process."""
     return lambda args: cli("experiments.compare", *args, "--no-plots")
 

@@ -35,7 +35,7 @@ def with_sharded_state(raw: dict[str, Any], s0: float = 16.0, s1: float = 8.0, s
 
 
 #: nodes of 4 devices, intra-node bandwidth 10 bytes/s, all-reduce factor 2
-CLUSTER_KEYS = dict(devicesPerNode=4, intraNodeBandwidth=10.0, allReduceFactor=2)
+CLUSTER_KEYS = {"devicesPerNode": 4, "intraNodeBandwidth": 10.0, "allReduceFactor": 2}
 
 #: three stages, 2 + 1 + 2 = 5 devices > G = 4: the plan spans nodes
 SPANS = plan(([0], 2, 1, "vanilla"), ([1], 1, 1, "vanilla"), ([2], 1, 2, "vanilla"))

@@ -37,6 +37,7 @@ from piper import (
     load_problem,
 )
 from piper.core.problem import Problem
+from tests.commands import RunCommand
 from tests.exact_oracle import (
     ABLATIONS,
     REL,
@@ -330,7 +331,7 @@ def test_write_lp_and_mps(tmp_path: Path) -> None:
     assert "ROWS" in mps.read_text()
 
 
-def test_cli_solve_json(tmp_path: Path, cli) -> None:
+def test_cli_solve_json(tmp_path: Path, cli: RunCommand) -> None:
     seed = _feasible_seed()
     path = tmp_path / "w.json"
     path.write_text(json.dumps(tiny(seed).to_dict()))
@@ -344,7 +345,7 @@ def test_cli_solve_json(tmp_path: Path, cli) -> None:
         assert obj["plan"]["stages"]
 
 
-def test_cli_user_errors_exit_2(tmp_path: Path, cli) -> None:
+def test_cli_user_errors_exit_2(tmp_path: Path, cli: RunCommand) -> None:
     path = tmp_path / "w.json"
     path.write_text(json.dumps(tiny(_feasible_seed()).to_dict()))
     for args in (
@@ -529,7 +530,7 @@ def test_tmpc_exchange_rule_proves_bert_without_it_cannot() -> None:
     assert res.stats["symmetry_clauses"] > 0
 
 
-def test_bench_exact_workloads_runs_and_agrees(tmp_path: Path, cli) -> None:
+def test_bench_exact_workloads_runs_and_agrees(tmp_path: Path, cli: RunCommand) -> None:
     """The workloads benchmark on its GNMT case (CP-SAT proves the DP's plan with and
     without the exchange rule and split, about 12 s), and its exit status 2 on bad --cases."""
     out = tmp_path / "runs.jsonl"

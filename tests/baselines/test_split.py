@@ -16,6 +16,7 @@ from baselines.exact.model_data import build_model_data
 from baselines.exact.split import option_sequences, sequence_y
 from piper import Options, SolverError, Status, evaluate, load_problem
 from piper.io.workload import dump_problem
+from tests.commands import RunCommand
 from tests.exact_oracle import (
     ABLATIONS,
     SOLVERS,
@@ -176,7 +177,7 @@ def test_cbc_split_proves_16_branchy_k8() -> None:
     assert "probing forceOn" in res.stats["split"]["cbc_options"]
 
 
-def test_cli_split(tmp_path: Path, cli) -> None:
+def test_cli_split(tmp_path: Path, cli: RunCommand) -> None:
     seed = _first_feasible()
     wl = tmp_path / "w.json"
     dump_problem(tiny(seed), wl)
@@ -243,7 +244,7 @@ def test_split_one_worker_at_a_time(solver: str) -> None:
     pytest.fail(f"only {checked} instances with a worse plan")
 
 
-def test_bench_exact_split_mode(tmp_path: Path, cli) -> None:
+def test_bench_exact_split_mode(tmp_path: Path, cli: RunCommand) -> None:
     """``python -m experiments.bench_exact --split``: the exact solvers run split below the
     DP's plan, agree with it, and the runs say so; k = 16 is refused, not an error."""
     import json

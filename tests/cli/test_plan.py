@@ -9,9 +9,10 @@ from pathlib import Path
 from piper import evaluate, load_problem, plan_from_dict
 from piper.frontend.costs import hardware_flops_per_iteration, model_flops_per_iteration
 from piper.frontend.presets import preset
+from tests.commands import RunCommand
 
 
-def test_plan_json_predicts_speed_from_the_evaluators_batch_time(cli, tmp_path: Path) -> None:
+def test_plan_json_predicts_speed_from_the_evaluators_batch_time(cli: RunCommand, tmp_path: Path) -> None:
     work, plan_path = tmp_path / "w.json", tmp_path / "p.json"
     proc = cli("piper", "plan", "megatron-1.7b", "--nodes", "1", "--global-batch", "64", "--json",
                "--out", str(work), "--plan-out", str(plan_path))
@@ -32,13 +33,13 @@ def test_plan_json_predicts_speed_from_the_evaluators_batch_time(cli, tmp_path: 
     assert lo <= out["hardware_flops_per_iteration"] <= hi
 
 
-def test_plan_uniform_has_one_degree_pair(cli) -> None:
+def test_plan_uniform_has_one_degree_pair(cli: RunCommand) -> None:
     proc = cli("piper", "plan", "megatron-1.7b", "--nodes", "1", "--global-batch", "64", "--uniform", "--json")
     assert proc.returncode == 0, proc.stderr[-400:]
     stages = json.loads(proc.stdout)["plan"]["stages"]
     assert len({(s["dataParallelDegree"], s["tensorParallelDegree"]) for s in stages}) == 1
 
 
-def test_plan_bad_model_is_one_line_exit_2(cli) -> None:
+def test_plan_bad_model_is_one_line_exit_2(cli: RunCommand) -> None:
     proc = cli("piper", "plan", "nope-model")
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "unknown model preset" in proc.stderr

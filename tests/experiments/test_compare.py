@@ -4,7 +4,6 @@ registered by the ``fake_solvers`` fixture) so that these tests depend on no oth
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -16,10 +15,8 @@ from experiments.lib.suites import Instance, build_suite, slice_problem, suite_n
 from piper.core.options import Options
 from piper.core.result import Status, make_result
 from piper.io.workload import dump_problem, load_problem
-from tests.commands import CommandRun
+from tests.commands import RunCompare
 from tests.compare_fakes import fake_result, one_stage, read_report, two_layer_problem
-
-CompareCli = Callable[[list[str]], CommandRun]
 
 # ---------------------------------------------------------------------------------
 # end to end through the command line
@@ -27,7 +24,7 @@ CompareCli = Callable[[list[str]], CommandRun]
 
 
 def test_agreeing_solvers_exit_0_and_reports_have_one_row_per_instance_and_solver(
-    fake_solvers: None, two_layer_file: Path, tmp_path: Path, compare_cli: CompareCli
+    fake_solvers: None, two_layer_file: Path, tmp_path: Path, compare_cli: RunCompare
 ) -> None:
     out = tmp_path / "out"
     solvers = "fake-good,fake-heuristic,fake-too-large,fake-missing,fake-tiny-only"
@@ -53,7 +50,7 @@ def test_agreeing_solvers_exit_0_and_reports_have_one_row_per_instance_and_solve
 
 
 def test_suboptimal_plan_claimed_optimal_exits_1_names_the_solver_and_dumps_the_instance(
-    fake_solvers: None, two_layer_file: Path, tmp_path: Path, compare_cli: CompareCli
+    fake_solvers: None, two_layer_file: Path, tmp_path: Path, compare_cli: RunCompare
 ) -> None:
     out = tmp_path / "out"
     code, stdout, err = compare_cli([str(two_layer_file), "--solvers", "fake-good,fake-suboptimal", "--out", str(out)])
@@ -71,7 +68,7 @@ def test_suboptimal_plan_claimed_optimal_exits_1_names_the_solver_and_dumps_the_
 
 
 def test_wrong_claimed_objective_exits_1(
-    fake_solvers: None, two_layer_file: Path, tmp_path: Path, compare_cli: CompareCli
+    fake_solvers: None, two_layer_file: Path, tmp_path: Path, compare_cli: RunCompare
 ) -> None:
     code, stdout, _ = compare_cli([str(two_layer_file), "--solvers", "fake-liar", "--out", str(tmp_path / "o")])
     assert code == 1
@@ -79,7 +76,7 @@ def test_wrong_claimed_objective_exits_1(
 
 
 def test_plans_are_rescored_by_the_evaluator(
-    fake_solvers: None, two_layer_file: Path, tmp_path: Path, compare_cli: CompareCli
+    fake_solvers: None, two_layer_file: Path, tmp_path: Path, compare_cli: RunCompare
 ) -> None:
     out = tmp_path / "out"
     code, stdout, _ = compare_cli([str(two_layer_file), "--solvers", "fake-good,fake-bypass,fake-invalid", "--out", str(out)])
@@ -93,7 +90,7 @@ def test_plans_are_rescored_by_the_evaluator(
 
 
 def test_time_limited_solver_is_reported_with_its_bound_not_as_disagreeing(
-    fake_solvers: None, two_layer_file: Path, tmp_path: Path, compare_cli: CompareCli
+    fake_solvers: None, two_layer_file: Path, tmp_path: Path, compare_cli: RunCompare
 ) -> None:
     out = tmp_path / "out"
     code, stdout, _ = compare_cli([str(two_layer_file), "--solvers", "fake-good,fake-slow", "--out", str(out), "--time-limit", "1"])
@@ -107,7 +104,7 @@ def test_time_limited_solver_is_reported_with_its_bound_not_as_disagreeing(
 
 
 def test_an_exact_solver_stopping_early_without_proof_is_flagged_not_failed(
-    fake_solvers: None, two_layer_file: Path, tmp_path: Path, compare_cli: CompareCli
+    fake_solvers: None, two_layer_file: Path, tmp_path: Path, compare_cli: RunCompare
 ) -> None:
     out = tmp_path / "out"
     code, stdout, _ = compare_cli([str(two_layer_file), "--solvers", "fake-good,fake-give-up", "--out", str(out)])
@@ -119,7 +116,7 @@ def test_an_exact_solver_stopping_early_without_proof_is_flagged_not_failed(
 
 
 def test_bound_above_the_best_plan_and_exceptions_fail_without_crashing(
-    fake_solvers: None, two_layer_file: Path, tmp_path: Path, compare_cli: CompareCli
+    fake_solvers: None, two_layer_file: Path, tmp_path: Path, compare_cli: RunCompare
 ) -> None:
     solvers = "fake-good,fake-bad-bound,fake-crash"
     code, stdout, _ = compare_cli([str(two_layer_file), "--solvers", solvers, "--out", str(tmp_path / "o")])
@@ -129,7 +126,7 @@ def test_bound_above_the_best_plan_and_exceptions_fail_without_crashing(
 
 
 def test_a_solve_that_ignores_its_time_limit_is_killed_and_a_dying_one_fails(
-    fake_solvers: None, two_layer_file: Path, tmp_path: Path, compare_cli: CompareCli
+    fake_solvers: None, two_layer_file: Path, tmp_path: Path, compare_cli: RunCompare
 ) -> None:
     out = tmp_path / "out"
     args = [str(two_layer_file), "--time-limit", "0.1", "--hard-timeout", "1", "--out", str(out)]
@@ -144,7 +141,7 @@ def test_a_solve_that_ignores_its_time_limit_is_killed_and_a_dying_one_fails(
 
 
 def test_one_time_costs_stay_out_of_the_measured_times(
-    fake_solvers: None, two_layer_file: Path, tmp_path: Path, compare_cli: CompareCli
+    fake_solvers: None, two_layer_file: Path, tmp_path: Path, compare_cli: RunCompare
 ) -> None:
     out = tmp_path / "out"
     code, _, _ = compare_cli([str(two_layer_file), str(two_layer_file), "--solvers", "fake-jit", "--out", str(out)])
@@ -154,7 +151,7 @@ def test_one_time_costs_stay_out_of_the_measured_times(
 
 
 def test_execution_backends_give_the_same_rows(
-    fake_solvers: None, two_layer_file: Path, tmp_path: Path, compare_cli: CompareCli
+    fake_solvers: None, two_layer_file: Path, tmp_path: Path, compare_cli: RunCompare
 ) -> None:
     """Serial, threads driving 2 solver processes, and a process pool of in-process solves."""
     args = [str(two_layer_file)] * 3 + ["--solvers", "fake-good,fake-heuristic,fake-liar"]
@@ -179,7 +176,7 @@ def test_execution_backends_give_the_same_rows(
         (["--jobs", "0"], "--jobs"),
     ],
 )
-def test_usage_errors_exit_2_with_one_line(args: list[str], words: str, tmp_path: Path, compare_cli: CompareCli) -> None:
+def test_usage_errors_exit_2_with_one_line(args: list[str], words: str, tmp_path: Path, compare_cli: RunCompare) -> None:
     code, stdout, err = compare_cli([*args, "--out", str(tmp_path / "o")])
     assert code == 2
     assert stdout == ""
@@ -187,7 +184,7 @@ def test_usage_errors_exit_2_with_one_line(args: list[str], words: str, tmp_path
 
 
 def test_cluster_overrides_and_slice_apply_to_files(
-    fake_solvers: None, tmp_path: Path, compare_cli: CompareCli
+    fake_solvers: None, tmp_path: Path, compare_cli: RunCompare
 ) -> None:
     path = tmp_path / "two.json"
     dump_problem(two_layer_problem(), path)
@@ -199,7 +196,7 @@ def test_cluster_overrides_and_slice_apply_to_files(
     assert (inst["name"], inst["layers"], inst["k"], inst["memory"]) == ("two[:1]", 1, 3, 1024.0)
 
 
-def test_list(compare_cli: CompareCli) -> None:
+def test_list(compare_cli: RunCompare) -> None:
     code, stdout, _ = compare_cli(["--list"])
     assert code == 0
     assert "paper-slices" in stdout and "dp-greedy" in stdout
@@ -329,7 +326,7 @@ def test_python_m_experiments_dispatches_to_commands(capsys: pytest.CaptureFixtu
 
 
 def test_time_limit_and_ablations_reach_the_solvers_and_the_rerun_hint(
-    fake_solvers: None, two_layer_file: Path, tmp_path: Path, compare_cli: CompareCli
+    fake_solvers: None, two_layer_file: Path, tmp_path: Path, compare_cli: RunCompare
 ) -> None:
     out = tmp_path / "out"
     args = [str(two_layer_file), "--solvers", "fake-echo,fake-liar", "--time-limit", "3", "--no-ar", "--no-dp", "--out", str(out)]
@@ -357,7 +354,7 @@ def test_suite_claims_hold_by_brute_force() -> None:
 
 
 def test_an_interrupted_run_keeps_the_finished_instances(
-    fake_solvers: None, tmp_path: Path, compare_cli: CompareCli
+    fake_solvers: None, tmp_path: Path, compare_cli: RunCompare
 ) -> None:
     first, second = tmp_path / "first.json", tmp_path / "second.json"
     dump_problem(two_layer_problem("first"), first)
@@ -371,7 +368,7 @@ def test_an_interrupted_run_keeps_the_finished_instances(
     assert [(r["instance"], r["status"]) for r in rows] == [("first", "optimal")]
 
 
-def test_nothing_proven_is_exit_1_with_one_line(tmp_path: Path, compare_cli: CompareCli) -> None:
+def test_nothing_proven_is_exit_1_with_one_line(tmp_path: Path, compare_cli: RunCompare) -> None:
     """Heuristics alone check nothing: compare must not report success (issue 19)."""
     code, _, err = compare_cli(["--suite", "tiny", "--solvers", "dp-greedy,equi", "--no-plots", "--quiet",
                         "--out", str(tmp_path / "o")])

@@ -22,6 +22,7 @@ from piper.io.provenance import (
     workload_hash,
 )
 from piper.solvers.registry import get_solver
+from tests.commands import RunCommand
 
 ROOT = Path(__file__).resolve().parents[2]
 BERT = ROOT / "experiments" / "workloads" / "bert32a100.json"
@@ -293,7 +294,7 @@ def test_a_broken_record_names_the_field(solved) -> None:
 # ---------------------------------------------------------------------------------
 
 
-def test_solve_writes_the_record_and_evaluate_warns_or_refuses(cli, tmp_path: Path) -> None:
+def test_solve_writes_the_record_and_evaluate_warns_or_refuses(cli: RunCommand, tmp_path: Path) -> None:
     plan_path = tmp_path / "plan.json"
     proc = cli("piper", "solve", str(SMALL), "-G", "4", "--out", str(plan_path), "-q")
     assert proc.returncode == 0, proc.stderr[-400:]
@@ -321,14 +322,14 @@ def test_solve_writes_the_record_and_evaluate_warns_or_refuses(cli, tmp_path: Pa
     assert bare.returncode == 0 and bare.stderr == ""
 
 
-def test_solve_out_unwritable_is_one_line_exit_2(cli, tmp_path: Path) -> None:
+def test_solve_out_unwritable_is_one_line_exit_2(cli: RunCommand, tmp_path: Path) -> None:
     proc = cli("piper", "solve", str(SMALL), "--out", str(tmp_path / "no" / "such" / "plan.json"), "-q")
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "--out" in proc.stderr and not proc.stdout
     proc = cli("piper", "solve", str(SMALL), "--out", str(tmp_path), "-q")
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "is a directory" in proc.stderr
 
 
-def test_frontend_plan_records_the_workload_it_wrote(cli, tmp_path: Path) -> None:
+def test_frontend_plan_records_the_workload_it_wrote(cli: RunCommand, tmp_path: Path) -> None:
     work, plan_path = tmp_path / "w.json", tmp_path / "p.json"
     proc = cli("piper", "plan", "megatron-1.7b", "--nodes", "1", "--global-batch", "64", "--json",
                "--out", str(work), "--plan-out", str(plan_path))

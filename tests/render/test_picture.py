@@ -16,6 +16,7 @@ import pytest
 from piper import Plan, Stage, evaluate, load_problem
 from piper.io.provenance import plan_document
 from piper.render.picture import PlanPicture, draw_plan, place_stages, stage_colours
+from tests.commands import RunCommand
 
 ROOT = Path(__file__).resolve().parents[2]
 SMALL = ROOT / "experiments" / "workloads" / "bert-op-slice-n10-k8.json"
@@ -189,7 +190,7 @@ def saved(tmp_path: Path) -> tuple[Path, Path, Plan]:
     return work, plan_path, plan
 
 
-def test_show_cli_writes_the_png_and_reports_the_layout(cli, saved, tmp_path: Path) -> None:
+def test_show_cli_writes_the_png_and_reports_the_layout(cli: RunCommand, saved, tmp_path: Path) -> None:
     work, plan_path, plan = saved
     out = tmp_path / "plan.png"
     proc = cli("piper", "show", str(plan_path), str(work), "--out", str(out), "--json")
@@ -203,7 +204,7 @@ def test_show_cli_writes_the_png_and_reports_the_layout(cli, saved, tmp_path: Pa
     assert text.returncode == 0 and "bottleneck stage 2" in text.stdout
 
 
-def test_show_cli_warns_on_a_record_mismatch_and_strict_refuses(cli, saved, tmp_path: Path) -> None:
+def test_show_cli_warns_on_a_record_mismatch_and_strict_refuses(cli: RunCommand, saved, tmp_path: Path) -> None:
     work, plan_path, _ = saved
     out = tmp_path / "plan.png"
     warn = cli("piper", "show", str(plan_path), str(work), "--out", str(out), "-G", "4")
@@ -214,7 +215,7 @@ def test_show_cli_warns_on_a_record_mismatch_and_strict_refuses(cli, saved, tmp_
     assert strict.returncode == 2 and strict.stderr.count("\n") == 1 and not out.exists() and not strict.stdout
 
 
-def test_show_cli_bad_plan_or_unwritable_out_is_one_line_exit_2(cli, saved, tmp_path: Path) -> None:
+def test_show_cli_bad_plan_or_unwritable_out_is_one_line_exit_2(cli: RunCommand, saved, tmp_path: Path) -> None:
     work, plan_path, plan = saved
     out = tmp_path / "plan.png"
     # rule 1: a layer in no stage
@@ -232,7 +233,7 @@ def test_show_cli_bad_plan_or_unwritable_out_is_one_line_exit_2(cli, saved, tmp_
         assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "--out" in proc.stderr
 
 
-def test_solve_png(cli, tmp_path: Path) -> None:
+def test_solve_png(cli: RunCommand, tmp_path: Path) -> None:
     out, plan_path = tmp_path / "solve.png", tmp_path / "plan.json"
     proc = cli("piper", "solve", str(SMALL), "--png", str(out), "--out", str(plan_path), "--json")
     assert proc.returncode == 0, proc.stderr[-400:]

@@ -8,17 +8,14 @@ from __future__ import annotations
 import os
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from piper.core.errors import PoolClosed, UsageError
 from piper.solvers.execution import ExecutionOptions, WorkerPool
-from tests.commands import CommandRun
+from tests.commands import RunCompare
 from tests.compare_fakes import read_report
-
-CompareCli = Callable[[list[str]], CommandRun]
 
 
 def value(x: int) -> int:
@@ -107,7 +104,7 @@ def _strip(rows: list[dict]) -> list[dict]:
 
 @pytest.mark.usefixtures("ray_instance")
 def test_compare_gives_the_same_report_on_ray(
-    fake_solvers: None, two_layer_file: Path, tmp_path: Path, compare_cli: CompareCli
+    fake_solvers: None, two_layer_file: Path, tmp_path: Path, compare_cli: RunCompare
 ) -> None:
     """Fakes (a failing one, one that hangs, one that dies) and the real exact solvers on
     the tiny suite: the same rows, checks and exit status on both backends."""
@@ -149,7 +146,7 @@ def test_compare_gives_the_same_report_on_ray(
 
 
 def test_the_ray_backend_without_ray_is_exit_2_with_one_line(
-    tmp_path: Path, compare_cli: CompareCli, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, compare_cli: RunCompare, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setitem(sys.modules, "ray", None)  # "import ray" raises ImportError, installed or not
     code, stdout, err = compare_cli(["--suite", "tiny", "--backend", "ray", "--out", str(tmp_path / "o")])
@@ -157,7 +154,7 @@ def test_the_ray_backend_without_ray_is_exit_2_with_one_line(
     assert err.count("\n") == 1 and 'pip install -e ".[ray]"' in err and "Traceback" not in err
 
 
-def test_address_without_the_ray_backend_is_exit_2(tmp_path: Path, compare_cli: CompareCli) -> None:
+def test_address_without_the_ray_backend_is_exit_2(tmp_path: Path, compare_cli: RunCompare) -> None:
     code, stdout, err = compare_cli(["--suite", "tiny", "--address", "auto", "--out", str(tmp_path / "o")])
     assert code == 2 and stdout == "" and "--address" in err and err.count("\n") == 1
 
