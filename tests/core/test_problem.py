@@ -23,7 +23,7 @@ def test_with_cluster_sets_and_validates_the_new_numbers():
     assert (q.devices_per_node, q.intra_node_bandwidth, q.allreduce_factor) == (2, 16.0, 2.0)
     assert (q.node_size, q.bandwidth_intra, q.resync_factor) == (2, 16.0, 2.0)
     assert p.devices_per_node is None  # unchanged
-    r = q.with_cluster(devices=4)  # None keeps the version-2 values
+    r = q.with_cluster(devices=4)  # None keeps the cluster values
     assert (r.devices, r.devices_per_node, r.intra_node_bandwidth, r.allreduce_factor) == (4, 2, 16.0, 2.0)
     for kw, key in [({"devices_per_node": 0}, "devicesPerNode"), ({"intra_node_bandwidth": -1.0}, "intraNodeBandwidth"),
                     ({"allreduce_factor": 0.0}, "allReduceFactor"), ({"devices_per_node": 1.5}, "devicesPerNode")]:
@@ -38,7 +38,7 @@ def test_with_cluster_sets_and_validates_the_new_numbers():
     ({"intraNodeBandwidth": 1.0}, ()),         # B_in = B
     ({"intraNodeBandwidth": 10.0}, ("intraNodeBandwidth",)),
     ({"intraNodeBandwidth": 0.5}, ("intraNodeBandwidth",)),
-    ({"allReduceFactor": 4}, ()),              # f = 4 is version 1
+    ({"allReduceFactor": 4}, ()),              # f = 4 is the default
     ({"allReduceFactor": 2}, ("allReduceFactor",)),
     ({"devicesPerNode": 2, "allReduceFactor": 3, "intraNodeBandwidth": 1.0}, ("devicesPerNode", "allReduceFactor")),
 ])

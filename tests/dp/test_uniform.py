@@ -1,6 +1,6 @@
 """Uniform plans (docs/problem.md §2.5): every stage has the same (d, t).
 
-The DP runs once per allowed (t, d) (both version-2 edge runs each); brute force filters;
+The DP runs once per allowed (t, d) (both edge runs each: inside one node and across nodes); brute force filters;
 equi's plans are uniform already.
 """
 

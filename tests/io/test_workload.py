@@ -213,7 +213,7 @@ def test_unknown_keys_are_recorded_with_where_they_are_and_kept():
     assert node.startswith("unknown key 'flops' at node 0 (known: id, TMPCs, name, kind, layerIndex)")
     assert tm.startswith("unknown key 'memoryUsageSharded' at node 1 t=1 TMPCs[1] (TMPC 'activation recomp') (known:")
     assert edge.startswith("unknown key 'note' at edge 0->1 (known: sourceId, destId, communicationCost)")
-    # still kept for round trips, and not read as the version-2 numbers
+    # still kept for round trips, and not read as the cluster numbers
     assert p.extra["intraNodeBandwith"] == 300e9 and p.intra_node_bandwidth is None
     assert p.node(1).tmpc(1, "activation recomp").memory_sharded == 0.0
     out = problem_to_dict(p)
@@ -231,7 +231,7 @@ def test_strict_mode_raises_on_the_first_unknown_key(tmp_path):
     with pytest.raises(ProblemError, match="unknown key 'intraNodeBandwith' at top level.*strict"):
         load_problem(path, strict=True)
     assert len(load_problem(path).unknown_keys) == 2
-    # strict accepts every known key, the version-2 ones and the generators' "name" included
+    # strict accepts every known key, the cluster keys and the generators' "name" included
     ok = three_layer_chain(name="tiny", devicesPerNode=2, intraNodeBandwidth=4.0, allReduceFactor=2)
     ok["nodes"][0].update(name="embed", kind="embedding", layerIndex=0)
     ok["nodes"][0]["TMPCs"]["1"][0]["memoryUsageShardedB"] = 5.0

@@ -68,12 +68,12 @@ OPTIONS = {
     "no-ar": Options(exclude_tmpcs=NO_AR),
     "uniform": Options(uniform=True),
 }
-#: instance name -> (seed, options name, version-2 keys, warm start): every seed under the
-#: paper's ablations; uniform plans, random version-2 keys and a warm start on a few
+#: instance name -> (seed, options name, cluster keys, warm start): every seed under the
+#: paper's ablations; uniform plans, random cluster keys and a warm start on a few
 CASES: dict[str, tuple[int, str, bool, bool]] = {
     **{f"r{s:02d}-{o}": (s, o, False, False) for s in SEEDS for o in ("default", "no-dp", "no-tp", "no-ar")},
     **{f"r{s:02d}-uniform": (s, "uniform", False, False) for s in (4, 6, 11, 12)},
-    **{f"r{s:02d}-v2": (s, "default", True, False) for s in (4, 5, 6, 11, 12, 13)},
+    **{f"r{s:02d}-cluster": (s, "default", True, False) for s in (4, 5, 6, 11, 12, 13)},
     **{f"r{s:02d}-warm": (s, "default", False, True) for s in (4, 6, 11, 12, 13)},
 }
 
@@ -93,9 +93,9 @@ def warm_plan(seed: int) -> Plan:
 
 def build(case: str) -> tuple[Problem, Options]:
     """Fresh objects for ``case`` (every call builds new ones)."""
-    seed, opt, v2, warm = CASES[case]
+    seed, opt, cluster, warm = CASES[case]
     problem = base_problem(seed)
-    if v2:
+    if cluster:
         problem = with_random_cluster_keys(problem, random.Random(seed))
     options = OPTIONS[opt]
     if warm:
@@ -287,7 +287,7 @@ def test_check(solver, case, check):
 def test_suite_has_both_feasible_and_infeasible_instances():
     values = [optimum(c) for c in CASES]
     assert sum(math.isinf(v) for v in values) >= 10 and sum(math.isfinite(v) for v in values) >= 20
-    assert sum(math.isfinite(optimum(c)) for c in CASES if c.endswith(("-v2", "-uniform"))) >= 4
+    assert sum(math.isfinite(optimum(c)) for c in CASES if c.endswith(("-cluster", "-uniform"))) >= 4
 
 
 # ---- each new check fires on a solver that breaks it -------------------------------------

@@ -51,7 +51,7 @@ def test_a_solver_without_the_features_refuses_and_dp_solves(solver_without_feat
     msg = str(err.value)
     assert msg.startswith("solver 'v1-only' does not support devicesPerNode (G=4 < k=8)")
     assert "intraNodeBandwidth" in msg and "use --solver brute or drop the keys" in msg
-    assert solve(p, solver="dp").tps == solve(p, solver="brute").tps  # dp honours version 2
+    assert solve(p, solver="dp").tps == solve(p, solver="brute").tps  # dp honours the cluster keys
     plain = two_layers()
     assert plain.version2_features() == ()
     res = solve(plain, solver="v1-only")
