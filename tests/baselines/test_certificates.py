@@ -166,8 +166,6 @@ def test_real_magnitudes_against_brute_force_fast() -> None:
 
 
 @pytest.mark.slow
-def test_real_magnitudes_against_brute_force_full(request: pytest.FixtureRequest) -> None:
-    if "slow" not in (request.config.getoption("markexpr") or ""):
-        pytest.skip("full sweep: run with -m slow")
+def test_real_magnitudes_against_brute_force_full() -> None:
     counts = _sweep(range(4, 204))
     assert all(c >= 150 for c in counts.values()), counts

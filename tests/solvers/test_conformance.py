@@ -54,7 +54,7 @@ from piper import (
     solver_names,
 )
 from piper.core.checks import CHECKS as RESULT_CHECKS
-from tests.helpers import with_v2
+from tests.helpers import with_random_cluster_keys
 
 REL = 1e-6  # exact solvers agree within this (CP-SAT's integer scaling is far below it here)
 #: a tolerance above this fraction of the plan's TPS would make an "optimal" claim say little
@@ -68,12 +68,12 @@ OPTIONS = {
     "no-ar": Options(exclude_tmpcs=NO_AR),
     "uniform": Options(uniform=True),
 }
-#: instance name -> (seed, options name, version-2 keys, warm start): every seed under the
-#: paper's ablations; uniform plans, random version-2 keys and a warm start on a few
+#: instance name -> (seed, options name, cluster keys, warm start): every seed under the
+#: paper's ablations; uniform plans, random cluster keys and a warm start on a few
 CASES: dict[str, tuple[int, str, bool, bool]] = {
     **{f"r{s:02d}-{o}": (s, o, False, False) for s in SEEDS for o in ("default", "no-dp", "no-tp", "no-ar")},
     **{f"r{s:02d}-uniform": (s, "uniform", False, False) for s in (4, 6, 11, 12)},
-    **{f"r{s:02d}-v2": (s, "default", True, False) for s in (4, 5, 6, 11, 12, 13)},
+    **{f"r{s:02d}-cluster": (s, "default", True, False) for s in (4, 5, 6, 11, 12, 13)},
     **{f"r{s:02d}-warm": (s, "default", False, True) for s in (4, 6, 11, 12, 13)},
 }
 
@@ -93,10 +93,10 @@ def warm_plan(seed: int) -> Plan:
 
 def build(case: str) -> tuple[Problem, Options]:
     """Fresh objects for ``case`` (every call builds new ones)."""
-    seed, opt, v2, warm = CASES[case]
+    seed, opt, cluster, warm = CASES[case]
     problem = base_problem(seed)
-    if v2:
-        problem = with_v2(problem, random.Random(seed))
+    if cluster:
+        problem = with_random_cluster_keys(problem, random.Random(seed))
     options = OPTIONS[opt]
     if warm:
         options = replace(options, warm_start=copy.deepcopy(warm_plan(seed)))
@@ -287,7 +287,7 @@ def test_check(solver, case, check):
 def test_suite_has_both_feasible_and_infeasible_instances():
     values = [optimum(c) for c in CASES]
     assert sum(math.isinf(v) for v in values) >= 10 and sum(math.isfinite(v) for v in values) >= 20
-    assert sum(math.isfinite(optimum(c)) for c in CASES if c.endswith(("-v2", "-uniform"))) >= 4
+    assert sum(math.isfinite(optimum(c)) for c in CASES if c.endswith(("-cluster", "-uniform"))) >= 4
 
 
 # ---- each new check fires on a solver that breaks it -------------------------------------
