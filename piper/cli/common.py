@@ -16,7 +16,14 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from piper.core.errors import USER_ERRORS, UsageError
-from piper.core.limits import MAX_COUNT, MAX_MAGNITUDE, MAX_SECONDS, MAX_SEED, MAX_THREADS, MIN_POSITIVE
+from piper.core.limits import (
+    MAX_COUNT,
+    MAX_MAGNITUDE,
+    MAX_SECONDS,
+    MAX_SEED,
+    MAX_THREADS,
+    MIN_POSITIVE,
+)
 from piper.core.options import NO_AR, OBJECTIVES, SCHEDULE_CHOICES, TPS, Options
 from piper.core.plan import Plan
 from piper.core.problem import ACTIVATION_RECOMP, Problem

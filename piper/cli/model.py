@@ -16,7 +16,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from piper.cli.common import ArgumentParser, check_outputs, did_you_mean, positive_int, run_main, size_arg
+from piper.cli.common import (
+    ArgumentParser,
+    check_outputs,
+    did_you_mean,
+    positive_int,
+    run_main,
+    size_arg,
+)
 from piper.core.errors import HardwareError, UsageError
 from piper.core.limits import MAX_COUNT, MAX_MAGNITUDE, MAX_MODEL_LAYERS
 from piper.frontend.config import TransformerConfig

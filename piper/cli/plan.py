@@ -22,7 +22,12 @@ import json
 from typing import Any
 
 from piper.cli.common import did_you_mean, seconds_arg, write_plan
-from piper.cli.model import add_model_arguments, check_model_outputs, model_from_args, write_workload
+from piper.cli.model import (
+    add_model_arguments,
+    check_model_outputs,
+    model_from_args,
+    write_workload,
+)
 from piper.core.errors import UsageError
 from piper.core.evaluate import evaluate
 from piper.core.options import Options

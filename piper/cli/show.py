@@ -15,7 +15,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from piper.cli.common import PICTURE_FORMATS, add_cluster_args, add_strict_arg, check_outputs, load_workload
+from piper.cli.common import (
+    PICTURE_FORMATS,
+    add_cluster_args,
+    add_strict_arg,
+    check_outputs,
+    load_workload,
+)
 from piper.core.errors import UsageError
 from piper.core.evaluate import Score, evaluate
 from piper.core.plan import Plan

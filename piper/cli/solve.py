@@ -21,11 +21,11 @@ from pathlib import Path
 from typing import Any
 
 from piper.cli.common import (
+    PICTURE_FORMATS,
     add_ablation_args,
     add_cluster_args,
     add_objective_args,
     add_strict_arg,
-    PICTURE_FORMATS,
     check_outputs,
     check_virtual_stages,
     did_you_mean,
@@ -42,7 +42,12 @@ from piper.core.result import Result
 from piper.io.plans import load_plan
 from piper.io.provenance import check_plan_record
 from piper.render.table import render_plan
-from piper.solvers.registry import SolverInfo, get_solver, solver_names, solvers_with_flag
+from piper.solvers.registry import (
+    SolverInfo,
+    get_solver,
+    solver_names,
+    solvers_with_flag,
+)
 
 __all__ = ["add_solve_parser", "add_solve_args", "cmd_solve"]
 

@@ -28,7 +28,7 @@ from piper.core.limits import MAX_FILE_BYTES, MAX_INT_DIGITS, MAX_JSON_DEPTH
 
 __all__ = ["read_json", "parse_json", "describe_path"]
 
-_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.S)
+_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
 _NOT_BRACKET = re.compile(r"[^\[\]{}]+")
 
 

@@ -1,4 +1,4 @@
-"""Reading, validating and writing workload JSON (``docs/problem.md`` §1, §2; rules V1..V13).
+"""Reading, validating and writing workload JSON (``docs/problem.md`` §1, §2; rules V0..V14).
 
 :func:`load_problem` / :func:`problem_from_dict` build a :class:`~piper.core.problem.Problem` and
 raise :class:`~piper.core.problem.ProblemError` naming the node, edge or key at fault;
@@ -15,7 +15,7 @@ import json
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from piper.core.errors import ProblemError
 from piper.core.limits import MAX_COUNT, MAX_NODE_ID
@@ -25,11 +25,13 @@ from piper.core.problem import (
     Node,
     Problem,
     checked_number,
-    short_repr as _short,
     problem_to_dict,
     topological_order_of,
     validate_cluster,
     validate_cluster_shape,
+)
+from piper.core.problem import (
+    short_repr as _short,
 )
 from piper.io.jsonfile import read_json
 
@@ -67,7 +69,7 @@ class _Unknown:
     """The loader's unknown keys: one message per distinct (key, place kind), with the first
     place and how many more there are (a misspelt key on 300 layers is one warning)."""
 
-    _PLURAL = {"top level": "top levels", "node": "nodes", "TMPC": "TMPCs", "edge": "edges"}
+    _PLURAL: ClassVar[dict[str, str]] = {"top level": "top levels", "node": "nodes", "TMPC": "TMPCs", "edge": "edges"}
 
     def __init__(self) -> None:
         self.seen: dict[tuple[str, str], list[Any]] = {}

@@ -9,6 +9,7 @@ import contextlib
 import copy
 import io
 import json
+import re
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -104,6 +105,9 @@ def mutated(draw: st.DrawFn, base: dict[str, Any], extra_keys: Sequence[str] = (
     return raw
 
 
+_NUMBER = re.compile(r'(?:[:\[]|, )\s*(-?[0-9][0-9.eE+-]*)(?=\s*[,\]}])')
+
+
 @st.composite
 def corrupted_text(draw: st.DrawFn, obj: Any) -> bytes:
     """``obj`` as JSON text, then broken at the text level: a duplicate key, a huge integer
@@ -115,12 +119,13 @@ def corrupted_text(draw: st.DrawFn, obj: Any) -> bytes:
     if kind == "duplicate" and text.startswith("{") and len(text) > 2:
         key = draw(st.sampled_from(list(obj))) if isinstance(obj, dict) and obj else "a"
         text = "{" + json.dumps(key) + ": 1, " + text[1:]
-    elif kind == "bigint":
-        text = text.replace("1", "1" + "0" * draw(st.integers(30, 5000)), 1)
-    elif kind in ("nan", "overflow", "underflow"):
-        lit = {"nan": draw(st.sampled_from(["NaN", "Infinity", "-Infinity"])), "overflow": "1e999",
-               "underflow": "1e-999"}[kind]
-        text = text.replace("1", lit, 1)
+    elif kind in ("bigint", "nan", "overflow", "underflow"):
+        lit = {"bigint": "9" * draw(st.integers(30, 5000)), "nan": draw(st.sampled_from(["NaN", "Infinity", "-Infinity"])),
+               "overflow": "1e999", "underflow": "1e-999"}[kind]
+        numbers = list(_NUMBER.finditer(text))  # a number that is a value, not inside a string
+        if numbers:
+            m = draw(st.sampled_from(numbers))
+            text = text[: m.start(1)] + lit + text[m.end(1):]
     elif kind == "deep":
         depth = draw(st.sampled_from([31, 33, 1000, 100_000]))
         text = text[:-1] + ', "z": ' + "[" * depth + "]" * depth + "}" if text.endswith("}") else "[" * depth + "]" * depth
