@@ -138,11 +138,11 @@ def enumerate_ideals(problem: Problem, max_ideals: int = 200_000, *, linearize: 
     return Ideals(n, tuple(masks), _to_words(masks, n), sizes, False)
 
 
-def count_ideals(problem: Problem, limit: int = 200_000) -> int | None:
+def count_ideals(problem: Problem, limit: int = 200_000, progress: Progress | None = None) -> int | None:
     """Number of ideals (successor-closed node sets) of the graph, or None when there
-    are more than ``limit``."""
+    are more than ``limit`` (``progress`` says how many so far, every 2 s)."""
     try:
-        return len(enumerate_ideals(problem, limit))
+        return len(enumerate_ideals(problem, limit, progress=progress))
     except SolverError:
         return None
 

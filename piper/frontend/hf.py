@@ -119,7 +119,7 @@ def config_from_hf(raw: Mapping[str, Any], name: str = "hf-config", seq_length: 
     if seq_length is None:
         seq_length = _int(_get(raw, ("max_position_embeddings", "n_positions", "n_ctx"), name), "max_position_embeddings", name)
     act = _str(_get(raw, ("hidden_act", "activation_function"), name, "gelu"), "hidden_act", name).lower()
-    model_type = _str(raw.get("model_type") or "", "model_type", name).lower()
+    model_type = _str("" if raw.get("model_type") is None else raw["model_type"], "model_type", name).lower()
     llama = model_type in _LLAMA_TYPES or (model_type not in _GPT_TYPES and act in _GATED)
     moe = _moe_key(raw)
     if moe is not None:
