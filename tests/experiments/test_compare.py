@@ -7,6 +7,7 @@ import csv
 import json
 import math
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -460,8 +461,10 @@ def test_checks_all_infeasible_and_unproven() -> None:
 
 def test_checks_oom_plan_and_missing_plan() -> None:
     tight = two_layer_problem().with_cluster(memory=1.0)  # each layer's 1.0 of weights plus activations: OOM
-    oom = run_from_result(tight, "a", True, make_result(tight, "a", Status.OPTIMAL, one_stage(tight, "vanilla"),
-                                                                time_s=0.0, bound=1.0))
+    # make_result refuses an optimal claim on an OOM plan (SolverError); compare must catch one built otherwise
+    claimed = replace(make_result(tight, "a", Status.FEASIBLE, one_stage(tight, "vanilla"), time_s=0.0, bound=1.0),
+                      status=Status.OPTIMAL)
+    oom = run_from_result(tight, "a", True, claimed)
     missing = _from_result("b", Status.FEASIBLE, None)
     assert oom.has_plan and math.isinf(oom.tps)
     rep = check_instance(_report(oom, missing))
