@@ -58,9 +58,16 @@ class CpsatModel:
         n, m_edges = data.problem.n, len(data.edges)
         nx = sum(len(c) for c in data.choices.values()) * data.slots
         mass = max(data.s_max, data.devices) * (n + m_edges + 1) * (nx + 1)
+        # coefficients in units of tau may exceed 1 (a d > 1 option's resync): the largest scales the mass
+        span = max((max([c.kappa, *c.gin.values(), *c.gout.values()]) for lst in data.choices.values() for c in lst),
+                   default=1.0)
+        mass *= max(1, math.ceil(span))
         p = precision_bits
         while p > 8 and mass * 2**p > 2**60:
             p -= 1
+        if mass * 2**p > 2**62:
+            raise SolverError(f"the CP-SAT model's integers would overflow (devices x terms x largest time = {mass:.3g} "
+                              "units of tau); use the MILP or the DP on this instance")
         self.precision_bits = p
         self.unit = 2**p  # model units per τ
         #: |T_int·τ/2^P - TPS| <= epsilon for every plan (problem time units)

@@ -78,6 +78,10 @@ def is_uniform(options: Options) -> bool:
 #: a model variable (CP-SAT or PuLP)
 V = TypeVar("V")
 
+#: the largest time coefficient (in units of tau, the largest single-device layer time) the exact
+#: models accept: beyond it CP-SAT's 64-bit integers overflow and the MILP's 1e-9 tolerances mean nothing
+MAX_TIME_SPAN = 1e12
+
 
 @dataclass(frozen=True)
 class Option:
@@ -510,6 +514,12 @@ def build_model_data(problem: Problem, options: Options, *, memory_factor: float
         if not choices[v] and reason is None:
             reason = f"layer {nd.label} has no TMPC that fits in memory (a + b > M for every allowed TMPC)"
 
+    span = max((max([c.kappa, *c.gin.values(), *c.gout.values()]) for lst in choices.values() for c in lst), default=0.0)
+    if span > MAX_TIME_SPAN:
+        raise SolverError(
+            f"the exact models cannot represent this instance: a layer's time at some (t, d) is {span:.3g} times "
+            f"the largest single-device layer time (more than {MAX_TIME_SPAN:g}; e.g. a data-parallel resync of "
+            "huge weights over a slow link); their integers (CP-SAT) and tolerances (the MILP) do not span that range")
     ndesc = _descendant_counts(problem)
     max_slot = {v: max(1, min(slots, n - ndesc[v])) for v in choices}
     slot_opts: dict[int, list[int]] = {}

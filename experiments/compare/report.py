@@ -22,8 +22,8 @@ from experiments.lib.suites import Instance, problem_name
 from piper.core.result import Status
 from piper.io.workload import dump_problem
 
-__all__ = ["CSV_FIELDS", "run_row", "instance_dict", "render_table", "summarize", "render_summary", "atomic_write",
-           "write_reports", "write_failed"]
+__all__ = ["CSV_FIELDS", "RUN_FILES", "run_row", "instance_dict", "render_table", "summarize", "render_summary",
+           "atomic_write", "write_reports", "write_failed", "clear_outputs"]
 
 
 CSV_FIELDS = [
@@ -233,12 +233,26 @@ def render_summary(summary: dict[str, Any], wall_s: float | None = None, max_fai
     return "\n".join(lines)
 
 
+#: what a run writes into ``--out`` (besides ``failed/*.json``): cleared when a run starts
+#: (:func:`clear_outputs`), so a reused directory never shows a previous run's files
+RUN_FILES = ("report.json", "report.csv", "times.png", "gaps.png")
+
+
+def _file_mode() -> int:
+    """0666 less the process umask (what ``open(path, "w")`` gives: 0644 under umask 022)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
 def atomic_write(path: Path, data: str | bytes) -> None:
-    """Write via a temporary file in the same directory and os.replace."""
+    """Write via a temporary file in the same directory and os.replace; the file gets the
+    mode any file the user writes gets (0644 under umask 022), not mkstemp's 0600."""
     path.parent.mkdir(parents=True, exist_ok=True)
     mode = "wb" if isinstance(data, bytes) else "w"
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        os.fchmod(fd, _file_mode())
         with os.fdopen(fd, mode) as fh:
             fh.write(data)
         os.replace(tmp, path)
@@ -286,3 +300,22 @@ def write_failed(out: Path, reports: Sequence[InstanceReport], instances: dict[s
         atomic_write(path, dump_problem(problem) + "\n")
         paths.append(path)
     return paths
+
+
+def clear_outputs(out: Path, keep: Sequence[str | Path] = ()) -> list[Path]:
+    """Remove what an earlier run wrote into ``out`` (:data:`RUN_FILES` and ``failed/*.json``),
+    except the files in ``keep`` (this run's inputs, e.g. a re-run of ``failed/NAME.json``);
+    other files are left alone. Returns the paths removed."""
+    kept = {os.path.realpath(p) for p in keep}
+    old = [out / name for name in RUN_FILES]
+    failed = out / "failed"
+    if failed.is_dir():
+        old += sorted(failed.glob("*.json"))
+    removed = []
+    for path in old:
+        if path.is_file() and os.path.realpath(path) not in kept:
+            path.unlink()
+            removed.append(path)
+    if failed.is_dir() and not any(failed.iterdir()):
+        failed.rmdir()
+    return removed

@@ -21,9 +21,14 @@ import argparse
 import json
 from typing import Any
 
-from piper.cli.common import check_writable, seconds_arg, write_plan
-from piper.cli.model import add_model_arguments, model_from_args, write_workload
-from piper.core.errors import SolverError
+from piper.cli.common import did_you_mean, seconds_arg, write_plan
+from piper.cli.model import (
+    add_model_arguments,
+    check_model_outputs,
+    model_from_args,
+    write_workload,
+)
+from piper.core.errors import UsageError
 from piper.core.evaluate import evaluate
 from piper.core.options import Options
 from piper.frontend.metrics import plan_metrics
@@ -47,23 +52,22 @@ def add_plan_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
-    from piper.solvers.registry import get_solver
+    from piper.solvers.registry import get_solver, solver_names
 
     if args.list or not args.model:
         from piper.cli.model import cmd_model
 
         return cmd_model(args)
+    check_model_outputs(args, [("--out", args.out), ("--plan-out", args.plan_out)])
+    try:
+        info = get_solver(args.solver)
+    except KeyError as exc:
+        raise UsageError(str(exc.args[0]) + did_you_mean(args.solver, solver_names())) from None
     cfg, hw, setup = model_from_args(args)
     workload = build_workload(cfg, hw, setup)
     problem = load_problem(workload, strict=True)
     if args.out:
         write_workload(args.out, workload)
-    if args.plan_out:
-        check_writable(args.plan_out, "--plan-out")
-    try:
-        info = get_solver(args.solver)
-    except KeyError as exc:
-        raise SolverError(str(exc.args[0])) from None
     options = Options(uniform=bool(args.uniform), time_limit_s=args.time_limit, progress=not args.json)
     result = info(problem, options)
     if result.plan is None:

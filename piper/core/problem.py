@@ -30,6 +30,7 @@ from functools import cached_property
 from typing import Any
 
 from piper.core.errors import ProblemError
+from piper.core.limits import MAX_COUNT, MAX_MAGNITUDE, MIN_POSITIVE
 
 __all__ = [
     "ProblemError",
@@ -39,6 +40,7 @@ __all__ = [
     "Problem",
     "problem_to_dict",
     "checked_number",
+    "short_repr",
     "validate_cluster",
     "validate_cluster_shape",
     "ACTIVATION_RECOMP",
@@ -318,23 +320,48 @@ def topological_order_of(nodes: tuple[Node, ...], edges: tuple[Edge, ...]) -> tu
         raise ProblemError(f"the graph has a cycle: {path}") from None
 
 
-def checked_number(value: Any, where: str, *, integer: bool = False, positive: bool = False) -> float:
+def checked_number(value: Any, where: str, *, integer: bool = False, positive: bool = False,
+                   maximum: float | None = None) -> float:
+    """``value`` checked as a number of a workload field (docs/problem.md §1.5, V3/V4/V9), a
+    :class:`ProblemError` naming ``where`` otherwise: not a bool; finite; an integer in
+    1..:data:`~piper.core.limits.MAX_COUNT` with ``integer``; else a float in
+    [:data:`~piper.core.limits.MIN_POSITIVE`, :data:`~piper.core.limits.MAX_MAGNITUDE`] with
+    ``positive``, in [0, MAX_MAGNITUDE] without (``maximum`` replaces the upper end)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ProblemError(f"{where}: expected a number, got {value!r}")
+        raise ProblemError(f"{where}: expected a number, got {short_repr(value)}")
+    if integer:
+        top = MAX_COUNT if maximum is None else maximum
+        if isinstance(value, float):
+            if not math.isfinite(value):
+                raise ProblemError(f"{where}: must be finite, got {value!r}")
+            if not value.is_integer():
+                raise ProblemError(f"{where}: must be an integer, got {value!r}")
+        if value < 1:
+            raise ProblemError(f"{where}: must be >= 1, got {short_repr(value)}")
+        if value > top:
+            raise ProblemError(f"{where}: must be <= {top}, got {short_repr(value)}")
+        return int(value)
+    top = MAX_MAGNITUDE if maximum is None else maximum
+    if isinstance(value, int) and abs(value) > top:  # before float(): a huge int does not convert
+        raise ProblemError(f"{where}: must be <= {top:g}, got {short_repr(value)}")
+    value = float(value)
     if not math.isfinite(value):
         raise ProblemError(f"{where}: must be finite, got {value!r}")
-    if integer:
-        if isinstance(value, float) and not value.is_integer():
-            raise ProblemError(f"{where}: must be an integer, got {value!r}")
-        value = int(value)
-        if value < 1:
-            raise ProblemError(f"{where}: must be >= 1, got {value}")
-        return value
     if positive and value <= 0:
         raise ProblemError(f"{where}: must be > 0, got {value!r}")
     if value < 0:
         raise ProblemError(f"{where}: must be >= 0, got {value!r}")
-    return float(value)
+    if positive and value < MIN_POSITIVE:
+        raise ProblemError(f"{where}: must be >= {MIN_POSITIVE:g} (so that dividing by it cannot overflow), got {value!r}")
+    if value > top:
+        raise ProblemError(f"{where}: must be <= {top:g} (so that no sum over the graph can overflow), got {value!r}")
+    return value
+
+
+def short_repr(value: Any) -> str:
+    """``repr(value)``, cut to 60 characters (a value may be a 40-digit integer or a large object)."""
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def validate_cluster(k: Any, m: Any, n: Any, b: Any) -> tuple[int, float, int, float]:

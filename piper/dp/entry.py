@@ -12,6 +12,7 @@ from piper.core.result import Result, Status, make_result
 from piper.dp.compile_clock import compile_seconds, solve_clock
 from piper.dp.driver import solve_run
 from piper.dp.ideals import enumerate_ideals, ideal_pairs
+from piper.dp.limits import Progress, TimeUp
 
 #: uniform plans: refuse when (DPs to run) x (ideal pairs of one DP) exceeds this. GNMT (k = 10,
 #: 15.5 M ideal pairs, 4 (t, d) pairs: 62 M) took 336 s uniform (2 cores, under load) against
@@ -188,7 +189,14 @@ def _solve_uniform(problem: Problem, options: Options) -> Result:
     k = problem.devices
     pairs_td = [(t, d) for t in cand.ts for d in cand.ds if t * d <= k
                 and all(t in per_t for per_t in cand.tmpcs.values())]
-    ideals = enumerate_ideals(problem, options.max_ideals, linearize=options.linearize)
+    try:
+        deadline = None if options.time_limit_s is None else start + options.time_limit_s
+        ideals = enumerate_ideals(problem, options.max_ideals, linearize=options.linearize, deadline=deadline,
+                                  progress=Progress(options.progress))
+    except TimeUp:
+        return make_result(problem, name, Status.UNKNOWN, None, time_s=solve_clock() - start,
+                           stats={"uniform": True},
+                           message=f"time limit ({options.time_limit_s} s) hit while enumerating ideals")
     n_pairs = ideal_pairs(ideals).count
     n_dps = len(pairs_td) * len(_edge_runs(problem))
     if n_dps * n_pairs > UNIFORM_MAX_WORK:

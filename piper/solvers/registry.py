@@ -18,6 +18,7 @@ validated (:mod:`piper.solvers.params`) and its cluster-feature support checked 
 from __future__ import annotations
 
 import importlib
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from importlib.metadata import entry_points
@@ -27,7 +28,7 @@ from piper.core.errors import SolverError
 from piper.core.options import TPS, Options
 from piper.core.plan import INTERLEAVED, ONE_F_ONE_B
 from piper.core.problem import VERSION2_FEATURES, Problem
-from piper.core.result import Result
+from piper.core.result import Result, Status, make_result
 from piper.solvers.params import BOOL, LIST, STR, KnobTypes, check_params
 
 __all__ = ["SolverInfo", "SOLVERS", "ENTRY_POINT_GROUP", "DP_FLAGS", "register", "unregister", "get_solver", "solve",
@@ -122,7 +123,15 @@ class SolverInfo:
                 else:
                     params[key] = val
             options = replace(options, params=params, **fields)
-        res = self.load()(problem, options)
+        solver = self.load()
+        start = time.perf_counter()
+        try:
+            res = solver(problem, options)
+        except MemoryError as exc:  # out of memory is a result (no plan, no proof), not a crash
+            detail = str(exc).split("\n")[0][:200] or "MemoryError"
+            return make_result(problem, self.name, Status.UNKNOWN, None, time_s=time.perf_counter() - start,
+                               stats={"out_of_memory": True}, objective_kind=options.objective,
+                               message=f"out of memory: {detail}")
         return res if res.solver == self.name else replace(res, solver=self.name)
 
 

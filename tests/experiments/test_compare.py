@@ -4,6 +4,7 @@ registered by the ``fake_solvers`` fixture) so that these tests depend on no oth
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -160,7 +161,7 @@ def test_execution_backends_give_the_same_rows(
     code2, _, _ = compare_cli([*args, "--out", str(tmp_path / "b"), "--jobs", "2"])
     code3, _, _ = compare_cli([*args, "--out", str(tmp_path / "c"), "--jobs", "2", "--hard-timeout", "0"])
     assert code1 == code2 == code3 == 1
-    strip = lambda rows: [{k: v for k, v in r.items() if not k.endswith("_s")} for r in rows]  # noqa: E731
+    strip = lambda rows: [{k: v for k, v in r.items() if not k.endswith("_s")} for r in rows]
     serial = strip(read_report(tmp_path / "a")[1])
     assert len(serial) == 9
     assert serial == strip(read_report(tmp_path / "b")[1]) == strip(read_report(tmp_path / "c")[1])
@@ -264,8 +265,10 @@ def test_checks_all_infeasible_and_unproven() -> None:
 
 def test_checks_oom_plan_and_missing_plan() -> None:
     tight = two_layer_problem().with_cluster(memory=1.0)  # each layer's 1.0 of weights plus activations: OOM
-    oom = run_from_result(tight, "a", True, make_result(tight, "a", Status.OPTIMAL, one_stage(tight, "vanilla"),
-                                                                time_s=0.0, bound=1.0))
+    # make_result refuses an optimal claim on an OOM plan (SolverError); compare must catch one built otherwise
+    claimed = replace(make_result(tight, "a", Status.FEASIBLE, one_stage(tight, "vanilla"), time_s=0.0, bound=1.0),
+                      status=Status.OPTIMAL)
+    oom = run_from_result(tight, "a", True, claimed)
     missing = _from_result("b", Status.FEASIBLE, None)
     assert oom.has_plan and math.isinf(oom.tps)
     rep = check_instance(_report(oom, missing))
