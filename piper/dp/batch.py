@@ -17,6 +17,7 @@ from piper.core.evaluate import evaluate
 from piper.core.options import Candidates, Options, candidates
 from piper.core.problem import Problem
 from piper.dp.batch_run import batch_run
+from piper.dp.chain import IdenticalChain, pair_classes
 from piper.dp.ideals import enumerate_ideals, ideal_pairs
 from piper.dp.knapsack import EXACT, GREEDY
 from piper.dp.outcome import Outcome
@@ -50,13 +51,15 @@ def _jobs(problem: Problem, options: Options, cand: Candidates, n_pairs: int) ->
 
 
 def solve_batch_1f1b(problem: Problem, options: Options, cand: Candidates, ub: float = math.inf,
-                     deadline: float | None = None) -> Outcome:
+                     deadline: float | None = None, chain: IdenticalChain | None = None) -> Outcome:
     """The least batch time over the 1F1B plans ``options`` allow (free or uniform), searching only
     below ``ub`` (a known plan's batch time; inf: none).  ``value`` is the evaluator's batch time
-    of the plan found (none: nothing below ``ub``)."""
+    of the plan found (none: nothing below ``ub``).  On an identical ``chain`` the stage tables
+    are solved once per class of segments that cost the same."""
     mode = EXACT if options.knapsack == "exact" else GREEDY
     ideals = enumerate_ideals(problem, options.max_ideals, linearize=options.linearize)
     pairs = ideal_pairs(ideals)
+    classes = None if chain is None else pair_classes(chain, ideals.sizes, pairs.ptr, pairs.sub)
     best_plan, best = None, ub
     lower = math.inf
     complete = True
@@ -64,7 +67,7 @@ def solve_batch_1f1b(problem: Problem, options: Options, cand: Candidates, ub: f
     for prob, bw, c in _jobs(problem, options, cand, pairs.count):
         if c.infeasible_reason is not None:
             continue
-        r = batch_run(prob, c, bw, ideals, pairs, mode, ub=best, deadline=deadline)
+        r = batch_run(prob, c, bw, ideals, pairs, mode, ub=best, deadline=deadline, classes=classes)
         complete = complete and r.complete
         lower = min(lower, r.lower)
         runs.append({"devices": prob.devices, "edge_bandwidth": bw, **r.stats})
@@ -77,6 +80,8 @@ def solve_batch_1f1b(problem: Problem, options: Options, cand: Candidates, ub: f
     if not complete:
         lower = 0.0
     stats = {"ideals": len(ideals), "ideal_pairs": pairs.count, "runs": runs}
+    if classes is not None:
+        stats["pair_classes"] = int(classes[1].shape[0])
     if best_plan is None:
         return Outcome(None, math.inf, min(lower, ub), complete, stats)
     return Outcome(best_plan, best, min(lower, best), complete, stats)

@@ -21,10 +21,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from piper.core.options import Candidates
 from piper.core.problem import Problem
 
-__all__ = ["IdenticalChain", "identical_chain", "MAX_ENDS"]
+__all__ = ["MAX_ENDS", "IdenticalChain", "identical_chain", "pair_classes", "segment_class"]
 
 #: at most this many end layers (before and after the identical block together): the group
 #: engine enumerates every way the chunk cuts fall among them (2 ** ends ways)
@@ -132,3 +134,33 @@ def identical_chain(problem: Problem, cand: Candidates) -> IdenticalChain | None
     sync_free = all(len(set(vals)) <= 1 for _, vals in inner_in[1]) and all(len(set(vals)) <= 1
                                                                          for _, vals in inner_out[1])
     return IdenticalChain(tuple(order), a, b, sync_free)
+
+
+def segment_class(chain: IdenticalChain, p: int, q: int) -> tuple[int, int, int]:
+    """A key shared by the segments [p, q) of chain positions whose stages cost the same: the
+    segment's start and end, except that a start or end strictly inside the identical block is
+    -1, and its count of identical layers."""
+    a, b = chain.first, chain.stop
+    start = p if p <= a or p >= b else -1
+    stop = q if q <= a or q >= b else -1
+    return start, stop, max(0, min(q, b) - max(p, a))
+
+
+def pair_classes(chain: IdenticalChain, sizes: np.ndarray, ptr: np.ndarray, sub: np.ndarray
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """For the ideal pairs (I, J) of the chain (the sub-ideals of I: ``sub[ptr[I]:ptr[I + 1]]``;
+    ideal sizes ``sizes``), the index of each pair's class and, per class, one pair of it (its
+    position in the pair list): stage tables need only the representatives."""
+    n = chain.n
+    keys: dict[tuple[int, int, int], int] = {}
+    reps: list[int] = []
+    cls = np.empty(sub.shape[0], dtype=np.int64)
+    for i in range(len(ptr) - 1):
+        p = n - int(sizes[i])
+        for r in range(int(ptr[i]), int(ptr[i + 1])):
+            key = segment_class(chain, p, n - int(sizes[sub[r]]))
+            if key not in keys:
+                keys[key] = len(reps)
+                reps.append(r)
+            cls[r] = keys[key]
+    return cls, np.array(reps, dtype=np.int64)

@@ -59,13 +59,44 @@ def group_choice(off, cost, mem, n_fixed, m, M, mode):
 
 
 @njit(cache=True)
+def _suffix_bounds(ptr, p_c, p_k, p_tau, n_groups):
+    """Per g, over the groups g .. L - 1: the least and most layers they can hold, the largest of
+    their least values, the sum of their least tau and the largest tau of any of their points."""
+    c_lo = np.zeros(n_groups + 1, dtype=np.int64)
+    c_hi = np.zeros(n_groups + 1, dtype=np.int64)
+    k_lo = np.zeros(n_groups + 1)
+    tau_lo = np.zeros(n_groups + 1)
+    tau_hi = np.zeros(n_groups + 1)
+    for g in range(n_groups - 1, -1, -1):
+        lo_c, hi_c, lo_k, lo_t, hi_t = 1 << 60, -1, np.inf, np.inf, 0.0
+        for p in range(ptr[g], ptr[g + 1]):
+            lo_c = min(lo_c, p_c[p])
+            hi_c = max(hi_c, p_c[p])
+            lo_k = min(lo_k, p_k[p])
+            lo_t = min(lo_t, p_tau[p])
+            hi_t = max(hi_t, p_tau[p])
+        c_lo[g] = c_lo[g + 1] + lo_c
+        c_hi[g] = c_hi[g + 1] + hi_c
+        k_lo[g] = max(k_lo[g + 1], lo_k)
+        tau_lo[g] = tau_lo[g + 1] + lo_t
+        tau_hi[g] = max(tau_hi[g + 1], hi_t)
+    return c_lo, c_hi, k_lo, tau_lo, tau_hi
+
+
+@njit(cache=True)
 def group_dp(ptr, p_c, p_k, p_tau, n_groups, total, n_mb, v, ub, batch):
     """Pick one point per group (group g's points: ptr[g] .. ptr[g + 1] - 1, each holding p_c
     identical layers at value p_k and tau p_tau) so that the counts sum to ``total``, minimising
     max p_k ("tps", batch False) or N max p_k + (sum p_tau - max p_tau) / v (batch: a designated
     group's tau is left out, as in :mod:`piper.dp.fronts`).  States (groups done, layers used,
-    designated placed) hold Pareto fronts of (max value, sum of undesignated tau); entries above
-    ``ub`` are dropped.  Returns (best value, the point index of every group), or (inf, empty)."""
+    designated placed) hold Pareto fronts of (max value, sum of undesignated tau).  An entry is
+    dropped when even the cheapest completion (every later group at its least value and tau, the
+    largest tau designated) is above ``ub``, and a state when the later groups cannot hold the
+    layers left.  Returns (best value, the point index of every group), or (inf, empty)."""
+    for g in range(n_groups):
+        if ptr[g + 1] == ptr[g]:
+            return np.inf, np.empty(0, dtype=np.int64)
+    c_lo, c_hi, k_lo, tau_lo, tau_hi = _suffix_bounds(ptr, p_c, p_k, p_tau, n_groups)
     n_states = (n_groups + 1) * (total + 1) * 2
     start = np.zeros(n_states, dtype=np.int64)
     count = np.zeros(n_states, dtype=np.int64)
@@ -85,7 +116,10 @@ def group_dp(ptr, p_c, p_k, p_tau, n_groups, total, n_mb, v, ub, batch):
     c_prev = np.empty(64, dtype=np.int64)
     c_pt = np.empty(64, dtype=np.int64)
     for g in range(n_groups):
-        for u2 in range(total + 1):
+        # layers used after g + 1 groups: the later groups must be able to hold the rest
+        u_lo = max(0, total - c_hi[g + 1])
+        u_hi = total - c_lo[g + 1]
+        for u2 in range(u_lo, u_hi + 1):
             for f2 in range(2):
                 nc = 0
                 for p in range(ptr[g], ptr[g + 1]):
@@ -105,7 +139,11 @@ def group_dp(ptr, p_c, p_k, p_tau, n_groups, total, n_mb, v, ub, batch):
                         for x in range(start[src], start[src] + count[src]):
                             T = max(f_t[x], K)
                             S = f_s[x] + (0.0 if des == 1 else tau)
-                            val = n_mb * T + S / v if batch else T
+                            if batch:
+                                rest = tau_lo[g + 1] - (tau_hi[g + 1] if f2 == 0 else 0.0)
+                                val = n_mb * max(T, k_lo[g + 1]) + (S + max(0.0, rest)) / v
+                            else:
+                                val = max(T, k_lo[g + 1])
                             if val > ub:
                                 continue
                             if nc + 1 > c_t.shape[0]:

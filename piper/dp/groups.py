@@ -120,16 +120,15 @@ class _Search:
     stats: dict = field(default_factory=dict)
 
 
-def _least_work(problem: Problem, cand: Candidates, positions: tuple[int, ...], t: int, d: int) -> tuple[float, float]:
-    """(W, R): the least compute p and the least resync bytes f (d - 1) w / (d N) summed over the
-    layers at ``positions`` at degree t."""
-    w_sum = r_sum = 0.0
-    f, n_mb = problem.resync_factor, problem.microbatches
+def _least_work(problem: Problem, cand: Candidates, positions: tuple[int, ...], t: int) -> tuple[float, float]:
+    """(W, w): the least compute p and the least parameter bytes w summed over the layers at
+    ``positions`` at degree t (the least resync bytes at d are f (d - 1) w / (d N))."""
+    p_sum = w_sum = 0.0
     for p in positions:
         opts = cand.tmpcs[problem.nodes[p].id][t]
-        w_sum += min(c.time_per_sample for _, c in opts)
-        r_sum += min(f * (d - 1) * c.parameter_size / d / n_mb for _, c in opts)
-    return w_sum, r_sum
+        p_sum += min(c.time_per_sample for _, c in opts)
+        w_sum += min(c.parameter_size for _, c in opts)
+    return p_sum, w_sum
 
 
 def layouts(problem: Problem, cand: Candidates, positions: tuple[int, ...], kinds: tuple[int, ...],
@@ -140,11 +139,13 @@ def layouts(problem: Problem, cand: Candidates, positions: tuple[int, ...], kind
     g_size = problem.node_size
     out = []
     ts = [t for t in cand.ts if all(t in cand.tmpcs[problem.nodes[p].id] for p in positions)]
+    f = problem.resync_factor
     for t in ts:
+        w_sum, params = _least_work(problem, cand, positions, t)
         for d in cand.ds:
             if t * d > k:
                 continue
-            w_sum, r_sum = _least_work(problem, cand, positions, t, d)
+            r_sum = f * (d - 1) * params / (d * n_mb)
             bw_resync = problem.bandwidth_intra if d * t <= g_size else problem.bandwidth
             for v in kinds:
                 if v == 1:
@@ -218,53 +219,48 @@ class _Items:
     per sample), tau (time units per microbatch) and memory (bytes), flat with offsets; fixed
     items first (end layers, then identical layers at a cut), then ``mids`` identical layers
     without a cut.  ``rows[i]`` = (chain position of an end layer or -1, role: 0 end layer,
-    1 identical layer cut on both sides, 2 cut before it, 3 cut after it, 4 no cut)."""
+    1 identical layer cut on both sides, 2 cut before it, 3 cut after it, 4 no cut).
+    ``memo`` caches each kind of layer's option arrays across groups of one layout and y."""
 
     def __init__(self, problem: Problem, chain: IdenticalChain, cand: Candidates, lay: Layout, y: float,
-                 shape: GroupShape, singles: int, mids: int) -> None:
+                 shape: GroupShape, singles: int, mids: int, memo: dict) -> None:
+        kinds: list[tuple[int, bool, bool]] = []
         self.rows: list[tuple[int, int]] = []
-        cost: list[float] = []
-        tau: list[float] = []
-        mem: list[float] = []
-        w: list[float] = []
-        off = [0]
-        memo: dict[tuple, list] = {}
-
-        def add(pos: int, role: int, cut_in: bool, cut_out: bool) -> None:
-            key = (pos, cut_in, cut_out)
-            if key not in memo:
-                memo[key] = _options(problem, chain, cand, lay, y, pos, cut_in, cut_out)
-            for c_, t_, m_, w_ in memo[key]:
-                cost.append(c_)
-                tau.append(t_)
-                mem.append(m_)
-                w.append(w_)
-            off.append(len(cost))
-            self.rows.append((pos, role))
-
         for p, cut_in, cut_out in shape.ends:
-            add(p, 0, cut_in, cut_out)
+            kinds.append((p, cut_in, cut_out))
+            self.rows.append((p, 0))
         io, o, i, _ = shape.patterns
         for role, count, cut_in, cut_out in ((1, singles, True, True), (2, io - singles + i, True, False),
                                              (3, io - singles + o, False, True)):
-            for _ in range(count):
-                add(-1, role, cut_in, cut_out)
+            kinds.extend([(-1, cut_in, cut_out)] * count)
+            self.rows.extend([(-1, role)] * count)
         self.n_fixed = len(self.rows)
-        for _ in range(mids):
-            add(-1, 4, False, False)
-        self.off = np.array(off, dtype=np.int64)
-        self.cost = np.array(cost, dtype=np.float64)
-        self.tau = np.array(tau, dtype=np.float64)
-        self.mem = np.array(mem, dtype=np.float64)
-        self.shared = all(len(set(w[off[j]:off[j + 1]])) <= 1 for j in range(len(off) - 1))
+        self.rows.extend([(-1, 4)] * mids)
+        arrays = []
+        for kind in kinds:
+            key = (kind, y)
+            if key not in memo:
+                memo[key] = _options(problem, chain, cand, lay, y, *kind)
+            arrays.append(memo[key])
+        key = ((-1, False, False), y)
+        if key not in memo:
+            memo[key] = _options(problem, chain, cand, lay, y, -1, False, False)
+        mid = memo[key]
+        sizes = [a.shape[1] for a in arrays] + [mid.shape[1]] * mids
+        self.off = np.zeros(len(sizes) + 1, dtype=np.int64)
+        np.cumsum(sizes, out=self.off[1:])
+        table = np.concatenate([*arrays, np.tile(mid, (1, mids))], axis=1) if arrays or mids else np.zeros((4, 0))
+        self.cost, self.tau, self.mem = (np.ascontiguousarray(table[r]) for r in range(3))
+        self.shared = all(np.all(a[3] == a[3, 0]) for a in (*arrays, mid))
 
 
 def _options(problem: Problem, chain: IdenticalChain, cand: Candidates, lay: Layout, y: float, pos: int,
-             cut_in: bool, cut_out: bool) -> list[tuple[float, float, float, float]]:
-    """(cost, tau, memory, w) of every allowed TMPC (in list order) of the end layer at chain
-    position ``pos`` (or of an identical layer, ``pos`` = -1) with those cuts (docs/problem.md §9.2).
-    An identical layer's cuts are the block's inner edges: the edge into its second layer and the
-    edge out of its first (the same for every identical layer, :mod:`piper.dp.chain`)."""
+             cut_in: bool, cut_out: bool) -> np.ndarray:
+    """Rows cost, tau, memory, w of every allowed TMPC (columns, in list order) of the end layer at
+    chain position ``pos`` (or of an identical layer, ``pos`` = -1) with those cuts
+    (docs/problem.md §9.2).  An identical layer's cuts are the block's inner edges: the edge into
+    its second layer and the edge out of its first (the same for every identical layer,
+    :mod:`piper.dp.chain`)."""
     order, nodes = chain.order, problem.nodes
     if pos >= 0:
         own = head = tail = nodes[order[pos]].id
@@ -287,63 +283,72 @@ def _options(problem: Problem, chain: IdenticalChain, cand: Candidates, lay: Lay
         cost = edge / (d * lay.bw_edge) + resync / lay.bw_resync + c.time_per_sample / d
         out.append((cost, c.time_per_sample + edge / lay.bw_edge,
                     c.memory_a * y + c.memory_b + c.memory_sharded / d, c.parameter_size))
-    return out
+    return np.array(out, dtype=np.float64).T.reshape(4, len(out))
 
 
+@dataclass(frozen=True)
 class _Points:
-    """The points of one group: (count of identical layers, value, tau, lower tau, singles)."""
+    """The points of one group: count of identical layers, value (time per sample), tau and a lower
+    bound on tau (time units), and the one-layer chunks cut on both sides."""
 
-    def __init__(self) -> None:
-        self.c: list[int] = []
-        self.k: list[float] = []
-        self.tau: list[float] = []
-        self.low: list[float] = []
-        self.singles: list[int] = []
+    c: np.ndarray
+    k: np.ndarray
+    tau: np.ndarray
+    low: np.ndarray
+    singles: np.ndarray
+
+    def within(self, c_hi: int, t_max: float) -> _Points:
+        """The points with at most c_hi layers and value at most t_max."""
+        if self.c.shape[0] == 0 or (int(self.c.max()) <= c_hi and float(self.k.max()) <= t_max):
+            return self
+        keep = (self.c <= c_hi) & (self.k <= t_max)
+        return _Points(self.c[keep], self.k[keep], self.tau[keep], self.low[keep], self.singles[keep])
 
 
-def _curve_into(pts: _Points, items: _Items, base: int, m_lo: int, m_hi: int, t_max: float, mode: int,
-                memory: float, singles: int) -> bool:
-    """Append the group's points for m_lo .. m_hi middle layers (count base + m); whether its
-    items share one w each."""
+def _curve(items: _Items, base: int, m_lo: int, m_hi: int, t_max: float, mode: int, memory: float,
+           singles: int) -> tuple[np.ndarray, ...]:
+    """The group's points for m_lo .. m_hi middle layers (count base + m), up to the first that
+    does not fit or exceeds t_max."""
     n = m_hi - m_lo + 1
     out_k, out_tau, out_low = np.empty(n), np.empty(n), np.empty(n)
     group_curve(items.off, items.cost, items.mem, items.tau, items.n_fixed, m_lo, m_hi, memory, t_max, mode,
                 items.shared, out_k, out_tau, out_low)
-    for r in range(n):
-        if math.isinf(out_k[r]):
-            break
-        pts.c.append(base + m_lo + r)
-        pts.k.append(float(out_k[r]))
-        pts.tau.append(float(out_tau[r]))
-        pts.low.append(float(out_low[r]))
-        pts.singles.append(singles)
-    return items.shared
+    ok = int(np.argmax(np.isinf(out_k))) if bool(np.isinf(out_k).any()) else n
+    return (np.arange(base + m_lo, base + m_lo + ok, dtype=np.int64), out_k[:ok], out_tau[:ok], out_low[:ok],
+            np.full(ok, singles, dtype=np.int64))
 
 
 def _group_points(problem: Problem, chain: IdenticalChain, cand: Candidates, lay: Layout, y: float,
-                  shape: GroupShape, c_hi: int, t_max: float, mode: int, cache: dict) -> tuple[_Points, bool]:
+                  shape: GroupShape, room: int, c_hi: int, t_max: float, mode: int, cache: dict,
+                  memo: dict) -> tuple[_Points, bool]:
     """The group's points with at most ``c_hi`` identical layers and value <= ``t_max``; and whether
-    its layers' TMPCs share one w each (then tau is exact)."""
-    key = (shape, y, lay.t, lay.d, lay.bw_edge, lay.bw_resync, c_hi, t_max, mode)
-    if key in cache:
-        return cache[key]
-    pts = _Points()
+    its layers' TMPCs share one w each (then tau is exact).  Curves are computed up to ``room``
+    layers and kept (``cache``) for the other configurations of the layout."""
+    key = (shape, y, lay.t, lay.d, lay.bw_edge, lay.bw_resync, mode)
+    hit = cache.get(key)
+    if hit is not None and hit[2] >= t_max and hit[3] >= c_hi:
+        return hit[0].within(c_hi, t_max), hit[1]
+    parts = []
     shared = True
     memory = problem.memory_per_device
     io, n_none = shape.patterns[0], shape.patterns[3]
     for singles in range(io + 1):
         least = shape.least(singles)
-        if least > c_hi:
+        if least > room:
             continue
-        top = c_hi if shape.roomy(singles) else least
+        top = room if shape.roomy(singles) else least
         if chain.sync_free and singles > 0:
             top = least  # with TMPC-free sync bytes the singles matter only below least(0)
         extra = top - least
-        items = _Items(problem, chain, cand, lay, y, shape, singles, n_none + extra)
-        shared = _curve_into(pts, items, least - n_none, n_none, n_none + extra, t_max, mode, memory,
-                             singles) and shared
-    cache[key] = (pts, shared)
-    return pts, shared
+        items = _Items(problem, chain, cand, lay, y, shape, singles, n_none + extra, memo)
+        shared = shared and items.shared
+        parts.append(_curve(items, least - n_none, n_none, n_none + extra, t_max, mode, memory, singles))
+    if parts:
+        pts = _Points(*(np.concatenate([p[j] for p in parts]) for j in range(5)))
+    else:
+        pts = _Points(*(np.zeros(0, dtype=x) for x in (np.int64, float, float, float, np.int64)))
+    cache[key] = (pts, shared, t_max, room)
+    return pts.within(c_hi, t_max), shared
 
 
 def _room(problem: Problem, chain: IdenticalChain, cand: Candidates, lay: Layout, y: float, shape: GroupShape) -> int:
@@ -373,13 +378,19 @@ def _solve_layout(problem: Problem, chain: IdenticalChain, cand: Candidates, lay
     if key not in configs:
         configs[key] = [(cfg, group_shapes(chain, cfg, L)) for cfg in configurations(chain, L * v)]
     ys = [lay.y(g, n_mb) for g in range(L)]
+    memo: dict = {}
+    rooms: dict = {}
     for cfg, shapes in configs[key]:
         cap = search.best * (1 + SLACK) if math.isfinite(search.best) else math.inf
         t_max = cap / n_mb if batch else cap
         least = [sh.least(sh.patterns[0]) for sh in shapes]
         if sum(least) > chain.inner:
             continue
-        room = [_room(problem, chain, cand, lay, ys[g], sh) for g, sh in enumerate(shapes)]
+        room = []
+        for g, sh in enumerate(shapes):
+            if (sh, ys[g]) not in rooms:
+                rooms[sh, ys[g]] = _room(problem, chain, cand, lay, ys[g], sh)
+            room.append(rooms[sh, ys[g]])
         if any(r < lo for r, lo in zip(room, least)) or sum(room) < chain.inner:
             continue  # no plan of this configuration fits in memory
         spare = chain.inner - sum(least)
@@ -387,31 +398,32 @@ def _solve_layout(problem: Problem, chain: IdenticalChain, cand: Candidates, lay
         exact_tau = True
         for g, sh in enumerate(shapes):
             c_hi = min(room[g], least[g] + spare) if sh.chunks else 0
-            pts, shared = _group_points(problem, chain, cand, lay, ys[g], sh, c_hi, t_max, mode, cache)
+            pts, shared = _group_points(problem, chain, cand, lay, ys[g], sh, room[g] if sh.chunks else 0, c_hi,
+                                        t_max, mode, cache, memo)
             exact_tau = exact_tau and shared
             points.append(pts)
-        if any(not p.c for p in points):
+        if any(p.c.shape[0] == 0 for p in points):
             continue  # no plan at most ``cap``
         ptr = np.zeros(L + 1, dtype=np.int64)
-        ptr[1:] = np.cumsum([len(p.c) for p in points])
-        p_c = np.array([c for p in points for c in p.c], dtype=np.int64)
-        p_k = np.array([x for p in points for x in p.k])
-        p_tau = np.array([x for p in points for x in p.tau])
+        ptr[1:] = np.cumsum([p.c.shape[0] for p in points])
+        p_c = np.concatenate([p.c for p in points])
+        p_k = np.concatenate([p.k for p in points])
+        p_tau = np.concatenate([p.tau for p in points])
         value, picks = group_dp(ptr, p_c, p_k, p_tau, L, chain.inner, float(n_mb), float(v), cap, batch)
         search.stats["group_dps"] = search.stats.get("group_dps", 0) + 1
         if picks.shape[0] and value < search.best:
             chosen = [int(picks[g]) - int(ptr[g]) for g in range(L)]
             search.best = float(value)
-            search.plan = build_plan(problem, chain, cand, lay, cfg, shapes, ys, points, chosen, mode)
+            search.plan = build_plan(problem, chain, cand, lay, cfg, shapes, ys, points, chosen, mode, memo)
         if mode == EXACT and batch and not exact_tau:
-            p_low = np.array([x for p in points for x in p.low])
+            p_low = np.concatenate([p.low for p in points])
             low, _ = group_dp(ptr, p_c, p_k, p_low, L, chain.inner, float(n_mb), float(v), cap, batch)
             search.lower = min(search.lower, float(low))
 
 
 def build_plan(problem: Problem, chain: IdenticalChain, cand: Candidates, lay: Layout, cfg: list[Chunk],
                shapes: list[GroupShape], ys: list[float], points: list[_Points], chosen: list[int],
-               mode: int) -> Plan:
+               mode: int, memo: dict) -> Plan:
     """The plan of a configuration with one point per group: chunk sizes (singles first, the spare
     layers to the group's first chunk that is not a single), then each group's knapsack choice laid
     onto its layers (identical layers by role, in any order: they are interchangeable)."""
@@ -422,7 +434,7 @@ def build_plan(problem: Problem, chain: IdenticalChain, cand: Candidates, lay: L
     by_role: dict[int, dict[int, list[int]]] = {}
     for g in range(L):
         pts, r = points[g], chosen[g]
-        c, singles = pts.c[r], pts.singles[r]
+        c, singles = int(pts.c[r]), int(pts.singles[r])
         sh = shapes[g]
         spare = c - sh.least(singles)
         seen = 0
@@ -437,7 +449,7 @@ def build_plan(problem: Problem, chain: IdenticalChain, cand: Candidates, lay: L
                 sizes[j] = (2 if pattern == IO else 1) + spare
                 spare = 0
         mids = c - sh.least(singles) + sh.patterns[3]
-        items = _Items(problem, chain, cand, lay, ys[g], sh, singles, mids)
+        items = _Items(problem, chain, cand, lay, ys[g], sh, singles, mids, memo)
         choice = group_choice(items.off, items.cost, items.mem, items.n_fixed, mids, problem.memory_per_device, mode)
         roles: dict[int, list[int]] = {1: [], 2: [], 3: [], 4: []}
         for item, ((pos, role), opt) in enumerate(zip(items.rows, choice)):

@@ -2,7 +2,9 @@
 
 The exact search by counts (:mod:`piper.dp.groups`) needs interchangeable layers.  On any other
 graph the DP returns the best of a few interleaved plans: for each layout (t, d, L, v) in the order
-of its lower bound, one topological order cut into L v chunks of near-equal size, each device
+of its lower bound, a few topological orders (the graph's own and :data:`RANDOM_ORDERS` random
+ones) cut into L v chunks (every way when there are at most
+:data:`ALL_CUTS` ways, else near-equal sizes and :data:`RANDOM_CUTS` random ways), each device
 group's TMPCs chosen by the knapsack over its layers at its y_g (exact for that chunking).  Its
 bound is the least layout bound (:func:`piper.dp.groups.layouts`), which holds for every
 interleaved plan of any graph; the status is therefore "feasible" unless the plan meets it.
@@ -10,7 +12,9 @@ interleaved plan of any graph; the status is therefore "feasible" unless the pla
 
 from __future__ import annotations
 
+import itertools
 import math
+import random
 
 import numpy as np
 
@@ -23,22 +27,53 @@ from piper.dp.groups import Layout, layouts
 from piper.dp.knapsack import knapsack
 from piper.dp.outcome import Outcome
 
-__all__ = ["interleaved_heuristic", "MAX_LAYOUTS"]
+__all__ = ["interleaved_heuristic", "MAX_LAYOUTS", "ALL_CUTS", "RANDOM_CUTS"]
 
 #: layouts tried at most
 MAX_LAYOUTS = 400
+#: every way of cutting the order into chunks is tried when there are at most this many
+ALL_CUTS = 64
+#: otherwise the near-equal cut and this many random ones
+RANDOM_CUTS = 8
+#: random topological orders tried besides the graph's own (a DAG's chunks need not follow one order)
+RANDOM_ORDERS = 3
 
 
-def _even_cuts(n: int, parts: int) -> list[int]:
-    return [round(j * n / parts) for j in range(parts + 1)]
+def _orders(problem: Problem, rng: random.Random) -> list[list[int]]:
+    """The graph's topological order and up to :data:`RANDOM_ORDERS` other random ones (node ids)."""
+    out = [list(problem.topological_order)]
+    for _ in range(RANDOM_ORDERS):
+        indeg = {nd.id: len(problem.in_edges[nd.id]) for nd in problem.nodes}
+        ready = sorted(v for v, c in indeg.items() if c == 0)
+        order = []
+        while ready:
+            v = ready.pop(rng.randrange(len(ready)))
+            order.append(v)
+            for e in problem.out_edges[v]:
+                indeg[e.v] -= 1
+                if indeg[e.v] == 0:
+                    ready.append(e.v)
+        if order not in out:
+            out.append(order)
+    return out
 
 
-def _plan_of(problem: Problem, cand: Candidates, order: list[int], lay: Layout, mode: int) -> Plan | None:
-    """The layout's plan with chunks of near-equal size along ``order`` (node ids) and each group's
+def _cuttings(n: int, parts: int, rng: random.Random) -> list[list[int]]:
+    """Chunk boundaries [0, ..., n] of ``parts`` non-empty chunks of n layers (see the module docstring)."""
+    if math.comb(n - 1, parts - 1) <= ALL_CUTS:
+        return [[0, *inner, n] for inner in itertools.combinations(range(1, n), parts - 1)]
+    out = [[round(j * n / parts) for j in range(parts + 1)]]
+    for _ in range(RANDOM_CUTS):
+        out.append([0, *sorted(rng.sample(range(1, n), parts - 1)), n])
+    return out
+
+
+def _plan_of(problem: Problem, cand: Candidates, order: list[int], lay: Layout, cuts: list[int],
+             mode: int) -> Plan | None:
+    """The layout's plan with the chunks ``order[cuts[j]:cuts[j + 1]]`` (node ids) and each group's
     TMPCs by the knapsack; None when some group fits no choice."""
     L, v, d, t = lay.groups, lay.v, lay.d, lay.t
     n_mb, f = problem.microbatches, problem.resync_factor
-    cuts = _even_cuts(len(order), L * v)
     chunks = [order[cuts[j]:cuts[j + 1]] for j in range(L * v)]
     names: dict[int, str] = {}
     for g in range(L):
@@ -79,15 +114,19 @@ def interleaved_heuristic(problem: Problem, cand: Candidates, kinds: tuple[int, 
     objective = "batch-time" if batch else "tps"
     best, plan = math.inf, None
     tried = 0
+    rng = random.Random(0)
+    orders = _orders(problem, rng)
     for lay in lays[:MAX_LAYOUTS]:
         if lay.lower >= best or (deadline is not None and solve_clock() > deadline):
             break
         tried += 1
-        got = _plan_of(problem, cand, order, lay, mode)
-        if got is None:
-            continue
-        score = evaluate(problem, got)
-        if not score.oom and score.value(objective) < best:
-            best, plan = score.value(objective), got
+        for order in orders:
+            for cuts in _cuttings(len(order), lay.groups * lay.v, rng):
+                got = _plan_of(problem, cand, order, lay, cuts, mode)
+                if got is None:
+                    continue
+                score = evaluate(problem, got)
+                if not score.oom and score.value(objective) < best:
+                    best, plan = score.value(objective), got
     return Outcome(plan, best, min(lays[0].lower, best), True,
                    {"layouts": len(lays), "layouts_tried": tried, "heuristic": True, "groups_s": solve_clock() - t0})

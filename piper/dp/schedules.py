@@ -44,19 +44,21 @@ def _from_result(res: Result) -> Outcome:
     return Outcome(res.plan, res.tps, res.bound, complete, dict(res.stats), res.message)
 
 
-def _one_f_one_b_batch(problem: Problem, options: Options, cand, chain, mode: int,
-                       deadline: float | None) -> Outcome:
+def _one_f_one_b_batch(problem: Problem, options: Options, cand, chain, mode: int, deadline: float | None,
+                       ub: float) -> Outcome:
+    """The best 1F1B plan for the batch time below ``ub`` (a known plan's value; inf: none)."""
     if chain is not None and not options.linearize:
         # uniform plans by counts: exact for them, and an upper bound that prunes the free search
-        uni = solve_groups(problem, chain, cand, (1,), True, mode, deadline=deadline)
+        uni = solve_groups(problem, chain, cand, (1,), True, mode, ub=ub, deadline=deadline)
         if options.uniform or not uni.complete:
             return uni
-        free = solve_batch_1f1b(problem, options, cand, ub=uni.value, deadline=deadline)
+        cap = min(ub, uni.value)
+        free = solve_batch_1f1b(problem, options, cand, ub=cap, deadline=deadline, chain=chain)
         stats = {"uniform_by_counts": uni.stats, **free.stats}
         if free.plan is not None and free.value <= uni.value:
             return replace(free, stats=stats)
-        return Outcome(uni.plan, uni.value, min(free.lower, uni.value), free.complete, stats)
-    return solve_batch_1f1b(problem, options, cand, deadline=deadline)
+        return Outcome(uni.plan, uni.value, min(free.lower, uni.lower, cap), free.complete, stats)
+    return solve_batch_1f1b(problem, options, cand, ub=ub, deadline=deadline)
 
 
 def solve_schedules(problem: Problem, options: Options, tps_1f1b: Callable[[Problem, Options], Result]) -> Result:
@@ -75,23 +77,40 @@ def solve_schedules(problem: Problem, options: Options, tps_1f1b: Callable[[Prob
                            message=cand.infeasible_reason, objective_kind=kind)
     chain = identical_chain(problem, cand)
     parts: list[tuple[str, Outcome]] = []
+    inter = tuple(v for v in kinds if v >= 2)
+    interleaved = None
+    if inter and batch:
+        # the interleaved search is fast (by counts) and its plan often prunes the 1F1B search
+        interleaved = _interleaved(problem, cand, chain, inter, batch, mode, math.inf, deadline)
     if 1 in kinds:
         if batch:
-            parts.append((ONE_F_ONE_B, _one_f_one_b_batch(problem, options, cand, chain, mode, deadline)))
+            known = _value(problem, interleaved, kind)
+            ub = with_slack(known) if math.isfinite(known) else math.inf
+            parts.append((ONE_F_ONE_B, _one_f_one_b_batch(problem, options, cand, chain, mode, deadline, ub)))
         else:
             one = replace(options, max_virtual_stages=1, schedule=ONE_F_ONE_B)
             parts.append((ONE_F_ONE_B, _from_result(tps_1f1b(problem, one))))
-    inter = tuple(v for v in kinds if v >= 2)
     if inter:
-        known = min((evaluate(problem, oc.plan).value(kind) for _, oc in parts if oc.plan is not None),
-                    default=math.inf)
-        if chain is not None:
-            oc = solve_groups(problem, chain, cand, inter, batch, mode, ub=with_slack(known) if math.isfinite(known)
-                              else math.inf, deadline=deadline)
-        else:
-            oc = interleaved_heuristic(problem, cand, inter, batch, mode, deadline=deadline)
-        parts.append(("interleaved", oc))
+        if interleaved is None:
+            known = min((_value(problem, oc, kind) for _, oc in parts), default=math.inf)
+            ub = with_slack(known) if math.isfinite(known) else math.inf
+            interleaved = _interleaved(problem, cand, chain, inter, batch, mode, ub, deadline)
+        parts.append(("interleaved", interleaved))
     return _combine(problem, name, kind, mode, parts, chain is not None, solve_clock() - start)
+
+
+def _value(problem: Problem, oc: Outcome | None, kind: str) -> float:
+    """The evaluator's value of an outcome's plan (inf without one)."""
+    return math.inf if oc is None or oc.plan is None else evaluate(problem, oc.plan).value(kind)
+
+
+def _interleaved(problem: Problem, cand, chain, kinds: tuple[int, ...], batch: bool, mode: int, ub: float,
+                 deadline: float | None) -> Outcome:
+    """The best interleaved plan (v in ``kinds``) below ``ub``: exact by counts on an identical chain,
+    else the heuristic."""
+    if chain is not None:
+        return solve_groups(problem, chain, cand, kinds, batch, mode, ub=ub, deadline=deadline)
+    return interleaved_heuristic(problem, cand, kinds, batch, mode, deadline=deadline)
 
 
 def _combine(problem: Problem, name: str, kind: str, mode: int, parts: list[tuple[str, Outcome]], on_chain: bool,
@@ -114,7 +133,8 @@ def _combine(problem: Problem, name: str, kind: str, mode: int, parts: list[tupl
             message = ("time limit hit before any plan was found" if not complete else
                        "no plan found, and no proof that none exists (interleaved plans of a graph that is not a "
                        "chain of identical layers are searched by a heuristic)")
-        return make_result(problem, name, status, None, time_s=elapsed, stats=stats, message=message,
+        bound = lower if status == Status.UNKNOWN and complete and mode == EXACT and math.isfinite(lower) else None
+        return make_result(problem, name, status, None, time_s=elapsed, bound=bound, stats=stats, message=message,
                            objective_kind=kind)
     bound = min(lower, best)
     exact = mode == EXACT and complete and best <= with_slack(lower)
