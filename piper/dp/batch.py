@@ -26,7 +26,8 @@ from piper.dp.runs import UNIFORM_MAX_WORK, edge_runs, restrict
 __all__ = ["solve_batch_1f1b"]
 
 
-def _jobs(problem: Problem, options: Options, cand: Candidates, n_pairs: int) -> list[tuple[Problem, float, Candidates]]:
+def _jobs(problem: Problem, options: Options, cand: Candidates,
+          n_pairs: int) -> list[tuple[Problem, float, Candidates]]:
     """(run problem, its B_edge, its candidates) for every DP to run."""
     runs = edge_runs(problem)
     if not options.uniform:

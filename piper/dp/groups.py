@@ -53,7 +53,7 @@ __all__ = ["Layout", "layouts", "solve_groups"]
 #: relative slack on an upper bound before it prunes (other summation orders; piper.dp.limits.with_slack)
 SLACK = 1e-9
 #: cut patterns of a chunk's identical layers: a cut before and after, after only, before only, none
-IO, O, I, NONE = range(4)
+CUT_BOTH, CUT_AFTER, CUT_BEFORE, UNCUT = range(4)
 
 
 @dataclass(frozen=True)
@@ -185,12 +185,13 @@ def configurations(chain: IdenticalChain, chunks: int) -> list[list[Chunk]]:
                     cut_in = p_a == a and a > 0
                     cut_out = q_b == b and b < n
                     if middle == 0:
-                        pattern = IO if cut_in and cut_out else I if cut_in else O if cut_out else NONE
+                        pattern = (CUT_BOTH if cut_in and cut_out else CUT_BEFORE if cut_in else
+                                   CUT_AFTER if cut_out else UNCUT)
                         cfg.append(Chunk(pre, pattern, post))
                     else:
-                        cfg.append(Chunk(pre, IO if cut_in else O))
-                        cfg.extend(Chunk((), IO) for _ in range(middle - 1))
-                        cfg.append(Chunk((), IO if cut_out else I, post))
+                        cfg.append(Chunk(pre, CUT_BOTH if cut_in else CUT_AFTER))
+                        cfg.extend(Chunk((), CUT_BOTH) for _ in range(middle - 1))
+                        cfg.append(Chunk((), CUT_BOTH if cut_out else CUT_BEFORE, post))
                     cfg.extend(Chunk(tuple(range(ends[j], ends[j + 1])), None) for j in range(n_right))
                     out.append(cfg)
     return out
@@ -442,11 +443,11 @@ def build_plan(problem: Problem, chain: IdenticalChain, cand: Candidates, lay: L
             pattern = cfg[j].pattern
             if pattern is None:
                 continue
-            if pattern == IO and seen < singles:
+            if pattern == CUT_BOTH and seen < singles:
                 sizes[j] = 1
                 seen += 1
             else:
-                sizes[j] = (2 if pattern == IO else 1) + spare
+                sizes[j] = (2 if pattern == CUT_BOTH else 1) + spare
                 spare = 0
         mids = c - sh.least(singles) + sh.patterns[3]
         items = _Items(problem, chain, cand, lay, ys[g], sh, singles, mids, memo)
@@ -465,7 +466,7 @@ def build_plan(problem: Problem, chain: IdenticalChain, cand: Candidates, lay: L
         positions = list(ch.pre)
         if ch.pattern is not None:
             size = sizes[j]
-            cut_in, cut_out = ch.pattern in (IO, I), ch.pattern in (IO, O)
+            cut_in, cut_out = ch.pattern in (CUT_BOTH, CUT_BEFORE), ch.pattern in (CUT_BOTH, CUT_AFTER)
             for r in range(size):
                 first, last = r == 0 and cut_in, r == size - 1 and cut_out
                 role = 1 if first and last else 2 if first else 3 if last else 4
