@@ -102,9 +102,10 @@ def _plan_of(problem: Problem, cand: Candidates, order: list[int], lay: Layout, 
 
 
 def interleaved_heuristic(problem: Problem, cand: Candidates, kinds: tuple[int, ...], batch: bool, mode: int,
-                          deadline: float | None = None) -> Outcome:
+                          deadline: float | None = None, linearize: bool = False) -> Outcome:
     """The best plan of the heuristic (module docstring) with v in ``kinds`` (all >= 2); ``lower``
-    bounds every interleaved plan with those v."""
+    bounds every interleaved plan with those v.  ``linearize``: chunks of the graph's own
+    topological order only (``Options.linearize``)."""
     t0 = solve_clock()
     order = list(problem.topological_order)
     positions = tuple(problem.index[v] for v in order)
@@ -115,7 +116,7 @@ def interleaved_heuristic(problem: Problem, cand: Candidates, kinds: tuple[int, 
     best, plan = math.inf, None
     tried = 0
     rng = random.Random(0)
-    orders = _orders(problem, rng)
+    orders = _orders(problem, rng)[:1] if linearize else _orders(problem, rng)
     for lay in lays[:MAX_LAYOUTS]:
         if lay.lower >= best or (deadline is not None and solve_clock() > deadline):
             break

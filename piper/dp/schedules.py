@@ -81,7 +81,7 @@ def solve_schedules(problem: Problem, options: Options, tps_1f1b: Callable[[Prob
     interleaved = None
     if inter and batch:
         # the interleaved search is fast (by counts) and its plan often prunes the 1F1B search
-        interleaved = _interleaved(problem, cand, chain, inter, batch, mode, math.inf, deadline)
+        interleaved = _interleaved(problem, cand, chain, inter, batch, mode, math.inf, deadline, options.linearize)
     if 1 in kinds:
         if batch:
             known = _value(problem, interleaved, kind)
@@ -94,7 +94,7 @@ def solve_schedules(problem: Problem, options: Options, tps_1f1b: Callable[[Prob
         if interleaved is None:
             known = min((_value(problem, oc, kind) for _, oc in parts), default=math.inf)
             ub = with_slack(known) if math.isfinite(known) else math.inf
-            interleaved = _interleaved(problem, cand, chain, inter, batch, mode, ub, deadline)
+            interleaved = _interleaved(problem, cand, chain, inter, batch, mode, ub, deadline, options.linearize)
         parts.append(("interleaved", interleaved))
     return _combine(problem, name, kind, mode, parts, chain is not None, solve_clock() - start)
 
@@ -105,12 +105,12 @@ def _value(problem: Problem, oc: Outcome | None, kind: str) -> float:
 
 
 def _interleaved(problem: Problem, cand, chain, kinds: tuple[int, ...], batch: bool, mode: int, ub: float,
-                 deadline: float | None) -> Outcome:
+                 deadline: float | None, linearize: bool) -> Outcome:
     """The best interleaved plan (v in ``kinds``) below ``ub``: exact by counts on an identical chain,
     else the heuristic."""
     if chain is not None:
         return solve_groups(problem, chain, cand, kinds, batch, mode, ub=ub, deadline=deadline)
-    return interleaved_heuristic(problem, cand, kinds, batch, mode, deadline=deadline)
+    return interleaved_heuristic(problem, cand, kinds, batch, mode, deadline=deadline, linearize=linearize)
 
 
 def _combine(problem: Problem, name: str, kind: str, mode: int, parts: list[tuple[str, Outcome]], on_chain: bool,
