@@ -40,7 +40,7 @@ WORSE_WARM = (14, 20)
 SLOW = 200
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def case(i: int) -> tuple[Problem, Options]:
     """Instance i and its options: batch time, uniform plans on about a third."""
     rng = random.Random(40_009 * i + 3)
@@ -50,7 +50,7 @@ def case(i: int) -> tuple[Problem, Options]:
     return p, Options(objective="batch-time", uniform=rng.random() < 0.3, threads=1)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def oracle(i: int) -> Result:
     return solve_brute(*case(i))
 
