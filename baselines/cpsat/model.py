@@ -3,7 +3,8 @@ the same slots, options and choices as the MILP (:mod:`baselines.exact.model_dat
 reification instead of big-M and y as a division; the integer scaling of times (tolerance
 2ε) and of memory (:func:`memory_scaling`, docs/formulations.md §7); the cutoff rows of a
 proof search below a warm start, hints, and the plan read back. :func:`build_model` builds
-it with the model knobs of the options.
+it with the model knobs of the options. Under the batch-time objective the model minimises
+N·T + Σσ - max σ (:meth:`CpsatModel._batch_rows`, docs/formulations.md §9).
 """
 
 from __future__ import annotations

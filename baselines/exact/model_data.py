@@ -31,6 +31,11 @@ everything both models need, with the notation of ``docs/formulations.md`` §1:
   TPS_i = Σ_{v∈S_i} κ + Σ_{cut in-edges} γin + Σ_{cut out-edges} γout, exactly the
   evaluator's formula regrouped per term.
 
+  The batch-time objective (``options.objective``, docs/formulations.md §9) also needs each
+  stage's σ_i = P_i + X_i/B_edge (the evaluator's tau): per choice σ = p_ℓ and the edge
+  charges 2(c_e + sync)/B_edge (γ without the division by d), :meth:`ModelData.stage_sigma`,
+  :meth:`ModelData.model_value`.
+
 * Version 2, the plan-level edge bandwidth B_edge (B_in when Σ t_i d_i <= G, else B) is
   not a per-option number, so the plan space is split in two *parts* (:func:`node_parts`),
   each one model: "inside" (plans with Σ t_i d_i <= min(k, G): the device budget of the

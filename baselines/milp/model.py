@@ -1,5 +1,6 @@
 """The MILP's model (docs/formulations.md §2): :class:`MilpModel`, the PuLP problem and its
-variables for one instance (rows (A)-(K), (X), (E'), (U)), with its warm start, the bounds
+variables for one instance (rows (A)-(K), (X), (E'), (U); under the batch-time objective
+also (Hσ), (Iσ), (M), (Σ) of docs/formulations.md §9), with its warm start, the bounds
 that fix one option sequence of the split and the plan read back; :func:`build_model`
 builds it with the model knobs of the options; :func:`build_milp`, :func:`write_lp` and
 :func:`write_mps` write it for other solvers. With a warm start the model is
