@@ -91,6 +91,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
         info = get_solver(args.solver)
     except KeyError as exc:
         raise UsageError(str(exc.args[0]) + did_you_mean(args.solver, solver_names())) from None
+    if args.cp is not None and args.max_cp is not None and args.cp > args.max_cp:
+        raise UsageError(f"--cp {args.cp} is above --max-cp {args.max_cp}: give one of them")
     cfg, hw, setup = model_from_args(args)
     options = Options(time_limit_s=args.time_limit, progress=False, objective=args.objective,
                       schedule=args.schedule, max_virtual_stages=args.max_virtual_stages)

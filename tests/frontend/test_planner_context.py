@@ -73,3 +73,9 @@ def test_plan_cli_records_c(tmp_path, capsys):
     assert run_main(main, [*args, "--cp", "3"]) == 2
     err = capsys.readouterr().err.strip()
     assert "--cp" in err and "\n" not in err
+
+
+def test_cp_above_max_cp_is_one_line(capsys):
+    assert run_main(main, ["plan", "megatron-1.7b", "--cp", "4", "--max-cp", "2"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "--max-cp 2" in err and "\n" not in err
