@@ -127,3 +127,13 @@ def test_bad_context_parallel(c, kw, match):
 def test_context_too_wide_for_the_devices():
     with pytest.raises(FrontendError, match=r"--cp\) 4: no tensor-parallel degree"):
         build_workload(TOY, FAST, TrainingSetup(nodes=1, global_batch=4, context_parallel=4))
+
+
+def test_dp_and_brute_force_agree_on_a_context_parallel_workload():
+    # nothing changes in the solvers: a c = 2 workload is an ordinary workload (5 nodes, degree keys 2 and 4)
+    from piper import solve
+
+    problem = load_problem(build_workload(TOY, SLOW, setup(2)), strict=True)
+    dp, brute = solve(problem, solver="dp"), solve(problem, solver="brute")
+    assert dp.plan is not None and dp.tps == pytest.approx(brute.tps, rel=1e-9)
+    assert all(st.t in (2, 4) for st in dp.plan.stages)
