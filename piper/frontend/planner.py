@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from piper.core.options import Options
+from piper.core.options import BATCH_TIME, Options
 from piper.core.problem import Problem
 from piper.core.result import Result, Status
 from piper.frontend.config import TransformerConfig
@@ -84,31 +84,59 @@ def search_plans(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup, inf
                  micro_batches: tuple[int, ...], free: bool = True,
                  progress: Callable[[str], None] | None = None) -> PlanSearch:
     """Solve the model's workload for every micro-batch size, uniform and (``free``) free; the
-    time limit of ``options`` is for the whole search, shared out as it goes."""
+    time limit of ``options`` is for the whole search, shared out as it goes.
+
+    The uniform plans are solved first, for every size. The free searches then run in the order
+    of the uniform plans' values; when the solver takes the ``upper_bound`` knob (Piper's DP), each
+    after the first searches only for plans better than the best free plan found so far, and a
+    search that proves none exists ("unknown" with a bound at least that plan's value) counts as
+    exact: that size cannot hold the winner."""
     start = time.perf_counter()
     candidates: list[Candidate] = []
-    kinds = (True, False) if free else (True,)
-    total = len(micro_batches) * len(kinds)
+    total = len(micro_batches) * (2 if free else 1)
+    problems: dict[int, tuple[Problem, dict]] = {}
+
+    def run(b: int, uniform: bool, params: dict) -> Candidate:
+        problem, workload = problems[b]
+        left = None
+        if options.time_limit_s is not None:
+            left = max(0.0, options.time_limit_s - (time.perf_counter() - start)) / (total - len(candidates))
+        res = info(problem, replace(options, uniform=uniform, time_limit_s=left, params={**options.params, **params}))
+        cand = Candidate(b, uniform, problem, workload, res)
+        candidates.append(cand)
+        if progress is not None:
+            what = "uniform" if uniform else "free"
+            value = f"{res.value:.6g}" if math.isfinite(res.value) else f"no plan ({res.status.value})"
+            progress(f"micro-batch {b}, {what}: {res.status.value}, {options.objective} {value} ({res.time_s:.2f} s)")
+        return cand
+
     for b in micro_batches:
         workload = build_workload(cfg.with_changes(micro_batch=b), hw, setup)
-        problem = load_problem(workload, strict=True)
-        for uniform in kinds:
-            left = None
-            if options.time_limit_s is not None:
-                done = len(candidates)
-                left = max(0.0, options.time_limit_s - (time.perf_counter() - start)) / (total - done)
-            res = info(problem, replace(options, uniform=uniform, time_limit_s=left))
-            candidates.append(Candidate(b, uniform, problem, workload, res))
-            if progress is not None:
-                what = "uniform" if uniform else "free"
-                value = f"{res.value:.6g}" if math.isfinite(res.value) else "no plan"
-                progress(f"micro-batch {b}, {what}: {res.status.value}, {options.objective} {value} "
-                         f"({res.time_s:.2f} s)")
+        problems[b] = (load_problem(workload, strict=True), workload)
+        run(b, True, {})
+    cutoffs = free and "upper_bound" in (info.params or {}) and (options.objective == BATCH_TIME
+                                                                 or max(options.virtual_stage_choices()) > 1)
+    if free:
+        order = sorted(micro_batches, key=lambda b: next(c.value for c in candidates if c.micro_batch == b))
+        incumbent = math.inf
+        for b in order:
+            params = {"upper_bound": incumbent} if cutoffs and math.isfinite(incumbent) else {}
+            cand = run(b, False, params)
+            if cand.result.plan is not None:
+                incumbent = min(incumbent, cand.value)
 
     def best(uniform: bool) -> Candidate | None:
         found = [c for c in candidates if c.uniform == uniform and c.result.plan is not None]
         return min(found, key=lambda c: c.value) if found else None
 
-    exact = all(c.result.status in (Status.OPTIMAL, Status.INFEASIBLE) for c in candidates)
-    return PlanSearch(tuple(candidates), best(True), best(False) if free else None, exact,
+    winner = best(False) if free else None
+
+    def proven(c: Candidate) -> bool:
+        if c.result.status in (Status.OPTIMAL, Status.INFEASIBLE):
+            return True
+        # a free search cut off below the winner: no plan of this size beats it
+        return (not c.uniform and c.result.plan is None and c.result.status == Status.UNKNOWN and winner is not None
+                and c.result.bound >= winner.value * (1 - 1e-9))
+
+    return PlanSearch(tuple(candidates), best(True), winner, all(proven(c) for c in candidates),
                       time.perf_counter() - start)
