@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from piper.core.options import Options
+from piper.core.options import BATCH_TIME, Options
 from piper.core.problem import Problem
 from piper.core.result import Result, Status
 from piper.frontend import context
@@ -117,35 +117,65 @@ def search_plans(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup, inf
                  micro_batches: tuple[int, ...], free: bool = True,
                  progress: Callable[[str], None] | None = None,
                  context_parallels: tuple[int, ...] = (1,)) -> PlanSearch:
-    """Solve the model's workload for every context-parallel size and micro-batch size, uniform
-    and (``free``) free; the time limit of ``options`` is for the whole search, shared out as it goes."""
+    """Solve the model's workload for every context-parallel size c and micro-batch size b, uniform
+    and (``free``) free; the time limit of ``options`` is for the whole search, shared out as it goes.
+
+    The uniform plans are solved first, for every (c, b). The free searches then run in the order
+    of the uniform plans' values; when the solver takes the ``upper_bound`` knob (Piper's DP), each
+    after the first searches only for plans better than the best free plan found so far, and a
+    search that proves none exists ("unknown" with a bound at least that plan's value) counts as
+    exact: that (c, b) cannot hold the winner."""
     start = time.perf_counter()
     candidates: list[Candidate] = []
-    kinds = (True, False) if free else (True,)
-    total = len(context_parallels) * len(micro_batches) * len(kinds)
-    for c in context_parallels:
-        setup_c = replace(setup, context_parallel=c)
-        for b in micro_batches:
-            workload = build_workload(cfg.with_changes(micro_batch=b), hw, setup_c)
-            problem = load_problem(workload, strict=True)
-            for uniform in kinds:
-                left = None
-                if options.time_limit_s is not None:
-                    done = len(candidates)
-                    left = max(0.0, options.time_limit_s - (time.perf_counter() - start)) / (total - done)
-                res = info(problem, replace(options, uniform=uniform, time_limit_s=left))
-                candidates.append(Candidate(b, uniform, problem, workload, res, c))
-                if progress is not None:
-                    what = "uniform" if uniform else "free"
-                    value = f"{res.value:.6g}" if math.isfinite(res.value) else "no plan"
-                    where = f"context-parallel {c}, " if len(context_parallels) > 1 or c > 1 else ""
-                    progress(f"{where}micro-batch {b}, {what}: {res.status.value}, {options.objective} {value} "
-                             f"({res.time_s:.2f} s)")
+    keys = [(c, b) for c in context_parallels for b in micro_batches]
+    total = len(keys) * (2 if free else 1)
+    problems: dict[tuple[int, int], tuple[Problem, dict]] = {}
+
+    def run(key: tuple[int, int], uniform: bool, params: dict) -> Candidate:
+        problem, workload = problems[key]
+        left = None
+        if options.time_limit_s is not None:
+            left = max(0.0, options.time_limit_s - (time.perf_counter() - start)) / (total - len(candidates))
+        res = info(problem, replace(options, uniform=uniform, time_limit_s=left, params={**options.params, **params}))
+        c, b = key
+        cand = Candidate(b, uniform, problem, workload, res, c)
+        candidates.append(cand)
+        if progress is not None:
+            what = "uniform" if uniform else "free"
+            value = f"{res.value:.6g}" if math.isfinite(res.value) else f"no plan ({res.status.value})"
+            where = f"context-parallel {c}, " if len(context_parallels) > 1 or c > 1 else ""
+            progress(f"{where}micro-batch {b}, {what}: {res.status.value}, {options.objective} {value} "
+                     f"({res.time_s:.2f} s)")
+        return cand
+
+    for c, b in keys:
+        workload = build_workload(cfg.with_changes(micro_batch=b), hw, replace(setup, context_parallel=c))
+        problems[c, b] = (load_problem(workload, strict=True), workload)
+        run((c, b), True, {})
+    cutoffs = free and "upper_bound" in (info.params or {}) and (options.objective == BATCH_TIME
+                                                                 or max(options.virtual_stage_choices()) > 1)
+    if free:
+        uniform_value = {(x.context_parallel, x.micro_batch): x.value for x in candidates}
+        order = sorted(keys, key=uniform_value.__getitem__)
+        incumbent = math.inf
+        for key in order:
+            params = {"upper_bound": incumbent} if cutoffs and math.isfinite(incumbent) else {}
+            cand = run(key, False, params)
+            if cand.result.plan is not None:
+                incumbent = min(incumbent, cand.value)
 
     def best(uniform: bool) -> Candidate | None:
         found = [c for c in candidates if c.uniform == uniform and c.result.plan is not None]
         return min(found, key=lambda c: c.value) if found else None
 
-    exact = all(c.result.status in (Status.OPTIMAL, Status.INFEASIBLE) for c in candidates)
-    return PlanSearch(tuple(candidates), best(True), best(False) if free else None, exact,
+    winner = best(False) if free else None
+
+    def proven(c: Candidate) -> bool:
+        if c.result.status in (Status.OPTIMAL, Status.INFEASIBLE):
+            return True
+        # a free search cut off below the winner: no plan of this size beats it
+        return (not c.uniform and c.result.plan is None and c.result.status == Status.UNKNOWN and winner is not None
+                and c.result.bound >= winner.value * (1 - 1e-9))
+
+    return PlanSearch(tuple(candidates), best(True), winner, all(proven(c) for c in candidates),
                       time.perf_counter() - start)

@@ -26,7 +26,7 @@ from experiments.lib.instances import operator_graph_problem, random_problem
 from experiments.lib.suites import REPRODUCER, WORKLOADS_DIR
 from piper import Options, Status, check_result, load_problem, solve
 
-#: the reproducer's optimum, found by exhaustive search over every plan (shared/repro)
+#: the reproducer's optimum, found by exhaustive search over every plan (the reproducer instance: experiments.lib.suites.REPRODUCER)
 REPRO_OPTIMUM = 3.66394421753202
 EXACT = ("milp", "milp-highs", "cpsat")
 
