@@ -29,9 +29,9 @@ __all__ = ["CONTEXT_ASSUMPTIONS", "context_variants", "llama3_context_cases"]
 
 #: added to the Llama 3 table's assumptions for the context-parallel row
 CONTEXT_ASSUMPTIONS = [
-    "the long-context row (CP 16): Megatron-Core's ring attention (p2p; the paper's Section 3.3.2 describes an "
-    "all-gather of K and V instead), the sequence split in 2c chunks, each ring step's K, V transfer overlapped "
-    "with the previous step's attention (piper/frontend/context.py); v = 1",
+    ("the long-context row (CP 16): Megatron-Core's ring attention (p2p; the paper's Section 3.3.2 describes an "
+     "all-gather of K and V instead), the sequence split in 2c chunks, each ring step's K, V transfer overlapped "
+     "with the previous step's attention (piper/frontend/context.py); v = 1"),
 ]
 
 

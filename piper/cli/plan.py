@@ -2,7 +2,8 @@
 config to the best plan in one command.
 
 Searches the context-parallel size and the micro-batch size (:mod:`piper.frontend.planner`: one
-workload per pair, unless ``--cp`` / ``--micro-batch`` fix them; ``--max-cp`` bounds c) and, for each, solves with Piper's DP (exact knapsack; ``--solver``
+workload per pair, unless ``--cp`` / ``--micro-batch`` fix them; ``--max-cp`` bounds c) and, for
+each, solves with Piper's DP (exact knapsack; ``--solver``
 for another registered solver) the plan a framework runs (one (d, t) in every stage, as
 Megatron-LM, DeepSpeed and torchtitan need) and Piper's free plan. It minimizes the batch time
 by default (``--objective``; docs/problem.md §9: one iteration, with the pipeline's fill and
@@ -28,7 +29,13 @@ import json
 import sys
 from typing import Any
 
-from piper.cli.common import add_objective_args, did_you_mean, positive_int, seconds_arg, write_plan
+from piper.cli.common import (
+    add_objective_args,
+    did_you_mean,
+    positive_int,
+    seconds_arg,
+    write_plan,
+)
 from piper.cli.model import (
     add_model_arguments,
     check_model_outputs,
@@ -73,7 +80,8 @@ def add_plan_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def _candidate_summary(c: Candidate) -> dict[str, Any]:
-    return {"context_parallel": c.context_parallel, "micro_batch": c.micro_batch, "uniform": c.uniform, "status": c.result.status.value,
+    return {"context_parallel": c.context_parallel, "micro_batch": c.micro_batch, "uniform": c.uniform,
+            "status": c.result.status.value,
             "value": c.value if c.result.plan is not None else None, "time_s": c.result.time_s}
 
 
@@ -127,7 +135,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
                "schedule": plan.schedule.to_dict(), "objective": args.objective, "uniform": chosen.uniform,
                "exact": search.exact, "gain_of_free": search.gain,
                "runnable" if args.free else "free": None if other is None else
-               {**other_metrics, "micro_batch": other.micro_batch, "context_parallel": other.context_parallel, "status": other.result.status.value,
+               {**other_metrics, "micro_batch": other.micro_batch, "context_parallel": other.context_parallel,
+                "status": other.result.status.value,
                 "schedule": other.result.plan.schedule.to_dict(), "plan": other.result.plan.to_dict()},
                "candidates": [_candidate_summary(c) for c in search.candidates]}
         print(json.dumps(out))

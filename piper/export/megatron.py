@@ -158,7 +158,7 @@ def _model_args(ep: ExportPlan, notes: list[str]) -> list[str]:
 def export_megatron(ep: ExportPlan) -> Export:
     """Megatron-LM arguments for ``ep`` (see the module docstring); :class:`ExportError` when
     the plan's recomputation has no Megatron setting (rule E6)."""
-    d, width = ep.uniform()
+    d, _width = ep.uniform()
     c = ep.context_parallel
     t = ep.tensor_parallel()  # the stage's width is t x c (docs/problem.md §11)
     p = ep.pipeline

@@ -33,7 +33,11 @@ from piper.core.result import Result, Status
 from piper.frontend import context
 from piper.frontend.config import TransformerConfig
 from piper.frontend.hardware import Hardware
-from piper.frontend.workload import TrainingSetup, build_workload, tensor_parallel_degrees
+from piper.frontend.workload import (
+    TrainingSetup,
+    build_workload,
+    tensor_parallel_degrees,
+)
 from piper.io.workload import load_problem
 from piper.solvers.registry import SolverInfo
 

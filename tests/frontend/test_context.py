@@ -4,7 +4,13 @@ formula on a hand-computed case, and c = 1 giving the tensor-parallel workload u
 import pytest
 
 from piper import load_problem
-from piper.frontend import FrontendError, Hardware, TrainingSetup, TransformerConfig, build_workload
+from piper.frontend import (
+    FrontendError,
+    Hardware,
+    TrainingSetup,
+    TransformerConfig,
+    build_workload,
+)
 from piper.frontend.context import (
     RingAttention,
     context_link,

@@ -9,7 +9,14 @@ from piper import load_problem
 from piper.cli.common import run_main
 from piper.cli.main import main
 from piper.core.options import BATCH_TIME, Options
-from piper.frontend import Hardware, TrainingSetup, TransformerConfig, build_workload, hardware, preset
+from piper.frontend import (
+    Hardware,
+    TrainingSetup,
+    TransformerConfig,
+    build_workload,
+    hardware,
+    preset,
+)
 from piper.frontend.planner import context_parallel_choices, search_plans
 from piper.solvers.registry import get_solver
 
