@@ -82,15 +82,18 @@ def micro_batch_choices(global_batch: int, fixed: int | None) -> tuple[int, ...]
 
 def search_plans(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup, info: SolverInfo, options: Options, *,
                  micro_batches: tuple[int, ...], free: bool = True,
-                 progress: Callable[[str], None] | None = None) -> PlanSearch:
+                 progress: Callable[[str], None] | None = None,
+                 degrees: tuple[int, ...] | None = None) -> PlanSearch:
     """Solve the model's workload for every micro-batch size, uniform and (``free``) free; the
-    time limit of ``options`` is for the whole search, shared out as it goes."""
+    time limit of ``options`` is for the whole search, shared out as it goes. ``degrees``
+    (optional) offers only those tensor-parallel degrees (:func:`build_workload`'s ``degrees``:
+    its between-node resync bandwidth is then that of the largest one offered)."""
     start = time.perf_counter()
     candidates: list[Candidate] = []
     kinds = (True, False) if free else (True,)
     total = len(micro_batches) * len(kinds)
     for b in micro_batches:
-        workload = build_workload(cfg.with_changes(micro_batch=b), hw, setup)
+        workload = build_workload(cfg.with_changes(micro_batch=b), hw, setup, degrees=degrees)
         problem = load_problem(workload, strict=True)
         for uniform in kinds:
             left = None
