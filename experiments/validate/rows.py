@@ -19,10 +19,10 @@ from piper.frontend.workload import TrainingSetup
 __all__ = [
     "ASSUMPTIONS",
     "DATA_DIR",
+    "LLAMA3_VIRTUAL_STAGES",
     "Case",
     "all_cases",
     "llama3_cases",
-    "LLAMA3_VIRTUAL_STAGES",
     "llama3_layout",
     "readme_cases",
     "readme_flops_per_iteration",
