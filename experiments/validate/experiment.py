@@ -29,7 +29,7 @@ def row_record(case: Case, params: tuple[float, ...]) -> dict[str, Any]:
     b = r.get("bottleneck", {}).get("seconds", {})
     return {
         "table": case.table, "row": case.name, "gpus": case.layout.gpus, "tp": case.layout.tp, "pp": case.layout.pp,
-        "dp": case.layout.dp, "vp": r["vp"], "micro_batch": case.cfg.micro_batch,
+        "dp": case.layout.dp, "vp": r["vp"], "micro_batch": r["micro_batch"],
         "global_batch": case.setup.global_batch, "tmpc": r.get("tmpc"),
         "published_tflops_per_gpu": case.published_tflops_per_gpu,
         "published_time_s": case.published_time_s, "predicted_time_s": pred,

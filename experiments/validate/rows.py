@@ -26,6 +26,7 @@ __all__ = [
     "llama3_layout",
     "readme_cases",
     "readme_flops_per_iteration",
+    "readme_variants",
     "readme_virtual_stages",
     "sc21_cases",
 ]
@@ -43,7 +44,7 @@ ASSUMPTIONS: dict[str, list[str]] = {
         "the interleaved rows with the paper's layers per virtual stage (v = layers per stage / that)",
     ],
     "readme": [
-        "the README does not state them: micro-batch 1, no recomputation, sequence parallelism (t > 1; "
+        "the README does not state them: no recomputation, sequence parallelism (t > 1; "
         "--tp-comm-overlap needs it), the distributed optimizer (--overlap-param-gather needs it), flash "
         "attention (Transformer Engine), fp32 gradient reduction (Megatron's default for --bf16), BF16",
         "Megatron-LM's GPT defaults: LayerNorm, biases, learned positions, tied embeddings, dropout 0.1, FFN 4h",
@@ -52,6 +53,9 @@ ASSUMPTIONS: dict[str, list[str]] = {
         "schedule (megatron/training/arguments.py: overlap_p2p_comm is switched off without it); v is not stated: "
         "the score's choice under the catalog's H100 constants, over the v > 1 Megatron allows (v divides the layers "
         "per stage) up to 8 or one layer per virtual stage",
+        "the micro-batch is not stated either: the score's choice (b from 1, 2, 4, 8, 16 dividing the sequences per "
+        "replica, each with its v, those that fit in memory; the fastest under the constants being evaluated, in "
+        "every fit and LOO fit too): the runs are taken to be tuned, as a planner would tune them",
     ],
     "llama3": [
         "Meta's layout of [L3] Section 3.3.2: 16 stages of 7, 8 x 14, 7 layers, micro-batch 1, BF16, "
@@ -135,11 +139,34 @@ def readme_cases() -> list[Case]:
                               grad_bytes=4, flash_attention=True, tp_comm_overlap=True, overlap_grad_reduce=True,
                               overlap_param_gather=True)
         layout = Layout(tp=t, pp=p, dp=d, recompute="none", sequence_parallel=t > 1)
-        layout = replace(layout, vp=readme_virtual_stages(cfg, hw, setup, layout))
+        variants = readme_variants(cfg, hw, setup, layout)
         tflops = float(r["tflops_per_gpu"])
         time_s = readme_flops_per_iteration(cfg, gb) / (tflops * 1e12 * gpus)
-        out.append(Case("readme", cfg.name, cfg, hw, setup, layout, time_s, tflops, "h100-sxm-80gb"))
+        out.append(Case("readme", cfg.name, variants[0][0], hw, setup, variants[0][1], time_s, tflops,
+                        "h100-sxm-80gb", extra={"variants": variants}))
     return out
+
+
+def readme_variants(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup,
+                    layout: Layout) -> tuple[tuple[TransformerConfig, Layout], ...]:
+    """The (micro-batch, v) a README row may have run, which the README does not state: b from 1, 2, 4,
+    8, 16 dividing the sequences per replica (with p > 1 only those leaving a multiple of p micro-batches,
+    which the interleaved schedule needs), each with v by :func:`readme_virtual_stages` under ``hw``,
+    keeping those that fit in memory (memory does not depend on the fitted constants). The row is scored
+    with the fastest of them under the constants being evaluated (``fit.score_case``): the score's
+    choice, as if NVIDIA tuned both (see ASSUMPTIONS)."""
+    from piper.frontend.score import score_layout
+
+    per_replica = setup.global_batch // layout.dp
+    out = []
+    for b in (1, 2, 4, 8, 16):
+        if per_replica % b or (layout.pp > 1 and (per_replica // b) % layout.pp):
+            continue
+        c = cfg.with_changes(micro_batch=b)
+        lay = replace(layout, vp=readme_virtual_stages(c, hw, setup, layout))
+        if score_layout(c, hw, setup, lay)["fits"]:
+            out.append((c, lay))
+    return tuple(out) or ((cfg, replace(layout, vp=readme_virtual_stages(cfg, hw, setup, layout))),)
 
 
 def llama3_layout(layers: int = 126, stages: int = 16, vp: int = 1) -> tuple[int, ...]:
@@ -204,7 +231,7 @@ def llama3_cases() -> list[Case]:
             check_layout(cfg, hw, setup, lay)
             layouts.append(lay)
         out.append(Case("llama3", f"llama3-405b-{gpus}", cfg, hw, setup, layouts[0], time_s, tflops, "h100-sxm-80gb",
-                        extra={"layouts": tuple(layouts)}))
+                        extra={"variants": tuple((cfg, lay) for lay in layouts)}))
     return out
 
 
