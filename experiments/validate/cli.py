@@ -13,6 +13,9 @@ from piper.cli.common import ArgumentParser, run_main
 from piper.core.json_values import jsonable
 
 PROG = "python -m experiments.validate"
+#: the rows --rows accepts (SC'21 Table 1's model names)
+ROW_NAMES = ("megatron-1.7b", "megatron-3.6b", "megatron-7.5b", "megatron-18b", "megatron-39b", "megatron-76b",
+             "megatron-145b", "megatron-310b", "megatron-530b", "megatron-1t")
 
 
 def build_parser(prog: str = PROG) -> ArgumentParser:
@@ -21,6 +24,11 @@ def build_parser(prog: str = PROG) -> ArgumentParser:
     ap.add_argument("--quick", action="store_true", help="only the 3 smallest rows of each Megatron table")
     ap.add_argument("--no-loo", action="store_true", help="skip the leave-one-out refits (in-sample errors only)")
     ap.add_argument("--json", action="store_true", help="print one JSON object instead of the tables (no progress)")
+    ap.add_argument("--planner", action="store_true",
+                    help="instead: the planner's best uniform plan against Megatron's layout on every SC'21 row "
+                         "(the catalog's constants; planner.csv, planner.json, PLANNER.md)")
+    ap.add_argument("--rows", type=flags.name_list(ROW_NAMES, "row"), metavar="NAME[,NAME...]",
+                    help="only these rows (--planner)")
     flags.add_time_limit(ap, None, "each fit of the constants (the best so far when it runs out)")
     flags.add_quiet(ap)
     flags.add_jobs(ap, 1, "the rows run one after the other")
@@ -31,6 +39,8 @@ def _main(argv: list[str] | None, prog: str = PROG) -> int:
     args = build_parser(prog).parse_args(argv)
     log = None if args.json or args.quiet else (lambda msg: print(msg, file=sys.stderr, flush=True))
     out = flags.out_dir(args.out)
+    if args.planner:
+        return _planner(args, out, log)
     res = run(quick=args.quick, loo=not args.no_loo, log=log, time_limit_s=args.time_limit)
     write_csv(res, out / "validation.csv")
     write_png(res, out / "validation.png")
@@ -43,6 +53,26 @@ def _main(argv: list[str] | None, prog: str = PROG) -> int:
         print(f"wrote {out / 'validation.csv'}, {out / 'validation.png'}, {out / 'VALIDATION.md'} "
               f"({res['elapsed_s']:.0f} s)")
     return 0
+
+
+def _planner(args, out, log) -> int:
+    from experiments.validate.planner import compare_rows, planner_markdown
+    from experiments.validate.rows import sc21_cases
+    from piper.frontend.hardware import hardware
+
+    cases = [c for c in sc21_cases() if args.rows is None or c.name in args.rows]
+    rows = compare_rows(cases, lambda c: hardware(c.gpu), log=log)
+    import csv
+
+    with open(out / "planner.csv", "w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=list(dict.fromkeys(k for r in rows for k in r)))
+        w.writeheader()
+        w.writerows(rows)
+    (out / "planner.json").write_text(json.dumps(jsonable(rows), indent=1) + "\n")
+    md = planner_markdown(rows)
+    (out / "PLANNER.md").write_text(md + "\n")
+    print(json.dumps(jsonable(rows)) if args.json else md)
+    return 0 if all(r["planner_no_worse"] for r in rows) else 1
 
 
 def main(argv: list[str] | None = None, prog: str = PROG) -> int:

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import replace
 from typing import Any
 
 from experiments.validate.context_rows import CONTEXT_ASSUMPTIONS, llama3_context_cases
-from experiments.validate.fit import fit, leave_one_out, predict_time_s
+from experiments.validate.fit import fit, leave_one_out, predict_time_s, score_case
 from experiments.validate.memory import memory_rows
 from experiments.validate.rows import (
     ASSUMPTIONS,
@@ -17,9 +16,8 @@ from experiments.validate.rows import (
     readme_cases,
     sc21_cases,
 )
-from piper.frontend.score import score_layout
 
-__all__ = ["row_record", "run", "summary"]
+__all__ = ["DRIFT_TOLERANCE", "catalog_drift", "row_record", "run", "summary"]
 
 #: which table fits which accelerator's constants
 FIT_TABLES = {"a100-80gb": "sc21", "h100-sxm-80gb": "readme"}
@@ -27,20 +25,13 @@ FIT_TABLES = {"a100-80gb": "sc21", "h100-sxm-80gb": "readme"}
 
 def row_record(case: Case, params: tuple[float, ...]) -> dict[str, Any]:
     """The row scored with ``params`` (e_max, d0): what ``python -m piper score`` prints, and the error."""
-    e_max, d0 = params
-    hw = case.hw.with_changes(gemm_efficiency=e_max, gemm_half_dim=d0)
-    order = ("none", "selective", "full")
-    r: dict[str, Any] = {}
-    for rc in order[order.index(case.layout.recompute):]:
-        r = score_layout(case.cfg, hw, case.setup, replace(case.layout, recompute=rc))
-        if r["batch_time_s"] is not None:
-            break
+    r = score_case(case, params)
     pred = r["batch_time_s"]
     b = r.get("bottleneck", {}).get("seconds", {})
     return {
         "table": case.table, "row": case.name, "gpus": case.layout.gpus, "tp": case.layout.tp, "cp": case.layout.cp,
         "pp": case.layout.pp,
-        "dp": case.layout.dp, "vp": case.layout.vp, "micro_batch": case.cfg.micro_batch,
+        "dp": case.layout.dp, "vp": r["vp"], "micro_batch": r["micro_batch"],
         "global_batch": case.setup.global_batch, "tmpc": r.get("tmpc"),
         "published_tflops_per_gpu": case.published_tflops_per_gpu,
         "published_time_s": case.published_time_s, "predicted_time_s": pred,
@@ -81,9 +72,30 @@ def run(quick: bool = False, loo: bool = True, log: Callable[[str], None] | None
         rec["loo_e_max"], rec["loo_d0"] = fitted[case.gpu]
         rows.append(rec)
     return {"fitted": {g: {"e_max": p[0], "d0": p[1], "table": FIT_TABLES[g]} for g, p in fitted.items()},
+            "drift": catalog_drift(fitted),
             "rows": rows, "summary": summary(rows), "memory": memory_rows(),
             "assumptions": {**ASSUMPTIONS, "llama3": ASSUMPTIONS["llama3"] + CONTEXT_ASSUMPTIONS},
             "quick": quick, "loo": loo, "elapsed_s": time.perf_counter() - t0}
+
+
+#: how far a fit may land from the catalog's values before the run reports a drift (Nelder-Mead stops
+#: within about 0.002 of e_max and 2 of d0: fit.py's xatol in its scaled units)
+DRIFT_TOLERANCE = {"e_max": 0.005, "d0": 5.0}
+
+
+def catalog_drift(fitted: dict[str, tuple[float, ...]]) -> dict[str, dict[str, Any]]:
+    """Per fitted accelerator: the catalog's e_max and d0 (``piper.frontend.hardware.FITTED_GEMM``,
+    what ``plan`` and ``score`` use), this run's fit, and ``drift`` True when they differ by more
+    than :data:`DRIFT_TOLERANCE` (the catalog needs the new values)."""
+    from piper.frontend.hardware import FITTED_GEMM
+
+    out = {}
+    for gpu, (e_max, d0) in fitted.items():
+        cat = FITTED_GEMM.get(gpu)
+        drift = cat is None or abs(cat.e_max - e_max) > DRIFT_TOLERANCE["e_max"] or abs(cat.d0 - d0) > DRIFT_TOLERANCE["d0"]
+        out[gpu] = {"catalog_e_max": None if cat is None else cat.e_max, "catalog_d0": None if cat is None else cat.d0,
+                    "fitted_e_max": e_max, "fitted_d0": d0, "drift": drift}
+    return out
 
 
 def summary(rows: list[dict[str, Any]]) -> dict[str, dict[str, float]]:

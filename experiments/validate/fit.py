@@ -12,12 +12,13 @@ without it. The machinery is generic: :func:`fit` and :func:`leave_one_out` take
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
-__all__ = ["PARAM_BOUNDS", "fit", "leave_one_out", "log_error", "predict_time_s"]
+__all__ = ["PARAM_BOUNDS", "fit", "leave_one_out", "log_error", "predict_time_s", "score_case"]
 
 #: (e_max, d0) bounds
 PARAM_BOUNDS = ((0.3, 1.0), (0.0, 2048.0))
@@ -25,20 +26,41 @@ PARAM_BOUNDS = ((0.3, 1.0), (0.0, 2048.0))
 PARAM_SCALE = (1.0, 1000.0)
 
 
-def predict_time_s(case: Any, params: Sequence[float]) -> float:
-    """The iteration time of ``case`` (a :class:`~experiments.validate.rows.Case`) with the matrix
-    products' (e_max, d0) = ``params``; the least recomputation that fits when its own OOMs
-    (``case.layout.recompute`` first). inf when nothing fits."""
+def score_case(case: Any, params: Sequence[float]) -> dict[str, Any]:
+    """``python -m piper score``'s record of ``case`` (a :class:`~experiments.validate.rows.Case`) with
+    the matrix products' (e_max, d0) = ``params``: per variant (``case.extra["variants"]``, (config,
+    layout) pairs, when the row leaves the micro-batch or v open; else ``case.cfg`` and ``case.layout``)
+    the least recomputation that fits when its own OOMs (``recompute`` first); the variant with the
+    least batch time wins (the score's choice). ``batch_time_s`` None: nothing fits."""
     from piper.frontend.score import score_layout
 
     e_max, d0 = params
     hw = case.hw.with_changes(gemm_efficiency=e_max, gemm_half_dim=d0)
     order = ("none", "selective", "full")
-    for rc in order[order.index(case.layout.recompute):]:
-        r = score_layout(case.cfg, hw, case.setup, replace(case.layout, recompute=rc))
-        if r["batch_time_s"] is not None:
-            return r["batch_time_s"]
-    return math.inf
+    best: dict[str, Any] = {}
+    for cfg, layout in case.extra.get("variants", ((case.cfg, case.layout),)):
+        r: dict[str, Any] = {}
+        for rc in order[order.index(layout.recompute):]:
+            r = score_layout(cfg, hw, case.setup, replace(layout, recompute=rc))
+            if r["batch_time_s"] is not None:
+                break
+        if not best or (r["batch_time_s"] is not None
+                        and (best["batch_time_s"] is None or r["batch_time_s"] < best["batch_time_s"])):
+            best = r
+    return best
+
+
+@functools.lru_cache(maxsize=4096)
+def _cached_time_s(case: Any, params: tuple[float, ...]) -> float:
+    t = score_case(case, params)["batch_time_s"]
+    return math.inf if t is None else t
+
+
+def predict_time_s(case: Any, params: Sequence[float]) -> float:
+    """The iteration time of ``case`` under ``params`` (:func:`score_case`); inf when nothing fits.
+    Memoized per (case, params): the fits evaluate the same points again (every leave-one-out fit
+    starts from the same simplex on the same rows), and a score depends on nothing else."""
+    return _cached_time_s(case, tuple(float(x) for x in params))
 
 
 def log_error(pred: float, published: float) -> float:

@@ -59,6 +59,10 @@ def markdown(res: dict[str, Any]) -> str:
     lines = ["## Iteration time: predicted vs published", ""]
     for gpu, f in res["fitted"].items():
         lines.append(f"- {gpu}: e_max = {f['e_max']:.4f}, d0 = {f['d0']:.1f} (fitted on {TABLE_TITLES[f['table']]})")
+    for gpu, d in res.get("drift", {}).items():
+        state = "DRIFT: update FITTED_GEMM" if d["drift"] else "no drift"
+        lines.append(f"- catalog (piper/frontend/hardware.py FITTED_GEMM) {gpu}: e_max = {d['catalog_e_max']}, "
+                     f"d0 = {d['catalog_d0']}: {state}")
     lines.append("")
     for table, title in TABLE_TITLES.items():
         mine = [r for r in res["rows"] if r["table"] == table]

@@ -19,12 +19,15 @@ from piper.frontend.workload import TrainingSetup
 __all__ = [
     "ASSUMPTIONS",
     "DATA_DIR",
+    "LLAMA3_VIRTUAL_STAGES",
     "Case",
     "all_cases",
     "llama3_cases",
     "llama3_layout",
     "readme_cases",
     "readme_flops_per_iteration",
+    "readme_variants",
+    "readme_virtual_stages",
     "sc21_cases",
 ]
 
@@ -41,19 +44,28 @@ ASSUMPTIONS: dict[str, list[str]] = {
         "the interleaved rows with the paper's layers per virtual stage (v = layers per stage / that)",
     ],
     "readme": [
-        "the README does not state them: micro-batch 1, no recomputation, sequence parallelism (t > 1; "
+        "the README does not state them: no recomputation, sequence parallelism (t > 1; "
         "--tp-comm-overlap needs it), the distributed optimizer (--overlap-param-gather needs it), flash "
         "attention (Transformer Engine), fp32 gradient reduction (Megatron's default for --bf16), BF16",
         "Megatron-LM's GPT defaults: LayerNorm, biases, learned positions, tied embeddings, dropout 0.1, FFN 4h",
-        "no interleaving (v = 1): the README does not state it",
+        "the interleaved schedule on the rows with p > 1: the README says pipeline-parallel communication is "
+        "overlapped with computation (\"enabled by default\"), which Megatron-LM does only with the interleaved "
+        "schedule (megatron/training/arguments.py: overlap_p2p_comm is switched off without it); v is not stated: "
+        "the score's choice under the catalog's H100 constants, over the v > 1 Megatron allows (v divides the layers "
+        "per stage) up to 8 or one layer per virtual stage",
+        "the micro-batch is not stated either: the score's choice (b from 1, 2, 4, 8, 16 dividing the sequences per "
+        "replica, each with its v, those that fit in memory; the fastest under the constants being evaluated, in "
+        "every fit and LOO fit too): the runs are taken to be tuned, as a planner would tune them",
     ],
     "llama3": [
         "Meta's layout of [L3] Section 3.3.2: 16 stages of 7, 8 x 14, 7 layers, micro-batch 1, BF16, "
         "sequence parallelism, flash attention, optimizer state and gradients sharded over data parallelism "
         "([L3] Section 3.3.2: FSDP without resharding the weights after the forward pass, i.e. ZeRO-2), "
         "gradient reduce and weight gather overlapped, fp32 gradients",
-        "no recomputation when it fits, else selective, else full (the paper does not say); no interleaving "
-        "(the paper's interleaved variant is not Megatron's: its v is not stated)",
+        "no recomputation when it fits, else selective, else full (the paper does not say); the interleaved "
+        "schedule ([L3] Section 3.3.2; Meta's variant of it is modelled as Megatron's): v is not stated, each "
+        "row is scored with v = 1, 2 and 4 (the chunk layouts with whole layers, one fewer in the first and the "
+        "last chunk) and the least predicted time is reported, i.e. the score's choice of v under the model",
         "published iteration time from the row's TFLOP/s with Megatron's FLOP count (full attention); "
         "the paper does not give its count",
     ],
@@ -126,20 +138,72 @@ def readme_cases() -> list[Case]:
         setup = TrainingSetup(nodes=gpus // hw.devices_per_node, global_batch=gb, distributed_optimizer=True,
                               grad_bytes=4, flash_attention=True, tp_comm_overlap=True, overlap_grad_reduce=True,
                               overlap_param_gather=True)
-        layout = Layout(tp=t, pp=p, dp=d, recompute="none", sequence_parallel=t > 1, vp=1)
+        layout = Layout(tp=t, pp=p, dp=d, recompute="none", sequence_parallel=t > 1)
+        variants = readme_variants(cfg, hw, setup, layout)
         tflops = float(r["tflops_per_gpu"])
         time_s = readme_flops_per_iteration(cfg, gb) / (tflops * 1e12 * gpus)
-        out.append(Case("readme", cfg.name, cfg, hw, setup, layout, time_s, tflops, "h100-sxm-80gb"))
+        out.append(Case("readme", cfg.name, variants[0][0], hw, setup, variants[0][1], time_s, tflops,
+                        "h100-sxm-80gb", extra={"variants": variants}))
     return out
 
 
-def llama3_layout(layers: int = 126, stages: int = 16) -> tuple[int, ...]:
-    """[L3] Section 3.3.2: the first and the last pipeline stage hold one layer fewer (7, 8 x 14, 7)."""
-    inner = (layers + 2) // stages
-    sizes = (inner - 1,) + (inner,) * (stages - 2) + (inner - 1,)
-    if sum(sizes) != layers:
-        raise ValueError(f"{layers} layers do not fit the layout {sizes}")
-    return sizes
+def readme_variants(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup,
+                    layout: Layout) -> tuple[tuple[TransformerConfig, Layout], ...]:
+    """The (micro-batch, v) a README row may have run, which the README does not state: b from 1, 2, 4,
+    8, 16 dividing the sequences per replica (with p > 1 only those leaving a multiple of p micro-batches,
+    which the interleaved schedule needs), each with v by :func:`readme_virtual_stages` under ``hw``,
+    keeping those that fit in memory (memory does not depend on the fitted constants). The row is scored
+    with the fastest of them under the constants being evaluated (``fit.score_case``): the score's
+    choice, as if NVIDIA tuned both (see ASSUMPTIONS)."""
+    from piper.frontend.score import score_layout
+
+    per_replica = setup.global_batch // layout.dp
+    out = []
+    for b in (1, 2, 4, 8, 16):
+        if per_replica % b or (layout.pp > 1 and (per_replica // b) % layout.pp):
+            continue
+        c = cfg.with_changes(micro_batch=b)
+        lay = replace(layout, vp=readme_virtual_stages(c, hw, setup, layout))
+        if score_layout(c, hw, setup, lay)["fits"]:
+            out.append((c, lay))
+    return tuple(out) or ((cfg, replace(layout, vp=readme_virtual_stages(cfg, hw, setup, layout))),)
+
+
+def llama3_layout(layers: int = 126, stages: int = 16, vp: int = 1) -> tuple[int, ...]:
+    """[L3] Section 3.3.2: the first and the last pipeline stage hold one layer fewer (7, 8 x 14, 7);
+    interleaved (``vp`` chunks per stage, stages x vp entries in pipeline order): every chunk holds
+    (layers + 2) / (stages vp) layers, the first and the last chunk one fewer."""
+    chunks = stages * vp
+    inner, rest = divmod(layers + 2, chunks)
+    if rest or inner < 2:
+        raise ValueError(f"{layers} layers do not fit {stages} stages x {vp} chunks with one layer fewer at both ends")
+    return (inner - 1,) + (inner,) * (chunks - 2) + (inner - 1,)
+
+
+#: the virtual stages the Llama 3 rows are scored with, the least predicted time winning ([L3] Section
+#: 3.3.2: Meta ran an interleaved schedule and does not state v; 126 + 2 layers over 16 stages allow
+#: 1, 2 or 4 chunks per stage with whole layers and one layer fewer in the first and the last chunk)
+LLAMA3_VIRTUAL_STAGES = (1, 2, 4)
+
+
+def readme_virtual_stages(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup, layout: Layout) -> int:
+    """v of a README row: 1 without pipelining; else the score's choice under ``hw`` (the catalog's
+    constants): the least predicted batch time over the v > 1 Megatron-LM allows (v divides the
+    layers per stage, ``--num-layers-per-virtual-pipeline-stage``) that are at most 8 (``plan``'s
+    limit) or one layer per virtual stage (see ASSUMPTIONS)."""
+    from piper.frontend.score import score_layout
+
+    if layout.pp == 1:
+        return 1
+    per = cfg.layers // layout.pp
+    best = (float("inf"), per)
+    for v in range(2, per + 1):
+        if per % v or (v > 8 and v != per):
+            continue
+        t = score_layout(cfg, hw, setup, replace(layout, vp=v))["batch_time_s"]
+        if t is not None and t < best[0]:
+            best = (t, v)
+    return best[1]
 
 
 def llama3_cases() -> list[Case]:
@@ -160,9 +224,14 @@ def llama3_cases() -> list[Case]:
                               shard_gradients=True)
         tflops = float(r["tflops_per_gpu"])
         time_s = costs.model_flops_per_iteration(cfg, gb) / (tflops * 1e12 * gpus)
-        base = Layout(tp=t, pp=p, dp=d, recompute="none", sequence_parallel=True, stage_layers=llama3_layout(cfg.layers, p))
-        check_layout(cfg, hw, setup, base)
-        out.append(Case("llama3", f"llama3-405b-{gpus}", cfg, hw, setup, base, time_s, tflops, "h100-sxm-80gb"))
+        layouts = []
+        for vp in LLAMA3_VIRTUAL_STAGES:
+            lay = Layout(tp=t, pp=p, dp=d, recompute="none", sequence_parallel=True, vp=vp,
+                         stage_layers=llama3_layout(cfg.layers, p, vp))
+            check_layout(cfg, hw, setup, lay)
+            layouts.append(lay)
+        out.append(Case("llama3", f"llama3-405b-{gpus}", cfg, hw, setup, layouts[0], time_s, tflops, "h100-sxm-80gb",
+                        extra={"variants": tuple((cfg, lay) for lay in layouts)}))
     return out
 
 

@@ -28,10 +28,12 @@ Sources (vendor datasheets, by name):
   81,559 MiB (H100 SXM), 143,771 MiB (H200), 183,359 MiB (B200, approximate).
 * ``memory_efficiency``: streaming kernels reach about 85% (A100) and 90% (H100 and later) of
   the HBM bandwidth (BabelStream-style measurements; approximate, not fitted).
-* ``gemm_efficiency`` (e_max) and ``gemm_half_dim`` (d0): FITTED on the published rows
-  (``python -m experiments.validate``, docs/results/validation.md): A100 on SC'21 Table 1
-  gives e_max 0.733, d0 113 (the catalog's 0.75 / 48 are the starting values); H100's fit
-  (0.92 / 852) is not trusted (see the validation report), so the catalog keeps 0.70 / 48.
+* ``gemm_efficiency`` (e_max) and ``gemm_half_dim`` (d0): FITTED on the published rows by
+  ``python -m experiments.validate`` (docs/results/validation.md), recorded in :data:`FITTED_GEMM`
+  with the rows and their leave-one-out error; that command reports a drift when its fit moves
+  away from these values. a100-80gb: on [SC21] Table 1; h100-sxm-80gb: on the Megatron-LM
+  README's H100 weak-scaling table. The other devices keep the unfitted starting values 0.75
+  (A100 40 GB) / 0.70 (H200, B200) and d0 = 48.
 * ``flash_attention_efficiency``: Dao, FlashAttention-2 (2023): 50-73% of A100 peak (0.60);
   Shah et al., FlashAttention-3 (2024): up to 75% of H100 peak forward, less backward (0.50).
 * Collectives (per node type): bus-bandwidth efficiency = nccl-tests busbw / link bandwidth
@@ -61,7 +63,9 @@ __all__ = [
     "COLLECTIVES",
     "LINKS",
     "NODE_TYPES",
+    "FITTED_GEMM",
     "Accelerator",
+    "FittedGemm",
     "Hardware",
     "NodeType",
     "accelerator",
@@ -92,6 +96,32 @@ class Accelerator:
     gemm_efficiency: float
     #: fraction of peak of fused (flash) attention, forward and backward
     flash_attention_efficiency: float
+    #: d0 of the matrix products' shape factor (fitted: see module docstring)
+    gemm_half_dim: float = 48.0
+
+
+@dataclass(frozen=True)
+class FittedGemm:
+    """Matrix-product constants fitted by ``python -m experiments.validate`` (module docstring)."""
+
+    e_max: float
+    d0: float
+    #: the published rows they are fitted on
+    rows: str
+    #: mean absolute leave-one-out error of those rows' iteration times, percent
+    loo_mae_percent: float
+    #: the worst row's leave-one-out error, percent (signed)
+    loo_worst_percent: float
+
+
+#: per accelerator: the fitted e_max and d0 (the values of :data:`ACCELERATORS`), where fitted
+FITTED_GEMM: dict[str, FittedGemm] = {
+    # fitted on [SC21] Table 1 (10 rows, A100 80 GB), LOO MAE 2.3%, worst -5.4% (megatron-76b)
+    "a100-80gb": FittedGemm(0.7332, 112.6, "[SC21] Table 1, 10 rows", 2.3, -5.4),
+    # fitted on the Megatron-LM README H100 weak-scaling table (9 rows; micro-batch and v the score's choice,
+    # docs/results/validation.md), LOO MAE 4.2%, worst +9.0% (gpt-314b)
+    "h100-sxm-80gb": FittedGemm(0.7924, 1097.3, "Megatron-LM README H100 weak scaling, 9 rows", 4.2, 9.0),
+}
 
 
 @dataclass(frozen=True)
@@ -108,8 +138,10 @@ class NodeType:
 
 ACCELERATORS: dict[str, Accelerator] = {
     "a100-40gb": Accelerator("a100-40gb", 312e12, 40960 * 2**20, "dgx-a100", None, 1555e9, 0.85, 0.75, 0.60),
-    "a100-80gb": Accelerator("a100-80gb", 312e12, 81920 * 2**20, "dgx-a100", None, 2039e9, 0.85, 0.75, 0.60),
-    "h100-sxm-80gb": Accelerator("h100-sxm-80gb", 989e12, 81559 * 2**20, "dgx-h100", 1979e12, 3350e9, 0.90, 0.70, 0.50),
+    "a100-80gb": Accelerator("a100-80gb", 312e12, 81920 * 2**20, "dgx-a100", None, 2039e9, 0.85,
+                             FITTED_GEMM["a100-80gb"].e_max, 0.60, FITTED_GEMM["a100-80gb"].d0),
+    "h100-sxm-80gb": Accelerator("h100-sxm-80gb", 989e12, 81559 * 2**20, "dgx-h100", 1979e12, 3350e9, 0.90,
+                                 FITTED_GEMM["h100-sxm-80gb"].e_max, 0.50, FITTED_GEMM["h100-sxm-80gb"].d0),
     "h200": Accelerator("h200", 989e12, 143771 * 2**20, "dgx-h200", 1979e12, 4800e9, 0.90, 0.70, 0.50),
     "b200": Accelerator("b200", 2.25e15, 183359 * 2**20, "dgx-b200", 4.5e15, 8000e9, 0.90, 0.70, 0.50),
 }
@@ -252,7 +284,7 @@ _LINK_NUMBERS["dgx-h200"] = _LINK_NUMBERS["dgx-h100"]
 _LINK_NUMBERS["dgx-b200"] = _LINK_NUMBERS["dgx-h100"]
 #: fixed cost of one kernel launch on every catalog GPU, seconds (module docstring)
 KERNEL_OVERHEAD_S = 5e-6
-#: the shape factor's d0 on every catalog GPU (module docstring: fitted)
+#: the shape factor's d0 of the catalog GPUs without a fit (module docstring)
 GEMM_HALF_DIM = 48.0
 
 
@@ -284,7 +316,7 @@ def hardware(gpu: str = "a100-80gb", node: str | None = None, **overrides: Any) 
         memory_bandwidth=acc.memory_bandwidth,
         memory_efficiency=acc.memory_efficiency,
         gemm_efficiency=acc.gemm_efficiency,
-        gemm_half_dim=GEMM_HALF_DIM,
+        gemm_half_dim=acc.gemm_half_dim,
         flash_attention_efficiency=acc.flash_attention_efficiency,
         kernel_overhead_s=KERNEL_OVERHEAD_S,
         **_LINK_NUMBERS[nt.name],

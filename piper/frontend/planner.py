@@ -120,7 +120,7 @@ def context_parallel_choices(cfg: TransformerConfig, hw: Hardware, setup: Traini
 def search_plans(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup, info: SolverInfo, options: Options, *,
                  micro_batches: tuple[int, ...], free: bool = True,
                  progress: Callable[[str], None] | None = None,
-                 context_parallels: tuple[int, ...] = (1,)) -> PlanSearch:
+                 context_parallels: tuple[int, ...] = (1,), degrees: tuple[int, ...] | None = None) -> PlanSearch:
     """Solve the model's workload for every context-parallel size c and micro-batch size b, uniform
     and (``free``) free; the time limit of ``options`` is for the whole search, shared out as it goes.
 
@@ -128,7 +128,9 @@ def search_plans(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup, inf
     of the uniform plans' values; when the solver takes the ``upper_bound`` knob (Piper's DP), each
     after the first searches only for plans better than the best free plan found so far, and a
     search that proves none exists ("unknown" with a bound at least that plan's value) counts as
-    exact: that (c, b) cannot hold the winner."""
+    exact: that (c, b) cannot hold the winner. ``degrees`` (optional) offers only those
+    tensor-parallel degrees (:func:`build_workload`'s ``degrees``: its between-node resync
+    bandwidth is then that of the largest one offered)."""
     start = time.perf_counter()
     candidates: list[Candidate] = []
     keys = [(c, b) for c in context_parallels for b in micro_batches]
@@ -153,7 +155,8 @@ def search_plans(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup, inf
         return cand
 
     for c, b in keys:
-        workload = build_workload(cfg.with_changes(micro_batch=b), hw, replace(setup, context_parallel=c))
+        workload = build_workload(cfg.with_changes(micro_batch=b), hw, replace(setup, context_parallel=c),
+                                  degrees=degrees)
         problems[c, b] = (load_problem(workload, strict=True), workload)
         run((c, b), True, {})
     cutoffs = free and "upper_bound" in (info.params or {}) and (options.objective == BATCH_TIME

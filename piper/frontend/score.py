@@ -7,7 +7,8 @@ or the p v chunks of the interleaved schedule, the first stage also holding the 
 the last the final norm and output head) and scores it with :func:`piper.core.evaluate.evaluate`:
 its ``batch_time`` is the predicted iteration time. The workload carries the optimizer step
 (``stepTime`` / ``stepTimeSharded``) and, with ``--overlap-grad-reduce`` /
-``--overlap-param-gather``, the resync's overlap (``resyncOverlapTime``): docs/problem.md §10.
+``--overlap-param-gather``, the resync's overlap (``resyncOverlapTime``, over the window of the
+layout's schedule: :mod:`piper.frontend.overlap`): docs/problem.md §10.
 
 Reported (units in the keys): iteration time; tokens/s in all and per GPU; model TFLOP/s per
 GPU and MFU with Megatron-LM's FLOP count (6 x matrix-product parameters x tokens + the full
@@ -29,6 +30,7 @@ from piper.core.problem import Problem
 from piper.frontend import costs
 from piper.frontend.config import TransformerConfig
 from piper.frontend.hardware import Hardware
+from piper.frontend.overlap import overlap_microbatches
 from piper.frontend.tmpc import tmpc_id
 from piper.frontend.workload import (
     TrainingSetup,
@@ -171,7 +173,9 @@ def score_layout(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup, lay
     sizes = check_layout(cfg, hw, setup, layout)
     from piper.io.workload import load_problem
 
-    setup = replace(setup, optimizer_step=True, context_parallel=layout.cp)
+    setup = replace(setup, optimizer_step=True, context_parallel=layout.cp,
+                    resync_overlap_microbatches=overlap_microbatches(
+                        layout.pp, layout.vp, setup.global_batch // (cfg.micro_batch * layout.dp)))
     recompute = (layout.recompute,)
     workload = build_workload(cfg, hw, setup, degrees=(layout.width,), recompute=recompute)
     problem = load_problem(workload, strict=True)

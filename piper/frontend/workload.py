@@ -123,6 +123,9 @@ class TrainingSetup:
     overlap_grad_reduce: bool = False
     #: ``--overlap-param-gather``: the weight all-gather runs during the first micro-batch's forward pass
     overlap_param_gather: bool = False
+    #: the micro-batches of a stage's backward (forward) passes the gradient reduce (weight gather) can
+    #: hide behind: 1 for 1F1B, more for the interleaved schedule (:mod:`piper.frontend.overlap`)
+    resync_overlap_microbatches: float = 1.0
     #: each tensor-parallel rank sends only its 1/t of a stage's output ([SC21] Section 4.1's
     #: scatter/gather; Megatron-Core does this only with sequence parallelism)
     pipeline_scatter_gather: bool = False
@@ -325,8 +328,9 @@ def model_parallel_node_costs(cfg: TransformerConfig, hw: Hardware, setup: Train
 def resync_overlap_s(cost: NodeCost, setup: TrainingSetup) -> float:
     """``resyncOverlapTime``: the part of one micro-batch of this node during which the stage's
     data-parallel resync can run (its backward pass with ``--overlap-grad-reduce``, its forward
-    pass with ``--overlap-param-gather``), seconds."""
-    return (cost.backward_s if setup.overlap_grad_reduce else 0.0) + (cost.forward_s if setup.overlap_param_gather else 0.0)
+    pass with ``--overlap-param-gather``), times ``setup.resync_overlap_microbatches``, seconds."""
+    one = (cost.backward_s if setup.overlap_grad_reduce else 0.0) + (cost.forward_s if setup.overlap_param_gather else 0.0)
+    return setup.resync_overlap_microbatches * one
 
 
 def resync_bandwidths(hw: Hardware, setup: TrainingSetup, t_max: int = 1) -> tuple[float, float]:

@@ -54,3 +54,53 @@ def test_memory_within_five_percent_of_k22():
     rows = memory_rows()
     assert len(rows) == 12
     assert all(math.isfinite(r["difference_percent"]) and abs(r["difference_percent"]) < 5 for r in rows)
+
+
+def test_llama3_chunk_layouts_by_hand():
+    from experiments.validate.rows import llama3_layout
+
+    assert llama3_layout(126, 16) == (7,) + (8,) * 14 + (7,)
+    # v = 4: 64 chunks of (126 + 2) / 64 = 2 layers, the first and the last one fewer
+    assert llama3_layout(126, 16, 4) == (1,) + (2,) * 62 + (1,)
+    with pytest.raises(ValueError):
+        llama3_layout(126, 16, 8)  # chunks of one layer leave none for the first and the last
+
+
+def test_catalog_constants_are_the_fits_optimum():
+    """FITTED_GEMM (what plan and score use) sits at the minimum of the fit's loss on its rows:
+    moving e_max by 0.01 or d0 by 10 makes the loss larger (a drift after a model change fails here;
+    ``python -m experiments.validate`` then reports the new values)."""
+    from experiments.validate.fit import log_error, predict_time_s
+    from experiments.validate.rows import readme_cases
+    from piper.frontend.hardware import FITTED_GEMM
+
+    for gpu, cases in (("a100-80gb", sc21_cases()), ("h100-sxm-80gb", readme_cases())):
+        f = FITTED_GEMM[gpu]
+
+        def loss(e, d0, cases=cases):
+            return sum(log_error(predict_time_s(c, (e, d0)), c.published_time_s) ** 2 for c in cases) / len(cases)
+
+        at = loss(f.e_max, f.d0)
+        for e, d0 in ((f.e_max + 0.01, f.d0), (f.e_max - 0.01, f.d0), (f.e_max, f.d0 + 10), (f.e_max, max(0.0, f.d0 - 10))):
+            assert loss(e, d0) > at, (gpu, e, d0)
+
+
+def test_planner_row_on_the_smallest_sc21_row():
+    from experiments.validate.planner import compare_row, rescore
+    from piper.frontend.hardware import hardware
+    from piper.frontend.score import check_layout, layout_plan, score_layout
+
+    case = next(c for c in sc21_cases() if c.name == "megatron-1.7b")
+    hw = hardware(case.gpu)
+    # rescore prices a plan exactly as score_layout prices a layout: Megatron's own plan gives its time
+    meg = score_layout(case.cfg, hw, case.setup, case.layout)
+    sizes = check_layout(case.cfg, hw, case.setup, case.layout)
+    plan = layout_plan(meg["problem"], sizes, case.layout)
+    assert rescore(case, hw, case.cfg.micro_batch, plan) == pytest.approx(meg["batch_time_s"], rel=1e-12)
+    r = compare_row(case, hw, degrees=(1,), micro_batches=(16,))
+    assert r["megatron_s"] == pytest.approx(meg["batch_time_s"], rel=1e-12)
+    assert r["outside_space"] == ""
+    # Megatron's layout (t = 1, b = 16, full recomputation) is in the space: the exact DP does no worse
+    assert r["planner_search_s"] <= r["megatron_on_search_s"] * (1 + 1e-9)
+    assert r["planner_no_worse"] and r["gain_percent"] >= 0
+    assert (r["planner_t"], r["planner_b"]) == (1, 16)
