@@ -133,8 +133,10 @@ def _listing() -> str:
     lines = ["presets:"]
     for name, c in PRESETS.items():
         lines.append(
-            f"  {name:<14} l={c.layers:<4} h={c.hidden_size:<6} a={c.attention_heads:<4} kv={c.kv_heads:<4} "
+            f"  {name:<16} l={c.layers:<4} h={c.hidden_size:<6} a={c.attention_heads:<4} kv={c.kv_heads:<4} "
             f"ffn={c.ffn_hidden_size:<6} V={c.vocab_size:<7} s={c.seq_length:<5} {c.ffn_kind}"
+            + (f" moe E={c.moe.experts} k={c.moe.top_k} F={c.moe.expert_ffn_hidden_size}" if c.moe else "")
+            + (" mla" if c.mla else "")
         )
     lines.append("GPUs:")
     for name, acc in ACCELERATORS.items():
