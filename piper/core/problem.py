@@ -138,6 +138,15 @@ class TMPC:
             return None
         return d * t // width
 
+    def expert_terms(self, d: int, t: int, factor: float, microbatches: int) -> tuple[float, float] | None:
+        """docs/problem.md §11 for a stage of degrees (d, t): (resync bytes per sample
+        f (r - 1) w_x / (r N), memory bytes s_x / r) with r = :meth:`expert_copies`; None when
+        rule 6 fails. (0.0, 0.0) exactly when w_x = s_x = 0."""
+        r = self.expert_copies(d, t)
+        if r is None:
+            return None
+        return factor * (r - 1) * self.expert_parameter_size / (r * microbatches), self.memory_sharded_expert / r
+
 
 @dataclass(frozen=True)
 class Node:
