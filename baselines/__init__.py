@@ -14,7 +14,7 @@ from __future__ import annotations
 from baselines.brute import MAX_NODES as BRUTE_MAX_NODES
 from piper.core.options import OBJECTIVES
 from piper.core.plan import SCHEDULE_KINDS
-from piper.core.problem import ITERATION_FEATURES, VERSION2_FEATURES
+from piper.core.problem import CLUSTER_FEATURES, VERSION2_FEATURES
 from piper.solvers.params import BOOL, DICT, INT, LIST, NUMBER, STR
 from piper.solvers.registry import SolverInfo, register
 
@@ -47,7 +47,7 @@ register(SolverInfo("milp-highs", "baselines.milp.solver:solve_milp", True, "exa
 register(SolverInfo("cpsat", "baselines.cpsat.solver:solve_cpsat", True, "exact CP-SAT model (OR-Tools)",
                     features=_ALL, params=CPSAT_PARAMS, flags=EXACT_FLAGS, objectives=_EXACT_OBJECTIVES))
 register(SolverInfo("brute", "baselines.brute:solve_brute", True, "exhaustive enumeration (tiny graphs)",
-                    max_nodes=BRUTE_MAX_NODES, features=frozenset(VERSION2_FEATURES + ITERATION_FEATURES), params={}, objectives=frozenset(OBJECTIVES),
+                    max_nodes=BRUTE_MAX_NODES, features=frozenset(CLUSTER_FEATURES), params={}, objectives=frozenset(OBJECTIVES),
                     schedules=frozenset(SCHEDULE_KINDS)))
 register(SolverInfo("equi", "baselines.equi:solve_equi", False, "PipeDream-2BW-like equi-partition baseline",
                     features=_ALL, params={"equi_mode": STR, "equi_separate": BOOL}, objectives=frozenset(OBJECTIVES)))

@@ -5,7 +5,7 @@ state) refuses an instance that uses it, naming the feature; every shipped solve
 import pytest
 
 from piper import Options, SolverError, problem_from_dict, problem_to_dict, solve
-from piper.core.problem import CLUSTER_FEATURES, ITERATION_FEATURES, VERSION2_FEATURES
+from piper.core.problem import CLUSTER_FEATURES, VERSION2_FEATURES
 from piper.solvers.registry import SOLVERS, SolverInfo, get_solver, register, unregister
 from tests.helpers import tmpc, workload
 
@@ -20,7 +20,7 @@ def two_layers(**top):
 
 def test_solver_infos_declare_their_features():
     # brute force scores every plan with the evaluator, so it honours the iteration keys too
-    assert get_solver("brute").features == frozenset(VERSION2_FEATURES + ITERATION_FEATURES)
+    assert get_solver("brute").features == frozenset(CLUSTER_FEATURES)
     for name, info in SOLVERS.items():
         assert info.features <= frozenset(CLUSTER_FEATURES), name
 
