@@ -48,6 +48,7 @@ from piper.core.errors import FrontendError
 from piper.frontend import costs
 from piper.frontend.config import TransformerConfig
 from piper.frontend.hardware import Hardware
+from piper.frontend.moe_costs import layer_costs, layer_variant
 from piper.frontend.operations import (
     Kernels,
     node_ops,
@@ -377,14 +378,16 @@ def build_workload(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup | 
     edge_bytes = min(p2p_bytes_per_device(cfg, setup, t, True) for t in degrees)
     overlap = setup.overlap_grad_reduce or setup.overlap_param_gather
     nodes = []
-    cache: dict[tuple[str, int], list[NodeCost]] = {}  # identical layers cost the same
+    cache: dict[tuple[str, str | None, int], list[Any]] = {}  # identical layers cost the same
     for nid, (kind, layer) in enumerate(chain):
         tmpcs: dict[str, list[dict[str, Any]]] = {}
+        variant = layer_variant(cfg, kind, layer)  # MoE and MLA layers: piper/frontend/moe_costs.py
         for t in degrees:
             entries = []
-            if (kind, t) not in cache:
-                cache[kind, t] = node_costs(cfg, hw, setup, kind, t)
-            for c in cache[kind, t]:
+            if (kind, variant, t) not in cache:
+                cache[kind, variant, t] = (node_costs(cfg, hw, setup, kind, t) if variant is None else
+                                           layer_costs(cfg, hw, setup, t, variant, setup.nodes * hw.devices_per_node))
+            for c in cache[kind, variant, t]:
                 if recompute is not None and kind == "transformer" and parse_tmpc_id(c.tmpc_id)[0] not in recompute:
                     continue
                 extra = c.p2p_bytes - edge_bytes
@@ -398,6 +401,10 @@ def build_workload(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup | 
                     "syncTimeFw": {str(nid - 1): extra} if nid > 0 else {},
                     "syncTimeBw": {str(nid + 1): extra} if nid + 1 < len(chain) else {},
                 }
+                if getattr(c, "expert_parallel", 1) > 1 or getattr(c, "expert_param_bytes", 0.0) > 0:
+                    entry.update({"expertParallel": c.expert_parallel, "expertTensorParallel": c.expert_tensor_parallel,
+                                  "expertParameterSize": c.expert_param_bytes,
+                                  "memoryUsageShardedExpertB": c.expert_sharded_bytes})
                 if overlap:
                     entry["resyncOverlapTime"] = resync_overlap_s(c, setup)
                 if setup.optimizer_step:
