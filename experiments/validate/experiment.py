@@ -9,6 +9,7 @@ from typing import Any
 
 from experiments.validate.fit import fit, leave_one_out, predict_time_s
 from experiments.validate.memory import memory_rows
+from experiments.validate.moe_rows import MOE_ASSUMPTIONS, moe_records
 from experiments.validate.rows import (
     ASSUMPTIONS,
     Case,
@@ -80,6 +81,9 @@ def run(quick: bool = False, loo: bool = True, log: Callable[[str], None] | None
         rows.append(rec)
     return {"fitted": {g: {"e_max": p[0], "d0": p[1], "table": FIT_TABLES[g]} for g, p in fitted.items()},
             "rows": rows, "summary": summary(rows), "memory": memory_rows(), "assumptions": ASSUMPTIONS,
+            # mixture of experts (issue 31; experiments/validate/moe_rows.py): out of sample, H100 constants
+            "moe": {"catalog": moe_records(), "readme_fit": moe_records(fitted["h100-sxm-80gb"]),
+                    "assumptions": MOE_ASSUMPTIONS},
             "quick": quick, "loo": loo, "elapsed_s": time.perf_counter() - t0}
 
 
