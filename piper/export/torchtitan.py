@@ -125,6 +125,14 @@ def export_torchtitan(ep: ExportPlan) -> Export:
         "tensor_parallel_degree": t,
         "pipeline_parallel_degree": p,
     }
+    e, et = ep.expert_layout
+    if ep.model is not None and ep.model.moe is not None:
+        # torchtitan's MoE models (DeepSeek-V3, Qwen3): [parallelism] expert_parallel_degree and
+        # expert_tensor_parallel_degree (1 or t); EP borrows its devices from data (and tensor) parallelism
+        parallelism["expert_parallel_degree"] = e
+        parallelism["expert_tensor_parallel_degree"] = et
+        notes.append(f"experts: expert_parallel_degree {e}, expert_tensor_parallel_degree {et}; the [model] flavor "
+                     f"({ep.model.moe['experts']} experts, top-{ep.model.moe['topK']}) is yours to pick")
     if p > 1:
         parallelism["pipeline_parallel_schedule"] = "Interleaved1F1B" if ep.interleaved else "1F1B"
         parallelism["pipeline_parallel_microbatch_size"] = ep.micro_batch

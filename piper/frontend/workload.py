@@ -341,7 +341,26 @@ def model_record(cfg: TransformerConfig, setup: TrainingSetup) -> dict[str, Any]
         "globalBatch": setup.global_batch,
         "distributedOptimizer": setup.distributed_optimizer,
         "gradBytes": setup.grad_bytes,
+        **_moe_record(cfg),
     }
+
+
+def _moe_record(cfg: TransformerConfig) -> dict[str, Any]:
+    """The model record's optional keys of MoE / MLA models and head widths other than h / a (issue 31)."""
+    out: dict[str, Any] = {}
+    if cfg.attention_head_dim is not None:
+        out["attentionHeadDim"] = cfg.attention_head_dim
+    if cfg.moe is not None:
+        m = cfg.moe
+        out["moe"] = {"experts": m.experts, "topK": m.top_k, "expertFfnHiddenSize": m.expert_ffn_hidden_size,
+                      "sharedFfnHiddenSize": m.shared_ffn_hidden_size, "firstDenseLayers": m.first_dense_layers,
+                      "layerFreq": m.layer_freq, "layerOffset": m.layer_offset, "routerScore": m.router_score,
+                      "capacityFactor": m.capacity_factor}
+    if cfg.mla is not None:
+        out["mla"] = {"qLoraRank": cfg.mla.q_lora_rank, "kvLoraRank": cfg.mla.kv_lora_rank,
+                      "qkNopeHeadDim": cfg.mla.qk_nope_head_dim, "qkRopeHeadDim": cfg.mla.qk_rope_head_dim,
+                      "vHeadDim": cfg.mla.v_head_dim}
+    return out
 
 
 def build_workload(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup | None = None,
@@ -390,6 +409,8 @@ def build_workload(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup | 
             for c in cache[kind, variant, t]:
                 if recompute is not None and kind == "transformer" and parse_tmpc_id(c.tmpc_id)[0] not in recompute:
                     continue
+                if cfg.moe is not None and t > 1 and not parse_tmpc_id(c.tmpc_id)[1]:
+                    continue  # Megatron-Core: an MoE model with t > 1 runs sequence parallelism everywhere
                 extra = c.p2p_bytes - edge_bytes
                 entry: dict[str, Any] = {
                     "id": c.tmpc_id,
