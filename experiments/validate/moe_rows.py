@@ -35,9 +35,9 @@ MOE_FILE = "megatron_bridge_h100_moe.csv"
 #: the CSV's model names -> presets
 MODELS = {"Qwen3_30B_a3B": "qwen3-30b-a3b", "GPT OSS 120B": "gpt-oss-120b"}
 MOE_ASSUMPTIONS = [
-    "Megatron-Bridge does not state: recomputation (none when it fits, else selective, else full), the "
-    "distributed optimizer (on), fp32 gradient reduction, --overlap-grad-reduce / --overlap-param-gather (on), "
-    "flash attention (on); sequence parallelism is moot (t = 1 in every row)",
+    ("Megatron-Bridge does not state: recomputation (none when it fits, else selective, else full), the "
+     "distributed optimizer (on), fp32 gradient reduction, --overlap-grad-reduce / --overlap-param-gather (on), "
+     "flash attention (on); sequence parallelism is moot (t = 1 in every row)"),
     "balanced routing (the benchmarks force-balance the expert load), dropless; FP8 and FP8-CS rows: FP8 products",
     "GPT-OSS: full causal attention on every layer (its alternating 128-token sliding window is not modelled)",
     "the 25.09 'tokendrop' row is left out (capacity factor and precision not stated)",

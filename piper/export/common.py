@@ -23,21 +23,21 @@ from piper.core.plan import Plan
 from piper.core.problem import ACTIVATION_RECOMP, VANILLA, Problem
 
 __all__ = [
-    "ExportError",
+    "RULES",
     "TARGETS",
     "TARGET_NAMES",
-    "RULES",
-    "ModelInfo",
-    "LayerMap",
-    "StageSpec",
-    "ExportPlan",
     "Export",
+    "ExportError",
+    "ExportPlan",
+    "LayerMap",
+    "ModelInfo",
+    "StageSpec",
+    "format_counts",
     "map_layers",
-    "tmpc_meaning",
     "model_info",
     "prepare",
     "refuse",
-    "format_counts",
+    "tmpc_meaning",
 ]
 
 #: export targets (CLI ``--to``) and their display names

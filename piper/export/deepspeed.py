@@ -24,7 +24,7 @@ import json
 
 from piper.export.common import Export, ExportPlan, refuse
 
-__all__ = ["export_deepspeed", "partition", "PIPELINE_SNIPPET", "DEEPSPEED_SOURCE"]
+__all__ = ["DEEPSPEED_SOURCE", "PIPELINE_SNIPPET", "export_deepspeed", "partition"]
 
 #: what the keys were checked against (docs/export.md, "Versions")
 DEEPSPEED_SOURCE = "DeepSpeed master (deepspeed/runtime/pipe/module.py, docs/config-json)"

@@ -45,7 +45,7 @@ import shlex
 
 from piper.export.common import Export, ExportPlan, StageSpec, format_counts, refuse
 
-__all__ = ["export_megatron", "layer_args", "moe_args", "moe_layer_pattern", "recompute_args", "MEGATRON_SOURCE"]
+__all__ = ["MEGATRON_SOURCE", "export_megatron", "layer_args", "moe_args", "moe_layer_pattern", "recompute_args"]
 
 #: what the flags were checked against (docs/export.md, "Versions")
 MEGATRON_SOURCE = "NVIDIA/Megatron-LM main, Megatron-Core 0.13+"

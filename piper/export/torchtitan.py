@@ -29,7 +29,7 @@ import json
 
 from piper.export.common import Export, ExportPlan, format_counts, refuse
 
-__all__ = ["export_torchtitan", "module_fqns", "split_points", "TORCHTITAN_SOURCE"]
+__all__ = ["TORCHTITAN_SOURCE", "export_torchtitan", "module_fqns", "split_points"]
 
 #: what the keys were checked against (docs/export.md, "Versions")
 TORCHTITAN_SOURCE = "pytorch/torchtitan main, torchtitan/config/job_config.py"

@@ -39,6 +39,7 @@ __all__ = [
     "OPTIMIZER_STATE_BYTES",
     "RECOMPUTE_KINDS",
     "LayerParams",
+    "active_params",
     "allreduce_bytes_per_device",
     "attention_core_forward_flops",
     "embedding_activation_bytes",
@@ -58,10 +59,9 @@ __all__ = [
     "model_params",
     "moe_layer_forward_flops",
     "moe_layer_params",
-    "stack_train_flops",
-    "active_params",
     "sc21_flops_per_iteration",
     "sc21_params",
+    "stack_train_flops",
 ]
 
 #: activation recomputation kinds: none, selective ([K22] Section 5), full (every layer keeps only its input)

@@ -143,7 +143,7 @@ def _count0(raw: Mapping[str, Any], key: str, where: str, default: int = 0) -> i
     value = raw.get(key)
     if value is None:
         return default
-    if isinstance(value, float) or isinstance(value, str):
+    if isinstance(value, (float, str)):
         raise ModelConfigError(f"{where}: {key} must be a whole number (an integer), got {_short(value)}")
     if value == 0 and not isinstance(value, bool) and isinstance(value, int):
         return 0

@@ -289,12 +289,12 @@ def _drop(ops: list[Op], prefixes: tuple[str, ...]) -> list[Op]:
 
 
 def special_layer_ops(cfg: TransformerConfig, hw: Hardware, t: int, recompute: str, sp: bool, variant: str,
-                      e: int = 1, et: int = 1, kernels: Kernels = Kernels()) -> list[Op]:
+                      e: int = 1, et: int = 1, kernels: Kernels | None = None) -> list[Op]:
     """The operations of one MoE or MLA layer ("moe" / "mla", :func:`layer_variant`) for one
     micro-batch on one of t devices, expert layout (e, e_t)."""
     if variant not in ("moe", "mla"):
         raise FrontendError(f"layer variant must be moe or mla, got {variant!r}")
-    ops = layer_ops(cfg, hw, t, recompute, sp, kernels)
+    ops = layer_ops(cfg, hw, t, recompute, sp, kernels or Kernels())
     phases = ["forward", "backward"] + (["recompute"] if recompute == "full" else [])
     if cfg.mla is not None:
         ops = _drop(ops, ATTENTION_OP_PREFIXES)
@@ -315,7 +315,7 @@ def mla_activation_bytes(cfg: TransformerConfig, t: int) -> float:
     mla = cfg.mla
     if mla is None:
         return 0.0
-    p, h, a = float(cfg.precision_bytes), cfg.hidden_size, cfg.attention_heads
+    p, a = float(cfg.precision_bytes), cfg.attention_heads
     q = 1.0 if cfg.precision == "fp8" else p
     T = cfg.micro_batch * cfg.seq_length
     latents = p * (mla.q_lora_rank + mla.kv_lora_rank + mla.qk_rope_head_dim) + q * (mla.q_lora_rank + mla.kv_lora_rank)
@@ -356,10 +356,10 @@ def layer_costs(cfg: TransformerConfig, hw: Hardware, setup: Any, t: int, varian
     kernels = setup.kernels()
     moe_layer = variant == "moe"
     if moe_layer:
-        part, all_experts = costs.moe_layer_params(cfg)
+        part, _ = costs.moe_layer_params(cfg)
         one_expert = expert_params(cfg.moe, cfg.hidden_size, cfg.ffn_matrices)  # type: ignore[arg-type]
     else:
-        part, all_experts, one_expert = costs.layer_params(cfg), 0, 0
+        part, one_expert = costs.layer_params(cfg), 0
     params = part.per_device(t)
     ids = tmpc_ids(t)
     if moe_layer and t > 1:

@@ -70,10 +70,10 @@ def _gb(x: float) -> str:
 
 def render_summary(s: dict[str, Any]) -> str:
     """Human-readable lines of :func:`model_summary`."""
+    active = s.get("active_params", s["params"])
+    active = f"; {active / 1e9:.4g} B active per token" if active != s["params"] else ""
     lines = [
-        f"model         {s['model']}: {s['params'] / 1e9:.4g} B parameters ({s['params']:,}"
-        + (f"; {s['active_params'] / 1e9:.4g} B active per token" if s.get("active_params", s["params"]) != s["params"]
-           else "") + "), "
+        f"model         {s['model']}: {s['params'] / 1e9:.4g} B parameters ({s['params']:,}{active}), "
         f"sequence {s['seq_length']}, micro-batch {s['micro_batch']}",
         f"batch         {s['global_batch']} sequences = N {s['microbatches']} micro-batches (one Piper sample = one micro-batch)",
         f"FLOPs/iter    model {s['model_flops_per_iteration']:.4e}, hardware {s['hardware_flops_per_iteration']:.4e} "

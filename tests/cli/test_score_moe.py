@@ -45,10 +45,10 @@ def test_moe_flops_count_active_parameters():
 
 
 @pytest.mark.parametrize("layout, flag", [
-    (dict(tp=1, pp=1, dp=8, ep=3), "--ep 3 must divide"),
-    (dict(tp=2, pp=1, dp=4, ep=2, etp=4, sequence_parallel=True), "--etp 4"),
-    (dict(tp=1, pp=2, dp=4, ep=8), "rule 6"),
-    (dict(tp=2, pp=1, dp=4, ep=2), "--sequence-parallel"),
+    ({"tp": 1, "pp": 1, "dp": 8, "ep": 3}, "--ep 3 must divide"),
+    ({"tp": 2, "pp": 1, "dp": 4, "ep": 2, "etp": 4, "sequence_parallel": True}, "--etp 4"),
+    ({"tp": 1, "pp": 2, "dp": 4, "ep": 8}, "rule 6"),
+    ({"tp": 2, "pp": 1, "dp": 4, "ep": 2}, "--sequence-parallel"),
 ])
 def test_impossible_expert_layouts_name_the_flag(layout, flag):
     with pytest.raises(FrontendError, match=flag):
@@ -70,3 +70,20 @@ def test_cli_json(capsys):
     m = json.loads(capsys.readouterr().out)
     assert m["ep"] == 8 and m["etp"] == 1 and m["fits"]
     assert m["tokens_per_s_per_gpu"] == pytest.approx(16 * 1024 / m["batch_time_s"] / 16)
+
+
+def test_capacity_factor_flag(capsys):
+    argv = ["score", "qwen3-30b-a3b", "--gpu", "h100", "--nodes", "2", "--tp", "1", "--ep", "8",
+            "--micro-batch", "1", "--global-batch", "16", "--seq", "1024", "--json"]
+    assert run_main(main, argv) == 0
+    dropless = json.loads(capsys.readouterr().out)
+    assert run_main(main, [*argv, "--moe-capacity-factor", "2"]) == 0
+    capped = json.loads(capsys.readouterr().out)
+    # the routed-token buffers double (c = 2) and the expert products run at twice the rows
+    assert capped["max_memory_bytes"] > dropless["max_memory_bytes"]
+    assert capped["batch_time_s"] > dropless["batch_time_s"]
+    dense = ["score", "llama3-8b", *argv[2:]]
+    dense.remove("--ep")
+    dense.remove("8")
+    assert run_main(main, [*dense, "--moe-capacity-factor", "2"]) == 2
+    assert "--moe-capacity-factor: llama3-8b is not a mixture-of-experts model" in capsys.readouterr().err

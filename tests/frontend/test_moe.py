@@ -7,7 +7,13 @@ import pytest
 from piper.core.errors import ModelConfigError
 from piper.frontend import costs
 from piper.frontend.hf import config_from_hf
-from piper.frontend.moe import MLAConfig, MoEConfig, is_moe_layer, mla_attention_params, moe_layer_count
+from piper.frontend.moe import (
+    MLAConfig,
+    MoEConfig,
+    is_moe_layer,
+    mla_attention_params,
+    moe_layer_count,
+)
 from piper.frontend.presets import MOE_PUBLISHED, PRESETS
 
 #: published counts agree within 2% (total) and 2% (active): the difference is what the sources
