@@ -34,7 +34,9 @@ rank order tp-ep-dp puts it) at the NVLink bandwidth with the point-to-point bus
 catalog (an all-to-all is n - 1 simultaneous sends; nccl-tests' alltoall busbw = (n - 1)/n x
 algbw, NVIDIA/nccl-tests doc/PERFORMANCE.md); across nodes the (G - 1)/n to the device's own node
 goes over NVLink and the (n - G)/n to other nodes over its network link, concurrently: the time
-is the slower of the two plus the network latency.
+is the slower of the two plus the network latency. With e_t > 1 the e members of an expert-parallel
+group sit e_t apart (the expert-tensor-parallel group innermost), so the group spans e e_t devices
+and a node holds G / e_t of its members once e e_t > G.
 
 **Layouts** (:func:`expert_layouts`): e among the powers of two dividing E up to
 ``MAX_EXPERT_PARALLEL`` (64) and the devices; e_t in {1, t} (t when F divides by t: Megatron's
@@ -155,16 +157,21 @@ def expert_layouts(cfg: TransformerConfig, t: int, max_devices: int) -> list[tup
     return out
 
 
-def all_to_all_time_s(hw: Hardware, message_bytes: float, ranks: int) -> float:
-    """Seconds of an all-to-all in which each of ``ranks`` devices holds ``message_bytes`` (module docstring)."""
+def all_to_all_time_s(hw: Hardware, message_bytes: float, ranks: int, span: int | None = None) -> float:
+    """Seconds of an all-to-all in which each of ``ranks`` devices holds ``message_bytes`` (module
+    docstring). ``span``: the consecutive devices the group's members are spread over (e e_t for the
+    expert-parallel group, whose members sit e_t apart: Megatron-Core's expert rank order puts the
+    expert-tensor-parallel group innermost); default ``ranks``. When the span exceeds a node, each
+    node holds ranks G / span members."""
     if ranks <= 1 or message_bytes <= 0:
         return 0.0
-    g = hw.devices_per_node
+    span = ranks if span is None else span
+    g = min(hw.devices_per_node * ranks // span, ranks) if span > hw.devices_per_node else ranks
 
     def share(link: str, fraction: float) -> float:
         return fraction * message_bytes / (hw.link_bandwidth(link) * hw.collective_efficiency(link, "p2p"))
 
-    if ranks <= g:
+    if ranks <= g:  # the whole group inside one node
         return hw.link_latency_s("nvlink") + share("nvlink", (ranks - 1) / ranks)
     return hw.link_latency_s("network") + max(share("nvlink", (g - 1) / ranks), share("network", (ranks - g) / ranks))
 
@@ -245,7 +252,7 @@ def _moe_ops(cfg: TransformerConfig, hw: Hardware, t: int, e: int, et: int, phas
     rows = c * td * k * et  # routed rows this device's experts process
     m = rows / (E / e)  # rows per local expert
     dispatch = td * k * h * p  # bytes each device sends into (and gets back from) the all-to-all
-    a2a = all_to_all_time_s(hw, dispatch, e)
+    a2a = all_to_all_time_s(hw, dispatch, e, e * et)
     link = "nvlink" if e * et <= hw.devices_per_node else "network"
     gather = collective_time_s(hw, "all_gather", rows * h * p, et, link) if et > 1 else 0.0
     act_fwd = (3 if cfg.ffn_kind == "swiglu" else 2) * p * rows * F / et

@@ -34,6 +34,10 @@ def test_all_to_all_inside_and_across_nodes():
     across = 30e-6 + max(7 / 16 * msg / (450e9 * 0.75), 8 / 16 * msg / (50e9 * 0.90))
     assert all_to_all_time_s(H100, msg, 16) == pytest.approx(across)
     assert all_to_all_time_s(H100, msg, 1) == 0.0
+    # 8 ranks 2 apart over 16 devices: 4 per node, 3/8 over NVLink, 4/8 over the network
+    spread = 30e-6 + max(3 / 8 * msg / (450e9 * 0.75), 4 / 8 * msg / (50e9 * 0.90))
+    assert all_to_all_time_s(H100, msg, 8, span=16) == pytest.approx(spread)
+    assert all_to_all_time_s(H100, msg, 4, span=8) == pytest.approx(15e-6 + 3 / 4 * msg / (450e9 * 0.75))
 
 
 def test_expert_layouts():
