@@ -165,6 +165,15 @@ def test_hf_field_types_are_checked_and_named() -> None:
     ({"n_routed_experts": 8, "num_experts_per_tok": 2, "n_expert_groups": 4}, "n_expert_groups", "does not know"),
     ({"n_routed_experts": 8, "num_experts_per_tok": 9}, "top_k", "<= experts"),
     ({"num_experts": 8, "num_experts_per_tok": 2, "mlp_only_layers": [1]}, "mlp_only_layers", "empty"),
+    ({"num_experts": 8, "num_experts_per_tok": 2, "scoring_func": 3}, "scoring_func", "string"),
+    ({"num_experts": 8, "num_experts_per_tok": 2, "scoring_func": "relu"}, "scoring_func", "softmax"),
+    ({"num_experts": 8, "num_experts_per_tok": 2, "first_k_dense_replace": "3"}, "first_k_dense_replace", "integer"),
+    ({"num_experts": 8, "num_experts_per_tok": 2, "moe_layer_freq": 0}, "layer_freq", ">= 1"),
+    ({"num_experts": 8, "num_experts_per_tok": 2, "n_shared_experts": 1.0}, "n_shared_experts", "integer"),
+    ({"num_experts": 8, "num_experts_per_tok": 2, "moe_intermediate_size": True}, "moe_intermediate_size", "whole"),
+    ({"kv_lora_rank": "512", "qk_nope_head_dim": 64, "qk_rope_head_dim": 32, "v_head_dim": 64}, "kv_lora_rank",
+     "whole"),
+    ({"kv_lora_rank": 512, "qk_nope_head_dim": 64, "v_head_dim": 64}, "missing key", "qk_rope_head_dim"),
 ])
 def test_bad_moe_configs_are_refused_naming_the_key(extra: dict, key: str, words: str) -> None:
     with pytest.raises(ModelConfigError, match=f"{key}.*{words}"):
