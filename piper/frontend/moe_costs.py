@@ -39,8 +39,10 @@ group sit e_t apart (the expert-tensor-parallel group innermost), so the group s
 and a node holds G / e_t of its members once e e_t > G.
 
 **Layouts** (:func:`expert_layouts`): e among the powers of two dividing E up to
-``MAX_EXPERT_PARALLEL`` (64) and the devices; e_t in {1, t} (t when F divides by t: Megatron's
-default ``--expert-tensor-parallel-size`` is t); e e_t at most the devices. Rule 6 (e e_t
+``MAX_EXPERT_PARALLEL`` (64) and the devices; e_t = 1, and also e_t = t (when F divides by t)
+with ``TrainingSetup.expert_tensor_parallel`` (``python -m piper score --etp`` turns it on;
+planning leaves it off: the DP's time grows with the TMPC count, and e_t = 1 is the
+Megatron-Bridge MoE recipes' and DeepSeek-V3's choice); e e_t at most the devices. Rule 6 (e e_t
 divides d t) is the evaluator's.
 
 **Memory and weights** per device: ``parameterSize`` = g x (the non-expert parameters per device:
@@ -143,12 +145,14 @@ def layer_variant(cfg: TransformerConfig, kind: str, layer: int) -> str | None:
     return "mla" if cfg.mla is not None else None
 
 
-def expert_layouts(cfg: TransformerConfig, t: int, max_devices: int) -> list[tuple[int, int]]:
-    """The (e, e_t) offered at tensor-parallel degree t (module docstring)."""
+def expert_layouts(cfg: TransformerConfig, t: int, max_devices: int,
+                   tensor_parallel_experts: bool = True) -> list[tuple[int, int]]:
+    """The (e, e_t) offered at tensor-parallel degree t (module docstring); without
+    ``tensor_parallel_experts`` only e_t = 1."""
     if cfg.moe is None:
         return [(1, 1)]
     out = []
-    ets = [1] + ([t] if t > 1 and cfg.moe.expert_ffn_hidden_size % t == 0 else [])
+    ets = [1] + ([t] if tensor_parallel_experts and t > 1 and cfg.moe.expert_ffn_hidden_size % t == 0 else [])
     e = 1
     while e <= min(MAX_EXPERT_PARALLEL, cfg.moe.experts, max_devices):
         if cfg.moe.experts % e == 0:
@@ -371,7 +375,8 @@ def layer_costs(cfg: TransformerConfig, hw: Hardware, setup: Any, t: int, varian
     ids = tmpc_ids(t)
     if moe_layer and t > 1:
         ids = [i for i in ids if i.endswith("+sp")]  # Megatron-Core: MoE with t > 1 needs sequence parallelism
-    layouts = expert_layouts(cfg, t, max_devices) if moe_layer else [(1, 1)]
+    tp_experts = bool(getattr(setup, "expert_tensor_parallel", True))
+    layouts = expert_layouts(cfg, t, max_devices, tp_experts) if moe_layer else [(1, 1)]
     whole = p * cfg.micro_batch * cfg.seq_length * cfg.hidden_size
     out = []
     for tid in ids:

@@ -96,7 +96,7 @@ def check_expert_layout(cfg: TransformerConfig, hw: Hardware, setup: TrainingSet
     if (layout.dp * layout.tp) % width:
         raise FrontendError(f"--ep {layout.ep} x --etp {layout.etp} = {width} must divide --dp {layout.dp} x --tp "
                             f"{layout.tp} = {layout.dp * layout.tp} (rule 6: the experts of a stage's devices)")
-    if (layout.ep, layout.etp) not in expert_layouts(cfg, layout.tp, setup.nodes * hw.devices_per_node):
+    if (layout.ep, layout.etp) not in expert_layouts(cfg, layout.tp, setup.nodes * hw.devices_per_node, True):
         raise FrontendError(f"--ep {layout.ep}: the front end offers powers of two dividing the experts, up to 64 "
                             f"and the GPUs")
     if layout.tp > 1 and not layout.sequence_parallel:
@@ -221,7 +221,7 @@ def score_layout(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup, lay
     sizes = check_layout(cfg, hw, setup, layout)
     from piper.io.workload import load_problem
 
-    setup = replace(setup, optimizer_step=True)
+    setup = replace(setup, optimizer_step=True, expert_tensor_parallel=layout.etp > 1)
     recompute = (layout.recompute,)
     workload = build_workload(cfg, hw, setup, degrees=(layout.tp,), recompute=recompute)
     problem = load_problem(workload, strict=True)

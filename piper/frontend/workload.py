@@ -132,6 +132,10 @@ class TrainingSetup:
     #: write the optimizer step's time (workload keys ``stepTime`` / ``stepTimeSharded``, which
     #: the DP and the exact models do not honour yet: off for workloads meant for solvers)
     optimizer_step: bool = False
+    #: MoE layers also get the layouts with each expert split over e_t = t devices (Megatron's
+    #: ``--expert-tensor-parallel-size t``); off by default: e_t = 1 (the Megatron-Bridge MoE recipes'
+    #: and DeepSeek-V3's choice) keeps the TMPC count, and the DP's time, down (piper/frontend/moe_costs.py)
+    expert_tensor_parallel: bool = False
 
     def __post_init__(self) -> None:
         for name in ("nodes", "global_batch", "grad_bytes"):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from piper.frontend import costs
@@ -43,6 +45,7 @@ def test_all_to_all_inside_and_across_nodes():
 def test_expert_layouts():
     assert expert_layouts(MIXTRAL, 2, 16) == [(1, 1), (1, 2), (2, 1), (2, 2), (4, 1), (4, 2), (8, 1), (8, 2)]
     assert expert_layouts(MIXTRAL, 1, 4) == [(1, 1), (2, 1), (4, 1)]
+    assert expert_layouts(MIXTRAL, 2, 16, tensor_parallel_experts=False) == [(1, 1), (2, 1), (4, 1), (8, 1)]
     ds = PRESETS["deepseek-v3"]
     assert [e for e, et in expert_layouts(ds, 1, 1024)] == [1, 2, 4, 8, 16, 32, 64]
 
@@ -94,7 +97,8 @@ def test_mixtral_tmpcs_weights_and_state_by_hand():
     assert c.gradient_bytes == 4 * non_expert
     assert c.state_bytes == (2 + 4) * (non_expert + one_expert)
     assert by_id["none+ep2"].expert_param_bytes == 4 * 4 * one_expert
-    costs_t2 = layer_costs(MIXTRAL, H100, setup, 2, "moe", 16)
+    assert not any("x2" in c.tmpc_id for c in layer_costs(MIXTRAL, H100, setup, 2, "moe", 16))  # e_t = 1 by default
+    costs_t2 = layer_costs(MIXTRAL, H100, replace(setup, expert_tensor_parallel=True), 2, "moe", 16)
     assert all(c.tmpc_id.split("+ep")[0].endswith("+sp") for c in costs_t2)  # MoE with t > 1 needs SP
     c2 = {c.tmpc_id: c for c in costs_t2}["none+sp+ep4x2"]
     assert c2.expert_param_bytes == 4 * 2 * one_expert / 2  # 8/4 experts, each split 2 ways
