@@ -33,7 +33,7 @@ def test_dp_and_dp_greedy_and_equi_declare_every_cluster_feature():
 
 def test_the_exact_models_declare_every_cluster_feature():
     for name in ("milp-highs", "cpsat", "milp"):
-        assert SOLVERS[name].features == frozenset(VERSION2_FEATURES)
+        assert SOLVERS[name].features == frozenset(VERSION2_FEATURES + EXPERT_FEATURES)
 
 
 @pytest.fixture
