@@ -35,7 +35,7 @@ CPSAT_PARAMS = {
 #: the solver-specific ``solve`` flags of the exact models
 EXACT_FLAGS = frozenset({"--warm-start", "--split", "--verify", "--split-backend", "--ray-address"})
 _ALL = frozenset(VERSION2_FEATURES)
-#: the exact models also honour expert parallelism (docs/problem.md §11, rule 6)
+#: the exact models and equi also honour expert parallelism (docs/problem.md §11, rule 6)
 _EXACT = frozenset(VERSION2_FEATURES + EXPERT_FEATURES)
 #: the exact models minimize both objectives over 1F1B plans (docs/formulations.md §9); they
 #: do not model interleaved plans, so the registry refuses options that allow them
@@ -52,4 +52,4 @@ register(SolverInfo("brute", "baselines.brute:solve_brute", True, "exhaustive en
                     max_nodes=BRUTE_MAX_NODES, features=frozenset(CLUSTER_FEATURES), params={}, objectives=frozenset(OBJECTIVES),
                     schedules=frozenset(SCHEDULE_KINDS)))
 register(SolverInfo("equi", "baselines.equi:solve_equi", False, "PipeDream-2BW-like equi-partition baseline",
-                    features=_ALL, params={"equi_mode": STR, "equi_separate": BOOL}, objectives=frozenset(OBJECTIVES)))
+                    features=_EXACT, params={"equi_mode": STR, "equi_separate": BOOL}, objectives=frozenset(OBJECTIVES)))
