@@ -55,6 +55,7 @@ __all__ = [
     "layer_params",
     "layer_tp_collectives",
     "layer_train_flops",
+    "layer_train_flops_at",
     "model_flops_per_iteration",
     "model_params",
     "moe_layer_forward_flops",
@@ -256,6 +257,16 @@ def moe_layer_forward_flops(cfg: TransformerConfig) -> float:
     expert_matmul = cfg.ffn_matrices * cfg.hidden_size * m.expert_ffn_hidden_size
     return (2 * cfg.seq_length * (part.matmul + m.top_k * expert_matmul)
             + cfg.seq_length * moe.router_forward_flops(m, cfg.hidden_size) + attention_core_forward_flops(cfg))
+
+
+def layer_train_flops_at(cfg: TransformerConfig, index: int, recompute: str = "none") -> float:
+    """:func:`layer_train_flops` of the 0-based layer ``index`` (an MoE layer with its active
+    parameters, :func:`moe_layer_forward_flops`)."""
+    if not moe.is_moe_layer(cfg.moe, index):
+        return layer_train_flops(cfg, recompute)
+    _check_recompute(recompute)
+    fwd = moe_layer_forward_flops(cfg)
+    return 3 * fwd + {"none": 0.0, "selective": attention_core_forward_flops(cfg), "full": fwd}[recompute]
 
 
 def stack_train_flops(cfg: TransformerConfig, recompute: str = "none") -> float:

@@ -119,3 +119,12 @@ def test_hf_configs_give_the_presets(raw, preset):
     want = PRESETS[preset]
     assert cfg.moe == want.moe and cfg.mla == want.mla and cfg.attention_head_dim == want.attention_head_dim
     assert costs.model_params(cfg) == costs.model_params(want)
+
+
+def test_layer_train_flops_at_counts_moe_layers_with_active_parameters():
+    ds = PRESETS["deepseek-v3"]
+    assert costs.layer_train_flops_at(ds, 0, "none") == costs.layer_train_flops(ds, "none")  # a dense layer
+    fwd = costs.moe_layer_forward_flops(ds)
+    assert costs.layer_train_flops_at(ds, 3, "full") == 4 * fwd
+    total = sum(costs.layer_train_flops_at(ds, i, "selective") for i in range(ds.layers))
+    assert total == pytest.approx(costs.stack_train_flops(ds, "selective"))
