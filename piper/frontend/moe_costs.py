@@ -42,8 +42,9 @@ and a node holds G / e_t of its members once e e_t > G.
 ``MAX_EXPERT_PARALLEL`` (64) and the devices; e_t = 1, and also e_t = t (when F divides by t)
 with ``TrainingSetup.expert_tensor_parallel`` (``python -m piper score --etp`` turns it on;
 planning leaves it off: the DP's time grows with the TMPC count, and e_t = 1 is the
-Megatron-Bridge MoE recipes' and DeepSeek-V3's choice); e e_t at most the devices. Rule 6 (e e_t
-divides d t) is the evaluator's.
+Megatron-Bridge MoE recipes' and DeepSeek-V3's choice); e e_t at most the devices; only e =
+``TrainingSetup.expert_parallel`` when it is set (the planner builds one workload per e, so that
+a plan has one expert layout, as Megatron-LM runs). Rule 6 (e e_t divides d t) is the evaluator's.
 
 **Memory and weights** per device: ``parameterSize`` = g x (the non-expert parameters per device:
 attention, norms, router held whole, shared experts split by t), ``expertParameterSize`` w_x = g
@@ -377,6 +378,9 @@ def layer_costs(cfg: TransformerConfig, hw: Hardware, setup: Any, t: int, varian
         ids = [i for i in ids if i.endswith("+sp")]  # Megatron-Core: MoE with t > 1 needs sequence parallelism
     tp_experts = bool(getattr(setup, "expert_tensor_parallel", True))
     layouts = expert_layouts(cfg, t, max_devices, tp_experts) if moe_layer else [(1, 1)]
+    only = getattr(setup, "expert_parallel", None)
+    if only is not None:
+        layouts = [(e, et) for e, et in layouts if e == only]
     whole = p * cfg.micro_batch * cfg.seq_length * cfg.hidden_size
     out = []
     for tid in ids:

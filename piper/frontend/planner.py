@@ -8,7 +8,9 @@ costs depend on b) and the registered solver solves it twice: with ``Options.uni
 free plan). The best of each over all b wins, by the objective asked for (the batch time by
 default: docs/problem.md §9). Every b solves the same global batch, so the numbers compare.
 The search is exact when every solve it made is (status "optimal"): the best over a finite
-set of exactly solved cases.
+set of exactly solved cases. Mixture-of-experts models: one workload per expert-parallel size e
+as well (``TrainingSetup.expert_parallel``; e among the powers of two dividing the experts, up to
+64 and the devices, e_t = 1), so that every plan runs one expert layout, as Megatron-LM does.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from piper.core.problem import Problem
 from piper.core.result import Result, Status
 from piper.frontend.config import TransformerConfig
 from piper.frontend.hardware import Hardware
+from piper.frontend.moe_costs import expert_layouts
 from piper.frontend.workload import TrainingSetup, build_workload
 from piper.io.workload import load_problem
 from piper.solvers.registry import SolverInfo
@@ -42,6 +45,8 @@ class Candidate:
     problem: Problem
     workload: dict
     result: Result
+    #: the MoE layers' expert-parallel size e (1 for a dense model)
+    expert_parallel: int = 1
 
     @property
     def value(self) -> float:
@@ -88,9 +93,13 @@ def search_plans(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup, inf
     start = time.perf_counter()
     candidates: list[Candidate] = []
     kinds = (True, False) if free else (True,)
-    total = len(micro_batches) * len(kinds)
-    for b in micro_batches:
-        workload = build_workload(cfg.with_changes(micro_batch=b), hw, setup)
+    # MoE models: one workload per expert-parallel size e (one expert layout per plan: issue 31)
+    experts = ([e for e, _ in expert_layouts(cfg, 1, setup.nodes * hw.devices_per_node, False)]
+               if cfg.moe is not None and setup.expert_parallel is None else [setup.expert_parallel or 1])
+    total = len(micro_batches) * len(kinds) * len(experts)
+    for b, e in ((b, e) for b in micro_batches for e in experts):
+        workload = build_workload(cfg.with_changes(micro_batch=b), hw,
+                                  replace(setup, expert_parallel=e) if cfg.moe is not None else setup)
         problem = load_problem(workload, strict=True)
         for uniform in kinds:
             left = None
@@ -98,9 +107,9 @@ def search_plans(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup, inf
                 done = len(candidates)
                 left = max(0.0, options.time_limit_s - (time.perf_counter() - start)) / (total - done)
             res = info(problem, replace(options, uniform=uniform, time_limit_s=left))
-            candidates.append(Candidate(b, uniform, problem, workload, res))
+            candidates.append(Candidate(b, uniform, problem, workload, res, e))
             if progress is not None:
-                what = "uniform" if uniform else "free"
+                what = ("uniform" if uniform else "free") + (f", experts e={e}" if cfg.moe is not None else "")
                 value = f"{res.value:.6g}" if math.isfinite(res.value) else "no plan"
                 progress(f"micro-batch {b}, {what}: {res.status.value}, {options.objective} {value} "
                          f"({res.time_s:.2f} s)")

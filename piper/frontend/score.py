@@ -221,7 +221,8 @@ def score_layout(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup, lay
     sizes = check_layout(cfg, hw, setup, layout)
     from piper.io.workload import load_problem
 
-    setup = replace(setup, optimizer_step=True, expert_tensor_parallel=layout.etp > 1)
+    setup = replace(setup, optimizer_step=True, expert_tensor_parallel=layout.etp > 1,
+                    expert_parallel=layout.ep if cfg.moe is not None else None)
     recompute = (layout.recompute,)
     workload = build_workload(cfg, hw, setup, degrees=(layout.tp,), recompute=recompute)
     problem = load_problem(workload, strict=True)

@@ -136,6 +136,9 @@ class TrainingSetup:
     #: ``--expert-tensor-parallel-size t``); off by default: e_t = 1 (the Megatron-Bridge MoE recipes'
     #: and DeepSeek-V3's choice) keeps the TMPC count, and the DP's time, down (piper/frontend/moe_costs.py)
     expert_tensor_parallel: bool = False
+    #: MoE layers get only the layouts of this expert-parallel size e (None: every e); the planner
+    #: builds one workload per e, so that a plan has one expert layout, as the frameworks run
+    expert_parallel: int | None = None
 
     def __post_init__(self) -> None:
         for name in ("nodes", "global_batch", "grad_bytes"):
@@ -146,6 +149,9 @@ class TrainingSetup:
             raise FrontendError(f"efficiency must be in (0, 1], got {self.efficiency!r}")
         if self.memory_reserve_bytes is not None and self.memory_reserve_bytes < 0:
             raise FrontendError(f"memory reserve must be >= 0 bytes, got {self.memory_reserve_bytes!r}")
+        if self.expert_parallel is not None and (isinstance(self.expert_parallel, bool)
+                                                 or not isinstance(self.expert_parallel, int) or self.expert_parallel < 1):
+            raise FrontendError(f"expert_parallel must be a whole number >= 1 or None, got {self.expert_parallel!r}")
         if self.recompute not in costs.RECOMPUTE_KINDS:
             raise FrontendError(f"recompute must be one of {', '.join(costs.RECOMPUTE_KINDS)}, got {self.recompute!r}")
 

@@ -34,3 +34,18 @@ def test_dp_and_brute_agree_on_a_tiny_moe_model(nodes, uniform):
     for stage in dp.plan.stages:
         for v in stage.nodes:
             assert (stage.d * stage.t) % chosen[v].expert_width == 0
+
+
+def test_the_planner_searches_one_expert_layout_per_workload():
+    from piper.frontend.planner import search_plans
+    from piper.solvers.registry import get_solver
+
+    cfg = config_from_hf(TINY, name="tiny-moe")
+    search = search_plans(cfg, hardware("h100"), TrainingSetup(nodes=1, global_batch=32), get_solver("dp"),
+                          Options(), micro_batches=(1,), free=False)
+    assert sorted(c.expert_parallel for c in search.candidates) == [1, 2, 4, 8]
+    for c in search.candidates:  # each workload offers its e only
+        ids = {tm.id for nd in c.problem.nodes for lst in nd.tmpcs.values() for tm in lst if "+ep" in tm.id}
+        assert ids and all(i.endswith(f"+ep{c.expert_parallel}") for i in ids)
+    best = search.runnable
+    assert best is not None and best.value == min(c.value for c in search.candidates)
