@@ -379,7 +379,7 @@ def layer_costs(cfg: TransformerConfig, hw: Hardware, setup: Any, t: int, varian
     tp_experts = bool(getattr(setup, "expert_tensor_parallel", True))
     layouts = expert_layouts(cfg, t, max_devices, tp_experts) if moe_layer else [(1, 1)]
     only = getattr(setup, "expert_parallel", None)
-    if only is not None:
+    if only is not None and moe_layer:
         layouts = [(e, et) for e, et in layouts if e == only]
     whole = p * cfg.micro_batch * cfg.seq_length * cfg.hidden_size
     out = []

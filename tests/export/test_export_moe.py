@@ -11,7 +11,8 @@ from piper.export.megatron import moe_layer_pattern
 from piper.frontend.hardware import hardware
 from piper.frontend.presets import PRESETS
 from piper.frontend.score import Layout, score_layout
-from piper.frontend.workload import TrainingSetup
+from piper.frontend.workload import TrainingSetup, build_workload
+from piper.io.workload import load_problem
 
 H100 = hardware("h100")
 
@@ -76,7 +77,9 @@ def test_deepspeed_refuses_expert_tensor_parallelism():
 
 def test_mixed_expert_layouts_are_refused():
     cfg = PRESETS["mixtral-8x7b"].with_changes(layers=4)
-    problem, plan = _plan(cfg, 1, tp=1, pp=1, dp=8, ep=8, recompute="none")
+    _, plan = _plan(cfg, 1, tp=1, pp=1, dp=8, ep=8, recompute="none")
+    # the workload with every expert layout (score's has only its --ep)
+    problem = load_problem(build_workload(cfg, H100, TrainingSetup(nodes=1, global_batch=32), degrees=(1,)))
     st = plan.stages[0]
     layers = sorted(v for v in st.nodes if problem.node_by_id[v].kind == "transformer")
     tmpcs = dict(st.tmpcs)

@@ -150,3 +150,12 @@ def test_workload_carries_the_expert_keys_and_loads():
     problem = problem_from_dict(w, strict=True)
     tm = next(c for c in problem.nodes[1].tmpcs[1] if c.id == "none+ep8")
     assert tm.expert_parallel == 8 and tm.memory_sharded_expert == 12 * 3 * 4096 * 14336
+
+
+def test_expert_parallel_setting_keeps_dense_layers():
+    ds = PRESETS["deepseek-v3"].with_changes(layers=4)
+    setup = TrainingSetup(nodes=1, expert_parallel=8)
+    dense = layer_costs(ds, H100, setup, 1, "mla", 8)  # layer 0: dense MLP, MLA attention
+    assert [c.tmpc_id for c in dense] == ["none", "selective", "full"]
+    moe = layer_costs(ds, H100, setup, 1, "moe", 8)
+    assert [c.tmpc_id for c in moe] == ["none+ep8", "selective+ep8", "full+ep8"]

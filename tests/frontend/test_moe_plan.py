@@ -5,8 +5,8 @@ import pytest
 
 from piper.core.evaluate import check_plan, evaluate
 from piper.core.options import Options
-from piper.frontend.hf import config_from_hf
 from piper.frontend.hardware import hardware
+from piper.frontend.hf import config_from_hf
 from piper.frontend.workload import TrainingSetup, build_workload
 from piper.io.workload import load_problem
 from piper.solvers.registry import solve
