@@ -78,7 +78,7 @@ that (t, d).  Stages with such TMPCs take neither the d-invariant shortcut nor t
 choice is least-tau" shortcut of the batch-time tables (``LayerArrays.xq``, ``has_experts``);
 the identical-chain engine prices its layers the same way (:mod:`~piper.dp.groups`), and the
 four keys are part of a layer's identity (:mod:`~piper.dp.chain`).  Without the keys nothing
-changes (``xq`` is None and the kernels compile their old loops).
+changes (``xq`` is all False: the same compiled kernels, numbers bit for bit).
 
 **Uniform plans** (``Options.uniform``, docs/problem.md §2.5): one DP (both runs) per
 allowed (t, d) with only that pair allowed; the best wins; no curve.  Refused with a

@@ -67,9 +67,9 @@ class LayerArrays(NamedTuple):
     #: B_edge of this run, bytes/second: B_in for plans inside one node, else B
     bw_edge: float
     #: per flat TMPC: True when it has expert-parallelism terms (docs/problem.md §11), whose resync
-    #: and memory (folded into ``rq``, ``c0`` and ``sq``) are not cost(1) / d + a constant; None when
-    #: no TMPC has them
-    xq: np.ndarray | None = None
+    #: and memory (folded into ``rq``, ``c0`` and ``sq``) are not cost(1) / d + a constant.  Always
+    #: an array (all False without the keys), so that it adds no compiled variant of the kernels
+    xq: np.ndarray
 
 
 class Limits(NamedTuple):
@@ -179,14 +179,12 @@ def run_arrays(problem: Problem, cand: Candidates, bw_edge: float | None = None)
     # None = not needed (no sharded state / one bandwidth, as in version 1): the kernels are
     # then compiled for None, with the version-1 loops only
     sq_opt: np.ndarray | None = sq if bool(np.any(sq != 0)) else None
-    xq_opt: np.ndarray | None = None
-    if any(c is not None for c in experts):
-        xq_opt = np.array([c is not None for c in experts], dtype=np.bool_)
+    xq = np.array([c is not None for c in experts], dtype=np.bool_)
     rb_opt: np.ndarray | None = None if bool(np.all(rb == bw_edge)) else np.ascontiguousarray(rb)
     layers = LayerArrays(
         n=n, ts=ts, ds=np.array(cand.ds, dtype=np.int64), opt_start=opt_start, opt_cnt=opt_cnt,
         tp=f64(tp), tw=f64(tw), ta=f64(ta), tb=f64(tb), in_ptr=in_ptr, in_src=in_src, out_ptr=out_ptr,
         out_dst=out_dst, inb_ptr=i64(inb_ptr), inb=f64(inb), outb_ptr=i64(outb_ptr), outb=f64(outb), rq=rq, pq=pq,
-        c0=c0, rb=rb_opt, sq=sq_opt, bw_edge=float(bw_edge), xq=xq_opt,
+        c0=c0, rb=rb_opt, sq=sq_opt, bw_edge=float(bw_edge), xq=xq,
     )
     return RunArrays(layers, tuple(labels))

@@ -47,18 +47,6 @@ def _entry_compiled(a, i, j):
     return lambda a, i, j: a[i, j]
 
 
-def flag_or_false(a: np.ndarray | None, i: int) -> bool:
-    """a[i], for an optional 1-d boolean array (False when a is None)."""
-    return False if a is None else bool(a[i])
-
-
-@overload(flag_or_false, inline="always")
-def _flag_compiled(a, i):
-    if isinstance(a, types.NoneType):
-        return lambda a, i: False
-    return lambda a, i: a[i]
-
-
 class StageScratch(NamedTuple):
     """Work arrays for one stage at a time, sized for n nodes and max_opts flat options."""
 
@@ -206,12 +194,9 @@ def stage_costs(lay, sc, m, d, cost):
 def has_experts(lay, sc, nx):
     """True when some option of the stage has expert-parallelism terms (docs/problem.md §11:
     its resync and memory, rule 6 included, depend on d otherwise than as cost(1) / d + a constant)."""
-    xq = lay.xq
-    if _absent(xq):  # no expert keys anywhere (compiled apart)
-        return False
-    off, qidx = sc.off, sc.qidx
+    xq, off, qidx = lay.xq, sc.off, sc.qidx
     for j in range(off[nx]):
-        if flag_or_false(xq, qidx[j]):
+        if xq[qidx[j]]:
             return True
     return False
 
