@@ -1,5 +1,5 @@
 """A small MoE model planned end to end (issue 31): the DP and brute force agree on the front end's
-workload with expert layouts, and the plan keeps rule 6."""
+workload with expert layouts (uniform and free plans), and the plan keeps rule 6."""
 
 import pytest
 
@@ -18,7 +18,7 @@ TINY = {"model_type": "mixtral", "hidden_act": "silu", "hidden_size": 1024, "int
         "tie_word_embeddings": False}
 
 
-@pytest.mark.parametrize("nodes, uniform", [(1, True), pytest.param(2, False, marks=pytest.mark.slow)])
+@pytest.mark.parametrize("nodes, uniform", [(1, True), (2, False)])
 def test_dp_and_brute_agree_on_a_tiny_moe_model(nodes, uniform):
     cfg = config_from_hf(TINY, name="tiny-moe")
     problem = load_problem(build_workload(cfg, hardware("h100"), TrainingSetup(nodes=nodes, global_batch=32)),
