@@ -12,10 +12,9 @@ import pytest
 
 from experiments.lib.instances import random_moe_problem, with_expert_keys
 from piper import Options, problem_from_dict, solve
-from piper.core.options import BATCH_TIME, TPS
+from piper.core.options import BATCH_TIME, TPS, candidates
 from piper.core.result import Status
 from piper.dp.chain import identical_chain
-from piper.core.options import candidates
 from tests.dp.identical_chains import disagreement, identical_chain_problem
 from tests.helpers import tmpc, with_random_cluster_keys, workload
 
