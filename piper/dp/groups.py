@@ -42,8 +42,8 @@ import numpy as np
 from piper.core.options import Candidates
 from piper.core.plan import INTERLEAVED, Plan, Schedule, Stage
 from piper.core.problem import Problem
-from piper.dp.chain import IdenticalChain
 from piper.dp.arrays import expert_terms_or_ban
+from piper.dp.chain import IdenticalChain
 from piper.dp.compile_clock import solve_clock
 from piper.dp.group_kernels import group_choice, group_curve, group_dp
 from piper.dp.knapsack import EXACT

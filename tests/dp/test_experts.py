@@ -12,10 +12,9 @@ import pytest
 
 from experiments.lib.instances import random_moe_problem, with_expert_keys
 from piper import Options, problem_from_dict, solve
-from piper.core.options import BATCH_TIME, TPS
+from piper.core.options import BATCH_TIME, TPS, candidates
 from piper.core.result import Status
 from piper.dp.chain import identical_chain
-from piper.core.options import candidates
 from tests.dp.identical_chains import disagreement, identical_chain_problem
 from tests.helpers import tmpc, with_random_cluster_keys, workload
 
@@ -105,3 +104,26 @@ def test_greedy_is_never_better_than_brute_force() -> None:
     bad = [why for p in moe_cases(100, seed=23) for objective in (TPS, BATCH_TIME)
            if (why := disagreement(p, Options(objective=objective), solver="dp-greedy"))]
     assert not bad, bad[:5]
+
+
+@pytest.mark.parametrize("key, value", [("expertParallel", 2), ("expertTensorParallel", 2),
+                                        ("expertParameterSize", 8.0), ("memoryUsageShardedExpertB", 4.0)])
+def test_expert_keys_are_part_of_a_layers_identity(key: str, value) -> None:
+    """An identical chain of 4 layers stops being one when a single layer's TMPCs get one of the keys,
+    and stays one when every layer's do."""
+    from piper import problem_to_dict
+
+    p = identical_chain_problem(3, n_inner=4, ends=(0, 0))
+    whole = identical_chain(p, candidates(p, Options()))
+    assert whole is not None and (whole.first, whole.stop) == (0, 4)
+    for layers in ({1}, {0, 1, 2, 3}):
+        raw = problem_to_dict(p)
+        for nd in raw["nodes"]:
+            if nd["id"] in layers:
+                for lst in nd["TMPCs"].values():
+                    for c in lst:
+                        c[key] = value
+        q = problem_from_dict(raw)
+        got = identical_chain(q, candidates(q, Options()))
+        span = None if got is None else (got.first, got.stop)
+        assert (span == (0, 4)) == (len(layers) == 4), (layers, span)
