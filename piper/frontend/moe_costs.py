@@ -386,7 +386,8 @@ def layer_costs(cfg: TransformerConfig, hw: Hardware, setup: Any, t: int, varian
     for tid in ids:
         recompute = tid.split("+")[0]
         sp = tid.endswith("+sp")
-        act = costs.layer_activation_bytes(cfg, t, recompute, sp, setup.flash_attention)
+        # MLA always runs the fused kernel (module docstring), whatever the setup says
+        act = costs.layer_activation_bytes(cfg, t, recompute, sp, setup.flash_attention or cfg.mla is not None)
         for e, et in layouts:
             experts_here = one_expert * (cfg.moe.experts // e) / et if moe_layer else 0.0  # type: ignore[union-attr]
             ops = special_layer_ops(cfg, hw, t, recompute, sp, variant, e, et, kernels)

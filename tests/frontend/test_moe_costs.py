@@ -159,3 +159,11 @@ def test_expert_parallel_setting_keeps_dense_layers():
     assert [c.tmpc_id for c in dense] == ["none", "selective", "full"]
     moe = layer_costs(ds, H100, setup, 1, "moe", 8)
     assert [c.tmpc_id for c in moe] == ["none+ep8", "selective+ep8", "full+ep8"]
+
+
+def test_mla_memory_ignores_the_unfused_attention_setting():
+    ds = PRESETS["deepseek-v3"].with_changes(layers=4)
+    fused = layer_costs(ds, H100, TrainingSetup(nodes=1), 1, "mla", 8)
+    unfused = layer_costs(ds, H100, TrainingSetup(nodes=1, flash_attention=False), 1, "mla", 8)
+    assert [c.activation_bytes for c in fused] == [c.activation_bytes for c in unfused]
+    assert [c.time_per_sample_s for c in fused] == pytest.approx([c.time_per_sample_s for c in unfused])
