@@ -47,6 +47,11 @@ Version 3 (docs/problem.md §9), again by its own few lines:
   + 1) / v), kept as its (TPS_g, tau_g) pairs no other beats in both; then every
   combination of one pair per group, scored as max_g TPS_g or N max_g TPS_g + (sum_g tau_g -
   max_g tau_g) / v.
+
+Expert parallelism (docs/problem.md §11), again by its own lines: a TMPC combination is
+skipped at (d, t) when some TMPC's e e_t does not divide d t (rule 6); otherwise each TMPC
+adds f (r - 1) w_x / (r N) to the resync bytes and s_x / r to the memory, r = d t / (e e_t),
+in 1F1B stages and interleaved groups alike.
 """
 
 from __future__ import annotations
@@ -99,6 +104,19 @@ def solve_brute(problem: Problem, options: Options | None = None) -> Result:
         return (sum(c.resync_overlap_time for c in combo),
                 sum(c.step_time + c.step_time_sharded / d for c in combo))
 
+    def experts(combo, d: int, t: int) -> tuple[float, float] | None:
+        """docs/problem.md §11 by its own lines: None when rule 6 fails (some e e_t does not
+        divide d t), else the expert (resync bytes, memory bytes) with r = d t / (e e_t)."""
+        resync = memory = 0.0
+        for c in combo:
+            width = c.expert_parallel * c.expert_tensor_parallel
+            if (d * t) % width != 0:
+                return None
+            r = d * t // width
+            resync += factor * (r - 1) * c.expert_parameter_size / (r * n_mb)
+            memory += c.memory_sharded_expert / r
+        return resync, memory
+
     def combos(members: list[int], t: int):
         choices = []
         for v in members:
@@ -142,11 +160,14 @@ def solve_brute(problem: Problem, options: Options | None = None) -> Result:
         points = []
         best = None
         for combo in every:
-            memory = sum(c.memory_a * y + c.memory_b + c.memory_sharded / d for c in combo)
+            expert = experts(combo, d, t)
+            if expert is None:
+                continue
+            memory = sum(c.memory_a * y + c.memory_b + c.memory_sharded / d for c in combo) + expert[1]
             if memory > memory_limit:
                 continue
             compute, edge = chunk_terms(members, combo)
-            resync = sum(factor * (d - 1) * c.parameter_size / (d * n_mb) for c in combo)
+            resync = sum(factor * (d - 1) * c.parameter_size / (d * n_mb) for c in combo) + expert[0]
             hide, step = iteration_keys(combo, d)
             if hide > 0 or step > 0:
                 # docs/problem.md §10, by its own lines
@@ -257,7 +278,11 @@ def solve_brute(problem: Problem, options: Options | None = None) -> Result:
                                 every = combos(members, t)
                                 points = []
                                 for combo in every or ():
-                                    memory = sum(c.memory_a * y + c.memory_b + c.memory_sharded / d for c in combo)
+                                    expert = experts(combo, d, t)
+                                    if expert is None:
+                                        continue
+                                    memory = sum(c.memory_a * y + c.memory_b + c.memory_sharded / d
+                                                 for c in combo) + expert[1]
                                     if memory > memory_limit:
                                         continue
                                     tps = tau = 0.0
@@ -268,7 +293,8 @@ def solve_brute(problem: Problem, options: Options | None = None) -> Result:
                                         at += len(part)
                                         tps += edge / (d * bw_edge) + compute / d
                                         tau += compute + edge / bw_edge
-                                    resync_t = sum(factor * (d - 1) * c.parameter_size / (d * n_mb) for c in combo) / bw_resync
+                                    resync_t = (sum(factor * (d - 1) * c.parameter_size / (d * n_mb) for c in combo)
+                                                + expert[0]) / bw_resync
                                     hide, step = iteration_keys(combo, d)
                                     if hide > 0:
                                         resync_t = max(0.0, n_mb * resync_t - hide) / n_mb

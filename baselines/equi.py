@@ -256,7 +256,9 @@ def solve_equi(problem: Problem, options: Options | None = None) -> Result:
     ``equi_separate`` (default True) also tries the non-transformer layers in
     their own first / last stages. Honours ``data_parallel``,
     ``tensor_parallel``, ``exclude_tmpcs``, ``time_limit_s`` and (trivially: every equi
-    plan is uniform) ``uniform``; version 2 through the evaluator.
+    plan is uniform) ``uniform``; version 2 through the evaluator; expert parallelism
+    (docs/problem.md §11): a candidate whose TMPCs break rule 6 at its (d, t) is skipped,
+    the expert terms come from the evaluator.
     """
     options = options or Options()
     start = time.perf_counter()
@@ -301,6 +303,7 @@ def solve_equi(problem: Problem, options: Options | None = None) -> Result:
     evaluated = 0
     timed_out = False
     skipped_order = 0
+    rule6_skipped = 0
     for parts, sep, nominal in partitions:
         if timed_out:
             break
@@ -317,6 +320,9 @@ def solve_equi(problem: Problem, options: Options | None = None) -> Result:
                 if nominal * d * t > k:
                     break
                 for recomp, tm in variants[t]:
+                    if any((d * t) % problem.node_by_id[v].tmpc(t, name).expert_width for v, name in tm.items()):
+                        rule6_skipped += 1  # rule 6 (docs/problem.md §11): e e_t must divide d t
+                        continue
                     plan = Plan(tuple(Stage(tuple(p), d, t, {v: tm[v] for v in p}) for p in parts))
                     score = evaluate(problem, plan)
                     evaluated += 1
@@ -337,6 +343,8 @@ def solve_equi(problem: Problem, options: Options | None = None) -> Result:
     stats["candidates_evaluated"] = evaluated
     if skipped_order:
         stats["partitions_out_of_order"] = skipped_order
+    if rule6_skipped:
+        stats["candidates_breaking_rule_6"] = rule6_skipped
     elapsed = time.perf_counter() - start
     if timed_out:
         message = (message + "; " if message else "") + f"time limit {options.time_limit_s} s reached"

@@ -106,12 +106,17 @@ class CpsatModel:
         # memory integers
         allc = [c for v in nodes for c in d.choices[v]]
         limit = d.problem.memory_per_device * (d.memory_factor)
-        if any(c.tmpc.memory_sharded for c in allc):
-            # version 2: b + s/d, all multiplied by the lcm of the d's so that byte counts
-            # stay integers (exact scaling)
-            lcm = reduce(lambda a, b: a * b // math.gcd(a, b), {opts[c.opt].d for c in allc}, 1)
+        # expert parallelism (docs/problem.md §11): r = t d / (e e_t) copies hold s_x / r each
+        copies = {id(c): c.tmpc.expert_copies(opts[c.opt].d, opts[c.opt].t) or 1
+                  for c in allc if c.tmpc.memory_sharded_expert}
+        if any(c.tmpc.memory_sharded for c in allc) or copies:
+            # version 2: b + s/d (+ s_x/r), all multiplied by the lcm of the d's (and r's) so
+            # that byte counts stay integers (exact scaling)
+            lcm = reduce(lambda a, b: a * b // math.gcd(a, b), {opts[c.opt].d for c in allc} | set(copies.values()), 1)
             mem_vals = ([c.tmpc.memory_a * lcm for c in allc]
-                        + [c.tmpc.memory_b * lcm + c.tmpc.memory_sharded * (lcm // opts[c.opt].d) for c in allc])
+                        + [c.tmpc.memory_b * lcm + c.tmpc.memory_sharded * (lcm // opts[c.opt].d)
+                           + (c.tmpc.memory_sharded_expert * (lcm // copies[id(c)]) if id(c) in copies else 0.0)
+                           for c in allc])
             limit *= lcm
         else:
             mem_vals = [c.tmpc.memory_a for c in allc] + [c.tmpc.memory_b for c in allc]

@@ -27,6 +27,9 @@ everything both models need, with the notation of ``docs/formulations.md`` §1:
   - out-edge e=(v,x), charged to v's stage when x is elsewhere:
     γout(e,o,ℓ) = 2(c_e + sbw_ℓ[x])/(d·B_edge)
   - memory a_ℓ and b_ℓ + s_ℓ/d (s: ``memoryUsageShardedB``, version 2)
+  - expert parallelism (docs/problem.md §11): a choice exists only when rule 6 holds (e_ℓ·e_t,ℓ
+    divides t_o·d_o); then κ gains f(r-1)·w_x,ℓ/(r·N·B_res(o)) and b gains s_x,ℓ/r, with
+    r = t_o·d_o/(e_ℓ·e_t,ℓ)
 
   TPS_i = Σ_{v∈S_i} κ + Σ_{cut in-edges} γin + Σ_{cut out-edges} γout, exactly the
   evaluator's formula regrouped per term.
@@ -323,7 +326,10 @@ class ModelData:
                 continue
             # batch time: members also share w per TMPC, so that an exchange changes κ by
             # Δp/d and σ by Δp (docs/formulations.md §9): a faster κ is a faster σ too
-            key = tuple(sorted((c.opt, c.tmpc_index, c.mem_a, c.mem_b) + ((c.tmpc.parameter_size,) if self.batch else ())
+            # (and the same expert resync per TMPC: e e_t and w_x, docs/problem.md §11)
+            key = tuple(sorted((c.opt, c.tmpc_index, c.mem_a, c.mem_b)
+                               + ((c.tmpc.parameter_size, c.tmpc.expert_width, c.tmpc.expert_parameter_size)
+                                  if self.batch else ())
                                for c in self.choices[nd.id]))
             classes.setdefault(key, []).append(nd.id)
         return [members for members in classes.values() if len(members) > 1]
@@ -488,6 +494,11 @@ def _dominates(a: TMPC, b: TMPC) -> bool:
         and a.memory_a <= b.memory_a
         and a.memory_b <= b.memory_b
         and a.memory_sharded <= b.memory_sharded
+        # expert parallelism (docs/problem.md §11): the same e e_t (so the same (t, d) pass rule 6
+        # and r is the same), no more expert weights or state
+        and a.expert_width == b.expert_width
+        and a.expert_parameter_size <= b.expert_parameter_size
+        and a.memory_sharded_expert <= b.memory_sharded_expert
         and all(a.sync_fw[u] <= b.sync_fw[u] for u in b.sync_fw)
         and all(a.sync_bw[x] <= b.sync_bw[x] for x in b.sync_bw)
     )
@@ -546,9 +557,20 @@ def build_model_data(problem: Problem, options: Options, *, memory_factor: float
             # resync inside a node (B_in) when the stage fits in one (version 2)
             bw_res = bw_in if o.t * o.d <= node_g else bw
             for idx, c in undominated.get(o.t, ()):
-                if c.memory_a + c.memory_b + c.memory_sharded / o.d > mem:
+                # b + s/d, and the expert terms of docs/problem.md §11 (rule 6: no choice at all)
+                mem_b = c.memory_b + c.memory_sharded / o.d
+                resync_x = memory_x = 0.0
+                if c.has_expert_terms:
+                    terms = c.expert_terms(o.d, o.t, factor, n_mb)
+                    if terms is None:
+                        continue  # rule 6: e e_t does not divide t d
+                    resync_x, memory_x = terms
+                    mem_b += memory_x
+                if c.memory_a + c.memory_b + c.memory_sharded / o.d + memory_x > mem:
                     continue  # never fits, whatever y >= 1
                 kappa = c.time_per_sample / o.d + factor * (o.d - 1) * c.parameter_size / (o.d * n_mb * bw_res)
+                if resync_x:
+                    kappa += resync_x / bw_res
                 gin = {
                     eidx[(e.u, v)]: 2.0 * (e.communication_cost + c.sync_fw[e.u]) / (o.d * bw_edge)
                     for e in problem.in_edges[v]
@@ -564,11 +586,11 @@ def build_model_data(problem: Problem, options: Options, *, memory_factor: float
                           for e in problem.in_edges[v]}
                 sig_out = {eidx[(v, e.v)]: 2.0 * (e.communication_cost + c.sync_bw[e.v]) / bw_edge
                            for e in problem.out_edges[v]}
-                lst.append((j, idx, c, kappa, gin, gout, (sig_in, sig_out)))
+                lst.append((j, idx, c, kappa, gin, gout, (sig_in, sig_out), mem_b))
         raw[v] = lst
     if tau <= 0 or not math.isfinite(tau):
         # only d>1 options (impossible: d=1 always allowed) or all-zero times
-        tau = max([kp for lst in raw.values() for (_, _, _, kp, _, _, _) in lst] + [0.0]) or 1.0
+        tau = max([entry[3] for lst in raw.values() for entry in lst] + [0.0]) or 1.0
 
     choices: dict[int, list[Choice]] = {}
     reason = cand.infeasible_reason
@@ -582,14 +604,14 @@ def build_model_data(problem: Problem, options: Options, *, memory_factor: float
                 tmpc=c,
                 kappa=kp / tau,
                 mem_a=c.memory_a / mem,
-                mem_b=(c.memory_b + c.memory_sharded / opts[j].d) / mem,
+                mem_b=mem_b / mem,
                 gin={e: g / tau for e, g in gin.items()},
                 gout={e: g / tau for e, g in go.items()},
                 sigma=c.time_per_sample / tau,
                 sin={e: g / tau for e, g in sig[0].items()},
                 sout={e: g / tau for e, g in sig[1].items()},
             )
-            for (j, idx, c, kp, gin, go, sig) in raw[v]
+            for (j, idx, c, kp, gin, go, sig, mem_b) in raw[v]
         ]
         if not choices[v] and reason is None:
             reason = f"layer {nd.label} has no TMPC that fits in memory (a + b > M for every allowed TMPC)"

@@ -17,7 +17,7 @@ from piper.core.plan import Plan, Stage
 from piper.core.problem import ACTIVATION_RECOMP, VANILLA, Problem, problem_to_dict
 from piper.io.workload import problem_from_dict
 
-__all__ = ["random_problem", "random_dag", "repeated_layers", "witness_memory", "operator_graph_problem", "SHAPES"]
+__all__ = ["random_problem", "random_moe_problem", "with_expert_keys", "random_dag", "repeated_layers", "witness_memory", "operator_graph_problem", "SHAPES"]
 
 SHAPES = ("chain", "branchy")
 
@@ -153,6 +153,55 @@ def random_problem(
         "nodes": nodes,
         "edges": raw_edges,
     }
+    return problem_from_dict(raw)
+
+
+def with_expert_keys(problem: Problem, rng: random.Random, *, moe_share: float = 0.6,
+                     same_per_position: bool = False) -> Problem:
+    """``problem`` with the expert-parallelism keys of docs/problem.md §11 on about ``moe_share``
+    of its layers (an MoE layer): each TMPC of such a layer gets e in {1, 2, 4} (mostly 2 or 4),
+    e_t in {1, 2}, halved until e e_t <= max(2, k / 2), expert weights w_x of 0..16 units (bytes, the unit of the workload's sizes)
+    and expert optimizer state s_x of 0..4 thirty-seconds of M. ``same_per_position`` draws the keys
+    once per (t, position in the TMPC list) and gives every MoE layer the same ones (identical
+    layers stay identical)."""
+    raw = problem_to_dict(problem)
+    unit = 2**20 if problem.bandwidth >= 1e9 else 1  # random_problem's realistic byte unit
+    m = raw["maxMemoryPerDevice"]
+    shared: dict[tuple[str, int], dict[str, Any]] = {}
+
+    widest = max(2, problem.devices // 2)
+
+    def keys() -> dict[str, Any]:
+        e, e_t = rng.choice((1, 2, 2, 4, 4)), rng.choice((1, 1, 2))
+        while e * e_t > widest:  # leave layouts that rule 6 allows
+            e, e_t = (e // 2, e_t) if e > 1 else (e, e_t // 2)
+        return {"expertParallel": e, "expertTensorParallel": e_t,
+                "expertParameterSize": float(rng.randint(0, 16) * unit),
+                "memoryUsageShardedExpertB": float(rng.randint(0, 4)) * m / 32}
+
+    moe_all = rng.random() < moe_share if same_per_position else None
+    for nd in raw["nodes"]:
+        if not (moe_all if same_per_position else rng.random() < moe_share):
+            continue
+        for t, lst in nd["TMPCs"].items():
+            for j, c in enumerate(lst):
+                c.update(shared.setdefault((t, j), keys()) if same_per_position else keys())
+    return problem_from_dict(raw)
+
+
+def random_moe_problem(seed: int, n: int | None = None, *, devices: int | None = None,
+                       microbatches: int | None = None, degrees: tuple[int, ...] = (1, 2),
+                       moe_share: float = 0.6) -> Problem:
+    """A tiny random instance with MoE layers (:func:`with_expert_keys` on :func:`random_problem`):
+    n in 2..5 layers, k in {4, 8} devices and N in {2, 4, 8} unless given, so that rule 6 (e e_t
+    divides d t) leaves some layouts and rules out others."""
+    rng = random.Random(seed * 7919 + 17)
+    n = n if n is not None else rng.randint(2, 5)
+    k = devices if devices is not None else rng.choice((4, 8))
+    n_mb = microbatches if microbatches is not None else rng.choice((2, 4, 8))
+    base = random_problem(seed, n=n, devices=k, microbatches=n_mb, degrees=degrees)
+    raw = problem_to_dict(with_expert_keys(base, rng, moe_share=moe_share))
+    raw["name"] = f"random-moe-n{n}-seed{seed}"
     return problem_from_dict(raw)
 
 

@@ -18,6 +18,8 @@ the same problems on every machine). Suites:
 * ``models``: tiny transformers built by the model front end (``piper.frontend``).
 * ``version2``: tiny DAGs with version-2 cluster keys (nodes of G devices, sharded
   optimizer state, both) and with uniform plans.
+* ``moe``: tiny random DAGs with MoE layers (expert parallelism, docs/problem.md §11): TPS and
+  batch time, free and uniform plans, a few with interleaved plans.
 * ``default``: what ``python -m experiments.compare`` runs with no arguments:
   tiny + small + paper-slices + infeasible + 8 of version2 + 2 of models, sized to finish well within 3 minutes
   on 2 cores with every solver.
@@ -42,6 +44,7 @@ from typing import Any
 
 from experiments.lib.instances import (
     operator_graph_problem,
+    random_moe_problem,
     random_problem,
     witness_memory,
 )
@@ -411,17 +414,44 @@ def schedules_suite(count: int = len(SCHEDULE_SEEDS)) -> list[Instance]:
     return out
 
 
+#: seeds of :func:`moe_suite`, chosen (by brute force, each under its own objective and plan space)
+#: so that the optimum uses a TMPC with e e_t > 1 and every exact solver proves it within seconds
+MOE_SEEDS = (5, 4, 17, 18, 11, 22, 36, 39, 32, 37, 50, 52)
+#: the objective and plan space of the i-th MoE instance, by i mod 4
+_MOE_VARIANTS = (("tps", False, None), ("batch-time", False, None), ("tps", True, None), ("batch-time", True, None))
+
+
+def moe_suite(count: int = len(MOE_SEEDS)) -> list[Instance]:
+    """Tiny random MoE instances (:func:`~experiments.lib.instances.random_moe_problem`: 3-5
+    layers, k in {4, 8}, some layers' TMPCs with e in {2, 4}, e_t in {1, 2}, expert weights and
+    state; docs/problem.md §11, rule 6), by turns under TPS, batch time, and both with uniform
+    plans; seeds after the first eight also with interleaved plans (v <= 2; the exact models skip
+    those)."""
+    out = []
+    for i, seed in enumerate(MOE_SEEDS[:count]):
+        problem = random_moe_problem(seed)
+        objective, uniform, _ = _MOE_VARIANTS[i % 4]
+        name = problem_name(problem, f"random-moe-seed{seed}")
+        label = f"{objective}{', uniform' if uniform else ''}"
+        out.append(Instance(f"{name}-{objective}{'-uniform' if uniform else ''}", problem, "moe",
+                            f"expert parallelism (rule 6), {label}", uniform=uniform, objective=objective))
+        if i >= 8:
+            out.append(Instance(f"{name}-{objective}-v2", problem, "moe", f"expert parallelism, {objective}, "
+                                "interleaved up to v = 2", objective=objective, max_virtual_stages=2))
+    return out
+
+
 def default_suite() -> list[Instance]:
     """The embedded default: tiny + small + paper-slices + infeasible + two rounds of the
-    version-2 families + two model front end workloads + 4 seeds of the schedules suite (44
-    instances, all proven by the exact solvers within seconds each)."""
+    version-2 families + two model front end workloads + 4 seeds of the schedules suite + 4 MoE
+    instances (48 instances, all proven by the exact solvers within seconds each)."""
     return [*tiny_suite(), *small_suite(), *paper_slices_suite(), *infeasible_suite(), *version2_suite(2),
-            *models_suite(2), *schedules_suite(4)]
+            *models_suite(2), *schedules_suite(4), *moe_suite(4)]
 
 
 SUITES: dict[str, tuple[str, Callable[[], list[Instance]]]] = {
-    "default": ("the embedded default: tiny + small + paper-slices + infeasible + 8 version-2 + 2 models + 10 schedules",
-                default_suite),
+    "default": ("the embedded default: tiny + small + paper-slices + infeasible + 8 version-2 + 2 models + 10 schedules"
+                " + 4 MoE", default_suite),
     "tiny": ("12 random DAGs, 3-7 layers, k <= 6", tiny_suite),
     "small": ("4 random DAGs, 8-10 layers, k = 4, N = 8, t in {1,2,4}", small_suite),
     "paper-slices": ("5 slices: first 6-12 layers of BERT-32, GNMT, ResNet-50; k = 4, memory binds", paper_slices_suite),
@@ -431,6 +461,8 @@ SUITES: dict[str, tuple[str, Callable[[], list[Instance]]]] = {
     "version2": ("16 tiny DAGs: nodes of G devices, sharded optimizer state, both, and uniform plans", version2_suite),
     "schedules": ("12 tiny chains and DAGs with N in {2, 4}: batch time, 1F1B and interleaved (v <= 3), and TPS "
                   "with interleaved plans", schedules_suite),
+    "moe": ("16 tiny MoE DAGs (expert parallelism, rule 6): TPS and batch time, free and uniform, 4 interleaved",
+            moe_suite),
     "real-magnitudes": ("issue 18's reproducer + 11 operator-like graphs with real magnitudes, 6-12 layers; "
                         "real-magnitudes:COUNT[:FIRST[:MAXN]] for more", _real_magnitudes_named),
 }

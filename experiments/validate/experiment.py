@@ -9,6 +9,7 @@ from typing import Any
 from experiments.validate.context_rows import CONTEXT_ASSUMPTIONS, llama3_context_cases
 from experiments.validate.fit import fit, leave_one_out, predict_time_s, score_case
 from experiments.validate.memory import memory_rows
+from experiments.validate.moe_rows import MOE_ASSUMPTIONS, moe_records
 from experiments.validate.rows import (
     ASSUMPTIONS,
     Case,
@@ -75,6 +76,9 @@ def run(quick: bool = False, loo: bool = True, log: Callable[[str], None] | None
             "drift": catalog_drift(fitted),
             "rows": rows, "summary": summary(rows), "memory": memory_rows(),
             "assumptions": {**ASSUMPTIONS, "llama3": ASSUMPTIONS["llama3"] + CONTEXT_ASSUMPTIONS},
+            # mixture of experts (issue 31; experiments/validate/moe_rows.py): out of sample, H100 constants
+            "moe": {"catalog": moe_records(), "readme_fit": moe_records(fitted["h100-sxm-80gb"]),
+                    "assumptions": MOE_ASSUMPTIONS},
             "quick": quick, "loo": loo, "elapsed_s": time.perf_counter() - t0}
 
 

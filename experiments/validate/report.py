@@ -82,6 +82,13 @@ def markdown(res: dict[str, Any]) -> str:
         for a in res["assumptions"].get(table, []):
             lines.append(f"- assumed: {a}")
         lines.append("")
+    if res.get("moe"):  # issue 31: experiments/validate/moe_rows.py
+        from experiments.validate.moe_rows import markdown as moe_markdown
+
+        lines += ["## Mixture of experts: Megatron-Bridge H100 (tokens/s per GPU, out of sample)", "",
+                  moe_markdown(res["moe"]["catalog"], "catalog H100 constants"), "",
+                  moe_markdown(res["moe"]["readme_fit"], "H100 constants fitted on the README table"), "",
+                  *(f"- assumed: {a}" for a in res["moe"]["assumptions"]), ""]
     lines += ["## Memory: [K22] Figure 1's four models (first stage, per GPU)", "",
               "| model | quantity | paper's formula GB | planner GB | difference |", "|---|---|---:|---:|---:|"]
     for m in res["memory"]:

@@ -13,6 +13,7 @@ import json
 import math
 import sys
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -68,6 +69,16 @@ def _reserve(text: str) -> float:
     return 0.0 if text.strip() in ("0", "0.0") else size_arg(text)
 
 
+def _capacity(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 1.0 <= value <= 1e3:
+        raise argparse.ArgumentTypeError(f"must be in [1, 1000], got {text}")
+    return value
+
+
 def add_model_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("model", nargs="?", help="a preset name (see --list) or a Hugging Face config.json")
     p.add_argument("--list", action="store_true", help="list the presets and GPUs, then exit")
@@ -81,6 +92,9 @@ def add_model_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--grad-bytes", type=int, choices=(2, 4), default=4,
                    help="bytes per gradient element (default 4: Megatron-LM reduces BF16 gradients in fp32)")
     g.add_argument("--recompute", choices=RECOMPUTE_KINDS, default="full", help="recomputation for the reported hardware FLOPs (default full)")
+    g.add_argument("--moe-capacity-factor", type=_capacity, metavar="C",
+                   help="MoE models: plan for at most C x the balanced tokens per expert (memory and expert "
+                        "products; Megatron's --moe-expert-capacity-factor); default: dropless, sized at the average")
     g.add_argument("--precision", choices=PRECISIONS, help="bf16 (default) or fp8 (Transformer Engine: FP8 matrix products of the layers, BF16 elsewhere)")
     h = p.add_argument_group("hardware (--gpu/--node-type from the catalog, or --hardware FILE instead; then the single overrides)")
     h.add_argument("--gpu", default="a100-80gb", help=f"accelerator (default a100-80gb; one of {', '.join([*ACCELERATORS, *ALIASES])})")
@@ -133,8 +147,10 @@ def _listing() -> str:
     lines = ["presets:"]
     for name, c in PRESETS.items():
         lines.append(
-            f"  {name:<14} l={c.layers:<4} h={c.hidden_size:<6} a={c.attention_heads:<4} kv={c.kv_heads:<4} "
+            f"  {name:<16} l={c.layers:<4} h={c.hidden_size:<6} a={c.attention_heads:<4} kv={c.kv_heads:<4} "
             f"ffn={c.ffn_hidden_size:<6} V={c.vocab_size:<7} s={c.seq_length:<5} {c.ffn_kind}"
+            + (f" moe E={c.moe.experts} k={c.moe.top_k} F={c.moe.expert_ffn_hidden_size}" if c.moe else "")
+            + (" mla" if c.mla else "")
         )
     lines.append("GPUs:")
     for name, acc in ACCELERATORS.items():
@@ -169,6 +185,11 @@ def model_from_args(args: argparse.Namespace, **setup_fields: Any) -> tuple[Tran
         changes["micro_batch"] = args.micro_batch
     if getattr(args, "precision", None) is not None:
         changes["precision"] = args.precision
+    capacity = getattr(args, "moe_capacity_factor", None)
+    if capacity is not None:
+        if cfg.moe is None:
+            raise UsageError(f"--moe-capacity-factor: {cfg.name} is not a mixture-of-experts model")
+        changes["moe"] = replace(cfg.moe, capacity_factor=capacity)
     cfg = cfg.with_changes(**changes)
     setup = TrainingSetup(
         nodes=args.nodes,

@@ -80,7 +80,8 @@ def add_plan_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def _candidate_summary(c: Candidate) -> dict[str, Any]:
-    return {"context_parallel": c.context_parallel, "micro_batch": c.micro_batch, "uniform": c.uniform,
+    return {"context_parallel": c.context_parallel, "micro_batch": c.micro_batch, "expert_parallel": c.expert_parallel,
+            "uniform": c.uniform,
             "status": c.result.status.value,
             "value": c.value if c.result.plan is not None else None, "time_s": c.result.time_s}
 
@@ -132,6 +133,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         out = {"status": chosen.result.status.value, "solver": chosen.result.solver, **metrics,
                "plan": plan.to_dict(), "time_s": search.time_s, "micro_batch": chosen.micro_batch,
                "context_parallel": chosen.context_parallel, "context_parallel_searched": list(cps),
+               "expert_parallel": chosen.expert_parallel,
                "schedule": plan.schedule.to_dict(), "objective": args.objective, "uniform": chosen.uniform,
                "exact": search.exact, "gain_of_free": search.gain,
                "runnable" if args.free else "free": None if other is None else
@@ -147,7 +149,10 @@ def cmd_plan(args: argparse.Namespace) -> int:
     schedule = plan.schedule.label()
     print(f"model         {cfg.name}: {args.nodes} x {hw.devices_per_node} {hw.name}, global batch "
           f"{setup.global_batch} x {cfg.seq_length} tokens, micro-batch {chosen.micro_batch} "
-          f"(searched: {', '.join(str(b) for b in micro_batch_choices(setup.global_batch, args.micro_batch))})")
+          f"(searched: {', '.join(str(b) for b in micro_batch_choices(setup.global_batch, args.micro_batch))})"
+          + (f", experts over e = {chosen.expert_parallel} devices (searched: "
+             f"{', '.join(sorted({str(c.expert_parallel) for c in search.candidates}, key=int))})"
+             if cfg.moe is not None else ""))
     if len(cps) > 1 or chosen.context_parallel > 1:
         print(f"context       context-parallel size c = {chosen.context_parallel} (searched: "
               f"{', '.join(str(c) for c in cps)}); each stage's t is its tensor-parallel size x {chosen.context_parallel}")

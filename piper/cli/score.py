@@ -1,6 +1,6 @@
 """``python -m piper score MODEL --gpu G --nodes N --tp T [--cp C] --pp P [--dp D] [--vp V] --micro-batch B
 --global-batch GB [--seq S] --recompute none|selective|full [--sequence-parallel]
-[--no-distributed-optimizer] [--precision bf16|fp8] [--json]``: the layout a user runs today (their
+[--no-distributed-optimizer] [--precision bf16|fp8] [--ep E] [--etp ET] [--json]``: the layout a user runs today (their
 Megatron-LM command line) scored by the one evaluator.
 
 The scoring is :func:`piper.frontend.score.score_layout` (layers split evenly, Megatron's rule;
@@ -43,6 +43,10 @@ def add_score_parser(subparsers: Any) -> argparse.ArgumentParser:
     g.add_argument("--overlap-grad-reduce", action="store_true", help="gradient reduce during the last backward pass")
     g.add_argument("--overlap-param-gather", action="store_true", help="weight all-gather during the first forward pass")
     g.add_argument("--shard-gradients", action="store_true", help="shard gradients too (ZeRO-2)")
+    g.add_argument("--ep", type=positive_int, default=1, metavar="E",
+                   help="expert-parallel size (MoE models; --expert-model-parallel-size, default 1)")
+    g.add_argument("--etp", type=positive_int, default=1, metavar="ET",
+                   help="expert-tensor-parallel size (MoE models; 1 or --tp, default 1)")
     return p
 
 
@@ -52,6 +56,7 @@ def _text(m: dict[str, Any]) -> str:
         f"layout        {m['model']} on {m['gpus']} x {m['gpu']}: t={m['tp']}"
         + (f" c={m['cp']}" if m["cp"] > 1 else "") + f" p={m['pp']} d={m['dp']}"
         + (f" v={m['vp']} (interleaved)" if m["vp"] > 1 else " (1F1B)")
+        + (f", experts e={m['ep']} e_t={m['etp']}" if m["ep"] > 1 or m["etp"] > 1 else "")
         + f", micro-batch {m['micro_batch']}, global batch {m['global_batch']} x {m['seq_length']} tokens, "
         f"{m['tmpc']}, {m['precision']}",
     ]
@@ -93,7 +98,7 @@ def cmd_score(args: argparse.Namespace) -> int:
             raise UsageError(f"--tp {args.tp}{cp} x --pp {args.pp} does not divide the {gpus} GPUs of --nodes {setup.nodes}")
         dp = gpus // width
     layout = Layout(tp=args.tp, pp=args.pp, dp=dp, recompute=args.recompute,
-                    sequence_parallel=bool(args.sequence_parallel), vp=args.vp, cp=args.cp)
+                    sequence_parallel=bool(args.sequence_parallel), vp=args.vp, cp=args.cp, ep=args.ep, etp=args.etp)
     m = score_layout(cfg, hw, setup, layout)
     public = {k: v for k, v in m.items() if k not in ("problem", "plan", "score")}
     if args.json:

@@ -14,7 +14,7 @@ failure names the solver, the check and what was wrong:
   the optimum below and, in ``experiments.compare``, against every other solver's plan);
 * ``plan``: a plan exactly when the status says so (optimal / feasible have one,
   infeasible / unknown have none, and then TPS is +inf); the plan is structurally valid
-  (docs/problem.md rules 1-4) and fits in memory;
+  (docs/problem.md rules 1-6) and fits in memory;
 * ``tps``: ``Result.tps`` is the evaluator's score of the plan (and ``Result.batch_time`` its
   batch time, when that is the objective);
 * ``options``: the plan honours the options (no d > 1 without data parallelism, no t > 1

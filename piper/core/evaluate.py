@@ -37,6 +37,14 @@ Iteration keys (docs/problem.md §10; TMPC keys ``resyncOverlapTime`` h, ``stepT
 the resync term becomes max(0, N R_i / B_resync,i - H) / N and O / N is added to TPS_i
 (``StageScore.step``). Without them every number is as above, bit for bit.
 
+Expert parallelism (docs/problem.md §11, rule 6; TMPC keys ``expertParallel`` e,
+``expertTensorParallel`` e_t, ``expertParameterSize`` w_x, ``memoryUsageShardedExpertB`` s_x): a
+TMPC with e e_t > 1 may sit in a stage (chunk) of degrees (d, t) only if e e_t divides d t
+(:func:`check_plan` raises ``rule 6 ...`` naming the node, TMPC, e e_t and d t); with
+r = d t / (e e_t), each TMPC adds f (r - 1) w_x / (r N) to R_i (R_g) and s_x / r to mem_i
+(mem_g). A TMPC with e e_t = 1 has r = d t. Without the keys the added terms are skipped, so
+every number is as above, bit for bit.
+
 Defaults (no version-2 key): G = k, B_in = B, f = 4, s = 0. Then both bandwidths of every
 stage are B and TPS_i is computed as ``(X_i / d + R_i) / B + P_i / d``, exactly the
 version-1 expression, so every number is bit-for-bit the version-1 number.
@@ -171,10 +179,11 @@ class Score:
 
 
 def check_plan(problem: Problem, plan: Plan) -> dict[int, TMPC]:
-    """Check the structural rules 1-4 of ``docs/problem.md`` §3.2, and rule 5 for an interleaved
-    plan (docs/problem.md §9.2); return node id -> chosen TMPC.
+    """Check the structural rules 1-4 of ``docs/problem.md`` §3.2, rule 5 for an interleaved
+    plan (docs/problem.md §9.2) and rule 6 (§11: a chosen TMPC's e e_t divides its stage's d t);
+    return node id -> chosen TMPC.
 
-    Raises :class:`PlanError` naming the rule (1-5) and the stage (the chunk, when interleaved).
+    Raises :class:`PlanError` naming the rule (1-6) and the stage (the chunk, when interleaved).
     """
     unit = "chunk" if plan.schedule.interleaved else "stage"
     if not plan.stages:
@@ -222,6 +231,10 @@ def check_plan(problem: Problem, plan: Plan) -> dict[int, TMPC]:
             if c is None:
                 have = [x.id for x in node.tmpcs[s.t]]
                 raise PlanError(f"rule 3: node {v} in {where} has no TMPC {s.tmpcs[v]!r} at t={s.t} (has {have})")
+            if c.expert_width > 1 and (s.d * s.t) % c.expert_width:
+                raise PlanError(f"rule 6 (expert parallelism): node {v} in {where} has TMPC {c.id!r} with "
+                                f"e*e_t = {c.expert_parallel}*{c.expert_tensor_parallel} = {c.expert_width}, which "
+                                f"does not divide the {unit}'s d*t = {s.d}*{s.t} = {s.d * s.t}")
             chosen[v] = c
     if plan.schedule.interleaved:
         _check_interleaved(problem, plan)
@@ -276,6 +289,14 @@ def iteration_terms(resync_t: float, hide: float, step: float, n_mb: int) -> tup
     return resync_t, step / n_mb
 
 
+def _expert_terms(c: TMPC, d: int, t: int, f: float, n_mb: int) -> tuple[float, float]:
+    """docs/problem.md §11: (resync bytes per sample, memory bytes) that TMPC ``c`` adds to a
+    stage of degrees (d, t) for which rule 6 holds (:func:`check_plan` checked it)."""
+    terms = c.expert_terms(d, t, f, n_mb)
+    assert terms is not None, "rule 6 is checked by check_plan"
+    return terms
+
+
 def evaluate(problem: Problem, plan: Plan) -> Score:
     """Score a plan: per-stage TPS, memory, y and the compute / edge / resync split.
 
@@ -315,6 +336,10 @@ def evaluate(problem: Problem, plan: Plan) -> Score:
             memory += c.memory_a * y + c.memory_b + c.memory_sharded / d
             compute += c.time_per_sample
             resync_bytes += f * (d - 1) * c.parameter_size / (d * n_mb)
+            if c.has_expert_terms:  # docs/problem.md §11 (rule 6 holds: check_plan)
+                resync_x, memory_x = _expert_terms(c, d, s.t, f, n_mb)
+                resync_bytes += resync_x
+                memory += memory_x
             edge_bytes = add_cut_bytes(edge_bytes, problem, v, c, members)
             hide += c.resync_overlap_time
             step += c.step_time + c.step_time_sharded / d
@@ -395,6 +420,10 @@ def _evaluate_interleaved(problem: Problem, plan: Plan, chosen: dict[int, TMPC])
                 c = chosen[u]
                 memory += c.memory_a * y + c.memory_b + c.memory_sharded / d
                 resync_bytes += f * (d - 1) * c.parameter_size / (d * n_mb)
+                if c.has_expert_terms:  # docs/problem.md §11
+                    resync_x, memory_x = _expert_terms(c, d, t, f, n_mb)
+                    resync_bytes += resync_x
+                    memory += memory_x
                 hide += c.resync_overlap_time
                 step += c.step_time + c.step_time_sharded / d
         edge_bytes_t = sum(terms[j][1] / (d * bw_edge) for j in chunks)

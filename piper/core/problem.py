@@ -47,6 +47,7 @@ __all__ = [
     "VANILLA",
     "VERSION2_FEATURES",
     "ITERATION_FEATURES",
+    "EXPERT_FEATURES",
     "CLUSTER_FEATURES",
     "DEFAULT_ALLREDUCE_FACTOR",
 ]
@@ -61,8 +62,12 @@ VERSION2_FEATURES = ("devicesPerNode", "intraNodeBandwidth", "allReduceFactor", 
 #: hidden behind its compute, and the optimizer step's time; a solver that does not declare
 #: them refuses an instance that uses them
 ITERATION_FEATURES = ("resyncOverlapTime", "stepTime", "stepTimeSharded")
+#: expert parallelism (docs/problem.md §11, rule 6): one feature for the four TMPC keys
+#: ``expertParallel``, ``expertTensorParallel``, ``expertParameterSize`` and
+#: ``memoryUsageShardedExpertB``; a solver that does not declare it refuses an instance that uses them
+EXPERT_FEATURES = ("expertParallel",)
 #: every feature a solver may have to declare (:meth:`Problem.version2_feature_notes`)
-CLUSTER_FEATURES = VERSION2_FEATURES + ITERATION_FEATURES
+CLUSTER_FEATURES = VERSION2_FEATURES + ITERATION_FEATURES + EXPERT_FEATURES
 
 #: f when ``allReduceFactor`` is not given: bytes moved per weight byte in the
 #: data-parallel resync (Piper's PipeDream rule, 4 (d - 1) w / (d N))
@@ -102,6 +107,45 @@ class TMPC:
     step_time: float = 0.0
     #: o_s, ``stepTimeSharded`` (§10): per-iteration time split over the stage's d replicas; 0
     step_time_sharded: float = 0.0
+    #: e, ``expertParallel`` (docs/problem.md §11): devices the layer's experts are spread over
+    #: (integer >= 1); 1 when not given
+    expert_parallel: int = 1
+    #: e_t, ``expertTensorParallel`` (§11): devices each expert is split over (integer >= 1); 1
+    expert_tensor_parallel: int = 1
+    #: w_x, ``expertParameterSize`` (§11): bytes of expert weights on each device (not counted
+    #: in ``parameter_size``); their resync is over the r = d t / (e e_t) copies; 0
+    expert_parameter_size: float = 0.0
+    #: s_x, ``memoryUsageShardedExpertB`` (§11): bytes of expert optimizer state split evenly
+    #: over the r devices that hold the same experts (each holds s_x / r); 0
+    memory_sharded_expert: float = 0.0
+
+    @property
+    def expert_width(self) -> int:
+        """e * e_t: the devices one copy of the layer's experts spans (docs/problem.md §11).
+        Rule 6: a stage of degrees (d, t) may use this TMPC only if it divides d * t."""
+        return self.expert_parallel * self.expert_tensor_parallel
+
+    @property
+    def has_expert_terms(self) -> bool:
+        """True when any of the four §11 keys is not its default (e e_t > 1, w_x > 0 or s_x > 0)."""
+        return self.expert_width > 1 or self.expert_parameter_size > 0 or self.memory_sharded_expert > 0
+
+    def expert_copies(self, d: int, t: int) -> int | None:
+        """r = d t / (e e_t), the copies of each expert shard a stage of degrees (d, t) holds
+        (docs/problem.md §11); None when rule 6 fails (e e_t does not divide d t)."""
+        width = self.expert_width
+        if (d * t) % width:
+            return None
+        return d * t // width
+
+    def expert_terms(self, d: int, t: int, factor: float, microbatches: int) -> tuple[float, float] | None:
+        """docs/problem.md §11 for a stage of degrees (d, t): (resync bytes per sample
+        f (r - 1) w_x / (r N), memory bytes s_x / r) with r = :meth:`expert_copies`; None when
+        rule 6 fails. (0.0, 0.0) exactly when w_x = s_x = 0."""
+        r = self.expert_copies(d, t)
+        if r is None:
+            return None
+        return factor * (r - 1) * self.expert_parameter_size / (r * microbatches), self.memory_sharded_expert / r
 
 
 @dataclass(frozen=True)
@@ -231,7 +275,8 @@ class Problem:
         * ``intraNodeBandwidth``: B_in given and != B;
         * ``allReduceFactor``: f given and != 4;
         * ``memoryUsageShardedB``: some TMPC has s > 0;
-        * ``resyncOverlapTime``, ``stepTime``, ``stepTimeSharded`` (§10): some TMPC has the key > 0.
+        * ``resyncOverlapTime``, ``stepTime``, ``stepTimeSharded`` (§10): some TMPC has the key > 0;
+        * ``expertParallel`` (§11, the four expert keys): some TMPC has e e_t > 1, w_x > 0 or s_x > 0.
 
         (G < k with B_in = B changes no number either; it is still listed, so that a solver
         that does not know about nodes refuses rather than guesses.)
@@ -251,6 +296,9 @@ class Problem:
             count = sum(1 for nd in self.nodes for lst in nd.tmpcs.values() for c in lst if getattr(c, attr) > 0)
             if count:
                 out[key] = f"{count} TMPC(s) with {key} > 0"
+        expert = sum(1 for nd in self.nodes for lst in nd.tmpcs.values() for c in lst if c.has_expert_terms)
+        if expert:
+            out["expertParallel"] = f"{expert} TMPC(s) with expert parallelism (e*e_t > 1, w_x > 0 or s_x > 0)"
         return out
 
     def version2_features(self) -> tuple[str, ...]:
@@ -404,6 +452,14 @@ def problem_to_dict(problem: Problem) -> dict[str, Any]:
             d["stepTime"] = c.step_time
         if c.step_time_sharded != 0:
             d["stepTimeSharded"] = c.step_time_sharded
+        if c.expert_parallel != 1:
+            d["expertParallel"] = c.expert_parallel
+        if c.expert_tensor_parallel != 1:
+            d["expertTensorParallel"] = c.expert_tensor_parallel
+        if c.expert_parameter_size != 0:
+            d["expertParameterSize"] = c.expert_parameter_size
+        if c.memory_sharded_expert != 0:
+            d["memoryUsageShardedExpertB"] = c.memory_sharded_expert
         d.update(c.extra)
         return d
 

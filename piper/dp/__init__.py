@@ -68,6 +68,18 @@ there is one run at B_in = B, f = 4, s = 0, and every number is bit-for-bit the
 version-1 number: the kernels keep the reference's arithmetic (E / d + R) / B + p / d
 whenever B_resync = B_edge.
 
+**Expert parallelism** (docs/problem.md §11, rule 6): the flat arrays fold a TMPC's expert terms
+into its per-(TMPC, d) numbers: f (r - 1) w_x / (r N) joins the resync bytes ``rq`` (so ``c0`` and
+every stage cost carry it at the stage's B_resync) and s_x / r the per-device memory ``sq``, with
+r = d t / (e e_t) (t is the TMPC's degree).  Where rule 6 forbids the TMPC (e e_t does not divide
+d t) its memory is 2 M + 1 bytes: no choice holding it ever fits, so every knapsack, memory test
+and bound leaves it out exactly, and a stage whose layers have no other TMPC is infeasible at
+that (t, d).  Stages with such TMPCs take neither the d-invariant shortcut nor the "least-TPS
+choice is least-tau" shortcut of the batch-time tables (``LayerArrays.xq``, ``has_experts``);
+the identical-chain engine prices its layers the same way (:mod:`~piper.dp.groups`), and the
+four keys are part of a layer's identity (:mod:`~piper.dp.chain`).  Without the keys nothing
+changes (``xq`` is all False: the same compiled kernels, numbers bit for bit).
+
 **Uniform plans** (``Options.uniform``, docs/problem.md §2.5): one DP (both runs) per
 allowed (t, d) with only that pair allowed; the best wins; no curve.  Refused with a
 SolverError when (t, d) pairs x runs x ideal pairs exceeds ``UNIFORM_MAX_WORK``.

@@ -16,7 +16,7 @@ import numpy as np
 
 from piper.core.errors import SolverError
 from piper.core.options import Candidates
-from piper.core.problem import Problem
+from piper.core.problem import TMPC, Problem
 
 BIG = np.int64(1) << np.int64(60)
 #: table mode: achievable upper-bound values (greedy choices, galloping, shared across d)
@@ -66,6 +66,10 @@ class LayerArrays(NamedTuple):
     sq: np.ndarray | None
     #: B_edge of this run, bytes/second: B_in for plans inside one node, else B
     bw_edge: float
+    #: per flat TMPC: True when it has expert-parallelism terms (docs/problem.md §11), whose resync
+    #: and memory (folded into ``rq``, ``c0`` and ``sq``) are not cost(1) / d + a constant.  Always
+    #: an array (all False without the keys), so that it adds no compiled variant of the kernels
+    xq: np.ndarray
 
 
 class Limits(NamedTuple):
@@ -83,6 +87,16 @@ class RunArrays:
     layers: LayerArrays
     #: flat index -> (node id, t, TMPC id)
     labels: tuple[tuple[int, int, str], ...]
+
+
+def expert_terms_or_ban(c: TMPC, d: int, t: int, f: float, n_mb: int, memory: float) -> tuple[float, float]:
+    """(resync bytes per sample, memory bytes) that TMPC ``c`` adds to a stage of degrees (d, t)
+    (docs/problem.md §11: f (r - 1) w_x / (r N) and s_x / r, r = d t / (e e_t)); when rule 6 forbids
+    it there (e e_t does not divide d t), no resync and the memory 2 M + 1 bytes (``memory`` = M):
+    more than any device holds, so no knapsack, bound or memory test ever lets it fit (a finite
+    number: the knapsacks' arithmetic needs no infinities)."""
+    terms = c.expert_terms(d, t, f, n_mb)
+    return (0.0, 2.0 * memory + 1.0) if terms is None else terms
 
 
 def limits_of(problem: Problem) -> Limits:
@@ -112,6 +126,7 @@ def run_arrays(problem: Problem, cand: Candidates, bw_edge: float | None = None)
     opt_start = np.zeros((n, max(1, len(ts))), dtype=np.int64)
     opt_cnt = np.zeros((n, max(1, len(ts))), dtype=np.int64)
     tp, tw, ta, tb, tsh, tt, inb_ptr, outb_ptr = [], [], [], [], [], [], [], []
+    experts: list[TMPC | None] = []  # the TMPC when it has expert terms (docs/problem.md §11)
     inb: list[float] = []
     outb: list[float] = []
     labels: list[tuple[int, int, str]] = []
@@ -127,6 +142,7 @@ def run_arrays(problem: Problem, cand: Candidates, bw_edge: float | None = None)
                 tb.append(c.memory_b)
                 tsh.append(c.memory_sharded)
                 tt.append(t)
+                experts.append(c if c.has_expert_terms else None)
                 inb_ptr.append(len(inb))
                 for e in in_lists[v]:
                     inb.append(2 * (e.communication_cost + c.sync_fw[e.u]))
@@ -148,17 +164,27 @@ def run_arrays(problem: Problem, cand: Candidates, bw_edge: float | None = None)
     rq = f64([[f * (d - 1) * w / d / n_mb for d in ds] for w in tw]).reshape(len(tw), len(ds))
     pq = f64([[p / d for d in ds] for p in tp]).reshape(len(tp), len(ds))
     rb = f64([[bw_in if t * d <= g_node else bw for d in ds] for t in tt]).reshape(len(tt), len(ds))
-    c0 = f64([[(f * (d - 1) * w / d / n_mb) / (bw_in if t * d <= g_node else bw) + p / d for d in ds]
-              for w, p, t in zip(tw, tp, tt)]).reshape(len(tp), len(ds))
     sq = np.ascontiguousarray(f64([[x / d for x in tsh] for d in ds]).reshape(len(ds), len(tsh)))
+    # expert parallelism (docs/problem.md §11): its resync bytes join rq, its memory sq; rule 6 is
+    # a memory no stage can hold (:func:`expert_terms_or_ban`)
+    for q, c in enumerate(experts):
+        if c is None:
+            continue
+        for di, d in enumerate(ds):
+            resync_x, memory_x = expert_terms_or_ban(c, d, tt[q], f, n_mb, problem.memory_per_device)
+            rq[q, di] += resync_x
+            sq[di, q] += memory_x
+    c0 = f64([[rq[q, di] / (bw_in if t * d <= g_node else bw) + tp[q] / d for di, d in enumerate(ds)]
+              for q, t in enumerate(tt)]).reshape(len(tp), len(ds))
     # None = not needed (no sharded state / one bandwidth, as in version 1): the kernels are
     # then compiled for None, with the version-1 loops only
-    sq_opt: np.ndarray | None = sq if any(x != 0 for x in tsh) else None
+    sq_opt: np.ndarray | None = sq if bool(np.any(sq != 0)) else None
+    xq = np.array([c is not None for c in experts], dtype=np.bool_)
     rb_opt: np.ndarray | None = None if bool(np.all(rb == bw_edge)) else np.ascontiguousarray(rb)
     layers = LayerArrays(
         n=n, ts=ts, ds=np.array(cand.ds, dtype=np.int64), opt_start=opt_start, opt_cnt=opt_cnt,
         tp=f64(tp), tw=f64(tw), ta=f64(ta), tb=f64(tb), in_ptr=in_ptr, in_src=in_src, out_ptr=out_ptr,
         out_dst=out_dst, inb_ptr=i64(inb_ptr), inb=f64(inb), outb_ptr=i64(outb_ptr), outb=f64(outb), rq=rq, pq=pq,
-        c0=c0, rb=rb_opt, sq=sq_opt, bw_edge=float(bw_edge),
+        c0=c0, rb=rb_opt, sq=sq_opt, bw_edge=float(bw_edge), xq=xq,
     )
     return RunArrays(layers, tuple(labels))

@@ -24,6 +24,7 @@ from numba import njit
 from piper.dp.knapsack import EXACT, GREEDY, ensure_room, knapsack, total_of
 from piper.dp.stage import (
     choice_fits,
+    has_experts,
     new_scratch,
     options_memory_at,
     stage_costs,
@@ -62,8 +63,11 @@ class BatchTables(NamedTuple):
 
 @njit(cache=True)
 def same_w(lay, sc, nx):
-    """True when each of the stage's nodes has one parameter size w over its options."""
+    """True when each of the stage's nodes has one parameter size w over its options and none has
+    expert terms (then every choice has the same resync bytes)."""
     off, qidx, tw = sc.off, sc.qidx, lay.tw
+    if has_experts(lay, sc, nx):
+        return False
     for i in range(nx):
         w0 = tw[qidx[off[i]]]
         for j in range(off[i] + 1, off[i + 1]):

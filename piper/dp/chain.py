@@ -3,7 +3,8 @@
 A workload is an *identical chain* when its graph is one path v_0 -> v_1 -> ... -> v_{n-1} and a
 block of consecutive inner layers v_a .. v_{b-1} (b - a >= 2) is interchangeable: under the
 solver's options every inner layer has the same allowed degrees and, at each, the same TMPC list
-(time, parameter size, memory a, b and sharded s, in list order), every edge between two inner
+(time, parameter size, memory a, b and sharded s, and the expert keys e, e_t, w_x, s_x of
+docs/problem.md §11, in list order), every edge between two inner
 layers has the same cost and the same sync bytes (syncTimeBw of its tail, syncTimeFw of its head,
 per TMPC), and the edges that enter v_a and leave v_{b-1} look the same from the inner side (cost
 and the inner layer's sync bytes).  The layers before a and after b are the *ends* (an
@@ -89,7 +90,9 @@ def identical_chain(problem: Problem, cand: Candidates) -> IdenticalChain | None
 
     def core(i: int) -> tuple:
         per_t = cand.tmpcs[ids[i]]
-        return tuple((t, tuple((c.time_per_sample, c.parameter_size, c.memory_a, c.memory_b, c.memory_sharded)
+        return tuple((t, tuple((c.time_per_sample, c.parameter_size, c.memory_a, c.memory_b, c.memory_sharded,
+                                c.expert_parallel, c.expert_tensor_parallel, c.expert_parameter_size,
+                                c.memory_sharded_expert)
                                for _, c in per_t[t])) for t in sorted(per_t))
 
     def head_side(i: int) -> tuple:

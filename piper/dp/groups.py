@@ -42,6 +42,7 @@ import numpy as np
 from piper.core.options import Candidates
 from piper.core.plan import INTERLEAVED, Plan, Schedule, Stage
 from piper.core.problem import Problem
+from piper.dp.arrays import expert_terms_or_ban
 from piper.dp.chain import IdenticalChain
 from piper.dp.compile_clock import solve_clock
 from piper.dp.group_kernels import group_choice, group_curve, group_dp
@@ -281,9 +282,15 @@ def _options(problem: Problem, chain: IdenticalChain, cand: Candidates, lay: Lay
         if out_edge is not None:
             edge += 2.0 * (out_edge.communication_cost + tails[idx][1].sync_bw[out_edge.v])
         resync = f * (d - 1) * c.parameter_size / (d * n_mb)
+        memory = c.memory_a * y + c.memory_b + c.memory_sharded / d
+        if c.has_expert_terms:  # docs/problem.md §11; rule 6 as a memory no device holds
+            resync_x, memory_x = expert_terms_or_ban(c, d, t, f, n_mb, problem.memory_per_device)
+            resync += resync_x
+            memory += memory_x
         cost = edge / (d * lay.bw_edge) + resync / lay.bw_resync + c.time_per_sample / d
-        out.append((cost, c.time_per_sample + edge / lay.bw_edge,
-                    c.memory_a * y + c.memory_b + c.memory_sharded / d, c.parameter_size))
+        # the last row: the resync bytes, equal over a layer's options exactly when its least-TPS
+        # choice is a least-tau one
+        out.append((cost, c.time_per_sample + edge / lay.bw_edge, memory, resync))
     return np.array(out, dtype=np.float64).T.reshape(4, len(out))
 
 
@@ -358,7 +365,9 @@ def _room(problem: Problem, chain: IdenticalChain, cand: Candidates, lay: Layout
     d, t, memory = lay.d, lay.t, problem.memory_per_device
 
     def least(p: int) -> float:
+        f, n_mb = problem.resync_factor, problem.microbatches
         return min(c.memory_a * y + c.memory_b + c.memory_sharded / d
+                   + (expert_terms_or_ban(c, d, t, f, n_mb, memory)[1] if c.has_expert_terms else 0.0)
                    for _, c in cand.tmpcs[problem.nodes[chain.order[p]].id][t])
 
     fixed = sum(least(p) for p, _, _ in shape.ends)

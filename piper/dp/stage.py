@@ -191,11 +191,24 @@ def stage_costs(lay, sc, m, d, cost):
 
 
 @njit(cache=True)
+def has_experts(lay, sc, nx):
+    """True when some option of the stage has expert-parallelism terms (docs/problem.md §11:
+    its resync and memory, rule 6 included, depend on d otherwise than as cost(1) / d + a constant)."""
+    xq, off, qidx = lay.xq, sc.off, sc.qidx
+    for j in range(off[nx]):
+        if xq[qidx[j]]:
+            return True
+    return False
+
+
+@njit(cache=True)
 def d_invariant(lay, sc, nx):
-    """True when each node's options all have the same parameter size w and no option
-    has sharded memory (memory s / d depends on d)."""
+    """True when each node's options all have the same parameter size w, no option
+    has sharded memory (memory s / d depends on d) and none has expert terms."""
     off, qidx, tw = sc.off, sc.qidx, lay.tw
     sq = lay.sq
+    if has_experts(lay, sc, nx):
+        return False
     if _absent(sq):  # no sharded state anywhere (compiled apart)
         for i in range(nx):
             w0 = tw[qidx[off[i]]]
@@ -215,10 +228,13 @@ def d_invariant(lay, sc, nx):
 
 @njit(cache=True)
 def has_sharded(lay, sc, nx):
-    """True when some option of the stage has sharded memory s > 0."""
+    """True when some option of the stage has sharded memory s > 0, or expert terms (whose
+    memory s_x / r, or rule 6, depends on d)."""
     off, qidx, sq = sc.off, sc.qidx, lay.sq
     if _absent(sq):
         return False
+    if has_experts(lay, sc, nx):
+        return True
     for j in range(off[nx]):
         if entry_or_zero(sq, 0, qidx[j]) != 0.0:
             return True

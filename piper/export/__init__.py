@@ -27,8 +27,19 @@ from piper.export.common import (
 )
 
 __all__ = [
-    "export_plan", "Export", "ExportError", "ExportPlan", "LayerMap", "ModelInfo", "StageSpec",
-    "RULES", "TARGETS", "TARGET_NAMES", "map_layers", "model_info", "prepare",
+    "RULES",
+    "TARGETS",
+    "TARGET_NAMES",
+    "Export",
+    "ExportError",
+    "ExportPlan",
+    "LayerMap",
+    "ModelInfo",
+    "StageSpec",
+    "export_plan",
+    "map_layers",
+    "model_info",
+    "prepare",
 ]
 
 

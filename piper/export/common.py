@@ -23,21 +23,21 @@ from piper.core.plan import Plan
 from piper.core.problem import ACTIVATION_RECOMP, VANILLA, Problem
 
 __all__ = [
-    "ExportError",
+    "RULES",
     "TARGETS",
     "TARGET_NAMES",
-    "RULES",
-    "ModelInfo",
-    "LayerMap",
-    "StageSpec",
-    "ExportPlan",
     "Export",
+    "ExportError",
+    "ExportPlan",
+    "LayerMap",
+    "ModelInfo",
+    "StageSpec",
+    "format_counts",
     "map_layers",
-    "tmpc_meaning",
     "model_info",
     "prepare",
     "refuse",
-    "format_counts",
+    "tmpc_meaning",
 ]
 
 #: export targets (CLI ``--to``) and their display names
@@ -54,6 +54,7 @@ RULES: Mapping[str, str] = {
     "E6": "the recomputation fits the target's one setting",
     "E7": "the micro-batch size (sequences per Piper sample) is known",
     "E8": "the target runs the plan's pipeline schedule (DeepSpeed: 1F1B only)",
+    "E9": "one expert layout (e, e_t) for every mixture-of-experts layer, which the target can run",
 }
 
 #: the node name the paper's BERT workload gives its transformer layers
@@ -106,6 +107,46 @@ class ModelInfo:
     #: c, the context-parallel size the workload was built for (``contextParallel``, absent: 1;
     #: docs/problem.md §11): a stage's t is the tensor-parallel size x c
     context_parallel: int = 1
+    #: the optional MoE record (``model.moe``: experts, topK, expertFfnHiddenSize, ...; issue 31)
+    moe: Mapping[str, Any] | None = None
+    #: the optional MLA record (``model.mla``: qLoraRank, kvLoraRank, qkNopeHeadDim, qkRopeHeadDim, vHeadDim)
+    mla: Mapping[str, Any] | None = None
+    #: the head width when it is not hidden / heads (``model.attentionHeadDim``)
+    attention_head_dim: int | None = None
+
+
+#: the optional records' fields: key -> (type, may be 0 / null)
+_MOE_FIELDS: dict[str, tuple[type, bool]] = {
+    "experts": (int, False), "topK": (int, False), "expertFfnHiddenSize": (int, False),
+    "sharedFfnHiddenSize": (int, True), "firstDenseLayers": (int, True), "layerFreq": (int, False),
+    "layerOffset": (int, True), "routerScore": (str, False), "capacityFactor": (float, True)}
+_MLA_FIELDS: dict[str, tuple[type, bool]] = {
+    "qLoraRank": (int, True), "kvLoraRank": (int, False), "qkNopeHeadDim": (int, False),
+    "qkRopeHeadDim": (int, False), "vHeadDim": (int, False)}
+
+
+def _optional_record(raw: Mapping[str, Any], key: str, spec: dict[str, tuple[type, bool]]) -> Mapping[str, Any] | None:
+    """``model.KEY`` checked field by field (rule E7), or None when absent."""
+    rec = raw.get(key)
+    if rec is None:
+        return None
+    if not isinstance(rec, Mapping):
+        raise ExportError(f"the workload's model.{key} must be an object, got {type(rec).__name__}", rule="E7")
+    for name, (typ, zero_ok) in spec.items():
+        value = rec.get(name)
+        if value is None and zero_ok:
+            continue
+        if typ is float:
+            ok = isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 1
+        elif typ is int:
+            ok = isinstance(value, int) and not isinstance(value, bool) and value >= (0 if zero_ok else 1)
+        else:
+            ok = isinstance(value, typ)
+        if not ok:
+            raise ExportError(f"the workload's model.{key}.{name} must be "
+                              f"{'a whole number' if typ is int else 'a number >= 1' if typ is float else typ.__name__}"
+                              f", got {value!r}", rule="E7")
+    return rec
 
 
 _MODEL_FIELDS: tuple[tuple[str, str, type], ...] = (
@@ -142,7 +183,11 @@ def model_info(problem: Problem) -> ModelInfo | None:
     c = raw.get("contextParallel", 1)
     if isinstance(c, bool) or not isinstance(c, int) or c < 1:
         raise ExportError(f"the workload's model.contextParallel must be a whole number >= 1, got {c!r}", rule="E7")
-    return ModelInfo(**values, context_parallel=c)
+    head_dim = raw.get("attentionHeadDim")
+    if head_dim is not None and (not isinstance(head_dim, int) or isinstance(head_dim, bool) or head_dim < 1):
+        raise ExportError(f"the workload's model.attentionHeadDim must be a whole number >= 1, got {head_dim!r}", rule="E7")
+    return ModelInfo(**values, context_parallel=c, moe=_optional_record(raw, "moe", _MOE_FIELDS),
+                     mla=_optional_record(raw, "mla", _MLA_FIELDS), attention_head_dim=head_dim)
 
 
 # ---------------------------------------------------------------------------------
@@ -305,6 +350,8 @@ class ExportPlan:
     #: v: chunks per device group (1: 1F1B, ``stages`` are the stages; >= 2: the interleaved
     #: schedule, ``stages`` are the p v chunks in pipeline order)
     virtual_stages: int = 1
+    #: (e, e_t) of the mixture-of-experts layers' TMPCs (rule E9: one for all); (1, 1) without
+    expert_layout: tuple[int, int] = (1, 1)
 
     @property
     def pipeline(self) -> int:
@@ -476,11 +523,29 @@ def prepare(problem: Problem, plan: Plan, target: str, *, micro_batch: int | Non
         raise refuse(target, "E5", f"the plan mixes sequence parallelism on and off ({where}); the target has one switch "
                      "for the whole model", stage=off.index)
 
-    sharded = any(c.memory_sharded > 0 for c in chosen.values())
+    sharded = any(c.memory_sharded > 0 for c in chosen.values()) or any(
+        c.memory_sharded_expert > 0 for c in chosen.values())
+    expert = _expert_layout(problem, plan, target, pos)
     score = evaluate(problem, plan)
     if score.oom:
         out_notes.append("the plan does not fit the workload's memory limit (the evaluator scores it out of memory)")
     if plan.devices_used < problem.devices:
         out_notes.append(f"the plan uses {plan.devices_used} of the cluster's {problem.devices} devices")
     return ExportPlan(target, tuple(stages), lm, model, problem.microbatches, b, sharded, problem.devices,
-                      score.oom, tuple(out_notes), plan.schedule.virtual_stages)
+                      score.oom, tuple(out_notes), plan.schedule.virtual_stages, expert)
+
+
+def _expert_layout(problem: Problem, plan: Plan, target: str, pos: Mapping[int, int]) -> tuple[int, int]:
+    """(e, e_t) of the MoE layers (TMPCs with expert keys); rule E9 when they differ."""
+    seen: dict[tuple[int, int], int] = {}
+    for i, s in enumerate(plan.stages, start=1):
+        for v in s.nodes:
+            c = problem.node_by_id[v].tmpc(s.t, s.tmpcs[v])
+            if c is None or not c.has_expert_terms or v not in pos:
+                continue
+            seen.setdefault((c.expert_parallel, c.expert_tensor_parallel), i)
+    if len(seen) > 1:
+        (a, i), (b, j) = list(seen.items())[:2]
+        raise refuse(target, "E9", f"stage {i} runs experts with (e, e_t) = {a}, stage {j} with {b}; "
+                     "--expert-model-parallel-size is one setting for the model", stage=j)
+    return next(iter(seen), (1, 1))

@@ -24,7 +24,7 @@ import json
 
 from piper.export.common import Export, ExportPlan, refuse
 
-__all__ = ["export_deepspeed", "partition", "PIPELINE_SNIPPET", "DEEPSPEED_SOURCE"]
+__all__ = ["DEEPSPEED_SOURCE", "PIPELINE_SNIPPET", "export_deepspeed", "partition"]
 
 #: what the keys were checked against (docs/export.md, "Versions")
 DEEPSPEED_SOURCE = "DeepSpeed master (deepspeed/runtime/pipe/module.py, docs/config-json)"
@@ -82,6 +82,25 @@ def _interval(ep: ExportPlan) -> int:
     return 1 if kinds == {"full"} else 0
 
 
+def _moe(ep: ExportPlan, d: int, notes: list[str]) -> dict[str, int] | None:
+    """DeepSpeed-MoE's settings of an MoE model (``deepspeed.moe.layer.MoE(num_experts, ep_size, k)``:
+    the experts split over ep_size data-parallel ranks, whole; ep_size divides the data-parallel size),
+    or a refusal (rule E9)."""
+    m = ep.model
+    if m is None or m.moe is None:
+        return None
+    e, et = ep.expert_layout
+    if et > 1:
+        raise refuse("deepspeed", "E9", f"the plan splits each expert over e_t = {et} devices; DeepSpeed-MoE keeps "
+                     "every expert whole on one rank (no expert tensor parallelism)")
+    if d % e:
+        raise refuse("deepspeed", "E9", f"the plan spreads the experts over e = {e} devices, which does not divide "
+                     f"the data-parallel size {d}; DeepSpeed-MoE's ep_size must divide it")
+    notes.append(f"experts: pass ep_size={e}, num_experts={m.moe['experts']}, k={m.moe['topK']} to "
+                 "deepspeed.moe.layer.MoE for each MoE layer (not a ds_config key)")
+    return {"ep_size": e, "num_experts": int(m.moe["experts"]), "k": int(m.moe["topK"])}
+
+
 def export_deepspeed(ep: ExportPlan) -> Export:
     """The DeepSpeed config (``text``, JSON) and the pipeline partition (``extra_files``
     "pipeline.json"); :class:`ExportError` for sequence parallelism and selective or mixed
@@ -107,6 +126,7 @@ def export_deepspeed(ep: ExportPlan) -> Export:
                      hint="re-plan without them: python -m piper solve WORKLOAD --uniform --exclude-tmpc none+sp "
                           "--exclude-tmpc selective+sp --exclude-tmpc full+sp")
     interval = _interval(ep)
+    moe = _moe(ep, d, notes)
     config: dict[str, object] = {
         "train_batch_size": ep.global_batch,
         "train_micro_batch_size_per_gpu": ep.micro_batch,
@@ -142,6 +162,7 @@ def export_deepspeed(ep: ExportPlan) -> Export:
     }
     text = json.dumps(config, indent=2) + "\n"
     data = {
+        "moe": moe,
         "ds_config": config,
         "pipeline": pipeline,
         "world_size": ep.world_size,

@@ -26,7 +26,17 @@ Flag names as in NVIDIA/Megatron-LM ``megatron/training/arguments.py`` and Megat
 * ``--sequence-parallel`` when t > 1 and the TMPCs use it; ``--use-distributed-optimizer``
   when the chosen TMPCs shard state (``memoryUsageShardedB`` > 0);
 * model shape from the workload's ``model`` record (hidden size, FFN, heads, query groups,
-  sequence length, SwiGLU, RMSNorm, biases, rotary positions, untied embeddings, bf16).
+  sequence length, SwiGLU, RMSNorm, biases, rotary positions, untied embeddings, bf16);
+  ``--kv-channels`` for a head width other than h / a;
+* mixture of experts (issue 31; :func:`moe_args`): ``--num-experts``, ``--moe-router-topk``,
+  ``--moe-ffn-hidden-size``, ``--moe-shared-expert-intermediate-size``, ``--moe-layer-freq``
+  (``"([0]*k+[1]*m)"`` or an explicit 0/1 list when some layers are dense),
+  ``--moe-router-score-function``, ``--moe-expert-capacity-factor`` (when not dropless),
+  ``--expert-model-parallel-size e`` and ``--expert-tensor-parallel-size e_t`` of the plan's MoE
+  TMPCs (one layout for the model: rule E9), ``--moe-token-dispatcher-type alltoall`` and
+  ``--moe-grouped-gemm`` (the kernels the cost model prices); MLA: ``--multi-latent-attention``,
+  ``--q-lora-rank``, ``--kv-lora-rank``, ``--qk-head-dim`` (d_nope), ``--qk-pos-emb-head-dim``
+  (d_rope), ``--v-head-dim``.
 """
 
 from __future__ import annotations
@@ -35,7 +45,7 @@ import shlex
 
 from piper.export.common import Export, ExportPlan, StageSpec, format_counts, refuse
 
-__all__ = ["export_megatron", "layer_args", "recompute_args", "MEGATRON_SOURCE"]
+__all__ = ["MEGATRON_SOURCE", "export_megatron", "layer_args", "moe_args", "moe_layer_pattern", "recompute_args"]
 
 #: what the flags were checked against (docs/export.md, "Versions")
 MEGATRON_SOURCE = "NVIDIA/Megatron-LM main, Megatron-Core 0.13+"
@@ -155,6 +165,52 @@ def _model_args(ep: ExportPlan, notes: list[str]) -> list[str]:
     return out
 
 
+def moe_layer_pattern(layers: int, first_dense: int, freq: int, offset: int) -> str:
+    """``--moe-layer-freq``'s value: 1 for an MoE layer, 0 for a dense one (layer i is MoE when
+    i >= first_dense and (i + offset) % freq == 0); a Python expression Megatron evaluates."""
+    flags = [1 if i >= first_dense and (i + offset) % freq == 0 else 0 for i in range(layers)]
+    dense_head = next((i for i, f in enumerate(flags) if f), layers)
+    if all(flags[dense_head:]):
+        return f"([0]*{dense_head}+[1]*{layers - dense_head})" if dense_head else f"([1]*{layers})"
+    return "[" + ",".join(map(str, flags)) + "]"
+
+
+def moe_args(ep: ExportPlan, notes: list[str]) -> list[str]:
+    """The mixture-of-experts and MLA flags (module docstring); [] for a dense model."""
+    m = ep.model
+    out: list[str] = []
+    if m is None:
+        return out
+    if m.attention_head_dim is not None:
+        out += ["--kv-channels", str(m.attention_head_dim)]
+    if m.mla is not None:
+        mla = m.mla
+        out += ["--multi-latent-attention"]
+        if mla.get("qLoraRank"):
+            out += ["--q-lora-rank", str(mla["qLoraRank"])]
+        out += ["--kv-lora-rank", str(mla["kvLoraRank"]), "--qk-head-dim", str(mla["qkNopeHeadDim"]),
+                "--qk-pos-emb-head-dim", str(mla["qkRopeHeadDim"]), "--v-head-dim", str(mla["vHeadDim"])]
+    if m.moe is None:
+        return out
+    moe = m.moe
+    e, et = ep.expert_layout
+    out += ["--num-experts", str(moe["experts"]), "--moe-router-topk", str(moe["topK"]),
+            "--moe-ffn-hidden-size", str(moe["expertFfnHiddenSize"])]
+    if moe.get("sharedFfnHiddenSize"):
+        out += ["--moe-shared-expert-intermediate-size", str(moe["sharedFfnHiddenSize"])]
+    pattern = moe_layer_pattern(m.layers, moe.get("firstDenseLayers") or 0, moe["layerFreq"], moe.get("layerOffset") or 0)
+    if pattern != f"([1]*{m.layers})":
+        out += ["--moe-layer-freq", pattern]
+    out += ["--moe-router-score-function", str(moe["routerScore"])]
+    if moe.get("capacityFactor") is not None:
+        out += ["--moe-expert-capacity-factor", f"{moe['capacityFactor']:g}", "--moe-pad-expert-input-to-capacity"]
+    out += ["--expert-model-parallel-size", str(e), "--expert-tensor-parallel-size", str(et),
+            "--moe-token-dispatcher-type", "alltoall", "--moe-grouped-gemm"]
+    notes.append(f"experts: e = {e} x e_t = {et} devices per expert group (rule 6: it divides d x t); the cost model "
+                 "assumes balanced routing (set the load-balancing loss / bias yourself)")
+    return out
+
+
 def export_megatron(ep: ExportPlan) -> Export:
     """Megatron-LM arguments for ``ep`` (see the module docstring); :class:`ExportError` when
     the plan's recomputation has no Megatron setting (rule E6)."""
@@ -177,6 +233,7 @@ def export_megatron(ep: ExportPlan) -> Export:
     if ep.sharded:
         args.append("--use-distributed-optimizer")
     args += _model_args(ep, notes)
+    args += moe_args(ep, notes)
     counts = [st.n_layers for st in ep.stages]
     unit = f"chunk (interleaved schedule, {ep.virtual_stages} virtual stages per pipeline rank)" if ep.interleaved \
         else "stage"
@@ -212,6 +269,8 @@ def export_megatron(ep: ExportPlan) -> Export:
         "stage_layers": counts,
         "virtual_stages": ep.virtual_stages,
         "layout": layout,
+        "expert_parallel": ep.expert_layout[0],
+        "expert_tensor_parallel": ep.expert_layout[1],
         "source": MEGATRON_SOURCE,
     }
     return Export("megatron", text, data, tuple(notes), {})

@@ -29,7 +29,7 @@ import json
 
 from piper.export.common import Export, ExportPlan, format_counts, refuse
 
-__all__ = ["export_torchtitan", "module_fqns", "split_points", "TORCHTITAN_SOURCE"]
+__all__ = ["TORCHTITAN_SOURCE", "export_torchtitan", "module_fqns", "split_points"]
 
 #: what the keys were checked against (docs/export.md, "Versions")
 TORCHTITAN_SOURCE = "pytorch/torchtitan main, torchtitan/config/job_config.py"
@@ -132,6 +132,14 @@ def export_torchtitan(ep: ExportPlan) -> Export:
         notes.append(f"context_parallel_degree {c}: the plan's costs are those of Megatron-Core's p2p ring attention "
                      "(piper/frontend/context.py); torchtitan's context parallelism (PyTorch's experimental "
                      "context_parallel, its own rotate method for K and V) may overlap differently")
+    e, et = ep.expert_layout
+    if ep.model is not None and ep.model.moe is not None:
+        # torchtitan's MoE models (DeepSeek-V3, Qwen3): [parallelism] expert_parallel_degree and
+        # expert_tensor_parallel_degree (1 or t); EP borrows its devices from data (and tensor) parallelism
+        parallelism["expert_parallel_degree"] = e
+        parallelism["expert_tensor_parallel_degree"] = et
+        notes.append(f"experts: expert_parallel_degree {e}, expert_tensor_parallel_degree {et}; the [model] flavor "
+                     f"({ep.model.moe['experts']} experts, top-{ep.model.moe['topK']}) is yours to pick")
     if p > 1:
         parallelism["pipeline_parallel_schedule"] = "Interleaved1F1B" if ep.interleaved else "1F1B"
         parallelism["pipeline_parallel_microbatch_size"] = ep.micro_batch

@@ -5,7 +5,8 @@ Data flows one way: a :class:`TransformerConfig` (a preset or a Hugging Face
 :class:`TrainingSetup` -> :func:`build_workload` -> the workload JSON object
 (docs/problem.md §2, version 2) -> :func:`piper.load_problem`.
 
-Modules: ``config`` (the model dataclass), ``presets``, ``hf`` (config.json),
+Modules: ``config`` (the model dataclass), ``moe`` (mixture of experts and MLA: description and parameter
+counts), ``moe_costs`` (their layers' costs and TMPCs), ``presets``, ``hf`` (config.json),
 ``hardware`` (catalog), ``costs`` (formulas, with their papers),
 ``tmpc`` (TMPC ids), ``workload`` (the graph), ``context`` (context parallelism, docs/frontend.md),
 ``summary``, ``cli``.
@@ -14,6 +15,7 @@ Modules: ``config`` (the model dataclass), ``presets``, ``hf`` (config.json),
 from piper.core.errors import FrontendError, HardwareError, ModelConfigError
 from piper.frontend.config import TransformerConfig
 from piper.frontend.costs import (
+    active_params,
     hardware_flops_per_iteration,
     layer_activation_bytes,
     layer_params,
@@ -30,6 +32,7 @@ from piper.frontend.hardware import (
     hardware_from_file,
 )
 from piper.frontend.hf import config_from_hf, load_hf_config
+from piper.frontend.moe import MLAConfig, MoEConfig
 from piper.frontend.presets import PRESETS, preset, preset_names
 from piper.frontend.summary import model_summary
 from piper.frontend.tmpc import parse_tmpc_id, tmpc_id, tmpc_ids
@@ -47,9 +50,12 @@ __all__ = [
     "FrontendError",
     "Hardware",
     "HardwareError",
+    "MLAConfig",
+    "MoEConfig",
     "ModelConfigError",
     "TrainingSetup",
     "TransformerConfig",
+    "active_params",
     "all_reduce_factor",
     "build_workload",
     "config_from_hf",

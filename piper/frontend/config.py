@@ -21,6 +21,7 @@ from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from piper.core.errors import ModelConfigError
+from piper.frontend.moe import MLAConfig, MoEConfig
 
 __all__ = ["FFN_KINDS", "NORM_KINDS", "PRECISIONS", "TransformerConfig"]
 
@@ -81,6 +82,12 @@ class TransformerConfig:
     dropout: bool = True
     #: "bf16" or "fp8" (:data:`PRECISIONS`)
     precision: str = "bf16"
+    #: the width of one attention head when it is not h / a (Qwen3, GPT-OSS: 128 and 64); None: h / a
+    attention_head_dim: int | None = None
+    #: the mixture-of-experts part (:class:`~piper.frontend.moe.MoEConfig`); None: a dense model
+    moe: MoEConfig | None = None
+    #: multi-head latent attention (:class:`~piper.frontend.moe.MLAConfig`, DeepSeek-V2/V3); None: MHA/GQA
+    mla: MLAConfig | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
@@ -100,7 +107,14 @@ class TransformerConfig:
             raise ModelConfigError(f"{self.name}: norm must be one of {', '.join(NORM_KINDS)}, got {self.norm!r}")
         if self.precision not in PRECISIONS:
             raise ModelConfigError(f"{self.name}: precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}")
-        if self.hidden_size % self.attention_heads:
+        if self.attention_head_dim is not None and (not _is_int(self.attention_head_dim) or self.attention_head_dim < 1):
+            raise ModelConfigError(f"{self.name}: attention_head_dim must be a whole number >= 1 or null, "
+                                   f"got {self.attention_head_dim!r}")
+        if self.moe is not None and not isinstance(self.moe, MoEConfig):
+            raise ModelConfigError(f"{self.name}: moe must be an MoEConfig or null, got {self.moe!r}")
+        if self.mla is not None and not isinstance(self.mla, MLAConfig):
+            raise ModelConfigError(f"{self.name}: mla must be an MLAConfig or null, got {self.mla!r}")
+        if self.attention_head_dim is None and self.mla is None and self.hidden_size % self.attention_heads:
             raise ModelConfigError(
                 f"{self.name}: attention_heads ({self.attention_heads}) must divide hidden_size ({self.hidden_size})"
             )
@@ -112,8 +126,13 @@ class TransformerConfig:
     # ---- derived sizes ------------------------------------------------------------
     @property
     def head_dim(self) -> int:
-        """h / a, the width of one attention head."""
-        return self.hidden_size // self.attention_heads
+        """The width of one attention head: ``attention_head_dim``, or h / a."""
+        return self.attention_head_dim or self.hidden_size // self.attention_heads
+
+    @property
+    def q_dim(self) -> int:
+        """a * head_dim, the width of the query projection (= h unless ``attention_head_dim`` is set)."""
+        return self.attention_heads * self.head_dim
 
     @property
     def kv_dim(self) -> int:
@@ -133,4 +152,8 @@ class TransformerConfig:
         return replace(self, **changes)
 
     def to_dict(self) -> dict[str, Any]:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
+        out = {f.name: getattr(self, f.name) for f in fields(self)}
+        for key in ("moe", "mla"):
+            if out[key] is not None:
+                out[key] = out[key].to_dict()
+        return out

@@ -32,12 +32,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from piper.core.errors import ModelConfigError
+from piper.frontend import moe
 from piper.frontend.config import TransformerConfig
 
 __all__ = [
     "OPTIMIZER_STATE_BYTES",
     "RECOMPUTE_KINDS",
     "LayerParams",
+    "active_params",
     "allreduce_bytes_per_device",
     "attention_core_forward_flops",
     "embedding_activation_bytes",
@@ -53,10 +55,14 @@ __all__ = [
     "layer_params",
     "layer_tp_collectives",
     "layer_train_flops",
+    "layer_train_flops_at",
     "model_flops_per_iteration",
     "model_params",
+    "moe_layer_forward_flops",
+    "moe_layer_params",
     "sc21_flops_per_iteration",
     "sc21_params",
+    "stack_train_flops",
 ]
 
 #: activation recomputation kinds: none, selective ([K22] Section 5), full (every layer keeps only its input)
@@ -108,15 +114,18 @@ def _norm_params(cfg: TransformerConfig) -> int:
 def layer_params(cfg: TransformerConfig) -> LayerParams:
     """Parameters of one layer. For GPT (r = 1, f = 4h, biases, LayerNorm) this is
     12h^2 + 13h, the per-layer term of [SC21]'s 12lh^2(1 + 13/(12h) + ...)."""
-    h, f, kv = cfg.hidden_size, cfg.ffn_hidden_size, cfg.kv_dim
-    attention = h * (h + 2 * kv) + h * h
+    h, f, kv, q = cfg.hidden_size, cfg.ffn_hidden_size, cfg.kv_dim, cfg.q_dim
+    attention = h * (q + 2 * kv) + q * h
+    latent_norms = 0
+    if cfg.mla is not None:  # multi-head latent attention (piper/frontend/moe.py)
+        attention, latent_norms = moe.mla_attention_params(cfg.mla, h, cfg.attention_heads)
     mlp = cfg.ffn_matrices * h * f
     if cfg.linear_bias:
-        split_bias = (h + 2 * kv) + (cfg.ffn_matrices - 1) * f
+        split_bias = (q + 2 * kv) + (cfg.ffn_matrices - 1) * f
         row_bias = 2 * h
     else:
         split_bias = row_bias = 0
-    return LayerParams(attention, mlp, split_bias, 2 * _norm_params(cfg) + row_bias)
+    return LayerParams(attention, mlp, split_bias, 2 * _norm_params(cfg) + row_bias + latent_norms)
 
 
 def embedding_params(cfg: TransformerConfig) -> int:
@@ -134,9 +143,55 @@ def head_params(cfg: TransformerConfig) -> int:
     return 0 if cfg.tied_embeddings else cfg.vocab_size * cfg.hidden_size
 
 
+def moe_layer_params(cfg: TransformerConfig) -> tuple[LayerParams, int]:
+    """(the non-expert parameters, the routed experts' parameters) of one MoE layer of ``cfg``:
+    attention and norms as :func:`layer_params`, the MLP replaced by the shared experts (split
+    by t like the dense MLP) and the router (held whole on each device, with the norms); the
+    E routed experts' parameters apart (``expertParameterSize``, docs/problem.md §11)."""
+    if cfg.moe is None:
+        raise ModelConfigError(f"{cfg.name}: not a mixture-of-experts model")
+    dense = layer_params(cfg)
+    m, h, mats = cfg.moe, cfg.hidden_size, cfg.ffn_matrices
+    shared = moe.shared_expert_params(m, h, mats)
+    assert shared == 0 or shared == mats * h * m.shared_ffn_hidden_size + (
+        (mats - 1) * m.shared_ffn_hidden_size + h if m.expert_bias else 0)
+    shared_mat = mats * h * m.shared_ffn_hidden_size
+    dense_mlp_bias = (mats - 1) * cfg.ffn_hidden_size if cfg.linear_bias else 0
+    row_bias_mlp = h if cfg.linear_bias else 0
+    shared_split_bias = (mats - 1) * m.shared_ffn_hidden_size if shared and m.expert_bias else 0
+    shared_row_bias = h if shared and m.expert_bias else 0
+    part = LayerParams(
+        attention_matmul=dense.attention_matmul,
+        mlp_matmul=shared_mat,
+        split_bias=dense.split_bias - dense_mlp_bias + shared_split_bias,
+        replicated=dense.replicated - row_bias_mlp + moe.router_params(m, h) + shared_row_bias,
+    )
+    return part, m.experts * moe.expert_params(m, h, mats)
+
+
 def model_params(cfg: TransformerConfig) -> int:
-    """The model's parameter count (tied weights counted once)."""
-    return cfg.layers * layer_params(cfg).total + embedding_params(cfg) + final_norm_params(cfg) + head_params(cfg)
+    """The model's parameter count (tied weights counted once; every expert counted)."""
+    n_moe = moe.moe_layer_count(cfg.moe, cfg.layers)
+    layers = (cfg.layers - n_moe) * layer_params(cfg).total
+    if n_moe:
+        part, experts = moe_layer_params(cfg)
+        layers += n_moe * (part.total + experts)
+    return layers + embedding_params(cfg) + final_norm_params(cfg) + head_params(cfg)
+
+
+def active_params(cfg: TransformerConfig, input_embedding: bool = True) -> int:
+    """The parameters one token's forward pass uses: every non-expert parameter and k of the E
+    routed experts of each MoE layer (= :func:`model_params` for a dense model). Without
+    ``input_embedding`` the embedding table (a lookup, no FLOPs) is left out, the count of
+    OpenAI's gpt-oss model card (5.1B of 117B); Mistral, DeepSeek and Qwen count it."""
+    total = model_params(cfg)
+    if cfg.moe is not None:
+        n_moe = moe.moe_layer_count(cfg.moe, cfg.layers)
+        per_expert = moe.expert_params(cfg.moe, cfg.hidden_size, cfg.ffn_matrices)
+        total -= n_moe * (cfg.moe.experts - cfg.moe.top_k) * per_expert
+    if not input_embedding:
+        total -= cfg.vocab_size * cfg.hidden_size if not cfg.tied_embeddings else 0
+    return total
 
 
 def sc21_params(cfg: TransformerConfig) -> float:
@@ -152,8 +207,11 @@ def sc21_params(cfg: TransformerConfig) -> float:
 
 def attention_core_forward_flops(cfg: TransformerConfig) -> float:
     """QK^T (2s^2h) and attention over V (2s^2h) per sequence and layer: 4s^2h ([SC21] Appendix).
-    Causal masking is not discounted (as in the paper); the same for GQA, as every query head attends."""
-    return 4 * cfg.seq_length**2 * cfg.hidden_size
+    Causal masking is not discounted (as in the paper); the same for GQA, as every query head attends.
+    With a head width other than h/a: 2 s^2 a (d_qk + d_v) (MLA: d_qk = d_nope + d_rope)."""
+    if cfg.mla is not None:
+        return 2 * cfg.seq_length**2 * cfg.attention_heads * (cfg.mla.qk_head_dim + cfg.mla.v_head_dim)
+    return 4 * cfg.seq_length**2 * cfg.q_dim
 
 
 def layer_forward_flops(cfg: TransformerConfig) -> float:
@@ -188,15 +246,50 @@ def layer_train_flops(cfg: TransformerConfig, recompute: str = "none") -> float:
     return 3 * fwd + extra
 
 
+def moe_layer_forward_flops(cfg: TransformerConfig) -> float:
+    """Forward FLOPs of one MoE layer per sequence, counted with the ACTIVE parameters: 2 s (the
+    non-expert product weights + the router's h E + k routed experts' product weights) + the
+    core attention."""
+    if cfg.moe is None:
+        raise ModelConfigError(f"{cfg.name}: not a mixture-of-experts model")
+    part, _ = moe_layer_params(cfg)
+    m = cfg.moe
+    expert_matmul = cfg.ffn_matrices * cfg.hidden_size * m.expert_ffn_hidden_size
+    return (2 * cfg.seq_length * (part.matmul + m.top_k * expert_matmul)
+            + cfg.seq_length * moe.router_forward_flops(m, cfg.hidden_size) + attention_core_forward_flops(cfg))
+
+
+def layer_train_flops_at(cfg: TransformerConfig, index: int, recompute: str = "none") -> float:
+    """:func:`layer_train_flops` of the 0-based layer ``index`` (an MoE layer with its active
+    parameters, :func:`moe_layer_forward_flops`)."""
+    if not moe.is_moe_layer(cfg.moe, index):
+        return layer_train_flops(cfg, recompute)
+    _check_recompute(recompute)
+    fwd = moe_layer_forward_flops(cfg)
+    return 3 * fwd + {"none": 0.0, "selective": attention_core_forward_flops(cfg), "full": fwd}[recompute]
+
+
+def stack_train_flops(cfg: TransformerConfig, recompute: str = "none") -> float:
+    """Forward + backward (+ recomputation) FLOPs of all l layers per sequence (MoE layers with
+    their active parameters, :func:`moe_layer_forward_flops`)."""
+    n_moe = moe.moe_layer_count(cfg.moe, cfg.layers)
+    total = (cfg.layers - n_moe) * layer_train_flops(cfg, recompute)
+    if n_moe:
+        fwd = moe_layer_forward_flops(cfg)
+        extra = {"none": 0.0, "selective": attention_core_forward_flops(cfg), "full": fwd}[recompute]
+        total += n_moe * (3 * fwd + extra)
+    return total
+
+
 def model_flops_per_iteration(cfg: TransformerConfig, global_batch: int) -> float:
     """Model FLOPs of one iteration (forward + backward, no recomputation) over ``global_batch`` sequences."""
-    return global_batch * (cfg.layers * layer_train_flops(cfg, "none") + 3 * head_forward_flops(cfg))
+    return global_batch * (stack_train_flops(cfg, "none") + 3 * head_forward_flops(cfg))
 
 
 def hardware_flops_per_iteration(cfg: TransformerConfig, global_batch: int, recompute: str = "full") -> float:
     """FLOPs the hardware runs in one iteration with ``recompute`` on every layer
     (the output layer is never recomputed, as in [SC21] equation (3))."""
-    return global_batch * (cfg.layers * layer_train_flops(cfg, recompute) + 3 * head_forward_flops(cfg))
+    return global_batch * (stack_train_flops(cfg, recompute) + 3 * head_forward_flops(cfg))
 
 
 def sc21_flops_per_iteration(cfg: TransformerConfig, global_batch: int) -> float:
@@ -235,7 +328,8 @@ def _layer_activation_terms(cfg: TransformerConfig, flash_attention: bool = Fals
     replicated = 2 * p + 2 * q + 2 * drop
     ratio = cfg.ffn_hidden_size / h
     mlp = (2 * p + q if cfg.ffn_kind == "swiglu" else p + q) * ratio
-    split = p * (1 + 2 * r) + q + mlp
+    qw = cfg.q_dim / h  # query (and output-projection input) width in units of h
+    split = p * (qw + 2 * r * qw) + q * qw + mlp
     if flash_attention:
         core = 4.0 * cfg.attention_heads / h
     else:

@@ -8,12 +8,32 @@ long-context checkpoints such as Llama 3.1's 131,072 pass the training length),
 ``hidden_act``, ``tie_word_embeddings`` (default: false for the Llama family as
 in transformers' ``LlamaConfig``, true otherwise as in ``PretrainedConfig``),
 ``attention_bias`` / ``mlp_bias`` (either one puts biases on every linear layer).
-Refused with a clear error: a ``head_dim`` other than hidden_size /
-num_attention_heads; mixture-of-experts configs (a key naming experts at any depth, e.g.
-``num_local_experts``, ``num_experts``, ``n_routed_experts``, DBRX's ``ffn_config.moe_num_experts``,
-holding more than one, in any spelling: ``8``, ``8.0``, ``"8"``): the cost model is for dense
-models; a field of the wrong type (named); a count outside 1..2^31 - 1. The file is read by
-:func:`piper.io.jsonfile.read_json` (size, UTF-8, depth, duplicate keys).
+``head_dim`` (Qwen3, GPT-OSS: a head width other than hidden_size / num_attention_heads).
+Mixture of experts (:mod:`piper.frontend.moe`), read from the top level only:
+
+* experts: ``num_local_experts`` (Mixtral, GPT-OSS), ``num_experts`` (Qwen-MoE),
+  ``n_routed_experts`` (DeepSeek), ``moe_num_experts``; per token: ``num_experts_per_tok``,
+  ``moe_top_k`` or ``experts_per_token`` (GPT-OSS);
+* the expert width ``moe_intermediate_size`` (Qwen-MoE, DeepSeek; then ``intermediate_size`` is the
+  dense layers' width), else ``intermediate_size`` (Mixtral, GPT-OSS: every layer is MoE);
+* shared experts: ``shared_expert_intermediate_size`` (Qwen2-MoE: one) or ``n_shared_experts``
+  (DeepSeek: that many of the expert width);
+* which layers: ``first_k_dense_replace`` and ``moe_layer_freq`` (DeepSeek: layer i is MoE when
+  i >= first_k_dense_replace and i % freq == 0), ``decoder_sparse_step`` (Qwen-MoE: (i + 1) % step
+  == 0), ``mlp_only_layers`` (must be empty);
+* the router: ``scoring_func`` ("softmax" or "sigmoid"); ``model_type`` "gpt_oss" puts biases on
+  the router and the experts (transformers' ``GptOssTopKRouter`` / ``GptOssExperts``).
+
+A config naming experts in any other key (a top-level key holding "expert" that is not read
+above, or one at any depth: DBRX's ``ffn_config.moe_num_experts``, Llama 4's
+``text_config.num_local_experts``) with a value other than 0, 1, false or null is refused with
+the key named; every key read has its type checked (``8.0`` or ``"8"`` for a count is an error).
+Multi-head latent attention (DeepSeek-V2/V3) when ``kv_lora_rank`` is given: ``q_lora_rank``
+(null: none), ``qk_nope_head_dim``, ``qk_rope_head_dim``, ``v_head_dim``. DeepSeek-V3's
+multi-token-prediction module (``num_nextn_predict_layers``) is not modelled (the 671B count
+excludes it). Refused with a clear error: a field of the wrong type (named); a count outside
+1..2^31 - 1. The file is read by :func:`piper.io.jsonfile.read_json` (size, UTF-8, depth,
+duplicate keys).
 GPT-2 style: ``n_layer``, ``n_embd``, ``n_head``, ``n_inner`` (default 4h),
 ``n_positions`` (or ``n_ctx``), ``activation_function``.
 
@@ -35,12 +55,14 @@ from typing import Any
 from piper.core.errors import ModelConfigError
 from piper.core.limits import MAX_COUNT
 from piper.frontend.config import TransformerConfig
+from piper.frontend.moe import ROUTER_SCORES, MLAConfig, MoEConfig
 from piper.io.jsonfile import read_json
 
 __all__ = ["config_from_hf", "load_hf_config"]
 
 _GATED = ("silu", "swish", "swiglu")
-_LLAMA_TYPES = ("llama", "mistral", "qwen2")
+_LLAMA_TYPES = ("llama", "mistral", "qwen2", "qwen3", "mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v2",
+                "deepseek_v3", "gpt_oss")
 _GPT_TYPES = ("gpt2", "gpt_bigcode")
 
 
@@ -77,15 +99,25 @@ def _short(value: Any) -> str:
 _MOE_WORDS = ("expert",)
 
 
-def _moe_key(raw: Any, path: str = "") -> tuple[str, Any] | None:
-    """The first key (dotted path) that makes ``raw`` a mixture-of-experts config, with its
-    value: a key naming experts (``num_local_experts``, ``num_experts``, ``n_routed_experts``,
-    ``moe_num_experts``, ``num_experts_per_tok``, ...) holding a number > 1 (also written as a
-    float or a string), a list, or anything that is not a number; 0, 1, false and null are dense."""
+#: the top-level keys :func:`_moe_config` reads (any other key naming experts is refused)
+MOE_KEYS = ("num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts", "num_experts_per_tok",
+            "moe_top_k", "experts_per_token", "moe_intermediate_size", "shared_expert_intermediate_size",
+            "n_shared_experts", "first_k_dense_replace", "moe_layer_freq", "decoder_sparse_step", "mlp_only_layers",
+            "scoring_func")
+_EXPERT_COUNT_KEYS = ("num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts")
+_TOP_K_KEYS = ("num_experts_per_tok", "moe_top_k", "experts_per_token")
+
+
+def _moe_key(raw: Any, path: str = "", skip: tuple[str, ...] = ()) -> tuple[str, Any] | None:
+    """The first key (dotted path) naming experts that the reader does not understand, with its value:
+    a key holding "expert" (not in ``skip`` at the top level) whose value is a number > 1 (also
+    written as a float or a string), a list, or anything that is not a number; 0, 1, false and
+    null say "dense"."""
     items = raw.items() if isinstance(raw, Mapping) else enumerate(raw) if isinstance(raw, list) else ()
     for key, value in items:
         where = f"{path}.{key}" if path and isinstance(key, str) else f"{path}[{key}]" if path else str(key)
-        if isinstance(key, str) and any(w in key.lower() for w in _MOE_WORDS) and not isinstance(value, Mapping):
+        if (isinstance(key, str) and any(w in key.lower() for w in _MOE_WORDS) and not isinstance(value, Mapping)
+                and not (not path and key in skip)):
             if value is None or isinstance(value, bool):
                 pass
             elif isinstance(value, (int, float)):
@@ -106,6 +138,78 @@ def _moe_key(raw: Any, path: str = "") -> tuple[str, Any] | None:
     return None
 
 
+def _count0(raw: Mapping[str, Any], key: str, where: str, default: int = 0) -> int:
+    """An optional count that may be 0 (a key absent or null gives ``default``)."""
+    value = raw.get(key)
+    if value is None:
+        return default
+    if isinstance(value, (float, str)):
+        raise ModelConfigError(f"{where}: {key} must be a whole number (an integer), got {_short(value)}")
+    if value == 0 and not isinstance(value, bool) and isinstance(value, int):
+        return 0
+    return _int(value, key, where)
+
+
+def _moe_config(raw: Mapping[str, Any], name: str, model_type: str, dense_ffn: int | None) -> MoEConfig | None:
+    """The mixture-of-experts part of a config (None for a dense one): see the module docstring."""
+    experts = 0
+    for key in _EXPERT_COUNT_KEYS:
+        if raw.get(key) is not None:
+            experts = _count0(raw, key, name)
+            break
+    if experts <= 1:
+        stray = _moe_key({k: raw[k] for k in MOE_KEYS if k in raw and k not in _EXPERT_COUNT_KEYS})
+        if stray is not None:
+            raise ModelConfigError(f"{name}: {stray[0]} = {_short(stray[1])}: a mixture-of-experts key without an "
+                                   f"expert count ({' / '.join(_EXPERT_COUNT_KEYS)})")
+        return None
+    top_key = next((k for k in _TOP_K_KEYS if raw.get(k) is not None), None)
+    if top_key is None:
+        raise ModelConfigError(f"{name}: a mixture-of-experts config ({experts} experts) needs "
+                               f"{' / '.join(repr(k) for k in _TOP_K_KEYS)}")
+    top_k = _count0(raw, top_key, name)
+    if raw.get("moe_intermediate_size") is not None:
+        width = _count0(raw, "moe_intermediate_size", name)
+    elif dense_ffn is not None:
+        width = dense_ffn
+    else:
+        raise ModelConfigError(f"{name}: a mixture-of-experts config needs 'moe_intermediate_size' or 'intermediate_size'")
+    shared_n = _count0(raw, "n_shared_experts", name)
+    shared_width = shared_n * width
+    if raw.get("shared_expert_intermediate_size") is not None:
+        shared_width = _count0(raw, "shared_expert_intermediate_size", name)
+        shared_n = 1 if shared_width else 0
+    first_dense = _count0(raw, "first_k_dense_replace", name)
+    freq, offset = 1, 0
+    if raw.get("moe_layer_freq") is not None:
+        freq = _count0(raw, "moe_layer_freq", name, 1)
+    if raw.get("decoder_sparse_step") is not None:
+        freq, offset = _count0(raw, "decoder_sparse_step", name, 1), 1
+    only = raw.get("mlp_only_layers")
+    if only is not None and (not isinstance(only, list) or only):
+        raise ModelConfigError(f"{name}: mlp_only_layers = {_short(only)}: only an empty list is supported")
+    score = _str(raw.get("scoring_func") or "softmax", "scoring_func", name).lower()
+    if score not in ROUTER_SCORES:
+        raise ModelConfigError(f"{name}: scoring_func must be one of {', '.join(ROUTER_SCORES)}, got {_short(score)}")
+    gpt_oss = model_type == "gpt_oss"
+    try:
+        return MoEConfig(experts=experts, top_k=top_k, expert_ffn_hidden_size=width, shared_ffn_hidden_size=shared_width,
+                         shared_experts=shared_n, first_dense_layers=first_dense, layer_freq=freq, layer_offset=offset,
+                         router_score=score, router_bias=gpt_oss, expert_bias=gpt_oss)
+    except ModelConfigError as exc:
+        raise ModelConfigError(f"{name}: {exc}") from None
+
+
+def _mla_config(raw: Mapping[str, Any], name: str) -> MLAConfig | None:
+    """Multi-head latent attention's widths when ``kv_lora_rank`` is given (None otherwise)."""
+    if raw.get("kv_lora_rank") is None:
+        return None
+    q_lora = 0 if raw.get("q_lora_rank") is None else _int(raw["q_lora_rank"], "q_lora_rank", name)
+    values = {key: _int(_get(raw, (key,), name), key, name)
+              for key in ("kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")}
+    return MLAConfig(q_lora_rank=q_lora, **values)
+
+
 def config_from_hf(raw: Mapping[str, Any], name: str = "hf-config", seq_length: int | None = None) -> TransformerConfig:
     """A :class:`TransformerConfig` from the parsed contents of a Hugging Face ``config.json``."""
     if not isinstance(raw, Mapping):
@@ -121,15 +225,17 @@ def config_from_hf(raw: Mapping[str, Any], name: str = "hf-config", seq_length: 
     act = _str(_get(raw, ("hidden_act", "activation_function"), name, "gelu"), "hidden_act", name).lower()
     model_type = _str("" if raw.get("model_type") is None else raw["model_type"], "model_type", name).lower()
     llama = model_type in _LLAMA_TYPES or (model_type not in _GPT_TYPES and act in _GATED)
-    moe = _moe_key(raw)
-    if moe is not None:
-        raise ModelConfigError(f"{name}: {moe[0]} = {_short(moe[1])}: a mixture-of-experts model; the cost model "
-                               "is for dense models only (MoE is not supported yet)")
+    unknown = _moe_key(raw, skip=MOE_KEYS)
+    if unknown is not None:
+        raise ModelConfigError(f"{name}: {unknown[0]} = {_short(unknown[1])}: a mixture-of-experts key this reader does "
+                               f"not know (it reads {', '.join(MOE_KEYS[:4])}, ... at the top level)")
+    moe = _moe_config(raw, name, model_type, raw.get("intermediate_size") and ffn)
+    mla = _mla_config(raw, name)
     head_dim = raw.get("head_dim")
-    if head_dim is not None and _int(head_dim, "head_dim", name) * heads != hidden:
-        raise ModelConfigError(
-            f"{name}: head_dim ({head_dim!r}) differs from hidden_size / num_attention_heads ({hidden} / {heads}): not supported"
-        )
+    if head_dim is not None:
+        head_dim = _int(head_dim, "head_dim", name)
+        if head_dim * heads == hidden or mla is not None:
+            head_dim = None
     tied = raw.get("tie_word_embeddings", not llama)
     if not isinstance(tied, bool):
         raise ModelConfigError(f"{name}: tie_word_embeddings must be true or false, got {_short(tied)}")
@@ -146,6 +252,7 @@ def config_from_hf(raw: Mapping[str, Any], name: str = "hf-config", seq_length: 
         ffn_hidden_size=ffn, vocab_size=vocab, seq_length=seq_length,
         ffn_kind="swiglu" if llama else "gelu", norm="rmsnorm" if llama else "layernorm",
         linear_bias=bias, learned_positions=not llama, tied_embeddings=tied, dropout=dropout,
+        attention_head_dim=head_dim, moe=moe, mla=mla,
     )
 
 

@@ -19,6 +19,7 @@ from piper.core.evaluate import Score
 from piper.frontend.costs import (
     head_forward_flops,
     layer_train_flops,
+    layer_train_flops_at,
     model_flops_per_iteration,
 )
 from piper.frontend.tmpc import parse_tmpc_id
@@ -40,7 +41,9 @@ def plan_metrics(cfg: Any, hw: Any, setup: TrainingSetup, problem: Any, plan: An
         for v in st.nodes:
             if node[v].kind == "transformer":
                 recompute, _sequence_parallel = parse_tmpc_id(st.tmpcs[v])
-                per_sequence += layer_train_flops(cfg, recompute)
+                layer = node[v].layer_index
+                per_sequence += (layer_train_flops(cfg, recompute) if layer is None
+                                 else layer_train_flops_at(cfg, layer, recompute))
     hw_flops = per_sequence * setup.global_batch
     model_flops = model_flops_per_iteration(cfg, setup.global_batch)
     ok = math.isfinite(batch_time) and batch_time > 0

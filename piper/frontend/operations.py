@@ -230,7 +230,7 @@ def _core_attention(b: _Builder, phase: str) -> None:
     cfg, t = b.cfg, b.t
     s, hd = cfg.seq_length, cfg.head_dim
     heads = cfg.micro_batch * cfg.attention_heads / t  # query heads on this device, times b
-    fwd_flops = 4.0 * cfg.micro_batch * s * s * cfg.hidden_size / t
+    fwd_flops = 4.0 * cfg.micro_batch * s * s * cfg.q_dim / t
     if b.kernels.flash_attention:
         # causal mask: the kernel skips the upper half
         if phase == "backward":
@@ -259,7 +259,7 @@ def _layer_forward(b: _Builder, phase: str) -> None:
     h, T, Tr = cfg.hidden_size, b.tokens, b.rep_tokens
     fp8 = cfg.precision == "fp8"
     msg = p * T * h  # the full activation tensor, bytes
-    qkv_n = (h + 2 * cfg.kv_dim) / t
+    qkv_n = (cfg.q_dim + 2 * cfg.kv_dim) / t
     mlp_n = (2 if cfg.ffn_kind == "swiglu" else 1) * cfg.ffn_hidden_size / t
     f_local = cfg.ffn_hidden_size / t
     mask = 1.0 if cfg.dropout else 0.0
@@ -269,10 +269,10 @@ def _layer_forward(b: _Builder, phase: str) -> None:
     if b.sp:
         b.comm("ag.qkv", phase, "all_gather", msg, qkv)
     if not cfg.learned_positions:  # rotary embedding on q and k
-        b.elementwise("rotary", phase, 2 * p * T * (h + cfg.kv_dim) / t)
+        b.elementwise("rotary", phase, 2 * p * T * (cfg.q_dim + cfg.kv_dim) / t)
     _core_attention(b, phase)
-    _fp8_cast(b, "proj", phase, T * h / t)
-    proj = b.linear("proj", phase, T, h, h / t, fp8)
+    _fp8_cast(b, "proj", phase, T * cfg.q_dim / t)
+    proj = b.linear("proj", phase, T, h, cfg.q_dim / t, fp8)
     b.comm("rs.proj" if b.sp else "ar.proj", phase, "reduce_scatter" if b.sp else "all_reduce", msg, proj)
     b.elementwise("bias_dropout_add1", phase, (3 * p + mask) * Tr * h)
     b.elementwise("norm2", phase, 2 * p * Tr * h)
@@ -294,7 +294,7 @@ def _layer_backward(b: _Builder) -> None:
     fp8 = cfg.precision == "fp8"
     ph = "backward"
     msg = p * T * h
-    qkv_n = (h + 2 * cfg.kv_dim) / t
+    qkv_n = (cfg.q_dim + 2 * cfg.kv_dim) / t
     mlp_n = (2 if cfg.ffn_kind == "swiglu" else 1) * cfg.ffn_hidden_size / t
     f_local = cfg.ffn_hidden_size / t
     mask = 1.0 if cfg.dropout else 0.0
@@ -313,12 +313,12 @@ def _layer_backward(b: _Builder) -> None:
     # attention block
     b.elementwise("bias_dropout_add1.bwd", ph, (5 * p + mask) * Tr * h)
     _fp8_cast(b, "proj.grad", ph, T * h)
-    proj = b.linear("proj", ph, T, h, h / t, fp8)
+    proj = b.linear("proj", ph, T, h, cfg.q_dim / t, fp8)
     if b.sp:
         b.comm("ag.proj.bwd", ph, "all_gather", msg, proj[:1])
     _core_attention(b, ph)
     if not cfg.learned_positions:
-        b.elementwise("rotary.bwd", ph, 2 * p * T * (h + cfg.kv_dim) / t)
+        b.elementwise("rotary.bwd", ph, 2 * p * T * (cfg.q_dim + cfg.kv_dim) / t)
     _fp8_cast(b, "qkv.grad", ph, T * qkv_n)
     qkv = b.linear("qkv", ph, T, qkv_n, h, fp8)
     b.comm("rs.qkv.bwd" if b.sp else "ar.qkv.bwd", ph, "reduce_scatter" if b.sp else "all_reduce", msg, qkv[1:])

@@ -18,6 +18,10 @@ powers of two c >= 2 that Megatron-Core accepts (s a multiple of 2c, fused atten
 tensor-parallel degree t with t x c <= the devices) and that leave each device at least
 :data:`~piper.frontend.context.MIN_TOKENS_PER_DEVICE` tokens (s / c), up to ``max_cp``; a fixed c
 replaces the list. A search over a subset of c is exact over that subset only.
+
+Mixture-of-experts models: one workload per expert-parallel size e as well
+(``TrainingSetup.expert_parallel``; e among the powers of two dividing the experts, up to 64 and
+the devices, e_t = 1), so that every plan runs one expert layout, as Megatron-LM does.
 """
 
 from __future__ import annotations
@@ -33,11 +37,8 @@ from piper.core.result import Result, Status
 from piper.frontend import context
 from piper.frontend.config import TransformerConfig
 from piper.frontend.hardware import Hardware
-from piper.frontend.workload import (
-    TrainingSetup,
-    build_workload,
-    tensor_parallel_degrees,
-)
+from piper.frontend.moe_costs import expert_layouts
+from piper.frontend.workload import TrainingSetup, build_workload, tensor_parallel_degrees
 from piper.io.workload import load_problem
 from piper.solvers.registry import SolverInfo
 
@@ -59,6 +60,8 @@ class Candidate:
     result: Result
     #: the workload's context-parallel size c
     context_parallel: int = 1
+    #: the MoE layers' expert-parallel size e (1 for a dense model)
+    expert_parallel: int = 1
 
     @property
     def value(self) -> float:
@@ -103,6 +106,8 @@ def context_parallel_choices(cfg: TransformerConfig, hw: Hardware, setup: Traini
     long sequences, the powers of two Megatron-Core accepts, up to ``max_cp``."""
     if fixed is not None:
         return (fixed,)
+    if cfg.moe is not None or cfg.mla is not None:
+        return (1,)  # context parallelism of MoE and MLA layers is not modelled (the workload refuses it)
     out = [1]
     s = cfg.seq_length
     if s < context.MIN_SEARCH_SEQ or not setup.flash_attention:
@@ -133,36 +138,41 @@ def search_plans(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup, inf
     bandwidth is then that of the largest one offered)."""
     start = time.perf_counter()
     candidates: list[Candidate] = []
-    keys = [(c, b) for c in context_parallels for b in micro_batches]
+    # MoE models: one workload per expert-parallel size e (one expert layout per plan: issue 31)
+    experts = ([e for e, _ in expert_layouts(cfg, 1, setup.nodes * hw.devices_per_node, False)]
+               if cfg.moe is not None and setup.expert_parallel is None else [setup.expert_parallel or 1])
+    keys = [(c, e, b) for c in context_parallels for e in experts for b in micro_batches]
     total = len(keys) * (2 if free else 1)
-    problems: dict[tuple[int, int], tuple[Problem, dict]] = {}
+    problems: dict[tuple[int, int, int], tuple[Problem, dict]] = {}
 
-    def run(key: tuple[int, int], uniform: bool, params: dict) -> Candidate:
+    def run(key: tuple[int, int, int], uniform: bool, params: dict) -> Candidate:
         problem, workload = problems[key]
         left = None
         if options.time_limit_s is not None:
             left = max(0.0, options.time_limit_s - (time.perf_counter() - start)) / (total - len(candidates))
         res = info(problem, replace(options, uniform=uniform, time_limit_s=left, params={**options.params, **params}))
-        c, b = key
-        cand = Candidate(b, uniform, problem, workload, res, c)
+        c, e, b = key
+        cand = Candidate(b, uniform, problem, workload, res, c, e)
         candidates.append(cand)
         if progress is not None:
-            what = "uniform" if uniform else "free"
+            what = ("uniform" if uniform else "free") + (f", experts e={e}" if cfg.moe is not None else "")
             value = f"{res.value:.6g}" if math.isfinite(res.value) else f"no plan ({res.status.value})"
             where = f"context-parallel {c}, " if len(context_parallels) > 1 or c > 1 else ""
             progress(f"{where}micro-batch {b}, {what}: {res.status.value}, {options.objective} {value} "
                      f"({res.time_s:.2f} s)")
         return cand
 
-    for c, b in keys:
-        workload = build_workload(cfg.with_changes(micro_batch=b), hw, replace(setup, context_parallel=c),
-                                  degrees=degrees)
-        problems[c, b] = (load_problem(workload, strict=True), workload)
-        run((c, b), True, {})
+    for c, e, b in keys:
+        run_setup = replace(setup, context_parallel=c)
+        if cfg.moe is not None:
+            run_setup = replace(run_setup, expert_parallel=e)
+        workload = build_workload(cfg.with_changes(micro_batch=b), hw, run_setup, degrees=degrees)
+        problems[c, e, b] = (load_problem(workload, strict=True), workload)
+        run((c, e, b), True, {})
     cutoffs = free and "upper_bound" in (info.params or {}) and (options.objective == BATCH_TIME
                                                                  or max(options.virtual_stage_choices()) > 1)
     if free:
-        uniform_value = {(x.context_parallel, x.micro_batch): x.value for x in candidates}
+        uniform_value = {(x.context_parallel, x.expert_parallel, x.micro_batch): x.value for x in candidates}
         order = sorted(keys, key=uniform_value.__getitem__)
         incumbent = math.inf
         for key in order:

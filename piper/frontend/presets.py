@@ -16,6 +16,32 @@
   128,256 tokens in the released tokenizer); sequence length 8,192 (the
   pre-training length of Table 4).
 
+Mixture-of-experts presets (shapes of the published Hugging Face ``config.json`` files; the
+training sequence length is 4,096, the length of the Megatron-Bridge benchmarks and of
+DeepSeek-V3's pre-training, Section 4.2; the published total / active parameter counts the
+tests compare against are in :data:`MOE_PUBLISHED`):
+
+* ``mixtral-8x7b``: mistralai/Mixtral-8x7B-v0.1 ``config.json`` (Jiang et al., "Mixtral of
+  Experts", 2024): 32 layers, h 4,096, 32 heads, 8 KV heads, expert width 14,336, 8 experts,
+  top-2, vocabulary 32,000.
+* ``mixtral-8x22b``: mistralai/Mixtral-8x22B-v0.1 ``config.json``: 56 layers, h 6,144, 48 heads,
+  8 KV heads, expert width 16,384, 8 experts, top-2, vocabulary 32,000.
+* ``deepseek-v3``: deepseek-ai/DeepSeek-V3 ``config.json`` (DeepSeek-AI, "DeepSeek-V3 Technical
+  Report", 2024, Section 4.2): 61 layers, h 7,168, the first 3 dense (FFN 18,432), 256 routed
+  experts of width 2,048 and 1 shared, top-8, sigmoid router, MLA (128 heads, q_lora 1,536,
+  kv_lora 512, d_nope 128, d_rope 64, d_v 128), vocabulary 129,280; the multi-token-prediction
+  module is not modelled (671B excludes it).
+* ``qwen3-30b-a3b`` / ``qwen3-235b-a22b``: Qwen/Qwen3-30B-A3B and Qwen/Qwen3-235B-A22B
+  ``config.json`` (Qwen3 Technical Report, 2025, Table 2): 48 / 94 layers, h 2,048 / 4,096,
+  32 / 64 heads of width 128, 4 KV heads, 128 experts of width 768 / 1,536, top-8, vocabulary
+  151,936, every layer MoE (decoder_sparse_step 1); the QK-norms (2 x 128 weights a layer) are
+  not counted.
+* ``gpt-oss-120b``: openai/gpt-oss-120b ``config.json`` (OpenAI, "gpt-oss-120b & gpt-oss-20b
+  Model Card", 2025): 36 layers, h 2,880, 64 heads of width 64, 8 KV heads, attention biases,
+  128 experts of width 2,880 with biases, top-4, router with bias, vocabulary 201,088. Not
+  modelled: the alternating 128-token sliding-window attention (the attention FLOPs of half the
+  layers are over-counted) and the attention sinks (64 weights a layer).
+
 Every preset trains with micro-batch 1 in bf16 (2 bytes); change them with
 :meth:`TransformerConfig.with_changes` or the command line.
 """
@@ -27,8 +53,9 @@ from pathlib import Path
 from piper.core.errors import ModelConfigError
 from piper.frontend.config import TransformerConfig
 from piper.frontend.hf import load_hf_config
+from piper.frontend.moe import MLAConfig, MoEConfig
 
-__all__ = ["MEGATRON_TABLE1", "PRESETS", "load_model", "preset", "preset_names"]
+__all__ = ["MEGATRON_TABLE1", "MOE_PUBLISHED", "PRESETS", "load_model", "preset", "preset_names"]
 
 #: SC'21 Table 1 rows: name -> (attention heads, hidden size, layers, published parameters in billions)
 MEGATRON_TABLE1: dict[str, tuple[int, int, int, float]] = {
@@ -72,7 +99,39 @@ def _build() -> dict[str, TransformerConfig]:
     out["llama3-8b"] = _llama("llama3-8b", 32, 4_096, 32, 8, 14_336, 128_256, 8_192)
     out["llama3-70b"] = _llama("llama3-70b", 80, 8_192, 64, 8, 28_672, 128_256, 8_192)
     out["llama3-405b"] = _llama("llama3-405b", 126, 16_384, 128, 8, 53_248, 128_256, 8_192)
+    # mixture of experts (module docstring: the HF config.json of each)
+    out["mixtral-8x7b"] = _llama("mixtral-8x7b", 32, 4_096, 32, 8, 14_336, 32_000, 4_096).with_changes(
+        moe=MoEConfig(experts=8, top_k=2, expert_ffn_hidden_size=14_336))
+    out["mixtral-8x22b"] = _llama("mixtral-8x22b", 56, 6_144, 48, 8, 16_384, 32_000, 4_096).with_changes(
+        moe=MoEConfig(experts=8, top_k=2, expert_ffn_hidden_size=16_384))
+    out["deepseek-v3"] = _llama("deepseek-v3", 61, 7_168, 128, 128, 18_432, 129_280, 4_096).with_changes(
+        moe=MoEConfig(experts=256, top_k=8, expert_ffn_hidden_size=2_048, shared_experts=1,
+                      shared_ffn_hidden_size=2_048, first_dense_layers=3, router_score="sigmoid"),
+        mla=MLAConfig(q_lora_rank=1_536, kv_lora_rank=512, qk_nope_head_dim=128, qk_rope_head_dim=64, v_head_dim=128))
+    out["qwen3-30b-a3b"] = _llama("qwen3-30b-a3b", 48, 2_048, 32, 4, 6_144, 151_936, 4_096).with_changes(
+        attention_head_dim=128, moe=MoEConfig(experts=128, top_k=8, expert_ffn_hidden_size=768, layer_offset=1))
+    out["qwen3-235b-a22b"] = _llama("qwen3-235b-a22b", 94, 4_096, 64, 4, 12_288, 151_936, 4_096).with_changes(
+        attention_head_dim=128, moe=MoEConfig(experts=128, top_k=8, expert_ffn_hidden_size=1_536, layer_offset=1))
+    out["gpt-oss-120b"] = _llama("gpt-oss-120b", 36, 2_880, 64, 8, 2_880, 201_088, 4_096).with_changes(
+        attention_head_dim=64, linear_bias=True,
+        moe=MoEConfig(experts=128, top_k=4, expert_ffn_hidden_size=2_880, router_bias=True, expert_bias=True))
     return out
+
+
+#: MoE preset -> (published total parameters, published active parameters, both in billions;
+#: whether the active count includes the input embedding table) from the sources of the module
+#: docstring: Mixtral paper Section 2.1 (46.7B / 12.9B; Mistral's announcement: 141B / 39B for
+#: 8x22B), DeepSeek-V3 report abstract (671B / 37B), Qwen3 report Table 2 (30B / 3B and 235B /
+#: 22B; the model cards: 30.5B / 3.3B, 235B / 22B), gpt-oss model card Table 1 (116.83B / 5.13B,
+#: the active count without the embedding, with the unembedding)
+MOE_PUBLISHED: dict[str, tuple[float, float, bool]] = {
+    "mixtral-8x7b": (46.7, 12.9, True),
+    "mixtral-8x22b": (141.0, 39.0, True),
+    "deepseek-v3": (671.0, 37.0, True),
+    "qwen3-30b-a3b": (30.5, 3.3, True),
+    "qwen3-235b-a22b": (235.0, 22.0, True),
+    "gpt-oss-120b": (116.83, 5.13, False),
+}
 
 
 #: preset name -> configuration

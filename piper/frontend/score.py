@@ -15,6 +15,11 @@ GPU and MFU with Megatron-LM's FLOP count (6 x matrix-product parameters x token
 non-causal attention 12 l s^2 h per sequence, i.e. :func:`~piper.frontend.costs.model_flops_per_iteration`)
 and with attention's causal half only (``mfu_causal``); MFU against the BF16 peak; memory per
 GPU (the fullest stage) against the limit (the device's memory less the reserve); the bottleneck.
+
+Mixture-of-experts models: ``Layout.ep`` / ``Layout.etp`` (``--ep`` / ``--etp``) pick the MoE
+layers' TMPC (:func:`~piper.frontend.tmpc.expert_tmpc_id`), checked by :func:`check_expert_layout`
+(e divides E, e_t in {1, t}, rule 6: e e_t divides d t); the model FLOPs count the active
+parameters (:func:`~piper.frontend.costs.moe_layer_forward_flops`).
 """
 
 from __future__ import annotations
@@ -30,15 +35,16 @@ from piper.core.problem import Problem
 from piper.frontend import costs
 from piper.frontend.config import TransformerConfig
 from piper.frontend.hardware import Hardware
+from piper.frontend.moe_costs import expert_layouts, layer_costs, layer_variant
 from piper.frontend.overlap import overlap_microbatches
-from piper.frontend.tmpc import tmpc_id
+from piper.frontend.tmpc import expert_tmpc_id, tmpc_id
 from piper.frontend.workload import (
     TrainingSetup,
     build_workload,
     tensor_parallel_degrees,
 )
 
-__all__ = ["Layout", "check_layout", "even_split", "layout_plan", "model_flops", "score_layout"]
+__all__ = ["Layout", "check_expert_layout", "check_layout", "even_split", "layout_plan", "model_flops", "score_layout"]
 
 
 @dataclass(frozen=True)
@@ -57,6 +63,10 @@ class Layout:
     stage_layers: tuple[int, ...] | None = None
     #: context-parallel size (``--context-parallel-size``): each layer runs on tp x cp devices
     cp: int = 1
+    #: expert-parallel size e (``--expert-model-parallel-size``; MoE models only)
+    ep: int = 1
+    #: expert-tensor-parallel size e_t (``--expert-tensor-parallel-size``; MoE models only)
+    etp: int = 1
 
     @property
     def gpus(self) -> int:
@@ -71,6 +81,37 @@ class Layout:
     def tmpc(self) -> str:
         """The transformer layers' TMPC id (sequence parallelism only when t > 1, as in Megatron)."""
         return tmpc_id(self.recompute, self.sequence_parallel and self.tp > 1)
+
+    @property
+    def expert_tmpc(self) -> str:
+        """The MoE layers' TMPC id (:func:`~piper.frontend.tmpc.expert_tmpc_id`)."""
+        return expert_tmpc_id(self.recompute, self.sequence_parallel and self.tp > 1, self.ep, self.etp)
+
+
+def check_expert_layout(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup, layout: Layout) -> None:
+    """``--ep`` / ``--etp`` against the model and the layout (docs/problem.md §11, rule 6): a
+    :class:`FrontendError` naming the flag."""
+    for name, value in (("--ep", layout.ep), ("--etp", layout.etp)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise FrontendError(f"{name} must be a whole number >= 1, got {value!r}")
+    if cfg.moe is None:
+        if layout.ep > 1 or layout.etp > 1:
+            raise FrontendError(f"--ep {layout.ep} / --etp {layout.etp}: {cfg.name} is not a mixture-of-experts model")
+        return
+    if cfg.moe.experts % layout.ep:
+        raise FrontendError(f"--ep {layout.ep} must divide the {cfg.moe.experts} experts of {cfg.name}")
+    if layout.etp not in (1, layout.tp):
+        raise FrontendError(f"--etp {layout.etp}: the front end offers 1 or --tp ({layout.tp})")
+    width = layout.ep * layout.etp
+    if (layout.dp * layout.tp) % width:
+        raise FrontendError(f"--ep {layout.ep} x --etp {layout.etp} = {width} must divide --dp {layout.dp} x --tp "
+                            f"{layout.tp} = {layout.dp * layout.tp} (rule 6: the experts of a stage's devices)")
+    if (layout.ep, layout.etp) not in expert_layouts(cfg, layout.tp, setup.nodes * hw.devices_per_node, True):
+        raise FrontendError(f"--ep {layout.ep}: the front end offers powers of two dividing the experts, up to 64 "
+                            f"and the GPUs")
+    if layout.tp > 1 and not layout.sequence_parallel:
+        raise FrontendError(f"--tp {layout.tp} with a mixture-of-experts model needs --sequence-parallel "
+                            "(Megatron-Core's rule)")
 
 
 def even_split(layers: int, parts: int) -> list[int]:
@@ -96,6 +137,7 @@ def check_layout(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup, lay
         raise FrontendError(f"--tp {layout.tp}: must divide the attention heads ({cfg.attention_heads}), the key/value "
                             f"heads ({cfg.kv_heads}), the FFN width ({cfg.ffn_hidden_size}) and the GPUs per node "
                             f"({hw.devices_per_node})")
+    check_expert_layout(cfg, hw, setup, layout)
     if layout.vp > 1 and layout.pp < 2:
         raise FrontendError(f"--vp {layout.vp}: the interleaved schedule needs --pp >= 2")
     chunks = layout.pp * layout.vp
@@ -136,10 +178,29 @@ def layout_plan(problem: Problem, sizes: list[int], layout: Layout) -> Plan:
             nodes = first + nodes
         if i == len(sizes) - 1:
             nodes = nodes + last
-        tm = {v: (layout.tmpc if kinds[v] == "transformer" else other) for v in nodes}
+        tm = {v: (_layer_tmpc(problem, v, layout) if kinds[v] == "transformer" else other) for v in nodes}
         stages.append(Stage(tuple(nodes), layout.dp, layout.width, tm))
     schedule = Schedule("interleaved", layout.vp) if layout.vp > 1 else Schedule()
     return Plan(tuple(stages), schedule)
+
+
+def _layer_tmpc(problem: Problem, node: int, layout: Layout) -> str:
+    """The TMPC a transformer layer runs: the expert layout's id on an MoE layer, else the layout's."""
+    ids = {c.id for c in problem.nodes[node].tmpcs.get(layout.width, [])}
+    return layout.expert_tmpc if layout.expert_tmpc in ids else layout.tmpc
+
+
+def _layer_cost(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup, layout: Layout, layer: int) -> Any:
+    """The front end's cost record of transformer layer ``layer`` under the layout."""
+    from piper.frontend.workload import model_parallel_node_costs
+
+    variant = layer_variant(cfg, "transformer", layer)
+    if variant is None:
+        return next(c for c in model_parallel_node_costs(cfg, hw, setup, "transformer", layout.width)
+                    if c.tmpc_id == layout.tmpc)
+    want = layout.expert_tmpc if variant == "moe" else layout.tmpc
+    return next(c for c in layer_costs(cfg, hw, setup, layout.tp, variant, setup.nodes * hw.devices_per_node)
+                if c.tmpc_id == want)
 
 
 def model_flops(cfg: TransformerConfig, global_batch: int, causal: bool = False) -> float:
@@ -175,7 +236,8 @@ def score_layout(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup, lay
 
     setup = replace(setup, optimizer_step=True, context_parallel=layout.cp,
                     resync_overlap_microbatches=overlap_microbatches(
-                        layout.pp, layout.vp, setup.global_batch // (cfg.micro_batch * layout.dp)))
+                        layout.pp, layout.vp, setup.global_batch // (cfg.micro_batch * layout.dp)),
+                    expert_tensor_parallel=layout.etp > 1, expert_parallel=layout.ep if cfg.moe is not None else None)
     recompute = (layout.recompute,)
     workload = build_workload(cfg, hw, setup, degrees=(layout.width,), recompute=recompute)
     problem = load_problem(workload, strict=True)
@@ -188,12 +250,10 @@ def score_layout(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup, lay
     flops = model_flops(cfg, setup.global_batch)
     flops_causal = model_flops(cfg, setup.global_batch, causal=True)
     # the share of the transformer layers' time that is exposed tensor-parallel communication
-    layer = next(nd for nd in problem.nodes if nd.kind == "transformer")
-    tm = layer.tmpc(layout.width, layout.tmpc)
-    from piper.frontend.workload import model_parallel_node_costs
-
-    cost = next(c for c in model_parallel_node_costs(cfg, hw, setup, "transformer", layout.width)
-                if c.tmpc_id == layout.tmpc)
+    # (the last layer: an MoE layer in every MoE preset)
+    layer = [nd for nd in problem.nodes if nd.kind == "transformer"][-1]
+    tm = layer.tmpc(layout.width, _layer_tmpc(problem, layer.id, layout))
+    cost = _layer_cost(cfg, hw, setup, layout, cfg.layers - 1)
     comm_share = cost.communication_s / cost.time_per_sample_s if cost.time_per_sample_s > 0 else 0.0
     peak = hw.peak_flops
     max_mem = max(s.memory for s in score.stages)
@@ -211,7 +271,10 @@ def score_layout(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup, lay
         "model_tflops_per_gpu": flops / bt / gpus / 1e12 if ok else None,
         "mfu": flops / bt / (gpus * peak) if ok else None,
         "mfu_causal": flops_causal / bt / (gpus * peak) if ok else None,
-        "flop_count": "Megatron-LM: 6 x matmul params x tokens + full (non-causal) attention; mfu_causal halves attention",
+        "flop_count": "Megatron-LM: 6 x matmul params x tokens + full (non-causal) attention; mfu_causal halves attention"
+                      + ("; MoE layers: the ACTIVE parameters (router + k routed experts + shared experts)"
+                         if cfg.moe is not None else ""),
+        "ep": layout.ep, "etp": layout.etp,
         "max_memory_bytes": max_mem,
         "memory_limit_bytes": problem.memory_per_device,
         "memory_reserve_bytes": setup.reserve_bytes(hw),

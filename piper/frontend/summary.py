@@ -8,9 +8,19 @@ from typing import Any
 from piper.frontend import costs
 from piper.frontend.config import TransformerConfig
 from piper.frontend.hardware import Hardware
+from piper.frontend.moe_costs import layer_costs, layer_variant
 from piper.frontend.workload import TrainingSetup, node_costs, tensor_parallel_degrees
 
 __all__ = ["model_summary", "render_summary"]
+
+
+def _last_layer_costs(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup, t: int) -> list[Any]:
+    """The TMPCs of the last transformer layer (an MoE layer in every MoE preset; MoE and MLA
+    layers from piper/frontend/moe_costs.py)."""
+    variant = layer_variant(cfg, "transformer", cfg.layers - 1)
+    if variant is None:
+        return node_costs(cfg, hw, setup, "transformer", t)
+    return layer_costs(cfg, hw, setup, t, variant, setup.nodes * hw.devices_per_node)
 
 
 def model_summary(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup) -> dict[str, Any]:
@@ -28,12 +38,13 @@ def model_summary(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup) ->
                 "state_bytes": c.state_bytes,
                 "sharded_state_bytes": c.sharded_state_bytes,
             }
-            for c in node_costs(cfg, hw, setup, "transformer", t)
+            for c in _last_layer_costs(cfg, hw, setup, t)
         }
     return {
         "model": cfg.name,
         "params": costs.model_params(cfg),
         "params_per_layer": costs.layer_params(cfg).total,
+        "active_params": costs.active_params(cfg),
         "params_sc21_closed_form": costs.sc21_params(cfg),
         "model_flops_per_iteration": costs.model_flops_per_iteration(cfg, setup.global_batch),
         "hardware_flops_per_iteration": hw_flops,
@@ -59,21 +70,23 @@ def _gb(x: float) -> str:
 
 def render_summary(s: dict[str, Any]) -> str:
     """Human-readable lines of :func:`model_summary`."""
+    active = s.get("active_params", s["params"])
+    active = f"; {active / 1e9:.4g} B active per token" if active != s["params"] else ""
     lines = [
-        f"model         {s['model']}: {s['params'] / 1e9:.4g} B parameters ({s['params']:,}), "
+        f"model         {s['model']}: {s['params'] / 1e9:.4g} B parameters ({s['params']:,}{active}), "
         f"sequence {s['seq_length']}, micro-batch {s['micro_batch']}",
         f"batch         {s['global_batch']} sequences = N {s['microbatches']} micro-batches (one Piper sample = one micro-batch)",
         f"FLOPs/iter    model {s['model_flops_per_iteration']:.4e}, hardware {s['hardware_flops_per_iteration']:.4e} "
         f"({s['hardware_flops_recompute']} recomputation); SC'21 eq. (3) {s['sc21_flops_per_iteration']:.4e}",
         f"cluster       {s['devices']} x {s['gpu']} ({s['devices_per_node']} per node); compute-bound iteration "
         f"{s['compute_bound_iteration_s']:.4g} s",
-        "per transformer layer, per device (time per micro-batch; activations per micro-batch in flight; weights+grads; sharded optimizer):",
-        f"  {'t':>2}  {'TMPC':<13} {'time':>11} {'activations':>14} {'state':>12} {'sharded':>12}",
+        "per transformer layer (the last), per device (time per micro-batch; activations per micro-batch in flight; weights+grads; sharded optimizer):",
+        f"  {'t':>2}  {'TMPC':<16} {'time':>11} {'activations':>14} {'state':>12} {'sharded':>12}",
     ]
     for t, by_id in s["layer"].items():
         for tid, c in by_id.items():
             lines.append(
-                f"  {t:>2}  {tid:<13} {c['time_per_sample_s'] * 1e3:>8.3f} ms {_gb(c['activation_bytes']):>14} "
+                f"  {t:>2}  {tid:<16} {c['time_per_sample_s'] * 1e3:>8.3f} ms {_gb(c['activation_bytes']):>14} "
                 f"{_gb(c['state_bytes']):>12} {_gb(c['sharded_state_bytes']):>12}"
             )
     return "\n".join(lines)

@@ -15,6 +15,11 @@ id                 meaning
 ``full+sp``        ``full`` with sequence parallelism (t > 1 only)
 =================  ==========================================================
 
+A mixture-of-experts layer's ids add its expert layout (docs/problem.md §11): ``+ep{e}`` (experts
+spread over e devices) and ``x{e_t}`` when each expert is split over e_t > 1 devices, e.g.
+``full+sp+ep8`` or ``none+sp+ep4x2`` (:func:`expert_tmpc_id`, :func:`expert_layout`);
+:func:`parse_tmpc_id` reads the recomputation and sequence parallelism of either form.
+
 Transformer layers get all of them; the embedding, final norm and output
 head get ``none`` (and ``none+sp`` when t > 1), since recomputation is a
 per-transformer-layer choice in Megatron-LM. Piper picks one TMPC per layer,
@@ -27,9 +32,28 @@ from __future__ import annotations
 from piper.core.errors import FrontendError
 from piper.frontend.costs import RECOMPUTE_KINDS
 
-__all__ = ["SP_SUFFIX", "parse_tmpc_id", "tmpc_id", "tmpc_ids"]
+__all__ = ["EP_SUFFIX", "SP_SUFFIX", "expert_layout", "expert_tmpc_id", "parse_tmpc_id", "tmpc_id", "tmpc_ids"]
 
 SP_SUFFIX = "+sp"
+#: the start of an MoE layer's expert layout in its TMPC id
+EP_SUFFIX = "+ep"
+
+
+def expert_tmpc_id(recompute: str, sequence_parallel: bool, expert_parallel: int, expert_tensor_parallel: int) -> str:
+    """The id of an MoE layer's TMPC: :func:`tmpc_id` + ``+ep{e}`` (+ ``x{e_t}`` when e_t > 1)."""
+    return (tmpc_id(recompute, sequence_parallel) + f"{EP_SUFFIX}{expert_parallel}"
+            + (f"x{expert_tensor_parallel}" if expert_tensor_parallel > 1 else ""))
+
+
+def expert_layout(tmpc: str) -> tuple[int, int]:
+    """(e, e_t) of a TMPC id: (1, 1) for a dense layer's id."""
+    if EP_SUFFIX not in tmpc:
+        return 1, 1
+    layout = tmpc.split(EP_SUFFIX, 1)[1]
+    e, _, et = layout.partition("x")
+    if not e.isdigit() or (et and not et.isdigit()):
+        raise FrontendError(f"not a front-end TMPC id: {tmpc!r} (the expert layout is +ep<e> or +ep<e>x<e_t>)")
+    return int(e), int(et) if et else 1
 
 
 def tmpc_id(recompute: str, sequence_parallel: bool) -> str:
@@ -41,6 +65,8 @@ def tmpc_id(recompute: str, sequence_parallel: bool) -> str:
 
 def parse_tmpc_id(tmpc: str) -> tuple[str, bool]:
     """``(recompute, sequence_parallel)`` of a TMPC id, e.g. ``"full+sp"`` -> ``("full", True)``."""
+    expert_layout(tmpc)
+    tmpc = tmpc.split(EP_SUFFIX, 1)[0]
     base, sp = (tmpc[: -len(SP_SUFFIX)], True) if tmpc.endswith(SP_SUFFIX) else (tmpc, False)
     if base not in RECOMPUTE_KINDS:
         known = ", ".join(tmpc_ids(2))

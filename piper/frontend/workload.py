@@ -48,6 +48,7 @@ from piper.core.errors import FrontendError
 from piper.frontend import context, costs
 from piper.frontend.config import TransformerConfig
 from piper.frontend.hardware import Hardware
+from piper.frontend.moe_costs import layer_costs, layer_variant
 from piper.frontend.operations import (
     Kernels,
     node_ops,
@@ -138,6 +139,13 @@ class TrainingSetup:
     #: c, the context-parallel size (``--context-parallel-size``): the workload's degree keys are
     #: t_tensor x c (docs/problem.md §11, :mod:`piper.frontend.context`)
     context_parallel: int = 1
+    #: MoE layers also get the layouts with each expert split over e_t = t devices (Megatron's
+    #: ``--expert-tensor-parallel-size t``); off by default: e_t = 1 (the Megatron-Bridge MoE recipes'
+    #: and DeepSeek-V3's choice) keeps the TMPC count, and the DP's time, down (piper/frontend/moe_costs.py)
+    expert_tensor_parallel: bool = False
+    #: MoE layers get only the layouts of this expert-parallel size e (None: every e); the planner
+    #: builds one workload per e, so that a plan has one expert layout, as the frameworks run
+    expert_parallel: int | None = None
 
     def __post_init__(self) -> None:
         for name in ("nodes", "global_batch", "grad_bytes", "context_parallel"):
@@ -148,6 +156,9 @@ class TrainingSetup:
             raise FrontendError(f"efficiency must be in (0, 1], got {self.efficiency!r}")
         if self.memory_reserve_bytes is not None and self.memory_reserve_bytes < 0:
             raise FrontendError(f"memory reserve must be >= 0 bytes, got {self.memory_reserve_bytes!r}")
+        if self.expert_parallel is not None and (isinstance(self.expert_parallel, bool)
+                                                 or not isinstance(self.expert_parallel, int) or self.expert_parallel < 1):
+            raise FrontendError(f"expert_parallel must be a whole number >= 1 or None, got {self.expert_parallel!r}")
         if self.recompute not in costs.RECOMPUTE_KINDS:
             raise FrontendError(f"recompute must be one of {', '.join(costs.RECOMPUTE_KINDS)}, got {self.recompute!r}")
 
@@ -385,7 +396,26 @@ def model_record(cfg: TransformerConfig, setup: TrainingSetup) -> dict[str, Any]
         "gradBytes": setup.grad_bytes,
         # written only for c > 1, so that c = 1 workloads are what they were (absent: 1)
         **({"contextParallel": setup.context_parallel} if setup.context_parallel > 1 else {}),
+        **_moe_record(cfg),
     }
+
+
+def _moe_record(cfg: TransformerConfig) -> dict[str, Any]:
+    """The model record's optional keys of MoE / MLA models and head widths other than h / a (issue 31)."""
+    out: dict[str, Any] = {}
+    if cfg.attention_head_dim is not None:
+        out["attentionHeadDim"] = cfg.attention_head_dim
+    if cfg.moe is not None:
+        m = cfg.moe
+        out["moe"] = {"experts": m.experts, "topK": m.top_k, "expertFfnHiddenSize": m.expert_ffn_hidden_size,
+                      "sharedFfnHiddenSize": m.shared_ffn_hidden_size, "firstDenseLayers": m.first_dense_layers,
+                      "layerFreq": m.layer_freq, "layerOffset": m.layer_offset, "routerScore": m.router_score,
+                      "capacityFactor": m.capacity_factor}
+    if cfg.mla is not None:
+        out["mla"] = {"qLoraRank": cfg.mla.q_lora_rank, "kvLoraRank": cfg.mla.kv_lora_rank,
+                      "qkNopeHeadDim": cfg.mla.qk_nope_head_dim, "qkRopeHeadDim": cfg.mla.qk_rope_head_dim,
+                      "vHeadDim": cfg.mla.v_head_dim}
+    return out
 
 
 def build_workload(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup | None = None,
@@ -427,16 +457,25 @@ def build_workload(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup | 
     edge_bytes = min(p2p_bytes_per_device(cfg, setup, t, True) for t in degrees)
     overlap = setup.overlap_grad_reduce or setup.overlap_param_gather
     nodes = []
-    cache: dict[tuple[str, int], list[NodeCost]] = {}  # identical layers cost the same
+    cache: dict[tuple[str, str | None, int], list[Any]] = {}  # identical layers cost the same
     for nid, (kind, layer) in enumerate(chain):
         tmpcs: dict[str, list[dict[str, Any]]] = {}
+        variant = layer_variant(cfg, kind, layer)  # MoE and MLA layers: piper/frontend/moe_costs.py
         for t in degrees:
             entries = []
-            if (kind, t) not in cache:
-                cache[kind, t] = model_parallel_node_costs(cfg, hw, setup, kind, t)
-            for c in cache[kind, t]:
+            if (kind, variant, t) not in cache:
+                if variant is None:
+                    cache[kind, variant, t] = model_parallel_node_costs(cfg, hw, setup, kind, t)
+                elif setup.context_parallel > 1:
+                    raise FrontendError(f"context parallelism (--cp {setup.context_parallel}) with {variant} layers is "
+                                        "not modelled yet: use --cp 1 for this model")
+                else:
+                    cache[kind, variant, t] = layer_costs(cfg, hw, setup, t, variant, setup.nodes * hw.devices_per_node)
+            for c in cache[kind, variant, t]:
                 if recompute is not None and kind == "transformer" and parse_tmpc_id(c.tmpc_id)[0] not in recompute:
                     continue
+                if cfg.moe is not None and t > 1 and not parse_tmpc_id(c.tmpc_id)[1]:
+                    continue  # Megatron-Core: an MoE model with t > 1 runs sequence parallelism everywhere
                 extra = c.p2p_bytes - edge_bytes
                 entry: dict[str, Any] = {
                     "id": c.tmpc_id,
@@ -448,6 +487,10 @@ def build_workload(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup | 
                     "syncTimeFw": {str(nid - 1): extra} if nid > 0 else {},
                     "syncTimeBw": {str(nid + 1): extra} if nid + 1 < len(chain) else {},
                 }
+                if getattr(c, "expert_parallel", 1) > 1 or getattr(c, "expert_param_bytes", 0.0) > 0:
+                    entry.update({"expertParallel": c.expert_parallel, "expertTensorParallel": c.expert_tensor_parallel,
+                                  "expertParameterSize": c.expert_param_bytes,
+                                  "memoryUsageShardedExpertB": c.expert_sharded_bytes})
                 if overlap:
                     entry["resyncOverlapTime"] = resync_overlap_s(c, setup)
                 if setup.optimizer_step:

@@ -96,7 +96,12 @@ def _canonical_graph(problem: Problem) -> dict[str, Any]:
             float(c.memory_sharded),
             [[u, float(x)] for u, x in sorted(c.sync_fw.items())],
             [[x, float(b)] for x, b in sorted(c.sync_bw.items())],
-        ]
+        ] + (
+            # expert parallelism (docs/problem.md §11): only when given, so that the hash of a
+            # workload without the keys is what it was before them
+            [[int(c.expert_parallel), int(c.expert_tensor_parallel), float(c.expert_parameter_size),
+              float(c.memory_sharded_expert)]] if c.has_expert_terms else []
+        )
 
     nodes = [
         {

@@ -52,7 +52,11 @@ _TOP_KEYS = (
 _TOP_EXTRA_KEYS = ("name", "model")
 _NODE_KEYS = ("id", "TMPCs", "name", "kind", "layerIndex")
 _TMPC_KEYS = ("id", "timePerSample", "parameterSize", "memoryUsageA", "memoryUsageB", "syncTimeFw", "syncTimeBw")
-_TMPC_OPTIONAL_KEYS = ("memoryUsageShardedB", "resyncOverlapTime", "stepTime", "stepTimeSharded")
+_TMPC_OPTIONAL_KEYS = (
+    "memoryUsageShardedB", "resyncOverlapTime", "stepTime", "stepTimeSharded",
+    # expert parallelism (docs/problem.md §11, rule 6)
+    "expertParallel", "expertTensorParallel", "expertParameterSize", "memoryUsageShardedExpertB",
+)
 _EDGE_KEYS = ("sourceId", "destId", "communicationCost")
 
 #: the JSON keys the loader understands, per place; any other key is kept (``extra``) for
@@ -144,6 +148,12 @@ def _tmpc_from_dict(raw: Any, where: str, unknown: _Unknown | None = None) -> TM
         resync_overlap_time=checked_number(raw.get("resyncOverlapTime", 0.0), f"{where} resyncOverlapTime"),
         step_time=checked_number(raw.get("stepTime", 0.0), f"{where} stepTime"),
         step_time_sharded=checked_number(raw.get("stepTimeSharded", 0.0), f"{where} stepTimeSharded"),
+        expert_parallel=int(checked_number(raw.get("expertParallel", 1), f"{where} expertParallel", integer=True)),
+        expert_tensor_parallel=int(checked_number(raw.get("expertTensorParallel", 1), f"{where} expertTensorParallel",
+                                                  integer=True)),
+        expert_parameter_size=checked_number(raw.get("expertParameterSize", 0.0), f"{where} expertParameterSize"),
+        memory_sharded_expert=checked_number(raw.get("memoryUsageShardedExpertB", 0.0),
+                                             f"{where} memoryUsageShardedExpertB"),
     )
 
 

@@ -42,6 +42,10 @@ def test_list(cli):
     assert r.returncode == 0, r.stderr
     for name in ("megatron-1.7b", "megatron-1t", "gpt3-175b", "llama2-70b", "llama3-405b", "h100-sxm-80gb"):
         assert name in r.stdout
+    for name in ("mixtral-8x7b", "mixtral-8x22b", "deepseek-v3", "qwen3-30b-a3b", "qwen3-235b-a22b", "gpt-oss-120b"):
+        line = next(x for x in r.stdout.splitlines() if x.split() and x.split()[0] == name)
+        assert " moe E=" in line
+    assert "E=256 k=8 F=2048 mla" in r.stdout  # DeepSeek-V3
 
 
 @pytest.mark.parametrize("args, message", [

@@ -403,3 +403,23 @@ def test_compare_runs_the_one_result_check() -> None:
         assert any("without data parallelism" in f.message for f in rep.failures)
     finally:
         unregister("ignores-no-dp")
+
+
+def test_moe_suite_uses_the_expert_keys_and_its_first_four_are_in_the_default(tmp_path: Path,
+                                                                             compare_cli: RunCompare) -> None:
+    """The moe suite (docs/problem.md §11): every instance is an MoE workload, four of them are in
+    the default suite, and on the first two compare's cross-check passes with the DP, CP-SAT and
+    brute force (each proves its optimum; they agree)."""
+    moe = build_suite("moe")
+    assert all("expertParallel" in inst.problem.version2_features() for inst in moe)
+    assert [i.name for i in build_suite("default") if i.suite == "moe"] == [i.name for i in moe[:4]]
+    out = tmp_path / "out"
+    files = []
+    for inst in moe[:2]:
+        path = tmp_path / f"{inst.name}.json"
+        dump_problem(inst.problem, path)
+        files.append(str(path))
+    code, _, err = compare_cli([*files, "--solvers", "dp,cpsat,brute", "--objective", "batch-time", "--out", str(out)])
+    assert code == 0, err
+    _, rows = read_report(out)
+    assert len(rows) == 6 and all(r["status"] == "optimal" for r in rows)

@@ -104,8 +104,9 @@ def test_hf_real_gpt2_small_size():
     ({**LLAMA_CONFIG, "num_key_value_heads": 3}, "kv_heads"),
     ({**LLAMA_CONFIG, "num_hidden_layers": "two"}, "num_hidden_layers"),
     ({**LLAMA_CONFIG, "tie_word_embeddings": "no"}, "tie_word_embeddings"),
-    ({**LLAMA_CONFIG, "head_dim": 4}, "head_dim"),
-    ({**LLAMA_CONFIG, "num_local_experts": 8}, "mixture-of-experts"),
+    ({**LLAMA_CONFIG, "head_dim": "4"}, "head_dim"),
+    ({**LLAMA_CONFIG, "num_local_experts": 8}, "num_experts_per_tok"),  # experts without top-k
+    ({**LLAMA_CONFIG, "num_local_experts": 8.0, "num_experts_per_tok": 2}, "num_local_experts"),
 ])
 def test_hf_bad_config(raw, field):
     with pytest.raises(ModelConfigError, match=field):

@@ -129,7 +129,7 @@ def test_gpt3_175b():
 
 
 def test_every_preset_is_valid():
-    assert len(PRESETS) == 17
+    assert len(PRESETS) == 23  # 17 dense + 6 mixture-of-experts
     for name, cfg in PRESETS.items():
         assert cfg.name == name
         assert model_params(cfg) > 0

@@ -63,7 +63,8 @@ PLAN.write_text(json.dumps(base_plan()))
 HF = WORKDIR / "config.json"
 HF.write_text(json.dumps(base_hf()))
 
-V2_KEYS = ("devicesPerNode", "intraNodeBandwidth", "allReduceFactor", "memoryUsageShardedB", "layerIndex", "kind")
+V2_KEYS = ("devicesPerNode", "intraNodeBandwidth", "allReduceFactor", "memoryUsageShardedB", "layerIndex", "kind",
+           "expertParallel", "expertTensorParallel", "expertParameterSize", "memoryUsageShardedExpertB")
 MOE_KEYS = ("num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts", "num_experts_per_tok",
             "head_dim", "hidden_act", "model_type", "tie_word_embeddings", "attention_bias", "ffn_config")
 HW_KEYS = ("peak_flops", "memory_bytes", "devices_per_node", "nvlink_bandwidth", "network_bandwidth", "node", "name")

@@ -39,7 +39,7 @@ from typing import Any
 
 import pytest
 
-from experiments.lib.instances import random_problem
+from experiments.lib.instances import random_problem, with_expert_keys
 from piper import (
     NO_AR,
     Options,
@@ -75,15 +75,17 @@ OPTIONS = {
     "any-v3": Options(schedule="any", max_virtual_stages=3),
     "batch-any-v3": Options(objective=BATCH_TIME, schedule="any", max_virtual_stages=3),
 }
-#: instance name -> (seed, options name, cluster keys, warm start): every seed under the
-#: paper's ablations; uniform plans, random cluster keys and a warm start on a few
-CASES: dict[str, tuple[int, str, bool, bool]] = {
+#: instance name -> (seed, options name, keys: False, True (random cluster keys) or "moe" (random
+#: expert-parallelism keys, docs/problem.md §11), warm start): every seed under the paper's
+#: ablations; uniform plans, random cluster keys, MoE layers and a warm start on a few
+CASES: dict[str, tuple[int, str, bool | str, bool]] = {
     **{f"r{s:02d}-{o}": (s, o, False, False) for s in SEEDS for o in ("default", "no-dp", "no-tp", "no-ar")},
     **{f"r{s:02d}-uniform": (s, "uniform", False, False) for s in (4, 6, 11, 12)},
     **{f"r{s:02d}-cluster": (s, "default", True, False) for s in (4, 5, 6, 11, 12, 13)},
     **{f"r{s:02d}-warm": (s, "default", False, True) for s in (4, 6, 11, 12, 13)},
     **{f"r{s:02d}-{o}": (s, o, s % 2 == 1, False) for s in (4, 5, 11, 12)
        for o in ("batch", "batch-uniform", "any-v3", "batch-any-v3")},
+    **{f"r{s:02d}-moe": (s, "default", "moe", False) for s in (0, 6, 12, 13)},
 }
 
 
@@ -104,7 +106,9 @@ def build(case: str) -> tuple[Problem, Options]:
     """Fresh objects for ``case`` (every call builds new ones)."""
     seed, opt, cluster, warm = CASES[case]
     problem = base_problem(seed)
-    if cluster:
+    if cluster == "moe":
+        problem = with_expert_keys(problem, random.Random(seed))
+    elif cluster:
         problem = with_random_cluster_keys(problem, random.Random(seed))
     options = OPTIONS[opt]
     if warm:
@@ -333,6 +337,9 @@ def test_suite_has_both_feasible_and_infeasible_instances():
     values = [optimum(c) for c in CASES]
     assert sum(math.isinf(v) for v in values) >= 10 and sum(math.isfinite(v) for v in values) >= 20
     assert sum(math.isfinite(optimum(c)) for c in CASES if c.endswith(("-cluster", "-uniform"))) >= 4
+    moe = [c for c in CASES if c.endswith("-moe")]
+    assert all("expertParallel" in build(c)[0].version2_features() for c in moe)
+    assert sum(math.isfinite(optimum(c)) for c in moe) >= 3 and sum(math.isinf(optimum(c)) for c in moe) >= 1
 
 
 # ---- each new check fires on a solver that breaks it -------------------------------------

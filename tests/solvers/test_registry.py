@@ -5,7 +5,7 @@ state) refuses an instance that uses it, naming the feature; every shipped solve
 import pytest
 
 from piper import Options, SolverError, problem_from_dict, problem_to_dict, solve
-from piper.core.problem import CLUSTER_FEATURES, VERSION2_FEATURES
+from piper.core.problem import CLUSTER_FEATURES, EXPERT_FEATURES, VERSION2_FEATURES
 from piper.solvers.registry import SOLVERS, SolverInfo, get_solver, register, unregister
 from tests.helpers import tmpc, workload
 
@@ -27,12 +27,12 @@ def test_solver_infos_declare_their_features():
 
 def test_dp_and_dp_greedy_and_equi_declare_every_cluster_feature():
     for name in ("dp", "dp-greedy", "equi"):
-        assert SOLVERS[name].features == frozenset(VERSION2_FEATURES), name
+        assert SOLVERS[name].features == frozenset(VERSION2_FEATURES + EXPERT_FEATURES), name
 
 
 def test_the_exact_models_declare_every_cluster_feature():
     for name in ("milp-highs", "cpsat", "milp"):
-        assert SOLVERS[name].features == frozenset(VERSION2_FEATURES)
+        assert SOLVERS[name].features == frozenset(VERSION2_FEATURES + EXPERT_FEATURES)
 
 
 @pytest.fixture

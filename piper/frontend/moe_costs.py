@@ -1,0 +1,425 @@
+"""Costs and TMPCs of the layers of mixture-of-experts and MLA models (docs/problem.md §11).
+
+A transformer layer of a model with :class:`~piper.frontend.moe.MoEConfig` or
+:class:`~piper.frontend.moe.MLAConfig` is priced as the dense layer of
+:func:`piper.frontend.operations.layer_ops` with parts swapped:
+
+* **MLA** (DeepSeek-V2/V3): the q/k/v projections, the rotary embedding, the core attention and the
+  output projection are replaced by MLA's products: the down projections h -> q_lora and
+  h -> kv_lora + d_rope held whole on every tensor-parallel device (Megatron-Core's MLA duplicates
+  them over the TP group), their RMSNorms, the up projections q_lora -> a d_qk / t and
+  kv_lora -> a (d_nope + d_v) / t, the rotary embedding, fused attention of
+  2 b s^2 a (d_qk + d_v) / t FLOPs (causal: half; backward 2.5 x, as the dense flash kernel) and the
+  output projection a d_v / t -> h. The tensor-parallel collectives stay those of the dense layer.
+  MLA always uses the fused kernel and FP8 casts of its products are not priced.
+* **MoE** (layers :func:`~piper.frontend.moe.is_moe_layer`): the MLP and its collectives are
+  replaced, for an expert layout (e, e_t), by the router (a T_d x h by h x E product, its score
+  and top-k: 16 bytes per logit), the permutation of the T_d k routed rows (2 p h bytes each),
+  the dispatch all-to-all of T_d k h p bytes among the e devices of the expert-parallel group
+  (and an all-gather over the e_t devices of an expert when e_t > 1), the experts' grouped
+  products on the device's E / e experts, each receiving m = c T_d k e e_t / E rows
+  (c: :attr:`MoEConfig.memory_capacity_factor`): m x h by h x (2 or 1) F / e_t and
+  m x F / e_t by F / e_t x h, the activation, the combine (a reduce-scatter over e_t, the
+  all-to-all back, the weighted sum of the k outputs) and the shared experts (a dense MLP of
+  width F_shared split over t, with sequence parallelism's all-gather and reduce-scatter).
+  T_d = b s / t tokens on each device (sequence parallelism: Megatron-Core requires it for MoE
+  layers with t > 1, so MoE layers at t > 1 get only the ``+sp`` TMPCs). Backward: every product
+  twice, every collective mirrored. Balanced routing (every expert gets k/E of the tokens); the
+  total routed work per device, c T_d k (2 or 3) h F, does not depend on (e, e_t), only the
+  product shapes and the communication do.
+
+**All-to-all** (:func:`all_to_all_time_s`): each of n devices keeps 1/n of its message and sends
+(n - 1)/n. Inside a node (n <= G, the expert group on consecutive ranks as Megatron-Core's
+rank order tp-ep-dp puts it) at the NVLink bandwidth with the point-to-point bus efficiency of the
+catalog (an all-to-all is n - 1 simultaneous sends; nccl-tests' alltoall busbw = (n - 1)/n x
+algbw, NVIDIA/nccl-tests doc/PERFORMANCE.md); across nodes the (G - 1)/n to the device's own node
+goes over NVLink and the (n - G)/n to other nodes over its network link, concurrently: the time
+is the slower of the two plus the network latency. With e_t > 1 the e members of an expert-parallel
+group sit e_t apart (the expert-tensor-parallel group innermost), so the group spans e e_t devices
+and a node holds G / e_t of its members once e e_t > G.
+
+**Layouts** (:func:`expert_layouts`): e among the powers of two dividing E up to
+``MAX_EXPERT_PARALLEL`` (64) and the devices; e_t = 1, and also e_t = t (when F divides by t)
+with ``TrainingSetup.expert_tensor_parallel`` (``python -m piper score --etp`` turns it on;
+planning leaves it off: the DP's time grows with the TMPC count, and e_t = 1 is the
+Megatron-Bridge MoE recipes' and DeepSeek-V3's choice); e e_t at most the devices; only e =
+``TrainingSetup.expert_parallel`` when it is set (the planner builds one workload per e, so that
+a plan has one expert layout, as Megatron-LM runs). Rule 6 (e e_t divides d t) is the evaluator's.
+
+**Memory and weights** per device: ``parameterSize`` = g x (the non-expert parameters per device:
+attention, norms, router held whole, shared experts split by t), ``expertParameterSize`` w_x = g
+x (E / e) x (one expert's parameters) / e_t (g = bytes per gradient element: what the expert
+resync moves); ``memoryUsageB`` holds the p + g bytes of every weight (experts included);
+``memoryUsageShardedExpertB`` s_x = 12 bytes of fp32 master weight and Adam moments per expert
+parameter with the distributed optimizer (the evaluator splits it over the r = d t / (e e_t)
+copies), else in ``memoryUsageB``. Activations: the dense layer's ([K22] Table 2, via
+:func:`~piper.frontend.costs.layer_activation_bytes`) less its MLP tensors, plus the router's
+fp32 probabilities (4 T_d E), the routed rows at the products' inputs (c T_d k e_t h q and
+c T_d k e_t F / e_t q), the gated activation's input (c T_d k e_t (2 or 1) F / e_t p), the
+experts' outputs kept for the combine's gradient (c T_d k h p) and the shared experts' tensors;
+MLA's latents (p (q_lora + kv_lora + d_rope) + q (q_lora + kv_lora) per token, on every TP device)
+and its split tensors (p a (2 d_qk + d_v) + q a d_v + 4 a per token, / t). Full recomputation
+keeps only the layer input, as for a dense layer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from piper.core.errors import FrontendError
+from piper.frontend import costs
+from piper.frontend.config import TransformerConfig
+from piper.frontend.hardware import Hardware
+from piper.frontend.moe import expert_params, is_moe_layer
+from piper.frontend.operations import (
+    Kernels,
+    Op,
+    collective_time_s,
+    elementwise_time_s,
+    gemm_time_s,
+    layer_ops,
+    ops_time_s,
+    optimizer_step_time_s,
+)
+from piper.frontend.tmpc import expert_tmpc_id, tmpc_ids
+
+__all__ = [
+    "MAX_EXPERT_PARALLEL",
+    "MLP_OP_PREFIXES",
+    "LayerCost",
+    "all_to_all_time_s",
+    "expert_layouts",
+    "layer_costs",
+    "layer_variant",
+    "mla_activation_bytes",
+    "moe_activation_bytes",
+    "special_layer_ops",
+]
+
+#: the largest expert-parallel degree offered (keeps the TMPC count small; DeepSeek-V3 trained with 64)
+MAX_EXPERT_PARALLEL = 64
+#: names of the dense layer's MLP operations (piper/frontend/operations.py) an MoE block replaces
+MLP_OP_PREFIXES = ("fc1", "fc2", "ag.fc1", "rs.fc2", "ar.fc2", "ag.fc2", "rs.fc1", "ar.fc1", "swiglu", "gelu")
+#: names of the dense layer's attention operations MLA replaces (the TP collectives stay)
+ATTENTION_OP_PREFIXES = ("qkv", "rotary", "flash", "qk", "attn_v", "softmax", "attn_dropout", "proj")
+#: bytes per router logit: fp32 logits written and read, scores written and read (4 + 4 + 4 + 4)
+ROUTER_BYTES_PER_LOGIT = 16.0
+#: Transformer Engine's FP8 amax history (piper/frontend/workload.py: DelayedScaling(amax_history_len=1024))
+_AMAX_BYTES = 4 * 3 * 4 * 1024 * 4
+
+
+@dataclass(frozen=True)
+class LayerCost:
+    """One TMPC of a layer (the fields of :class:`piper.frontend.workload.NodeCost` and the four
+    expert keys; seconds and bytes)."""
+
+    tmpc_id: str
+    time_per_sample_s: float
+    compute_s: float
+    communication_s: float
+    params_per_device: float
+    activation_bytes: float
+    state_bytes: float
+    sharded_state_bytes: float
+    gradient_bytes: float
+    forward_s: float
+    backward_s: float
+    p2p_bytes: float
+    step_s: float
+    #: e, e_t
+    expert_parallel: int = 1
+    expert_tensor_parallel: int = 1
+    #: w_x: g x expert parameters per device, bytes
+    expert_param_bytes: float = 0.0
+    #: s_x: the experts' optimizer state per device before the split over r copies, bytes
+    expert_sharded_bytes: float = 0.0
+
+
+def layer_variant(cfg: TransformerConfig, kind: str, layer: int) -> str | None:
+    """"moe" or "mla" for a transformer node this module prices, None for one
+    :func:`piper.frontend.workload.node_costs` prices."""
+    if kind != "transformer":
+        return None
+    if is_moe_layer(cfg.moe, layer):
+        return "moe"
+    return "mla" if cfg.mla is not None else None
+
+
+def expert_layouts(cfg: TransformerConfig, t: int, max_devices: int,
+                   tensor_parallel_experts: bool = True) -> list[tuple[int, int]]:
+    """The (e, e_t) offered at tensor-parallel degree t (module docstring); without
+    ``tensor_parallel_experts`` only e_t = 1."""
+    if cfg.moe is None:
+        return [(1, 1)]
+    out = []
+    ets = [1] + ([t] if tensor_parallel_experts and t > 1 and cfg.moe.expert_ffn_hidden_size % t == 0 else [])
+    e = 1
+    while e <= min(MAX_EXPERT_PARALLEL, cfg.moe.experts, max_devices):
+        if cfg.moe.experts % e == 0:
+            out += [(e, et) for et in ets if e * et <= max_devices]
+        e *= 2
+    return out
+
+
+def all_to_all_time_s(hw: Hardware, message_bytes: float, ranks: int, span: int | None = None) -> float:
+    """Seconds of an all-to-all in which each of ``ranks`` devices holds ``message_bytes`` (module
+    docstring). ``span``: the consecutive devices the group's members are spread over (e e_t for the
+    expert-parallel group, whose members sit e_t apart: Megatron-Core's expert rank order puts the
+    expert-tensor-parallel group innermost); default ``ranks``. When the span exceeds a node, each
+    node holds ranks G / span members."""
+    if ranks <= 1 or message_bytes <= 0:
+        return 0.0
+    span = ranks if span is None else span
+    g = min(hw.devices_per_node * ranks // span, ranks) if span > hw.devices_per_node else ranks
+
+    def share(link: str, fraction: float) -> float:
+        return fraction * message_bytes / (hw.link_bandwidth(link) * hw.collective_efficiency(link, "p2p"))
+
+    if ranks <= g:  # the whole group inside one node
+        return hw.link_latency_s("nvlink") + share("nvlink", (ranks - 1) / ranks)
+    return hw.link_latency_s("network") + max(share("nvlink", (g - 1) / ranks), share("network", (ranks - g) / ranks))
+
+
+class _Ops:
+    """Collects operations of one phase."""
+
+    def __init__(self, hw: Hardware, phase: str) -> None:
+        self.hw, self.phase, self.ops = hw, phase, []
+
+    def gemm(self, name: str, m: float, n: float, k: float, precision: str = "bf16", batch: float = 1.0) -> None:
+        if m <= 0 or n <= 0 or k <= 0:
+            return
+        self.ops.append(Op(name, self.phase, "gemm", gemm_time_s(self.hw, m, n, k, precision, batch),
+                           flops=2.0 * m * n * k * batch))
+
+    def linear(self, name: str, m: float, n: float, k: float, precision: str = "bf16", batch: float = 1.0) -> None:
+        """Forward m x k . k x n; backward the input and weight gradients."""
+        if self.phase == "backward":
+            self.gemm(name + ".dgrad", m, k, n, precision, batch)
+            self.gemm(name + ".wgrad", k, n, m, precision, batch)
+        else:
+            self.gemm(name, m, n, k, precision, batch)
+
+    def elementwise(self, name: str, nbytes: float) -> None:
+        if nbytes > 0:
+            self.ops.append(Op(name, self.phase, "elementwise", elementwise_time_s(self.hw, nbytes), bytes=nbytes))
+
+    def comm(self, name: str, seconds: float, nbytes: float) -> None:
+        if seconds > 0:
+            self.ops.append(Op(name, self.phase, "comm", seconds, bytes=nbytes, full_time_s=seconds))
+
+    def attention(self, name: str, flops: float) -> None:
+        self.ops.append(Op(name, self.phase, "attention",
+                           flops / (self.hw.peak_flops * self.hw.flash_attention_efficiency) + self.hw.kernel_overhead_s,
+                           flops=flops))
+
+
+def _mla_ops(cfg: TransformerConfig, hw: Hardware, t: int, phase: str, core_only: bool = False) -> list[Op]:
+    """MLA's operations of one phase ("forward", "recompute" or "backward") for one micro-batch."""
+    mla, a, h, p = cfg.mla, cfg.attention_heads, cfg.hidden_size, float(cfg.precision_bytes)
+    assert mla is not None
+    o = _Ops(hw, phase)
+    T = cfg.micro_batch * cfg.seq_length
+    fwd_flops = 2.0 * cfg.micro_batch * cfg.seq_length ** 2 * a * (mla.qk_head_dim + mla.v_head_dim) / t
+    if core_only:
+        o.attention("mla.flash", 0.5 * fwd_flops)
+        return o.ops
+    bwd = phase == "backward"
+    norm = 3.0 if bwd else 2.0
+    if mla.q_lora_rank:
+        o.linear("mla.q_down", T, mla.q_lora_rank, h)
+        o.elementwise("mla.q_norm", norm * p * T * mla.q_lora_rank)
+        o.linear("mla.q_up", T, a * mla.qk_head_dim / t, mla.q_lora_rank)
+    else:
+        o.linear("mla.q", T, a * mla.qk_head_dim / t, h)
+    o.linear("mla.kv_down", T, mla.kv_lora_rank + mla.qk_rope_head_dim, h)
+    o.elementwise("mla.kv_norm", norm * p * T * mla.kv_lora_rank)
+    o.linear("mla.kv_up", T, a * (mla.qk_nope_head_dim + mla.v_head_dim) / t, mla.kv_lora_rank)
+    o.elementwise("mla.rotary", 2 * p * T * (a * mla.qk_rope_head_dim / t + mla.qk_rope_head_dim))
+    o.attention("mla.flash", (2.5 if bwd else 1.0) * 0.5 * fwd_flops)
+    o.linear("mla.proj", T, h, a * mla.v_head_dim / t)
+    return o.ops
+
+
+def _moe_ops(cfg: TransformerConfig, hw: Hardware, t: int, e: int, et: int, phase: str) -> list[Op]:
+    """The MoE block's operations of one phase for one micro-batch on one device (module docstring)."""
+    m_cfg, h, p = cfg.moe, cfg.hidden_size, float(cfg.precision_bytes)
+    assert m_cfg is not None
+    o = _Ops(hw, phase)
+    bwd = phase == "backward"
+    prec = "fp8" if cfg.precision == "fp8" else "bf16"
+    c = m_cfg.memory_capacity_factor
+    T = cfg.micro_batch * cfg.seq_length
+    td = T / t
+    k, E, F = m_cfg.top_k, m_cfg.experts, m_cfg.expert_ffn_hidden_size
+    width = (2 if cfg.ffn_kind == "swiglu" else 1) * F / et
+    rows = c * td * k * et  # routed rows this device's experts process
+    m = rows / (E / e)  # rows per local expert
+    dispatch = td * k * h * p  # bytes each device sends into (and gets back from) the all-to-all
+    a2a = all_to_all_time_s(hw, dispatch, e, e * et)
+    link = "nvlink" if e * et <= hw.devices_per_node else "network"
+    gather = collective_time_s(hw, "all_gather", rows * h * p, et, link) if et > 1 else 0.0
+    act_fwd = (3 if cfg.ffn_kind == "swiglu" else 2) * p * rows * F / et
+    act_bwd = (5 if cfg.ffn_kind == "swiglu" else 3) * p * rows * F / et
+    cast = (p + 2.0) if prec == "fp8" else 0.0
+    # router (bf16 product, fp32 score and top-k), permutation, dispatch
+    o.linear("router", td, E, h)
+    o.elementwise("router.topk", ROUTER_BYTES_PER_LOGIT * td * E)
+    o.elementwise("permute", 2 * p * td * k * h)
+    o.comm("a2a.dispatch" if not bwd else "a2a.dispatch.bwd", a2a, (e - 1) / e * dispatch)
+    o.comm("ag.experts" if not bwd else "rs.experts.bwd", gather, (et - 1) / et * rows * h * p)
+    o.elementwise("experts.fc1.cast", cast * rows * h)
+    o.linear("experts.fc1", m, width, h, prec, batch=E / e)
+    o.elementwise("experts.act" + (".bwd" if bwd else ""), act_bwd if bwd else act_fwd)
+    o.elementwise("experts.fc2.cast", cast * rows * F / et)
+    o.linear("experts.fc2", m, h, F / et, prec, batch=E / e)
+    o.comm("rs.experts" if not bwd else "ag.experts.bwd", gather, (et - 1) / et * rows * h * p)
+    o.comm("a2a.combine" if not bwd else "a2a.combine.bwd", a2a, (e - 1) / e * dispatch)
+    o.elementwise("unpermute", (k + 1) * p * td * h)
+    # shared experts: a dense MLP split over t, with sequence parallelism's collectives
+    fs = m_cfg.shared_ffn_hidden_size
+    if fs:
+        ws = (2 if cfg.ffn_kind == "swiglu" else 1) * fs / t
+        msg = p * T * h
+        o.comm("ag.shared" if not bwd else "ag.shared.bwd", collective_time_s(hw, "all_gather", msg, t),
+               (t - 1) / t * msg)
+        o.elementwise("shared.fc1.cast", cast * T * h)
+        o.linear("shared.fc1", T, ws, h, prec)
+        o.elementwise("shared.act" + (".bwd" if bwd else ""),
+                      ((5 if cfg.ffn_kind == "swiglu" else 3) if bwd else (3 if cfg.ffn_kind == "swiglu" else 2))
+                      * p * T * fs / t)
+        o.elementwise("shared.fc2.cast", cast * T * fs / t)
+        o.linear("shared.fc2", T, h, fs / t, prec)
+        o.comm("rs.shared" if not bwd else "rs.shared.bwd", collective_time_s(hw, "reduce_scatter", msg, t),
+               (t - 1) / t * msg)
+    return o.ops
+
+
+def _drop(ops: list[Op], prefixes: tuple[str, ...]) -> list[Op]:
+    return [op for op in ops if not op.name.startswith(prefixes)]
+
+
+def special_layer_ops(cfg: TransformerConfig, hw: Hardware, t: int, recompute: str, sp: bool, variant: str,
+                      e: int = 1, et: int = 1, kernels: Kernels | None = None) -> list[Op]:
+    """The operations of one MoE or MLA layer ("moe" / "mla", :func:`layer_variant`) for one
+    micro-batch on one of t devices, expert layout (e, e_t)."""
+    if variant not in ("moe", "mla"):
+        raise FrontendError(f"layer variant must be moe or mla, got {variant!r}")
+    ops = layer_ops(cfg, hw, t, recompute, sp, kernels or Kernels())
+    phases = ["forward", "backward"] + (["recompute"] if recompute == "full" else [])
+    if cfg.mla is not None:
+        ops = _drop(ops, ATTENTION_OP_PREFIXES)
+        for ph in phases:
+            ops += _mla_ops(cfg, hw, t, ph)
+        if recompute == "selective":
+            ops += _mla_ops(cfg, hw, t, "recompute", core_only=True)
+    if variant == "moe":
+        ops = _drop(ops, MLP_OP_PREFIXES)
+        for ph in phases:
+            ops += _moe_ops(cfg, hw, t, e, et, ph)
+    return ops
+
+
+def mla_activation_bytes(cfg: TransformerConfig, t: int) -> float:
+    """MLA's tensors kept per micro-batch on each of t devices minus the dense attention's
+    (module docstring); 0 without MLA."""
+    mla = cfg.mla
+    if mla is None:
+        return 0.0
+    p, a = float(cfg.precision_bytes), cfg.attention_heads
+    q = 1.0 if cfg.precision == "fp8" else p
+    T = cfg.micro_batch * cfg.seq_length
+    latents = p * (mla.q_lora_rank + mla.kv_lora_rank + mla.qk_rope_head_dim) + q * (mla.q_lora_rank + mla.kv_lora_rank)
+    split = p * a * (2 * mla.qk_head_dim + mla.v_head_dim) + q * a * mla.v_head_dim + 4.0 * a
+    r = cfg.kv_heads / cfg.attention_heads
+    qw = cfg.q_dim
+    dense_split = p * (qw + 2 * r * qw) + q * qw + 4.0 * a  # Q, K, V, the projection's input, flash's log-sum-exp
+    return T * (latents + (split - dense_split) / t)
+
+
+def moe_activation_bytes(cfg: TransformerConfig, t: int, e: int, et: int) -> float:
+    """The MoE block's tensors kept per micro-batch on each device minus the dense MLP's (module docstring)."""
+    m_cfg = cfg.moe
+    assert m_cfg is not None
+    p, h = float(cfg.precision_bytes), cfg.hidden_size
+    q = 1.0 if cfg.precision == "fp8" else p
+    T = cfg.micro_batch * cfg.seq_length
+    td = T / t
+    c = m_cfg.memory_capacity_factor
+    gated = cfg.ffn_kind == "swiglu"
+    inner = (2 * p + q) if gated else (p + q)  # per unit of width: the activation's input(s) and FC2's input
+    dense_mlp = T * inner * cfg.ffn_hidden_size / t
+    rows = c * td * m_cfg.top_k * et
+    F = m_cfg.expert_ffn_hidden_size
+    routed = 4.0 * td * m_cfg.experts + rows * h * q + rows * inner * F / et + c * td * m_cfg.top_k * h * p
+    shared = T * inner * m_cfg.shared_ffn_hidden_size / t + (td * h * q if m_cfg.shared_ffn_hidden_size else 0.0)
+    return routed + shared - dense_mlp
+
+
+def layer_costs(cfg: TransformerConfig, hw: Hardware, setup: Any, t: int, variant: str,
+                max_devices: int) -> list[LayerCost]:
+    """The TMPCs of an MoE or MLA transformer layer at degree t (ids: :func:`expert_tmpc_id` for MoE
+    layers, :func:`~piper.frontend.tmpc.tmpc_ids` for dense MLA layers). ``setup`` is the
+    :class:`piper.frontend.workload.TrainingSetup` (not imported: workload imports this module)."""
+    if setup.efficiency is not None:
+        hw = hw.with_changes(gemm_efficiency=setup.efficiency)
+    p, g = cfg.precision_bytes, setup.grad_bytes
+    kernels = setup.kernels()
+    moe_layer = variant == "moe"
+    if moe_layer:
+        part, _ = costs.moe_layer_params(cfg)
+        one_expert = expert_params(cfg.moe, cfg.hidden_size, cfg.ffn_matrices)  # type: ignore[arg-type]
+    else:
+        part, one_expert = costs.layer_params(cfg), 0
+    params = part.per_device(t)
+    ids = tmpc_ids(t)
+    if moe_layer and t > 1:
+        ids = [i for i in ids if i.endswith("+sp")]  # Megatron-Core: MoE with t > 1 needs sequence parallelism
+    tp_experts = bool(getattr(setup, "expert_tensor_parallel", True))
+    layouts = expert_layouts(cfg, t, max_devices, tp_experts) if moe_layer else [(1, 1)]
+    only = getattr(setup, "expert_parallel", None)
+    if only is not None and moe_layer:
+        layouts = [(e, et) for e, et in layouts if e == only]
+    whole = p * cfg.micro_batch * cfg.seq_length * cfg.hidden_size
+    out = []
+    for tid in ids:
+        recompute = tid.split("+")[0]
+        sp = tid.endswith("+sp")
+        # MLA always runs the fused kernel (module docstring), whatever the setup says
+        act = costs.layer_activation_bytes(cfg, t, recompute, sp, setup.flash_attention or cfg.mla is not None)
+        for e, et in layouts:
+            experts_here = one_expert * (cfg.moe.experts // e) / et if moe_layer else 0.0  # type: ignore[union-attr]
+            ops = special_layer_ops(cfg, hw, t, recompute, sp, variant, e, et, kernels)
+            keep = act
+            if recompute != "full":
+                keep += mla_activation_bytes(cfg, t) + (moe_activation_bytes(cfg, t, e, et) if moe_layer else 0.0)
+            fp8_extra = 0.0
+            if cfg.precision == "fp8":
+                fp8_extra = 2.0 * (part.matmul / t + experts_here) + _AMAX_BYTES
+            optimizer = costs.OPTIMIZER_STATE_BYTES * params
+            expert_optimizer = costs.OPTIMIZER_STATE_BYTES * experts_here
+            grads, expert_grads = g * params, g * experts_here
+            if setup.distributed_optimizer and setup.shard_gradients:
+                optimizer, grads = optimizer + grads, 0.0
+                expert_optimizer, expert_grads = expert_optimizer + expert_grads, 0.0
+            state = p * (params + experts_here) + grads + expert_grads + fp8_extra
+            if not setup.distributed_optimizer:
+                state += optimizer + expert_optimizer
+            comm = ops_time_s(ops, kind="comm")
+            total = ops_time_s(ops)
+            out.append(LayerCost(
+                tmpc_id=expert_tmpc_id(recompute, sp, e, et) if moe_layer else tid,
+                time_per_sample_s=total, compute_s=total - comm, communication_s=comm,
+                params_per_device=params, activation_bytes=keep, state_bytes=state,
+                sharded_state_bytes=optimizer if setup.distributed_optimizer else 0.0,
+                gradient_bytes=g * params,
+                forward_s=ops_time_s(ops, phase="forward"),
+                backward_s=ops_time_s(ops, phase="backward") + ops_time_s(ops, phase="recompute"),
+                p2p_bytes=whole / t if ((sp and t > 1) or setup.pipeline_scatter_gather) else whole,
+                step_s=optimizer_step_time_s(hw, params + experts_here, p, g),
+                expert_parallel=e, expert_tensor_parallel=et,
+                expert_param_bytes=g * experts_here,
+                expert_sharded_bytes=expert_optimizer if setup.distributed_optimizer else 0.0,
+            ))
+    return out

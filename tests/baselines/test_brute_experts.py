@@ -1,0 +1,112 @@
+"""Brute force under expert parallelism (docs/problem.md §11, rule 6): hand values, rule 6
+deciding the optimum, and random MoE instances where no random valid plan beats it and its
+number is the evaluator's; the keys never make an instance cheaper."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+
+from experiments.lib.instances import random_moe_problem
+from piper import Options, evaluate, problem_from_dict, problem_to_dict, solve
+from piper.core.checks import check_result
+from piper.core.errors import PlanError
+from piper.core.plan import INTERLEAVED, Plan, Schedule, Stage
+from piper.core.result import Status
+from tests.helpers import tmpc, workload
+
+EXPERT_KEYS = ("expertParallel", "expertTensorParallel", "expertParameterSize", "memoryUsageShardedExpertB")
+
+
+def _one_layer(k: int, *, N: int = 4, M: float = 1e6):
+    dense = tmpc("dense", p=8.0)
+    ep2 = {**tmpc("ep2", p=4.0), "expertParallel": 2, "expertParameterSize": 8.0, "memoryUsageShardedExpertB": 16.0}
+    return problem_from_dict(workload({0: {1: [dense, ep2]}}, [], k=k, N=N, B=1.0, M=M))
+
+
+def test_hand_values():
+    # k = 4, N = 4, f = 4, B = 1: d = 1 only "dense" (8); d = 2: ep2 r = 1 -> 4 / 2 = 2;
+    # d = 4: ep2 r = 2 -> 1 + 4 (2 - 1) 8 / (2 4) = 5, dense 2
+    res = solve(_one_layer(4), Options(), solver="brute")
+    assert res.status == Status.OPTIMAL and res.tps == 2.0
+    assert (res.plan.stages[0].d, res.plan.stages[0].tmpcs[0]) == (2, "ep2")
+    # memory: ep2 at d = 2 holds s_x / 1 = 16 bytes; with M = 15 it does not fit there, and at
+    # d = 4 it holds 8: 5 vs dense's 2 at d = 4
+    res = solve(_one_layer(4, M=15.0), Options(), solver="brute")
+    assert res.tps == 2.0 and (res.plan.stages[0].d, res.plan.stages[0].tmpcs[0]) == (4, "dense")
+
+
+def test_rule_6_decides():
+    # k = 1: only d = t = 1, where ep2 (e = 2) breaks rule 6; without the rule it would give 4
+    res = solve(_one_layer(1), Options(), solver="brute")
+    assert res.tps == 8.0 and res.plan.stages[0].tmpcs[0] == "dense"
+    # no TMPC allowed anywhere: infeasible
+    only = {**tmpc("ep2", p=4.0), "expertParallel": 2}
+    p = problem_from_dict(workload({0: {1: [only]}}, [], k=1, N=4, B=1.0))
+    assert solve(p, Options(), solver="brute").status == Status.INFEASIBLE
+
+
+def _random_plan(problem, rng: random.Random, v: int) -> Plan | None:
+    order = list(problem.topological_order)
+    n = len(order)
+    parts = rng.randint(1, n) if v == 1 else v * rng.randint(2, max(2, n // v))
+    if parts > n:
+        return None
+    bounds = [0, *sorted(rng.sample(range(1, n), parts - 1)), n]
+    t, d = rng.choice([1, 2]), rng.choice([1, 2, 4])
+    stages = []
+    for j in range(parts):
+        nodes = tuple(order[bounds[j]:bounds[j + 1]])
+        if v == 1:
+            t, d = rng.choice([1, 2]), rng.choice([1, 2, 4])
+        names = {}
+        for u in nodes:
+            lst = problem.node(u).tmpcs.get(t)
+            if not lst:
+                return None
+            names[u] = rng.choice(lst).id
+        stages.append(Stage(nodes, d, t, names))
+    return Plan(tuple(stages), Schedule() if v == 1 else Schedule(INTERLEAVED, v))
+
+
+def _without_keys(problem):
+    raw = problem_to_dict(problem)
+    for nd in raw["nodes"]:
+        for lst in nd["TMPCs"].values():
+            for c in lst:
+                for key in EXPERT_KEYS:
+                    c.pop(key, None)
+    return problem_from_dict(raw)
+
+
+def test_the_random_cases_use_the_keys():
+    assert sum("expertParallel" in random_moe_problem(seed).version2_features() for seed in range(12)) >= 10
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_no_random_plan_beats_brute_on_moe_instances(seed: int) -> None:
+    rng = random.Random(seed)
+    problem = random_moe_problem(seed)
+    for objective in ("tps", "batch-time"):
+        for v in (1, 2):
+            options = Options(objective=objective, max_virtual_stages=v)
+            res = solve(problem, options, solver="brute")
+            assert check_result(problem, options, res) == [], (objective, v)
+            if res.plan is not None:
+                assert res.objective == pytest.approx(res.value, rel=1e-12)
+            best = res.value
+            for _ in range(120):
+                plan = _random_plan(problem, rng, rng.choice(options.virtual_stage_choices()))
+                if plan is None:
+                    continue
+                try:
+                    score = evaluate(problem, plan)
+                except PlanError:
+                    continue
+                if not score.oom:
+                    assert score.value(objective) >= best - 1e-9 * abs(score.value(objective)), (objective, v, plan)
+            # the keys only restrict layouts and add bytes: never cheaper than without them
+            plain = solve(_without_keys(problem), options, solver="brute").value
+            assert best >= plain - 1e-9 * abs(plain) or math.isinf(plain) and math.isinf(best)

@@ -1,0 +1,89 @@
+"""python -m piper score on mixture-of-experts models (issue 31): --ep / --etp, rule 6, active FLOPs."""
+
+import json
+
+import pytest
+
+from piper.cli.common import run_main
+from piper.cli.main import main
+from piper.core.errors import FrontendError
+from piper.frontend.hardware import hardware
+from piper.frontend.presets import PRESETS
+from piper.frontend.score import Layout, score_layout
+from piper.frontend.workload import TrainingSetup
+
+#: Mixtral 8x7B cut to 4 layers (the same per-layer costs, a quick workload)
+SMALL = PRESETS["mixtral-8x7b"].with_changes(name="mixtral-4l", layers=4)
+H100 = hardware("h100")
+
+
+def _score(**layout):
+    return score_layout(SMALL, H100, TrainingSetup(nodes=1, global_batch=16), Layout(**layout))
+
+
+def test_ep_picks_the_moe_tmpc_and_shrinks_expert_memory():
+    one = _score(tp=1, pp=1, dp=8, ep=1)
+    eight = _score(tp=1, pp=1, dp=8, ep=8)
+    layers = [v for v, t in eight["plan"].stages[0].tmpcs.items() if eight["problem"].nodes[v].kind == "transformer"]
+    assert {eight["plan"].stages[0].tmpcs[v] for v in layers} == {"selective+ep8"}  # Layout's default recompute
+    assert eight["ep"] == 8 and one["ep"] == 1
+    # 4 layers x 7 of 8 experts' weights (2 + 4 bytes) and optimizer state (12 bytes over r = 8 / 8 = 1 copy)
+    # no longer on each device; with e = 1 the state is split over r = 8
+    expert = 3 * 4096 * 14336
+    saved = 4 * (7 * expert * 6 + (8 * expert * 12 / 8 - expert * 12 / 1))
+    assert one["max_memory_bytes"] - eight["max_memory_bytes"] == pytest.approx(saved, rel=1e-9)
+
+
+def test_moe_flops_count_active_parameters():
+    m = _score(tp=2, pp=1, dp=4, ep=4, sequence_parallel=True)
+    s, h, l = 4096, 4096, 4
+    attention = h * (h + 2 * 1024) + h * h
+    per_layer_fwd = 2 * s * (attention + 2 * 3 * h * 14336) + s * 2 * h * 8 + 4 * s * s * h
+    flops = 16 * (l * 3 * per_layer_fwd + 3 * 2 * s * h * 32000)
+    assert m["model_flops_per_iteration"] == pytest.approx(flops)
+    assert "ACTIVE" in m["flop_count"]
+
+
+@pytest.mark.parametrize("layout, flag", [
+    ({"tp": 1, "pp": 1, "dp": 8, "ep": 3}, "--ep 3 must divide"),
+    ({"tp": 2, "pp": 1, "dp": 4, "ep": 2, "etp": 4, "sequence_parallel": True}, "--etp 4"),
+    ({"tp": 1, "pp": 2, "dp": 4, "ep": 8}, "rule 6"),
+    ({"tp": 2, "pp": 1, "dp": 4, "ep": 2}, "--sequence-parallel"),
+])
+def test_impossible_expert_layouts_name_the_flag(layout, flag):
+    with pytest.raises(FrontendError, match=flag):
+        _score(**layout)
+
+
+def test_dense_model_refuses_ep(capsys):
+    argv = ["score", "llama3-8b", "--gpu", "h100", "--nodes", "1", "--tp", "1", "--ep", "2",
+            "--micro-batch", "1", "--global-batch", "16", "--seq", "1024"]
+    assert run_main(main, argv) == 2
+    assert "not a mixture-of-experts model" in capsys.readouterr().err
+
+
+def test_cli_json(capsys):
+    # 2 nodes: r = 16 / 8 = 2 copies of each expert share its optimizer state (one node does not fit)
+    argv = ["score", "qwen3-30b-a3b", "--gpu", "h100", "--nodes", "2", "--tp", "1", "--ep", "8",
+            "--micro-batch", "1", "--global-batch", "16", "--seq", "1024", "--json"]
+    assert run_main(main, argv) == 0
+    m = json.loads(capsys.readouterr().out)
+    assert m["ep"] == 8 and m["etp"] == 1 and m["fits"]
+    assert m["tokens_per_s_per_gpu"] == pytest.approx(16 * 1024 / m["batch_time_s"] / 16)
+
+
+def test_capacity_factor_flag(capsys):
+    argv = ["score", "qwen3-30b-a3b", "--gpu", "h100", "--nodes", "2", "--tp", "1", "--ep", "8",
+            "--micro-batch", "1", "--global-batch", "16", "--seq", "1024", "--json"]
+    assert run_main(main, argv) == 0
+    dropless = json.loads(capsys.readouterr().out)
+    assert run_main(main, [*argv, "--moe-capacity-factor", "2"]) == 0
+    capped = json.loads(capsys.readouterr().out)
+    # the routed-token buffers double (c = 2) and the expert products run at twice the rows
+    assert capped["max_memory_bytes"] > dropless["max_memory_bytes"]
+    assert capped["batch_time_s"] > dropless["batch_time_s"]
+    dense = ["score", "llama3-8b", *argv[2:]]
+    dense.remove("--ep")
+    dense.remove("8")
+    assert run_main(main, [*dense, "--moe-capacity-factor", "2"]) == 2
+    assert "--moe-capacity-factor: llama3-8b is not a mixture-of-experts model" in capsys.readouterr().err

@@ -1,0 +1,89 @@
+"""Export of mixture-of-experts plans (issue 31): Megatron-LM, torchtitan and DeepSpeed-MoE settings."""
+
+from dataclasses import replace
+
+import pytest
+
+from piper.core.errors import ExportError
+from piper.core.plan import Plan
+from piper.export import export_plan
+from piper.export.megatron import moe_layer_pattern
+from piper.frontend.hardware import hardware
+from piper.frontend.presets import PRESETS
+from piper.frontend.score import Layout, score_layout
+from piper.frontend.workload import TrainingSetup, build_workload
+from piper.io.workload import load_problem
+
+H100 = hardware("h100")
+
+
+def _plan(cfg, nodes, **layout):
+    m = score_layout(cfg, H100, TrainingSetup(nodes=nodes, global_batch=32), Layout(**layout))
+    return m["problem"], m["plan"]
+
+
+def _flag(args, name):
+    return args[args.index(name) + 1]
+
+
+def test_megatron_mixtral_flags():
+    cfg = PRESETS["mixtral-8x7b"].with_changes(layers=4)
+    problem, plan = _plan(cfg, 2, tp=2, pp=2, dp=4, ep=4, sequence_parallel=True)
+    args = export_plan(problem, plan, "megatron").data["args"]
+    assert (_flag(args, "--num-experts"), _flag(args, "--moe-router-topk"), _flag(args, "--moe-ffn-hidden-size")) == (
+        "8", "2", "14336")
+    assert _flag(args, "--expert-model-parallel-size") == "4" and _flag(args, "--expert-tensor-parallel-size") == "1"
+    assert "--sequence-parallel" in args and "--moe-layer-freq" not in args
+    assert "--moe-shared-expert-intermediate-size" not in args and "--multi-latent-attention" not in args
+
+
+def test_megatron_deepseek_flags():
+    cfg = PRESETS["deepseek-v3"].with_changes(layers=8)  # 3 dense + 5 MoE layers
+    problem, plan = _plan(cfg, 2, tp=1, pp=2, dp=8, ep=8, recompute="full")
+    ex = export_plan(problem, plan, "megatron")
+    args = ex.data["args"]
+    assert _flag(args, "--moe-layer-freq") == "([0]*3+[1]*5)"
+    assert _flag(args, "--moe-shared-expert-intermediate-size") == "2048"
+    assert _flag(args, "--moe-router-score-function") == "sigmoid" and _flag(args, "--num-experts") == "256"
+    assert "--multi-latent-attention" in args
+    assert [_flag(args, f) for f in ("--q-lora-rank", "--kv-lora-rank", "--qk-head-dim", "--qk-pos-emb-head-dim",
+                                     "--v-head-dim")] == ["1536", "512", "128", "64", "128"]
+    assert ex.data["expert_parallel"] == 8
+
+
+def test_moe_layer_pattern():
+    assert moe_layer_pattern(4, 0, 1, 0) == "([1]*4)"
+    assert moe_layer_pattern(61, 3, 1, 0) == "([0]*3+[1]*58)"
+    assert moe_layer_pattern(4, 0, 2, 0) == "[1,0,1,0]"
+    assert moe_layer_pattern(4, 0, 2, 1) == "[0,1,0,1]"
+
+
+def test_torchtitan_and_deepspeed():
+    cfg = PRESETS["qwen3-30b-a3b"].with_changes(layers=4, seq_length=1024)
+    problem, plan = _plan(cfg, 1, tp=1, pp=1, dp=8, ep=4, recompute="none")
+    tt = export_plan(problem, plan, "torchtitan").data["parallelism"]
+    assert tt["expert_parallel_degree"] == 4 and tt["expert_tensor_parallel_degree"] == 1
+    assert "--kv-channels" in export_plan(problem, plan, "megatron").data["args"]
+    ds = export_plan(problem, plan, "deepspeed").data["moe"]
+    assert ds == {"ep_size": 4, "num_experts": 128, "k": 8}
+
+
+def test_deepspeed_refuses_expert_tensor_parallelism():
+    cfg = PRESETS["qwen3-30b-a3b"].with_changes(layers=4, seq_length=1024)
+    problem, plan = _plan(cfg, 1, tp=2, pp=1, dp=4, ep=2, etp=2, sequence_parallel=True)
+    with pytest.raises(ExportError, match="E4|E9"):  # its +sp TMPCs are refused first (rule E4)
+        export_plan(problem, plan, "deepspeed")
+
+
+def test_mixed_expert_layouts_are_refused():
+    cfg = PRESETS["mixtral-8x7b"].with_changes(layers=4)
+    _, plan = _plan(cfg, 1, tp=1, pp=1, dp=8, ep=8, recompute="none")
+    # the workload with every expert layout (score's has only its --ep)
+    problem = load_problem(build_workload(cfg, H100, TrainingSetup(nodes=1, global_batch=32), degrees=(1,)))
+    st = plan.stages[0]
+    layers = sorted(v for v in st.nodes if problem.node_by_id[v].kind == "transformer")
+    tmpcs = dict(st.tmpcs)
+    tmpcs[layers[-1]] = tmpcs[layers[-1]].replace("+ep8", "+ep4")
+    mixed = Plan((replace(st, tmpcs=tmpcs),), plan.schedule)
+    with pytest.raises(ExportError, match="E9"):
+        export_plan(problem, mixed, "megatron")
