@@ -61,6 +61,7 @@ from piper.core.options import Options, candidates
 from piper.core.plan import INTERLEAVED, Plan, Schedule, Stage
 from piper.core.problem import Problem
 from piper.core.result import Result, Status, make_result
+from piper.core.stopping import Interrupted, signal_name
 
 __all__ = ["solve_brute", "MAX_NODES"]
 
@@ -293,17 +294,23 @@ def solve_brute(problem: Problem, options: Options | None = None) -> Result:
 
     # pass 1: plans inside one node (sum d*t <= min(G, k)), edges at B_in;
     # pass 2 (when G < k): plans spanning nodes (sum d*t > G), edges at B
-    if 1 in options.virtual_stage_choices():
-        passes = [(min(node_g, k), 0, bw_in)]
-        if node_g < k:
-            passes.append((k, node_g + 1, bw))
-        for budget, min_devices, bw_edge in passes:
-            search((1 << n) - 1, budget, n_mb, 0, [], [], [])
-    if not timed_out and max(options.virtual_stage_choices()) >= 2:
-        interleaved_search()
+    kind = options.objective
+    try:
+        if 1 in options.virtual_stage_choices():
+            passes = [(min(node_g, k), 0, bw_in)]
+            if node_g < k:
+                passes.append((k, node_g + 1, bw))
+            for budget, min_devices, bw_edge in passes:
+                search((1 << n) - 1, budget, n_mb, 0, [], [], [])
+        if not timed_out and max(options.virtual_stage_choices()) >= 2:
+            interleaved_search()
+    except Interrupted as exc:  # SIGINT / SIGTERM: the best plan so far, for the command to keep
+        exc.result = make_result(problem, "brute", Status.FEASIBLE if best_plan else Status.UNKNOWN, best_plan,
+                                 time_s=time.perf_counter() - start, objective=best_value if best_plan else None,
+                                 message=f"interrupted ({signal_name(exc.signum)})", objective_kind=kind)
+        raise
     elapsed = time.perf_counter() - start
     plan = best_plan
-    kind = options.objective
     if timed_out:
         status = Status.FEASIBLE if plan is not None else Status.UNKNOWN
         return make_result(problem, "brute", status, plan, time_s=elapsed, objective=best_value if plan else None,

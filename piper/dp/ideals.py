@@ -23,6 +23,8 @@ from numba import njit
 
 from piper.core.errors import SolverError
 from piper.core.problem import Problem
+from piper.dp.compile_clock import solve_clock
+from piper.dp.limits import TimeUp
 
 __all__ = ["Ideals", "enumerate_ideals", "count_ideals", "ideal_pairs", "IdealPairs"]
 
@@ -83,14 +85,16 @@ def _to_words(masks: Sequence[int], n: int) -> np.ndarray:
     return out
 
 
-def enumerate_ideals(problem: Problem, max_ideals: int = 200_000, *, linearize: bool = False) -> Ideals:
+def enumerate_ideals(problem: Problem, max_ideals: int = 200_000, *, linearize: bool = False,
+                     deadline: float | None = None) -> Ideals:
     """Every ideal of the graph (BFS from the empty set, adding a node once all its
     successors are in), or with ``linearize`` only the suffixes of
     ``problem.topological_order`` (n + 1 ideals: stages become contiguous segments
     of that order).
 
     Raises :class:`SolverError` naming the count when there are more than
-    ``max_ideals`` ideals.
+    ``max_ideals`` ideals, :class:`piper.dp.limits.TimeUp` once ``deadline``
+    (:func:`piper.dp.compile_clock.solve_clock` time) has passed.
     """
     n = problem.n
     if linearize:
@@ -113,6 +117,8 @@ def enumerate_ideals(problem: Problem, max_ideals: int = 200_000, *, linearize: 
     while frontier:
         nxt = []
         for ideal in frontier:
+            if deadline is not None and solve_clock() > deadline:
+                raise TimeUp()
             for v in range(n):
                 bit = 1 << v
                 if ideal & bit or succ[v] & ~ideal:
