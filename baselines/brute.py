@@ -53,6 +53,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import sys
 import time
 from functools import lru_cache
 
@@ -295,6 +296,8 @@ def solve_brute(problem: Problem, options: Options | None = None) -> Result:
     # pass 1: plans inside one node (sum d*t <= min(G, k)), edges at B_in;
     # pass 2 (when G < k): plans spanning nodes (sum d*t > G), edges at B
     kind = options.objective
+    if options.progress:
+        print(f"[brute] searching the plans of {n} layers on up to {k} devices", file=sys.stderr, flush=True)
     try:
         if 1 in options.virtual_stage_choices():
             passes = [(min(node_g, k), 0, bw_in)]

@@ -34,6 +34,7 @@ changes what Ctrl-C does in a notebook.
 from __future__ import annotations
 
 import contextlib
+import functools
 import itertools
 import os
 import select
@@ -48,7 +49,7 @@ from typing import Any
 
 __all__ = [
     "GRACE_S", "SIGNALS", "TimeLimitReached", "Interrupted", "signal_name", "exit_code",
-    "requested", "request_stop", "reset", "installed", "handling", "stoppable",
+    "requested", "request_stop", "reset", "installed", "handling", "stoppable", "polled",
     "deadline_scope", "current_deadline", "expired", "remaining", "check", "checkpoint",
 ]
 
@@ -177,6 +178,21 @@ def stoppable(cancel: Callable[[], None], abandon: Callable[[], None] | None = N
     finally:
         with _STATE.lock:
             _STATE.sections.pop(token, None)
+
+
+def polled(func: Callable[..., Any]) -> Callable[..., Any]:
+    """Run ``func`` as a :func:`stoppable` section that stops by polling: it calls
+    :func:`check` between steps, and no signal handler raises into it. For code whose
+    steps call compiled kernels (the DP's numba kernels): a handler that raised while a
+    kernel boxed its result (numba runs Python code there, e.g. a namedtuple's
+    ``__new__``) crashed the process (SIGSEGV)."""
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        with stoppable(lambda: None):
+            return func(*args, **kwargs)
+
+    return wrapper
 
 
 # --------------------------------------------------------------------------- signal handling

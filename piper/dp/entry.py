@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
+from piper.core import stopping
 from piper.core.errors import SolverError
 from piper.core.options import Candidates, Options, candidates
 from piper.core.problem import Problem
@@ -20,6 +21,7 @@ from piper.dp.ideals import enumerate_ideals, ideal_pairs
 UNIFORM_MAX_WORK = 20_000_000
 
 
+@stopping.polled  # SIGINT / SIGTERM: seen between kernel calls (piper.core.stopping.polled)
 def solve_dp(problem: Problem, options: Options | None = None) -> Result:
     """Piper's DP (exact or greedy knapsack per ``options.knapsack``); see the module docstring.
 

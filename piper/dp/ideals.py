@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
+from piper.core import stopping
 from piper.core.errors import SolverError
 from piper.core.problem import Problem
 from piper.dp.compile_clock import solve_clock
@@ -117,6 +118,7 @@ def enumerate_ideals(problem: Problem, max_ideals: int = 200_000, *, linearize: 
     while frontier:
         nxt = []
         for ideal in frontier:
+            stopping.check(None)  # an interrupt (piper.core.stopping.polled)
             if deadline is not None and solve_clock() > deadline:
                 raise TimeUp()
             for v in range(n):

@@ -9,6 +9,7 @@ import math
 
 import numpy as np
 
+from piper.core import stopping
 from piper.core.errors import SolverError
 from piper.core.plan import Plan
 from piper.core.problem import Problem
@@ -79,6 +80,7 @@ def solve_table(problem: Problem, run: RunArrays, ideals: Ideals, pairs: IdealPa
         step = int(min(1 << 16, max(1, step * (0.5 / max(dt, 1e-3)))))
         i0 = i1
         progress.say(f"DP table: {i1}/{n_ideals} ideals ({int(pairs.ptr[i1])}/{pairs.count} ideal pairs)")
+        stopping.check(None)  # an interrupt (piper.core.stopping.polled)
         if deadline is not None and solve_clock() > deadline and i0 < n_ideals:
             raise TimeUp()
     full = ideals.full

@@ -13,6 +13,7 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
+from piper.core import stopping
 from piper.core.problem import Problem
 from piper.dp.arrays import BIG, HEUR, RunArrays, limits_of
 from piper.dp.compile_clock import solve_clock
@@ -308,6 +309,7 @@ def build_tables(problem: Problem, run: RunArrays, ideals: Ideals, pairs: IdealP
         start = stop
         if progress is not None:
             progress.say(f"stage tables: {stop}/{total} ideal pairs")
+        stopping.check(None)  # an interrupt (piper.core.stopping.polled)
         if deadline is not None and solve_clock() > deadline and start < total:
             raise TimeUp()
     seg_base = 0
@@ -352,6 +354,7 @@ class Search:
         """m(cands[idx]): least devices for threshold cands[idx] (2^60 = impossible)."""
         if idx in self.memo:
             return self.memo[idx]
+        stopping.check(None)  # an interrupt (piper.core.stopping.polled)
         if self.deadline is not None and solve_clock() > self.deadline:
             raise TimeUp()
         m = self.run_test(idx)
