@@ -97,7 +97,7 @@ def solve_brute(problem: Problem, options: Options | None = None) -> Result:
     factor = 4.0 if problem.allreduce_factor is None else problem.allreduce_factor
 
     def iteration_keys(combo, d: int) -> tuple[float, float]:
-        """(H, O) of docs/problem.md §11: the hideable seconds and the per-iteration step time."""
+        """(H, O) of docs/problem.md §10: the hideable seconds and the per-iteration step time."""
         return (sum(c.resync_overlap_time for c in combo),
                 sum(c.step_time + c.step_time_sharded / d for c in combo))
 
@@ -151,7 +151,7 @@ def solve_brute(problem: Problem, options: Options | None = None) -> Result:
             resync = sum(factor * (d - 1) * c.parameter_size / (d * n_mb) for c in combo)
             hide, step = iteration_keys(combo, d)
             if hide > 0 or step > 0:
-                # docs/problem.md §11, by its own lines
+                # docs/problem.md §10, by its own lines
                 exposed = max(0.0, n_mb * resync / bw_resync - hide) / n_mb if hide > 0 else resync / bw_resync
                 tps = edge / (d * bw_edge) + exposed + compute / d + step / n_mb
             elif bw_edge == bw_resync:

@@ -12,7 +12,7 @@ fairer figure), and the child's whole-process wall time (Python start, imports, 
 workload, the warm-up solve and the solve).
 
 The C++ figures are the authors' planner (msr-fiddle/piper d7fc8cf, g++ -O3, greedy
-knapsack) in the *later* measurement of ``shared/reference/README.md`` (its second table:
+knapsack) in the *later* measurement of ``experiments/data/cpp_planner_timings.md`` (its second table:
 the C++ planner and this project's DP alternating on one 2-core machine, whole process,
 median of 3 runs): BERT-32 N=512 k=512 1.79 s, k=2048 6.96 s; BERT-32 N=1920 k=2048
 36.3 s; BERT-48 N=1920 k=2048 71.4 s. The README's first table (6.5, 26.6, 126.8 and
@@ -60,7 +60,7 @@ PROG = "python -m experiments.bench"
 
 #: (transformer layers, N, k) of the BERT speed cases
 BERT_CASES: tuple[tuple[int, int, int], ...] = ((32, 512, 512), (32, 512, 2048), (32, 1920, 2048), (48, 1920, 2048))
-#: the C++ planner's wall seconds, later measurement (shared/reference/README.md, second table)
+#: the C++ planner's wall seconds, later measurement (experiments/data/cpp_planner_timings.md, second table)
 CPP_LATER_S: dict[tuple[int, int, int], float] = {
     (32, 512, 512): 1.79, (32, 512, 2048): 6.96, (32, 1920, 2048): 36.3, (48, 1920, 2048): 71.4,
 }
@@ -196,7 +196,7 @@ def table_text(rows: Sequence[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-CPP_NOTE = ("C++ s: the authors' planner, later side-by-side measurement (shared/reference/README.md, second "
+CPP_NOTE = ("C++ s: the authors' planner, later side-by-side measurement (experiments/data/cpp_planner_timings.md, second "
             "table; whole process, median of 3); x CPU / x wall: C++ s over our solve's CPU / wall seconds")
 
 
@@ -219,7 +219,7 @@ def bench_dp(args: Any) -> int:
     load = os.getloadavg()
     if args.json:
         print(json.dumps({"revision": rev, "load_average": list(load), "cores": os.cpu_count(),
-                          "cpp_reference": "shared/reference/README.md, second table", "rows": rows}))
+                          "cpp_reference": "experiments/data/cpp_planner_timings.md, second table", "rows": rows}))
         return 0
     print(f"revision {rev}; load average {' '.join(f'{x:.1f}' for x in load)} on {os.cpu_count()} cores "
           f"(a shared machine: times are noisy, CPU time is the fairer figure)")

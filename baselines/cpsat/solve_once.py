@@ -50,17 +50,18 @@ def solve_once(model: CpsatModel, options: Options, warm: WarmStart | None, star
     feasible. Otherwise it is a hint and worse plans are cut.
     """
     data = model.data
+    what = "batch time" if data.batch else "TPS"
     strict = False
     if warm is not None:
         strict = bool(options.params.get("strict_cutoff", True))
         if strict:
-            worst, _ = model.stage_int(warm)
+            worst = model.objective_int(warm)
             model.add_cutoff(worst - 1)  # only strictly better plans: a proof search
-            stats["warm_start"] = f"strict cutoff below the warm start (TPS {warm.tps!r})"
+            stats["warm_start"] = f"strict cutoff below the warm start ({what} {warm.value!r})"
         else:
             worst = model.add_hint(warm)
-            model.m.Add(model.T <= worst)  # the hint stays feasible; worse plans are cut
-            stats["warm_start"] = f"hinted (TPS {warm.tps!r})"
+            model.m.Add(model.obj <= worst)  # the hint stays feasible; worse plans are cut
+            stats["warm_start"] = f"hinted ({what} {warm.value!r})"
     build_s = time.perf_counter() - start
     if stopping.expired(deadline):  # the build took the time (or an interrupt came): no search
         signum = stopping.requested()

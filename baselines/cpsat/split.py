@@ -69,7 +69,7 @@ def solve_sequence(model: CpsatModel, sub: Options, msg: bool, seq: tuple[int, .
     assign = {v: (i, c) for (v, i, c), var in model.x.items()
               if solver.BooleanValue(m.GetBoolVarFromProtoIndex(var.Index()))}
     plan_found = data.slots_from_plan(data.plan_from_slots(assign))
-    value = None if plan_found is None else model.stage_int(plan_found)[0]
+    value = None if plan_found is None else model.objective_int(plan_found)
     if value is None or value >= worst:
         raise SolverError(f"CP-SAT found a plan at or above the cutoff in sequence {seq}: model bug")
     return SequenceAnswer("found", name, value, plan_found, value - 1)
@@ -119,12 +119,14 @@ def split_search(data: ModelData, options: Options, warm: WarmStart, deadline: f
     """
     unit = data.tau / model.unit
     eps = model.epsilon
-    first_worst, _ = model.stage_int(warm)
+    first_worst = model.objective_int(warm)
     model.add_cutoff(first_worst - 1)
     msg = bool(options.params.get("msg", False))
 
     def sequences(cutoff: float) -> list[tuple[int, ...]]:
-        return checked_sequences(data, cutoff, lambda c: model.q(c.kappa), options.params)
+        # T <= the cutoff (batch time: N·T <= it, so T <= cutoff // N)
+        at = cutoff // data.problem.microbatches if data.batch else cutoff
+        return checked_sequences(data, at, lambda c: model.q(c.kappa), options.params)
 
     # that many single-worker CP-SAT searches at once (split_workers = 1: one at a time,
     # each with options.threads workers)
@@ -165,7 +167,8 @@ def split_search(data: ModelData, options: Options, warm: WarmStart, deadline: f
         **last_model.stats(),
         "build_s": build_s,
         "num_workers": int(options.params.get("num_workers", max(1, int(options.threads)))),
-        "warm_start": f"split proof search below the warm start (TPS {warm.tps!r})",
+        "warm_start": f"split proof search below the warm start ({'batch time' if data.batch else 'TPS'} "
+                      f"{warm.value!r})",
         "split": {"mode": "sequences", "sequences": len(first.sequences), "remaining_at_cutoff": len(remaining_seqs),
                   "refuted": len(run.refuted), "improved": run.improved, "cp_status": run.codes,
                   "workers": workers if backend == "threads" else "ray", "backend": backend},

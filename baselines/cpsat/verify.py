@@ -38,14 +38,15 @@ def restricted_memory(model: CpsatModel, answer: Answer) -> Answer:
 def verify_optimum(model: CpsatModel, solver: cp_model.CpSolver, options: Options, deadline: float | None,
                    claim: Answer) -> Answer:
     """Second opinion on an OPTIMAL ``claim`` of ``solver``'s search of ``model``: is there a
-    plan with T <= T_opt - 1 (presolve off)? The answer keeps the claim's stats, with the
+    plan with T <= T_opt - 1 (presolve off; T: the objective variable, the batch time's
+    under that objective)? The answer keeps the claim's stats, with the
     second opinion's status in ``stats["verify"]``."""
     stats = claim.stats
     t_opt = int(round(solver.ObjectiveValue()))
     unit = model.data.tau / model.unit
     check = model.m.Clone()
     check.ClearObjective()
-    t_var = check.GetIntVarFromProtoIndex(model.T.Index())
+    t_var = check.GetIntVarFromProtoIndex(model.obj.Index())
     check.Add(t_var <= t_opt - 1)
     if stopping.expired(deadline):  # no time left for a second opinion: the claim stands unconfirmed
         stats["verify"] = "not run (time limit or interrupt)"

@@ -1,5 +1,6 @@
 """The MILP's model (docs/formulations.md §2): :class:`MilpModel`, the PuLP problem and its
-variables for one instance (rows (A)-(K), (X), (E'), (U)), with its warm start, the bounds
+variables for one instance (rows (A)-(K), (X), (E'), (U); under the batch-time objective
+also (Hσ), (Iσ), (M), (Σ) of docs/formulations.md §9), with its warm start, the bounds
 that fix one option sequence of the split and the plan read back; :func:`build_model`
 builds it with the model knobs of the options; :func:`build_milp`, :func:`write_lp` and
 :func:`write_mps` write it for other solvers. With a warm start the model is
@@ -34,8 +35,9 @@ class MilpModel:
     """The PuLP problem and its variables for one instance (see the module docstring)."""
 
     def __init__(self, data: ModelData, cutoff: float | None = None, *, tmpc_symmetry: bool = True) -> None:
-        """``cutoff`` (in units of τ): only plans with T <= cutoff are wanted (module
-        docstring); ``tmpc_symmetry``: add the rows (X)."""
+        """``cutoff`` (in units of τ): only plans whose objective (T, or the batch time
+        N·T + Σσ - max σ) is <= cutoff are wanted (module docstring); ``tmpc_symmetry``:
+        add the rows (X)."""
         with quiet_pulp():
             self._init(data, cutoff, tmpc_symmetry)
 
@@ -49,7 +51,17 @@ class MilpModel:
         self.x: dict[tuple[int, int, Choice], pulp.LpVariable] = {}
         self.u: dict[tuple[int, int, int], pulp.LpVariable] = {}
         self.r: dict[tuple[int, int], pulp.LpVariable] = {}
-        self.T = pulp.LpVariable("T", lowBound=0, upBound=cutoff)
+        #: the cutoff on T (the batch time's is N times it, docs/formulations.md §9)
+        self.tps_cut = None if cutoff is None else data.tps_cutoff(cutoff)
+        self.T = pulp.LpVariable("T", lowBound=0, upBound=self.tps_cut)
+        #: the objective variable: T, or the batch time's (rows (Σ), :meth:`_batch_rows`)
+        self.obj = self.T
+        #: batch time: slot -> σ_i, (edge, slot) -> its σ charge, slot -> designated flag
+        #: h_i and its share m_i of max σ
+        self.sig: dict[int, pulp.LpVariable] = {}
+        self.rho: dict[tuple[int, int], pulp.LpVariable] = {}
+        self.h: dict[int, pulp.LpVariable] = {}
+        self.mm: dict[int, pulp.LpVariable] = {}
         self._build()
 
     # ------------------------------------------------------------------ model
@@ -69,7 +81,7 @@ class MilpModel:
             for i in range(1, d.max_slot[v] + 1):
                 allowed = set(d.slot_opts[i])
                 for c in d.choices[v]:
-                    if c.opt in allowed and (self.cutoff is None or c.kappa <= self.cutoff):
+                    if c.opt in allowed and (self.tps_cut is None or c.kappa <= self.tps_cut):
                         x[(v, i, c)] = pulp.LpVariable(f"x_{pos[v]}_{i}_{c.opt}_{c.tmpc_index}", cat="Binary")
         placed = {v for (v, _, _) in x}
         self.unplaceable = [v for v in nodes if v not in placed]
@@ -240,11 +252,60 @@ class MilpModel:
             checkpoint("building the MILP (rows J)")
             prob += T >= lsum(c.kappa * var for c, var in xs_v.get(v, [])), f"J_node_{pos[v]}"
         # (K) with a cutoff: a slot's layers under option o fit in cutoff·z[i,o]
-        if self.cutoff is not None:
+        if self.tps_cut is not None:
             for (i, o) in d.y_max:
                 terms = [(c, var) for v in nodes for c, var in xs_vio.get((v, i, o), [])]
                 if terms:
-                    prob += lsum(c.kappa * var for c, var in terms) <= self.cutoff * z[(i, o)], f"K_{i}_{o}"
+                    prob += lsum(c.kappa * var for c, var in terms) <= self.tps_cut * z[(i, o)], f"K_{i}_{o}"
+        if d.batch:
+            self._batch_rows(xs_i, charge)
+
+    def _batch_rows(self, xs_i: dict[int, list[tuple[int, Choice, pulp.LpVariable]]],
+                    charge: Callable[..., tuple[list, list]]) -> None:
+        """The batch-time objective (docs/formulations.md §9), rows (Hσ), (Iσ), (M), (Σ)::
+
+            ρ[e,i] >= the rows (H) with σ's edge charges (γ·d: bytes at B_edge)
+            σ_i >= Σ p_ℓ/τ x[v,i,o,ℓ] + Σ_e ρ[e,i]                       ∀ i
+            m_i <= σ_i;   m_i <= U·h_i;   Σ_i h_i <= 1                   ∀ i
+            B >= N·T + Σ_i σ_i - Σ_i m_i;   minimise B (<= the cutoff)
+
+        Σ_i m_i is at most the σ of one designated slot, so B >= N·T + Σσ - max σ for
+        every choice of it, with equality for the largest: the minimum is the batch time.
+        U bounds every stage's σ (all layers' largest p and every edge's largest charges)."""
+        d, prob, lsum = self.data, self.prob, pulp.lpSum
+        L, N = d.slots, d.problem.microbatches
+        u_sig = d.sigma_bound()
+        for j in range(len(d.edges)):
+            a, b = d.edges[j]
+            for i in range(1, L + 1):
+                terms = []
+                if i >= 2:
+                    pos_terms, neg_terms = charge(i, j, b, a, lambda c: c.sin)
+                    if pos_terms:
+                        terms.append((pos_terms, neg_terms, "in"))
+                pos_terms, neg_terms = charge(i, j, a, b, lambda c: c.sout)
+                if pos_terms:
+                    terms.append((pos_terms, neg_terms, "out"))
+                if not terms:
+                    continue
+                rv = self.rho[(j, i)] = pulp.LpVariable(f"rho_{j}_{i}", lowBound=0)
+                for pos_terms, neg_terms, side in terms:
+                    prob += (rv >= lsum(g * var for g, var in pos_terms) - lsum(g * var for g, var in neg_terms),
+                             f"Hsig{side}_{j}_{i}")
+        rho_i: dict[int, list[pulp.LpVariable]] = {}
+        for (j, h), rv in self.rho.items():
+            rho_i.setdefault(h, []).append(rv)
+        for i in range(1, L + 1):
+            sv = self.sig[i] = pulp.LpVariable(f"sig_{i}", lowBound=0)
+            prob += sv >= lsum(c.sigma * var for _, c, var in xs_i.get(i, [])) + lsum(rho_i.get(i, [])), f"Isig_{i}"
+            hv = self.h[i] = pulp.LpVariable(f"h_{i}", cat="Binary")
+            mv = self.mm[i] = pulp.LpVariable(f"m_{i}", lowBound=0)
+            prob += mv <= sv, f"Msig_{i}"
+            prob += mv <= u_sig * hv, f"Mflag_{i}"
+        prob += lsum(self.h.values()) <= 1, "Mone"
+        self.obj = pulp.LpVariable("B", lowBound=0, upBound=self.cutoff)
+        prob += (self.obj >= N * self.T + lsum(self.sig.values()) - lsum(self.mm.values()), "Sigma_batch")
+        prob.setObjective(self.obj)
 
     # ------------------------------------------------------------------ warm start
     def set_warm_start(self, warm: WarmStart) -> None:
@@ -266,6 +327,16 @@ class MilpModel:
                 if h == i:
                     var.setInitialValue(rcost.get(j, 0.0))
         self.T.setInitialValue(worst)
+        if d.batch:
+            sig = {i: d.stage_sigma(warm.assign, i) for i in range(1, d.slots + 1)}
+            top = max(sig, key=lambda i: sig[i][0])  # the designated (largest) slot
+            for i, (val, rcost) in sig.items():
+                self.sig[i].setInitialValue(val)
+                self.h[i].setInitialValue(1 if i == top else 0)
+                self.mm[i].setInitialValue(val if i == top else 0.0)
+            for (j, h), var in self.rho.items():
+                var.setInitialValue(sig[h][1].get(j, 0.0))
+            self.obj.setInitialValue(d.model_value(warm.assign))
 
     def fix_sequence(self, seq: tuple[int, ...]) -> None:
         """Fix slot i to option seq[i-1] with its y (:func:`baselines.exact.sequences.sequence_y`)

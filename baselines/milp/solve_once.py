@@ -59,6 +59,12 @@ def claim_tolerance(data: ModelData, gap_abs: float) -> float:
     INTEGER_TOL · C + PRIMAL_TOL · (m + 1), C = Σ_v max κ + Σ_e 2 (max γin + max γout)
     (every coefficient that can appear in one stage's rows); the gap and CBC's increment
     add to it. Times τ, in problem units.
+
+    Under the batch-time objective (docs/formulations.md §9) the objective B = N·T + Σσ - Σm
+    adds up N times T's error, each slot's σ row's error (the same terms with p and σ's
+    edge charges: L·(INTEGER_TOL·Cσ + PRIMAL_TOL·(m + 1))), the designation rows' (each m_i
+    of an undesignated slot may reach U·INTEGER_TOL + PRIMAL_TOL, U = the σ bound, and the
+    designated one PRIMAL_TOL above its σ) and the objective row's PRIMAL_TOL.
     """
     c_sum = 0.0
     for cs in data.choices.values():
@@ -68,8 +74,18 @@ def claim_tolerance(data: ModelData, gap_abs: float) -> float:
         gin = max((c.gin.get(j, 0.0) for c in data.choices.get(v, [])), default=0.0)
         gout = max((c.gout.get(j, 0.0) for c in data.choices.get(u, [])), default=0.0)
         c_sum += 2.0 * (gin + gout)
-    model_units = INTEGER_TOL * c_sum + PRIMAL_TOL * (len(data.edges) + 1) + gap_abs + CBC_INCREMENT
-    return model_units * data.tau
+    model_units = INTEGER_TOL * c_sum + PRIMAL_TOL * (len(data.edges) + 1)
+    if data.batch:
+        s_sum = sum(max((c.sigma for c in cs), default=0.0) for cs in data.choices.values())
+        for j, (u, v) in enumerate(data.edges):
+            sin = max((c.sin.get(j, 0.0) for c in data.choices.get(v, [])), default=0.0)
+            sout = max((c.sout.get(j, 0.0) for c in data.choices.get(u, [])), default=0.0)
+            s_sum += 2.0 * (sin + sout)
+        slots = data.slots
+        model_units = (data.problem.microbatches * model_units
+                       + slots * (INTEGER_TOL * s_sum + PRIMAL_TOL * (len(data.edges) + 1))
+                       + slots * (INTEGER_TOL * data.sigma_bound() + PRIMAL_TOL) + 2 * PRIMAL_TOL)
+    return (model_units + gap_abs + CBC_INCREMENT) * data.tau
 
 
 # --------------------------------------------------------------------------- backends
@@ -201,17 +217,17 @@ def solve_once(
         return Answer.infeasible(stats)
     if solution in (Status.OPTIMAL, Status.FEASIBLE):
         plan = model.read_plan()
-        tval = model.T.value()
+        tval = model.obj.value()
         objective = None if tval is None else float(tval) * data.tau
     if plan is None and warm is not None and cutoff is None and "completed_objective" in info:
         # CBC finished its search with the MIP start as the best plan but reported the
         # final LP (integers fixed) infeasible and wrote no usable solution (seen with
         # CBC 2.10.3 on tests' repeated(9)): the search itself proves the warm start optimal
-        value = max(data.stage_value(warm.assign, i)[0] for i in range(1, data.slots + 1))
+        value = data.model_value(warm.assign)
         if value <= info["completed_objective"] + gap_abs + 1e-9 * max(1.0, value):
             stats["cbc_note"] = "search completed; no solution written: the warm start is its best plan"
-            bound = min(warm.tps, (info["completed_objective"] - gap_abs) * data.tau)
-            return Answer(Status.OPTIMAL, warm.plan, warm.tps, bound, stats=stats)
+            bound = min(warm.value, (info["completed_objective"] - gap_abs) * data.tau)
+            return Answer(Status.OPTIMAL, warm.plan, warm.value, bound, stats=stats)
     if plan is None:
         status = Status.UNKNOWN
     elif solution == Status.OPTIMAL and status_code == pulp.LpStatusOptimal:
@@ -223,7 +239,7 @@ def solve_once(
         status = Status.FEASIBLE
     # proven lower bound, in problem units
     if status == Status.OPTIMAL:
-        bound_scaled = float(model.T.value() or 0.0) - gap_abs
+        bound_scaled = float(model.obj.value() or 0.0) - gap_abs
         if backend.name == "highs" and "mip_dual_bound" in info and math.isfinite(info["mip_dual_bound"]):
             bound_scaled = min(bound_scaled + gap_abs, info["mip_dual_bound"])
     elif backend.name == "highs":

@@ -99,7 +99,7 @@ class MilpSolver:
         """The cutoff below the warm start (units of τ; docs/formulations.md §4.2), None
         without one or with ``params["cutoff"]`` off."""
         if search.warm is not None and search.options.params.get("cutoff", True):
-            return search.warm.tps / search.data.tau * (1.0 - CUTOFF_REL)
+            return search.warm.value / search.data.tau * (1.0 - CUTOFF_REL)
         return None
 
     def _settle(self, search: PartSearch, answer: Answer, cutoff: float | None, *, verify: bool) -> SolvedPart:
@@ -116,9 +116,9 @@ class MilpSolver:
             stats["cutoff"] = cutoff * data.tau
             if status == Status.INFEASIBLE:
                 # no plan beats the warm start by more than CUTOFF_REL: it is optimal
-                status, plan, objective, bound = Status.OPTIMAL, warm.plan, warm.tps, cutoff * data.tau
+                status, plan, objective, bound = Status.OPTIMAL, warm.plan, warm.value, cutoff * data.tau
             elif status == Status.UNKNOWN:
-                status, plan, objective = Status.FEASIBLE, warm.plan, warm.tps
+                status, plan, objective = Status.FEASIBLE, warm.plan, warm.value
                 bound = min(bound, cutoff * data.tau)
         gap_abs = float(options.params.get("gap_abs", 1e-9))
         tol = claim_tolerance(data, gap_abs)
@@ -145,10 +145,10 @@ class MilpSolver:
             stats["warm_start"] = (search.warm_message or "no warm start") + (
                 f"; {search.split_note}" if search.split_note else "")
         elif warm is not None:
-            stats["warm_start"] = f"used (TPS {warm.tps!r})"
+            stats["warm_start"] = f"used ({'batch time' if data.batch else 'TPS'} {warm.value!r})"
         # the claim's tolerance: the solvers' tolerances on both the plan's T and the bound,
         # plus the cutoff's CUTOFF_REL (a cutoff proof excludes plans below TPS·(1 - CUTOFF_REL))
-        plan_tps = evaluate(problem, settled.plan).tps if settled.plan is not None else math.inf
+        plan_tps = data.plan_value(evaluate(problem, settled.plan)) if settled.plan is not None else math.inf
         tolerance = 2.0 * tol + (CUTOFF_REL * plan_tps if math.isfinite(plan_tps) else 0.0)
         stats["tolerance"] = tolerance
         return SolvedPart(replace(search, data=data, warm=warm), replace(settled, tolerance=tolerance))

@@ -79,7 +79,7 @@ def split_search(data: ModelData, options: Options, backend: Backend, warm: Warm
 
     def open_round(at: float) -> SplitRound:
         models = [build_model(data, options, at) for _ in range(workers)]
-        seqs = [] if models[0].unplaceable else checked_sequences(data, at, lambda c: c.kappa, options.params)
+        seqs = [] if models[0].unplaceable else checked_sequences(data, data.tps_cutoff(at), lambda c: c.kappa, options.params)
 
         def solve_one(worker: int, seq: tuple[int, ...]) -> SequenceAnswer:
             if deadline is not None and deadline - time.perf_counter() <= 0.5:
@@ -156,7 +156,7 @@ def _split_on_ray(data: ModelData, options: Options, backend: Backend, deadline:
     model = build_model(data, options, cutoff)
 
     def sequences(at: float) -> list[tuple[int, ...]]:
-        return [] if model.unplaceable else checked_sequences(data, at, lambda c: c.kappa, options.params)
+        return [] if model.unplaceable else checked_sequences(data, data.tps_cutoff(at), lambda c: c.kappa, options.params)
 
     seqs = sequences(cutoff)
     ctx = _RayContext(uuid.uuid4().hex, data, replace(options, threads=1), backend.name)

@@ -49,12 +49,12 @@ def verify_optimum(data: ModelData, options: Options, backend: Backend, claim: A
         return replace(claim, status=status, plan=plan, objective=objective, bound=proven)
 
     for round_ in range(1, VERIFY_ROUNDS + 1):
-        tps = evaluate(data.problem, plan).tps
+        tps = data.plan_value(evaluate(data.problem, plan))  # under the objective: TPS or batch time
         warm = data.slots_from_plan(plan)
         if warm is None:
             records.append(f"round {round_}: the plan is not representable ({data.warm_message})")
             return answer(Status.FEASIBLE, 0.0)
-        cutoff = warm.tps / data.tau * (1.0 - CUTOFF_REL)
+        cutoff = warm.value / data.tau * (1.0 - CUTOFF_REL)
         params = {**options.params, "msg": False}
         if backend.name == "cbc":
             params["cbc_options"] = list(VERIFY_CBC_OPTIONS)
@@ -64,12 +64,13 @@ def verify_optimum(data: ModelData, options: Options, backend: Backend, claim: A
             records.append(f"round {round_}: nothing below {tps!r} (second proof)")
             return answer(Status.OPTIMAL, max(bound, cutoff * data.tau - tol))
         better = None if second.plan is None else evaluate(data.problem, second.plan)
-        if better is not None and not better.oom and better.tps < tps:
+        if better is not None and not better.oom and data.plan_value(better) < tps:
+            what = "batch time" if data.batch else "TPS"
             stats.setdefault("guards", []).append(
                 f"verify: the solver proved {tps!r} optimal, but a second solve below it found a plan "
-                f"with TPS {better.tps!r}: the first proof was wrong"
+                f"with {what} {data.plan_value(better)!r}: the first proof was wrong"
             )
-            records.append(f"round {round_}: refuted by a plan with TPS {better.tps!r}")
+            records.append(f"round {round_}: refuted by a plan with {what} {data.plan_value(better)!r}")
             plan, objective, bound = second.plan, second.objective, 0.0
             if second.status != Status.OPTIMAL:
                 return answer(Status.FEASIBLE, 0.0)

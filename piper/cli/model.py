@@ -16,13 +16,22 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from piper.cli.common import ArgumentParser, positive_int, run_main, size_arg
-from piper.core.errors import UsageError
+from piper.cli.common import (
+    ArgumentParser,
+    check_outputs,
+    did_you_mean,
+    positive_int,
+    run_main,
+    size_arg,
+)
+from piper.core.errors import HardwareError, UsageError
+from piper.core.limits import MAX_COUNT, MAX_MAGNITUDE, MAX_MODEL_LAYERS
 from piper.frontend.config import PRECISIONS, TransformerConfig
 from piper.frontend.costs import RECOMPUTE_KINDS
 from piper.frontend.hardware import (
     ACCELERATORS,
     ALIASES,
+    NODE_TYPES,
     Hardware,
     hardware,
     hardware_from_file,
@@ -50,8 +59,8 @@ def _flops(text: str) -> float:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected FLOP/s such as 312e12, got {text!r}") from None
-    if not (math.isfinite(value) and value > 0):
-        raise argparse.ArgumentTypeError(f"must be > 0 FLOP/s, got {text!r}")
+    if not (math.isfinite(value) and 0 < value <= MAX_MAGNITUDE):
+        raise argparse.ArgumentTypeError(f"must be > 0 and <= {MAX_MAGNITUDE:g} FLOP/s, got {text!r}")
     return value
 
 
@@ -86,6 +95,9 @@ def add_model_arguments(p: argparse.ArgumentParser) -> None:
     h.add_argument("--devices-per-node", type=positive_int, metavar="G", help="devices per node")
     h.add_argument("--nvlink-bandwidth", type=size_arg, metavar="SIZE", help="bytes/s per device inside a node, e.g. 300GB")
     h.add_argument("--network-bandwidth", type=size_arg, metavar="SIZE", help="bytes/s per device between nodes, e.g. 25GB")
+    p.add_argument("--max-layers", type=positive_int, default=MAX_MODEL_LAYERS, metavar="L",
+                   help=f"refuse models with more transformer layers (default {MAX_MODEL_LAYERS}: the workload and "
+                        "its solve grow with the layers, about 5 KB and 2 ms per layer to build)")
     p.add_argument("--out", metavar="WORKLOAD.json", help="write the workload here")
     p.add_argument("--json", action="store_true", help="print one JSON object (the summary)")
 
@@ -107,6 +119,13 @@ def _hardware(args: argparse.Namespace) -> Hardware:
     )
     if args.hardware:
         return hardware_from_file(args.hardware, **overrides)
+    gpu = str(args.gpu).strip().lower()
+    if gpu not in ACCELERATORS and gpu not in ALIASES:
+        known = [*ACCELERATORS, *ALIASES]
+        raise HardwareError(f"unknown GPU {args.gpu!r}{did_you_mean(args.gpu, known)}; known GPUs: {', '.join(known)}")
+    if args.node_type is not None and args.node_type.strip().lower() not in NODE_TYPES:
+        raise HardwareError(f"unknown node type {args.node_type!r}{did_you_mean(args.node_type, NODE_TYPES)}; "
+                            f"known: {', '.join(NODE_TYPES)}")
     return hardware(args.gpu, args.node_type, **overrides)
 
 
@@ -132,7 +151,17 @@ def model_from_args(args: argparse.Namespace, **setup_fields: Any) -> tuple[Tran
     (shared by ``python -m piper model`` and ``python -m piper plan``)."""
     if not args.model:
         raise UsageError(f"{getattr(args, 'command', None) or 'model'}: give a preset name or a config.json (see --list)")
-    cfg = load_model(args.model, seq_length=args.seq)
+    spec = str(args.model)
+    if not (spec.lower().endswith(".json") or Path(spec).exists()) and spec.strip().lower() not in PRESETS:
+        raise UsageError(f"unknown model preset {spec!r}{did_you_mean(spec, PRESETS)}; known presets: "
+                         f"{', '.join(PRESETS)} (or give a Hugging Face config.json)")
+    cfg = load_model(spec, seq_length=args.seq)
+    limit = getattr(args, "max_layers", MAX_MODEL_LAYERS)
+    if cfg.layers > limit:
+        raise UsageError(f"{cfg.name}: {cfg.layers} transformer layers, over the cap of {limit}: its workload would "
+                         f"have about {cfg.layers + 3} nodes (about {cfg.layers * 5 / 1000:.3g} MB of JSON and "
+                         f"{cfg.layers * 2 / 1000:.3g} s to build on one core, before any solve); "
+                         f"--max-layers {cfg.layers} raises the cap")
     changes: dict[str, Any] = {}
     if args.seq is not None:
         changes["seq_length"] = args.seq
@@ -151,7 +180,19 @@ def model_from_args(args: argparse.Namespace, **setup_fields: Any) -> tuple[Tran
         recompute=args.recompute,
         **setup_fields,
     )
-    return cfg, _hardware(args), setup
+    hw = _hardware(args)
+    if args.nodes * hw.devices_per_node > MAX_COUNT:
+        raise UsageError(f"--nodes {args.nodes} x {hw.devices_per_node} devices per node = "
+                         f"{args.nodes * hw.devices_per_node} devices, more than {MAX_COUNT}")
+    return cfg, hw, setup
+
+
+def check_model_outputs(args: argparse.Namespace, outputs: list[tuple[str, str | None]]) -> None:
+    """The output paths of ``model`` / ``plan``, checked before any work (:func:`check_outputs`):
+    never the model's config file or the hardware file."""
+    inputs = [("the model config", args.model if args.model and Path(str(args.model)).is_file() else None),
+              ("--hardware", getattr(args, "hardware", None))]
+    check_outputs(outputs, inputs)
 
 
 def write_workload(path: str, workload: dict[str, Any]) -> None:
@@ -166,6 +207,7 @@ def cmd_model(args: argparse.Namespace) -> int:
     if args.list:
         print(_listing())
         return 0
+    check_model_outputs(args, [("--out", args.out)])
     cfg, hw, setup = model_from_args(args)
     workload = build_workload(cfg, hw, setup)
     load_problem(workload, strict=True)  # the planner must accept what we write, every key known

@@ -32,7 +32,7 @@ With power-of-two stage sizes d t and G a power of two such a packing always exi
 stages largest first: each fits in the free part of a node or starts a new one); for other
 sizes it may not, and the evaluator does not enforce it.
 
-Iteration keys (docs/problem.md §11; TMPC keys ``resyncOverlapTime`` h, ``stepTime`` o,
+Iteration keys (docs/problem.md §10; TMPC keys ``resyncOverlapTime`` h, ``stepTime`` o,
 ``stepTimeSharded`` o_s): per stage (device group) H = sum_v h_v, O = sum_v (o_v + o_s,v / d);
 the resync term becomes max(0, N R_i / B_resync,i - H) / N and O / N is added to TPS_i
 (``StageScore.step``). Without them every number is as above, bit for bit.
@@ -91,7 +91,7 @@ class StageScore:
     #: (empty for a 1F1B stage)
     chunks: tuple[int, ...] = ()
     #: O / N: the per-iteration time of the stage's ``stepTime`` + ``stepTimeSharded`` / d, per
-    #: sample (docs/problem.md §11; 0 without those keys)
+    #: sample (docs/problem.md §10; 0 without those keys)
     step: float = 0.0
 
 
@@ -267,7 +267,7 @@ def add_cut_bytes(total: float, problem: Problem, v: int, choice: TMPC, members:
 
 
 def iteration_terms(resync_t: float, hide: float, step: float, n_mb: int) -> tuple[float, float]:
-    """docs/problem.md §11: (exposed resync, step), each per sample. ``resync_t`` = R / B_resync
+    """docs/problem.md §10: (exposed resync, step), each per sample. ``resync_t`` = R / B_resync
     (per sample), ``hide`` = H = the stage's sum of ``resyncOverlapTime``, ``step`` = O = its sum
     of ``stepTime`` + ``stepTimeSharded`` / d (per iteration): the resync runs N R / B_resync
     per iteration, of which H hides behind compute."""
@@ -323,7 +323,7 @@ def evaluate(problem: Problem, plan: Plan) -> Score:
         compute_t = compute / d
         step_t = 0.0
         if hide > 0 or step > 0:
-            # docs/problem.md §11
+            # docs/problem.md §10
             resync_t, step_t = iteration_terms(resync_t, hide, step, n_mb)
             tps = edge_bytes / (d * bw_edge) + resync_t + compute / d + step_t
         elif bw_edge == bw_resync:

@@ -30,6 +30,7 @@ from functools import cached_property
 from typing import Any
 
 from piper.core.errors import ProblemError
+from piper.core.limits import MAX_COUNT, MAX_MAGNITUDE, MIN_POSITIVE
 
 __all__ = [
     "ProblemError",
@@ -39,6 +40,7 @@ __all__ = [
     "Problem",
     "problem_to_dict",
     "checked_number",
+    "short_repr",
     "validate_cluster",
     "validate_cluster_shape",
     "ACTIVATION_RECOMP",
@@ -55,7 +57,7 @@ VANILLA = "vanilla"
 #: the version-2 extensions (docs/problem.md §2), named by their JSON key;
 #: :meth:`Problem.version2_features` lists the active ones, and a solver says which it honours
 VERSION2_FEATURES = ("devicesPerNode", "intraNodeBandwidth", "allReduceFactor", "memoryUsageShardedB")
-#: the iteration-time keys of docs/problem.md §11 (TMPC keys): the part of a stage's resync
+#: the iteration-time keys of docs/problem.md §10 (TMPC keys): the part of a stage's resync
 #: hidden behind its compute, and the optimizer step's time; a solver that does not declare
 #: them refuses an instance that uses them
 ITERATION_FEATURES = ("resyncOverlapTime", "stepTime", "stepTimeSharded")
@@ -93,12 +95,12 @@ class TMPC:
     #: d data-parallel replicas (optimizer state under ZeRO-1); each device holds s / d. 0 when
     #: not given (and then not written back by :func:`problem_to_dict`)
     memory_sharded: float = 0.0
-    #: h, ``resyncOverlapTime`` (docs/problem.md §11): seconds of one micro-batch of this node during
+    #: h, ``resyncOverlapTime`` (docs/problem.md §10): seconds of one micro-batch of this node during
     #: which the stage's data-parallel resync can run; 0 when not given
     resync_overlap_time: float = 0.0
-    #: o, ``stepTime`` (§11): time units per iteration this node adds on each device (the optimizer step); 0
+    #: o, ``stepTime`` (§10): time units per iteration this node adds on each device (the optimizer step); 0
     step_time: float = 0.0
-    #: o_s, ``stepTimeSharded`` (§11): per-iteration time split over the stage's d replicas; 0
+    #: o_s, ``stepTimeSharded`` (§10): per-iteration time split over the stage's d replicas; 0
     step_time_sharded: float = 0.0
 
 
@@ -229,7 +231,7 @@ class Problem:
         * ``intraNodeBandwidth``: B_in given and != B;
         * ``allReduceFactor``: f given and != 4;
         * ``memoryUsageShardedB``: some TMPC has s > 0;
-        * ``resyncOverlapTime``, ``stepTime``, ``stepTimeSharded`` (§11): some TMPC has the key > 0.
+        * ``resyncOverlapTime``, ``stepTime``, ``stepTimeSharded`` (§10): some TMPC has the key > 0.
 
         (G < k with B_in = B changes no number either; it is still listed, so that a solver
         that does not know about nodes refuses rather than guesses.)
@@ -318,23 +320,48 @@ def topological_order_of(nodes: tuple[Node, ...], edges: tuple[Edge, ...]) -> tu
         raise ProblemError(f"the graph has a cycle: {path}") from None
 
 
-def checked_number(value: Any, where: str, *, integer: bool = False, positive: bool = False) -> float:
+def checked_number(value: Any, where: str, *, integer: bool = False, positive: bool = False,
+                   maximum: float | None = None) -> float:
+    """``value`` checked as a number of a workload field (docs/problem.md §1.5, V3/V4/V9), a
+    :class:`ProblemError` naming ``where`` otherwise: not a bool; finite; an integer in
+    1..:data:`~piper.core.limits.MAX_COUNT` with ``integer``; else a float in
+    [:data:`~piper.core.limits.MIN_POSITIVE`, :data:`~piper.core.limits.MAX_MAGNITUDE`] with
+    ``positive``, in [0, MAX_MAGNITUDE] without (``maximum`` replaces the upper end)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ProblemError(f"{where}: expected a number, got {value!r}")
+        raise ProblemError(f"{where}: expected a number, got {short_repr(value)}")
+    if integer:
+        top = MAX_COUNT if maximum is None else maximum
+        if isinstance(value, float):
+            if not math.isfinite(value):
+                raise ProblemError(f"{where}: must be finite, got {value!r}")
+            if not value.is_integer():
+                raise ProblemError(f"{where}: must be an integer, got {value!r}")
+        if value < 1:
+            raise ProblemError(f"{where}: must be >= 1, got {short_repr(value)}")
+        if value > top:
+            raise ProblemError(f"{where}: must be <= {top}, got {short_repr(value)}")
+        return int(value)
+    top = MAX_MAGNITUDE if maximum is None else maximum
+    if isinstance(value, int) and abs(value) > top:  # before float(): a huge int does not convert
+        raise ProblemError(f"{where}: must be <= {top:g}, got {short_repr(value)}")
+    value = float(value)
     if not math.isfinite(value):
         raise ProblemError(f"{where}: must be finite, got {value!r}")
-    if integer:
-        if isinstance(value, float) and not value.is_integer():
-            raise ProblemError(f"{where}: must be an integer, got {value!r}")
-        value = int(value)
-        if value < 1:
-            raise ProblemError(f"{where}: must be >= 1, got {value}")
-        return value
     if positive and value <= 0:
         raise ProblemError(f"{where}: must be > 0, got {value!r}")
     if value < 0:
         raise ProblemError(f"{where}: must be >= 0, got {value!r}")
-    return float(value)
+    if positive and value < MIN_POSITIVE:
+        raise ProblemError(f"{where}: must be >= {MIN_POSITIVE:g} (so that dividing by it cannot overflow), got {value!r}")
+    if value > top:
+        raise ProblemError(f"{where}: must be <= {top:g} (so that no sum over the graph can overflow), got {value!r}")
+    return value
+
+
+def short_repr(value: Any) -> str:
+    """``repr(value)``, cut to 60 characters (a value may be a 40-digit integer or a large object)."""
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def validate_cluster(k: Any, m: Any, n: Any, b: Any) -> tuple[int, float, int, float]:

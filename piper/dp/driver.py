@@ -54,7 +54,8 @@ def solve_run(problem: Problem, options: Options, bw_edge: float, cand: Candidat
         return make_result(problem, name, Status.INFEASIBLE, None, time_s=solve_clock() - start,
                            stats=stats, message=cand.infeasible_reason)
     try:
-        ideals = enumerate_ideals(problem, options.max_ideals, linearize=options.linearize, deadline=deadline)
+        ideals = enumerate_ideals(problem, options.max_ideals, linearize=options.linearize, deadline=deadline,
+                                  progress=progress)
     except TimeUp:
         return make_result(problem, name, Status.UNKNOWN, None, time_s=solve_clock() - start, stats=stats,
                            message=f"time limit ({options.time_limit_s} s) hit while enumerating ideals")

@@ -46,13 +46,14 @@ Pass your own numbers with a JSON file (:func:`hardware_from_file`, any field of
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
 from piper.core.errors import HardwareError
+from piper.core.limits import MAX_COUNT, MAX_MAGNITUDE, MIN_POSITIVE
+from piper.io.jsonfile import read_json
 
 __all__ = [
     "ACCELERATORS",
@@ -298,15 +299,18 @@ def hardware_from_file(path: str | Path, **overrides: Any) -> Hardware:
     keys replace its numbers. Without ``"gpu"`` every number must be given.
     Example: ``{"gpu": "h100", "memory_bytes": 94e9, "network_bandwidth": 25e9}``.
     """
-    try:
-        raw = json.loads(Path(path).read_text())
-    except OSError as exc:
-        raise HardwareError(f"cannot read {path}: {exc.strerror or exc}") from None
-    except json.JSONDecodeError as exc:
-        raise HardwareError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno})") from None
+    raw = read_json(path, HardwareError, "hardware")
     if not isinstance(raw, dict):
         raise HardwareError(f"{path}: the hardware file must hold a JSON object")
     raw = dict(raw)
+    for key, value in raw.items():
+        if key in ("gpu", "node", "name"):
+            if not isinstance(value, str):
+                raise HardwareError(f"{path}: {key} must be a string, got {value!r:.60}")
+        elif (isinstance(value, (int, float)) and not isinstance(value, bool)
+              and not MIN_POSITIVE <= value <= (MAX_COUNT if key == "devices_per_node" else MAX_MAGNITUDE)):
+            top = MAX_COUNT if key == "devices_per_node" else f"{MAX_MAGNITUDE:g}"
+            raise HardwareError(f"{path}: {key} must be > 0 and <= {top}, got {value!r:.60}")
     gpu, node = raw.pop("gpu", None), raw.pop("node", None)
     if gpu is not None:
         base = hardware(str(gpu), None if node is None else str(node), **raw)

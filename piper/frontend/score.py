@@ -6,7 +6,7 @@ or the p v chunks of the interleaved schedule, the first stage also holding the 
 the last the final norm and output head) and scores it with :func:`piper.core.evaluate.evaluate`:
 its ``batch_time`` is the predicted iteration time. The workload carries the optimizer step
 (``stepTime`` / ``stepTimeSharded``) and, with ``--overlap-grad-reduce`` /
-``--overlap-param-gather``, the resync's overlap (``resyncOverlapTime``): docs/problem.md §11.
+``--overlap-param-gather``, the resync's overlap (``resyncOverlapTime``): docs/problem.md §10.
 
 Reported (units in the keys): iteration time; tokens/s in all and per GPU; model TFLOP/s per
 GPU and MFU with Megatron-LM's FLOP count (6 x matrix-product parameters x tokens + the full

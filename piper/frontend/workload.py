@@ -347,7 +347,7 @@ def build_workload(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup | 
                    degrees: tuple[int, ...] | None = None, recompute: tuple[str, ...] | None = None) -> dict[str, Any]:
     """The workload JSON object (loadable by :func:`piper.load_problem` with ``strict=True``:
     only keys of docs/problem.md, plus the top-level ``name`` and ``model``
-    (:func:`model_record`)). The keys of docs/problem.md §11 (``resyncOverlapTime``,
+    (:func:`model_record`)). The keys of docs/problem.md §10 (``resyncOverlapTime``,
     ``stepTime``, ``stepTimeSharded``) are written only when the setup asks for them
     (``overlap_grad_reduce`` / ``overlap_param_gather``, ``optimizer_step``).
 

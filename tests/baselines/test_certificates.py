@@ -26,7 +26,7 @@ from experiments.lib.instances import operator_graph_problem, random_problem
 from experiments.lib.suites import REPRODUCER, WORKLOADS_DIR
 from piper import Options, Status, check_result, load_problem, solve
 
-#: the reproducer's optimum, found by exhaustive search over every plan (shared/repro)
+#: the reproducer's optimum, found by exhaustive search over every plan (the reproducer instance: experiments.lib.suites.REPRODUCER)
 REPRO_OPTIMUM = 3.66394421753202
 EXACT = ("milp", "milp-highs", "cpsat")
 
@@ -166,8 +166,6 @@ def test_real_magnitudes_against_brute_force_fast() -> None:
 
 
 @pytest.mark.slow
-def test_real_magnitudes_against_brute_force_full(request: pytest.FixtureRequest) -> None:
-    if "slow" not in (request.config.getoption("markexpr") or ""):
-        pytest.skip("full sweep: run with -m slow")
+def test_real_magnitudes_against_brute_force_full() -> None:
     counts = _sweep(range(4, 204))
     assert all(c >= 150 for c in counts.values()), counts

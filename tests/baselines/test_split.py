@@ -6,8 +6,6 @@ worse warm starts."""
 from __future__ import annotations
 
 import random
-import subprocess
-import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -18,13 +16,14 @@ from baselines.exact.model_data import build_model_data
 from baselines.exact.sequences import option_sequences, sequence_y
 from piper import Options, SolverError, Status, evaluate, load_problem
 from piper.io.workload import dump_problem
-from tests.baselines.test_exact_models import (
+from tests.commands import RunCommand
+from tests.exact_oracle import (
     ABLATIONS,
     SOLVERS,
-    _random_assignment,
     check_against_oracle,
     oracle,
     other_cluster,
+    random_plans,
     tiny,
 )
 
@@ -32,25 +31,12 @@ ROOT = Path(__file__).resolve().parents[2]
 SPLIT = {"split": "sequences"}
 
 
-def _random_plans(problem, rng: random.Random, tries: int = 20):
-    """Random memory-feasible plans of ``problem`` as slot assignments."""
-    data = build_model_data(problem, Options())
-    if data.infeasible_reason is not None:
-        return data, []
-    out = []
-    for _ in range(tries):
-        assign = _random_assignment(data, rng)
-        if assign is not None and not evaluate(problem, data.plan_from_slots(assign)).oom:
-            out.append(assign)
-    return data, out
-
-
 def test_sequence_y_is_the_evaluators_y() -> None:
     rng = random.Random(3)
     checked = 0
     for seed in range(150):
         problem = other_cluster(seed) if seed % 2 else tiny(seed)
-        data, plans = _random_plans(problem, rng, tries=10)
+        data, plans = random_plans(problem, rng, tries=10)
         for assign in plans:
             plan = data.plan_from_slots(assign)
             warm = data.slots_from_plan(plan)
@@ -69,7 +55,7 @@ def test_pruning_keeps_every_plan_at_or_below_the_cutoff() -> None:
     checked = pruned_somewhere = 0
     for seed in range(200):
         problem = other_cluster(seed) if seed % 3 == 0 else tiny(seed)
-        data, plans = _random_plans(problem, rng)
+        data, plans = random_plans(problem, rng)
         if not plans:
             continue
         model = CpsatModel(data)
@@ -129,7 +115,7 @@ def test_split_from_a_worse_plan_finds_the_optimum(solver: str) -> None:
         if best.status != Status.OPTIMAL:
             continue
         problem = tiny(seed)
-        data, plans = _random_plans(problem, rng, tries=10)
+        data, plans = random_plans(problem, rng, tries=10)
         worse = [data.plan_from_slots(a) for a in plans]
         worse = [p for p in worse if evaluate(problem, p).tps > best.tps * (1 + 1e-3)]
         if not worse:
@@ -174,7 +160,6 @@ def test_split_proves_resnet50_k8() -> None:
     assert res.bound <= res.tps and res.bound >= res.tps - res.stats["tolerance"]
 
 
-@pytest.mark.slow
 def test_cbc_split_proves_16_branchy_k8() -> None:
     """The issue's CBC goal: the 16-layer branchy row of ``experiments.bench_exact`` at
     k = 8, which unsplit CBC did not prove in 150 s; split (287 sequences, probing at
@@ -192,24 +177,20 @@ def test_cbc_split_proves_16_branchy_k8() -> None:
     assert "probing forceOn" in res.stats["split"]["cbc_options"]
 
 
-def _run(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "baselines", *args], capture_output=True, text=True, cwd=ROOT)
-
-
-def test_cli_split(tmp_path: Path) -> None:
+def test_cli_split(tmp_path: Path, cli: RunCommand) -> None:
     seed = _first_feasible()
     wl = tmp_path / "w.json"
     dump_problem(tiny(seed), wl)
     plan = tmp_path / "plan.json"
     oracle(seed).plan.dump(plan)
-    ok = _run("solve", "--solver", "cpsat", str(wl), "--warm-start", str(plan), "--split", "sequences", "--json")
+    ok = cli("baselines", "solve", "--solver", "cpsat", str(wl), "--warm-start", str(plan), "--split", "sequences", "--json")
     assert ok.returncode == 0, ok.stderr
     assert '"status": "optimal"' in ok.stdout
     for args, words in [
         (("--solver", "cpsat", str(wl), "--split", "sequences"), "--warm-start"),
         (("--solver", "dp", str(wl), "--warm-start", str(plan), "--split", "sequences"), "milp"),
     ]:
-        bad = _run("solve", *args)
+        bad = cli("baselines", "solve", *args)
         assert bad.returncode == 2 and words in bad.stderr and "Traceback" not in bad.stderr
         assert len(bad.stderr.strip().splitlines()) == 1
 
@@ -254,7 +235,7 @@ def test_split_one_worker_at_a_time(solver: str) -> None:
         best = oracle(seed)
         if best.status != Status.OPTIMAL:
             continue
-        data, plans = _random_plans(tiny(seed), rng, tries=10)
+        data, plans = random_plans(tiny(seed), rng, tries=10)
         worse = [p for p in (data.plan_from_slots(a) for a in plans)
                  if evaluate(tiny(seed), p).tps > best.tps * (1 + 1e-3)]
         if not worse:
@@ -268,15 +249,14 @@ def test_split_one_worker_at_a_time(solver: str) -> None:
     pytest.fail(f"only {checked} instances with a worse plan")
 
 
-def test_bench_exact_split_mode(tmp_path: Path) -> None:
+def test_bench_exact_split_mode(tmp_path: Path, cli: RunCommand) -> None:
     """``python -m experiments.bench_exact --split``: the exact solvers run split below the
     DP's plan, agree with it, and the runs say so; k = 16 is refused, not an error."""
     import json
 
     out = tmp_path / "runs.jsonl"
-    proc = subprocess.run([sys.executable, "-m", "experiments.bench_exact", "--sizes", "8", "--shapes", "chain",
-                           "--ks", "4,16", "--solvers", "dp,cpsat,milp-highs", "--split", "--time-limit", "30",
-                           "--out", str(out)], capture_output=True, text=True, cwd=ROOT, timeout=600)
+    proc = cli("experiments.bench_exact", "--sizes", "8", "--shapes", "chain", "--ks", "4,16",
+               "--solvers", "dp,cpsat,milp-highs", "--split", "--time-limit", "30", "--out", str(out))
     assert proc.returncode == 0, proc.stderr
     runs = [json.loads(line) for line in out.read_text().splitlines()]
     by = {(r["k"], r["solver"]): r for r in runs}

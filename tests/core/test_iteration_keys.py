@@ -1,4 +1,4 @@
-"""docs/problem.md §11: resyncOverlapTime, stepTime, stepTimeSharded in the loader, the evaluator
+"""docs/problem.md §10: resyncOverlapTime, stepTime, stepTimeSharded in the loader, the evaluator
 (hand-computed) and the brute-force oracle; solvers without them refuse."""
 
 import pytest

@@ -1,5 +1,6 @@
-"""Version-2 loading (docs/problem.md §2): the new keys, their defaults and
-validation, unknown-key warnings and strict mode, round trips, and version2_features()."""
+"""The workload loader (piper.io.workload): every validation rule of docs/problem.md §1.5
+and §2, each naming the culprit; the cluster keys, their defaults and validation;
+unknown-key warnings and strict mode; load errors; and round trips."""
 
 import json
 import math
@@ -11,35 +12,105 @@ from experiments.lib.instances import random_problem
 from piper import (
     ProblemError,
     dump_problem,
-    insert_bert_layers,
     load_problem,
     problem_from_dict,
     problem_to_dict,
 )
 from piper.core.problem import VERSION2_FEATURES
-from tests.helpers import tmpc, workload
+from tests.helpers import three_layer_chain, tmpc, workload
 
 ROOT = Path(__file__).resolve().parents[2]
 WORKLOADS = ROOT / "experiments" / "workloads"
 SHARED = Path("/work/shared")
 
 
-def base(**kw):
-    """0 -> 1 -> 2 on k = 8 devices, B = 1."""
-    return workload({0: {1: [tmpc(p=1.0)]}, 1: {1: [tmpc(p=2.0), tmpc("activation recomp", p=3.0)]},
-                     2: {1: [tmpc(p=1.0)], 2: [tmpc(p=0.5)]}}, [(0, 1, 4.0), (1, 2, 4.0)], **kw)
+# ---- the rules of a workload ---------------------------------------------------------------
+
+def test_valid_base_loads():
+    p = problem_from_dict(three_layer_chain())
+    assert p.n == 3 and len(p.edges) == 2 and p.degrees == (1, 2)
+    assert p.topological_order == (0, 1, 2)
 
 
-def v2(**top):
-    raw = base()
-    raw.update(top)
+def test_single_node_without_edges_is_valid():
+    p = problem_from_dict(workload({5: {1: [tmpc()]}}, []))
+    assert p.n == 1 and p.edges == ()
+
+
+def mutate(fn):
+    raw = three_layer_chain()
+    fn(raw)
     return raw
 
 
-# ---- defaults and the new fields --------------------------------------------------------
+CASES = [
+    # (mutation, text the message must contain)
+    (lambda r: r.update(maxDevices=0), "maxDevices"),
+    (lambda r: r.update(maxDevices=2.5), "maxDevices"),
+    (lambda r: r.update(mbsInBatch=0), "mbsInBatch"),
+    (lambda r: r.update(maxMemoryPerDevice=0), "maxMemoryPerDevice"),
+    (lambda r: r.update(bandwidth=-1), "bandwidth"),
+    (lambda r: r.update(bandwidth="fast"), "bandwidth"),
+    (lambda r: r.pop("mbsInBatch"), "mbsInBatch"),
+    (lambda r: r.pop("nodes"), "nodes"),
+    (lambda r: r.update(maxBatchSize=7), "disagree"),
+    (lambda r: r["nodes"][1].update(id=0), "node id 0 appears twice"),
+    (lambda r: r["edges"].append({"sourceId": 0, "destId": 9, "communicationCost": 1.0}), "node 9 does not exist"),
+    (lambda r: r["edges"].append({"sourceId": 7, "destId": 1, "communicationCost": 1.0}), "node 7 does not exist"),
+    (lambda r: r["edges"].append(dict(r["edges"][0])), "edge 0->1: duplicate"),
+    (lambda r: r["edges"].append({"sourceId": 2, "destId": 0, "communicationCost": 1.0}), "cycle"),
+    (lambda r: r["edges"].append({"sourceId": 1, "destId": 1, "communicationCost": 1.0}), "self-loop"),
+    (lambda r: r["edges"][0].update(communicationCost=-1.0), "edge 0->1 communicationCost"),
+    (lambda r: r["nodes"][1]["TMPCs"]["1"][0].update(timePerSample=-1.0), "node 1 t=1"),
+    (lambda r: r["nodes"][1]["TMPCs"]["1"][0].update(memoryUsageA=float("nan")), "memoryUsageA"),
+    (lambda r: r["nodes"][1]["TMPCs"]["1"][0].update(parameterSize=None), "parameterSize"),
+    (lambda r: r["nodes"][1]["TMPCs"]["1"][0].update(id=""), "non-empty"),
+    (lambda r: r["nodes"][1]["TMPCs"]["1"][1].update(id="vanilla"), "'vanilla' appears twice"),
+    (lambda r: r["nodes"][2]["TMPCs"].update({"0": r["nodes"][2]["TMPCs"]["1"]}), "t must be >= 1"),
+    (lambda r: r["nodes"][2]["TMPCs"].update({"two": r["nodes"][2]["TMPCs"]["1"]}), "not an integer degree"),
+    (lambda r: r["nodes"][2]["TMPCs"].update({"1": []}), "non-empty list"),
+    (lambda r: r["nodes"][2].update(TMPCs={}), "empty"),
+    (lambda r: r["nodes"][1]["TMPCs"]["1"][0]["syncTimeFw"].pop("0"), "node 1 t=1 TMPC 'vanilla' syncTimeFw.*missing \\[0\\]"),
+    (lambda r: r["nodes"][1]["TMPCs"]["1"][0]["syncTimeFw"].update({"2": 0.0}), "syncTimeFw.*unexpected \\[2\\]"),
+    (lambda r: r["nodes"][1]["TMPCs"]["1"][0]["syncTimeBw"].pop("2"), "node 1 t=1 TMPC 'vanilla' syncTimeBw"),
+    (lambda r: r["nodes"][1]["TMPCs"]["1"][0].pop("syncTimeBw"), "missing key 'syncTimeBw'"),
+    (lambda r: r["nodes"][1]["TMPCs"]["1"][0]["syncTimeBw"].update({"2": -3.0}), "syncTimeBw"),
+    (lambda r: r["edges"][0].pop("destId"), "missing key 'destId'"),
+    (lambda r: r["nodes"].append("node"), "must be an object"),
+    (lambda r: r.update(nodes=[]), "at least one layer"),
+]
 
-def test_defaults_without_the_new_keys():
-    p = problem_from_dict(base())
+
+@pytest.mark.parametrize("mutation, message", CASES)
+def test_every_validation_rule_names_the_culprit(mutation, message):
+    with pytest.raises(ProblemError, match=message):
+        problem_from_dict(mutate(mutation))
+
+
+def test_max_batch_size_alias_accepted_and_equal_values_ok():
+    raw = three_layer_chain()
+    raw["maxBatchSize"] = raw.pop("mbsInBatch")
+    assert problem_from_dict(raw).microbatches == 8
+    raw["mbsInBatch"] = 8
+    assert problem_from_dict(raw).microbatches == 8
+
+
+def test_load_errors_are_problem_errors(tmp_path):
+    with pytest.raises(ProblemError, match="cannot read"):
+        load_problem(tmp_path / "missing.json")
+    bad = tmp_path / "bad.json"
+    bad.write_text("{ nope")
+    with pytest.raises(ProblemError, match="not valid JSON"):
+        load_problem(bad)
+    bad.write_text("[1, 2]")
+    with pytest.raises(ProblemError, match="JSON object"):
+        load_problem(bad)
+
+
+# ---- the cluster keys: defaults and fields -------------------------------------------------
+
+def test_defaults_without_the_cluster_keys():
+    p = problem_from_dict(three_layer_chain())
     assert (p.devices_per_node, p.intra_node_bandwidth, p.allreduce_factor) == (None, None, None)
     assert p.node_size == 8 and p.bandwidth_intra == 1.0 and p.resync_factor == 4.0
     assert p.version2_features() == () and p.unknown_keys == ()
@@ -50,8 +121,8 @@ def test_defaults_without_the_new_keys():
     assert all("memoryUsageShardedB" not in c for nd in out["nodes"] for lst in nd["TMPCs"].values() for c in lst)
 
 
-def test_new_keys_load_into_fields_and_effective_values():
-    raw = v2(devicesPerNode=4, intraNodeBandwidth=300e9, allReduceFactor=2)
+def test_cluster_keys_load_into_fields_and_effective_values():
+    raw = three_layer_chain(devicesPerNode=4, intraNodeBandwidth=300e9, allReduceFactor=2)
     raw["nodes"][1]["TMPCs"]["1"][0]["memoryUsageShardedB"] = 12
     raw["nodes"][1]["kind"] = "transformer"
     raw["nodes"][1]["layerIndex"] = 0
@@ -67,42 +138,10 @@ def test_new_keys_load_into_fields_and_effective_values():
 
 
 def test_float_whole_devices_per_node_is_accepted():
-    assert problem_from_dict(v2(devicesPerNode=4.0)).devices_per_node == 4
+    assert problem_from_dict(three_layer_chain(devicesPerNode=4.0)).devices_per_node == 4
 
 
-@pytest.mark.parametrize("top, active", [
-    ({"devicesPerNode": 8}, ()),               # G = k: one node
-    ({"devicesPerNode": 16}, ()),              # G > k: one node
-    ({"devicesPerNode": 4}, ("devicesPerNode",)),
-    ({"intraNodeBandwidth": 1.0}, ()),         # B_in = B
-    ({"intraNodeBandwidth": 10.0}, ("intraNodeBandwidth",)),
-    ({"intraNodeBandwidth": 0.5}, ("intraNodeBandwidth",)),
-    ({"allReduceFactor": 4}, ()),              # f = 4 is version 1
-    ({"allReduceFactor": 2}, ("allReduceFactor",)),
-    ({"devicesPerNode": 2, "allReduceFactor": 3, "intraNodeBandwidth": 1.0}, ("devicesPerNode", "allReduceFactor")),
-])
-def test_a_feature_is_active_only_when_given_and_changing_a_score(top, active):
-    p = problem_from_dict(v2(**top))
-    assert p.version2_features() == active
-    assert tuple(p.version2_feature_notes()) == active
-
-
-def test_sharded_memory_is_active_only_when_positive():
-    raw = base()
-    raw["nodes"][0]["TMPCs"]["1"][0]["memoryUsageShardedB"] = 0
-    assert problem_from_dict(raw).version2_features() == ()
-    raw["nodes"][0]["TMPCs"]["1"][0]["memoryUsageShardedB"] = 1e-3
-    p = problem_from_dict(raw)
-    assert p.version2_features() == ("memoryUsageShardedB",)
-    assert p.version2_feature_notes()["memoryUsageShardedB"] == "1 TMPC(s) with s > 0"
-
-
-def test_feature_note_names_the_numbers():
-    notes = problem_from_dict(v2(maxDevices=64, devicesPerNode=8)).version2_feature_notes()
-    assert notes == {"devicesPerNode": "G=8 < k=64"}
-
-
-# ---- validation: every message names the key --------------------------------------------
+# ---- the cluster keys: every message names the key -----------------------------------------
 
 def _sharded(value):
     def f(r):
@@ -147,36 +186,22 @@ BAD = [
 
 
 @pytest.mark.parametrize("mutation, message", BAD)
-def test_bad_version2_values_name_the_key(mutation, message):
-    raw = base()
+def test_bad_cluster_values_name_the_key(mutation, message):
+    raw = three_layer_chain()
     mutation(raw)
     with pytest.raises(ProblemError, match=message):
         problem_from_dict(raw)
 
 
 def test_intra_node_bandwidth_below_bandwidth_is_allowed():
-    p = problem_from_dict(v2(intraNodeBandwidth=0.25))
+    p = problem_from_dict(three_layer_chain(intraNodeBandwidth=0.25))
     assert p.bandwidth_intra == 0.25 and p.unknown_keys == ()
 
 
-def test_with_cluster_sets_and_validates_the_new_numbers():
-    p = problem_from_dict(base())
-    q = p.with_cluster(devices_per_node=2, intra_node_bandwidth=16.0, allreduce_factor=2)
-    assert (q.devices_per_node, q.intra_node_bandwidth, q.allreduce_factor) == (2, 16.0, 2.0)
-    assert (q.node_size, q.bandwidth_intra, q.resync_factor) == (2, 16.0, 2.0)
-    assert p.devices_per_node is None  # unchanged
-    r = q.with_cluster(devices=4)  # None keeps the version-2 values
-    assert (r.devices, r.devices_per_node, r.intra_node_bandwidth, r.allreduce_factor) == (4, 2, 16.0, 2.0)
-    for kw, key in [({"devices_per_node": 0}, "devicesPerNode"), ({"intra_node_bandwidth": -1.0}, "intraNodeBandwidth"),
-                    ({"allreduce_factor": 0.0}, "allReduceFactor"), ({"devices_per_node": 1.5}, "devicesPerNode")]:
-        with pytest.raises(ProblemError, match=key):
-            p.with_cluster(**kw)
-
-
-# ---- unknown keys: warnings and strict mode ----------------------------------------------
+# ---- unknown keys: warnings and strict mode ------------------------------------------------
 
 def test_unknown_keys_are_recorded_with_where_they_are_and_kept():
-    raw = v2(intraNodeBandwith=300e9)  # typo
+    raw = three_layer_chain(intraNodeBandwith=300e9)  # typo
     raw["nodes"][0]["flops"] = 12
     raw["nodes"][1]["TMPCs"]["1"][1]["memoryUsageSharded"] = 3.0
     raw["edges"][0]["note"] = "x"
@@ -188,7 +213,7 @@ def test_unknown_keys_are_recorded_with_where_they_are_and_kept():
     assert node.startswith("unknown key 'flops' at node 0 (known: id, TMPCs, name, kind, layerIndex)")
     assert tm.startswith("unknown key 'memoryUsageSharded' at node 1 t=1 TMPCs[1] (TMPC 'activation recomp') (known:")
     assert edge.startswith("unknown key 'note' at edge 0->1 (known: sourceId, destId, communicationCost)")
-    # still kept for round trips, and not read as the version-2 numbers
+    # still kept for round trips, and not read as the cluster numbers
     assert p.extra["intraNodeBandwith"] == 300e9 and p.intra_node_bandwidth is None
     assert p.node(1).tmpc(1, "activation recomp").memory_sharded == 0.0
     out = problem_to_dict(p)
@@ -197,7 +222,7 @@ def test_unknown_keys_are_recorded_with_where_they_are_and_kept():
 
 
 def test_strict_mode_raises_on_the_first_unknown_key(tmp_path):
-    raw = v2(intraNodeBandwith=300e9)
+    raw = three_layer_chain(intraNodeBandwith=300e9)
     raw["edges"][0]["note"] = "x"
     with pytest.raises(ProblemError, match="unknown key 'intraNodeBandwith' at top level"):
         problem_from_dict(raw, strict=True)
@@ -206,8 +231,8 @@ def test_strict_mode_raises_on_the_first_unknown_key(tmp_path):
     with pytest.raises(ProblemError, match="unknown key 'intraNodeBandwith' at top level.*strict"):
         load_problem(path, strict=True)
     assert len(load_problem(path).unknown_keys) == 2
-    # strict accepts every known key, the version-2 ones and the generators' "name" included
-    ok = v2(name="tiny", devicesPerNode=2, intraNodeBandwidth=4.0, allReduceFactor=2)
+    # strict accepts every known key, the cluster keys and the generators' "name" included
+    ok = three_layer_chain(name="tiny", devicesPerNode=2, intraNodeBandwidth=4.0, allReduceFactor=2)
     ok["nodes"][0].update(name="embed", kind="embedding", layerIndex=0)
     ok["nodes"][0]["TMPCs"]["1"][0]["memoryUsageShardedB"] = 5.0
     p = problem_from_dict(ok, strict=True)
@@ -237,10 +262,31 @@ def test_generated_instances_have_no_unknown_keys():
         assert inst.problem.unknown_keys == (), inst.name
 
 
-# ---- round trips ------------------------------------------------------------------------
+# ---- round trips ---------------------------------------------------------------------------
 
-def test_round_trip_of_every_version2_key(tmp_path):
-    raw = v2(name="v2", devicesPerNode=2, intraNodeBandwidth=40.0, allReduceFactor=2.5)
+def test_unknown_keys_are_kept_and_round_trip(tmp_path):
+    raw = three_layer_chain()
+    raw["name"] = "tiny"
+    raw["nodes"][0]["name"] = "embed"
+    raw["nodes"][0]["flops"] = 12
+    raw["edges"][0]["note"] = "x"
+    p = problem_from_dict(raw)
+    assert p.extra["name"] == "tiny"
+    out = tmp_path / "w.json"
+    dump_problem(p, out)
+    q = load_problem(out)
+    assert q == p
+    assert problem_to_dict(q)["nodes"][0]["flops"] == 12 and problem_to_dict(q)["edges"][0]["note"] == "x"
+
+
+@pytest.mark.parametrize("name", ["bert32a100.json", "gnmt.json", "resnet.json"])
+def test_paper_workloads_load_and_round_trip(name):
+    p = load_problem(WORKLOADS / name)
+    assert problem_from_dict(json.loads(dump_problem(p))) == p
+
+
+def test_round_trip_of_every_cluster_key(tmp_path):
+    raw = three_layer_chain(name="v2", devicesPerNode=2, intraNodeBandwidth=40.0, allReduceFactor=2.5)
     raw["nodes"][2]["TMPCs"]["2"][0]["memoryUsageShardedB"] = 7.5
     raw["nodes"][2].update(kind="transformer", layerIndex=3)
     p = problem_from_dict(raw)
@@ -256,30 +302,11 @@ def test_round_trip_of_every_version2_key(tmp_path):
     assert (q.devices_per_node, q.intra_node_bandwidth, q.allreduce_factor) == (2, 40.0, 2.5)
     assert q.node(2).tmpc(2, "vanilla").memory_sharded == 7.5 and q.node(2).layer_index == 3
     # given at their default values: still written back (given), still inactive
-    d = problem_to_dict(problem_from_dict(v2(devicesPerNode=8, intraNodeBandwidth=1.0, allReduceFactor=4)))
+    d = problem_to_dict(problem_from_dict(three_layer_chain(devicesPerNode=8, intraNodeBandwidth=1.0, allReduceFactor=4)))
     assert (d["devicesPerNode"], d["intraNodeBandwidth"], d["allReduceFactor"]) == (8, 1.0, 4.0)
 
 
-def test_equality_sees_the_version2_fields():
-    p = problem_from_dict(base())
-    assert p != problem_from_dict(v2(devicesPerNode=8))  # given vs not given
-    raw = base()
-    raw["nodes"][0]["TMPCs"]["1"][0]["memoryUsageShardedB"] = 1.0
-    assert p != problem_from_dict(raw)
-
-
-def test_bert_insertion_keeps_the_cluster_keys_and_kinds():
-    raw = json.loads((WORKLOADS / "bert32a100.json").read_text())
-    raw.update(devicesPerNode=8, intraNodeBandwidth=300e9, allReduceFactor=2)
-    for nd in raw["nodes"]:
-        if nd["name"] == "ParallelTransformerLayer":
-            nd["kind"] = "transformer"
-    b48 = insert_bert_layers(problem_from_dict(raw), 48)
-    assert (b48.devices_per_node, b48.intra_node_bandwidth, b48.allreduce_factor) == (8, 300e9, 2.0)
-    assert b48.node(123456790).kind == "transformer" and b48.node(123456790).layer_index is None
-
-
-def test_paper_workloads_round_trip_writes_no_new_keys():
+def test_paper_workloads_round_trip_writes_no_cluster_keys():
     for name in ("bert32a100.json", "gnmt.json", "resnet.json"):
         raw = json.loads((WORKLOADS / name).read_text())
         out = problem_to_dict(load_problem(WORKLOADS / name))

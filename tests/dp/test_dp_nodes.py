@@ -1,9 +1,10 @@
-"""Piper's DP (exact and greedy knapsack) and equi under version 2 (docs/problem.md §2).
+"""Piper's DP (exact and greedy knapsack) on clusters of nodes (docs/problem.md §2).
 
-The DP honours G, B_in, f and sharded memory s/d: it runs once over plans inside one node
-(k' = min(k, G), cut edges at B_in) and once over all plans (cut edges at B), and keeps the
-better plan. Checked against the brute-force oracle on tiny random instances; version-1
-instances keep exactly their old numbers.
+The DP honours nodes of G devices, the intra-node bandwidth B_in, the all-reduce factor f
+and sharded optimizer state s/d: it runs once over plans inside one node (k' = min(k, G),
+cut edges at B_in) and once over all plans (cut edges at B), and keeps the better plan.
+Checked against the brute-force oracle on tiny random instances; instances without the
+cluster keys keep exactly their old numbers.
 """
 
 from __future__ import annotations
@@ -14,41 +15,18 @@ import random
 import pytest
 
 from experiments.lib.instances import random_problem
-from piper import (
-    Options,
-    Problem,
-    check_plan,
-    evaluate,
-    problem_from_dict,
-    problem_to_dict,
-    solve,
-)
+from piper import Options, Problem, evaluate, problem_from_dict, problem_to_dict, solve
 from piper.core.problem import VERSION2_FEATURES
-from piper.solvers.registry import SOLVERS
-from tests.helpers import tmpc, with_v2, workload
+from tests.helpers import (
+    random_cluster_cases,
+    same_tps,
+    tmpc,
+    with_random_cluster_keys,
+    workload,
+)
 from tests.reference import problem_of, rows
 
-
-def tiny_cases(count: int, seed: int, slower_inside: bool = False) -> list[Problem]:
-    rng = random.Random(seed)
-    out = []
-    for i in range(count):
-        base = random_problem(seed * 1000 + i, n=rng.choice((2, 3, 3, 4)), devices=rng.choice((2, 3, 4, 4, 6, 8)),
-                              microbatches=rng.choice((1, 2, 4, 8)), degrees=(1, 2))
-        out.append(with_v2(base, rng, slower_inside=slower_inside))
-    return out
-
-
-CASES = tiny_cases(260, seed=17)
-
-
-def same(a: float, b: float) -> bool:
-    return (math.isinf(a) and math.isinf(b)) or math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12)
-
-
-def test_dp_and_dp_greedy_and_equi_declare_every_version2_feature():
-    for name in ("dp", "dp-greedy", "equi"):
-        assert SOLVERS[name].features == frozenset(VERSION2_FEATURES), name
+CASES = random_cluster_cases(260, seed=17)
 
 
 def test_the_cases_exercise_every_extension():
@@ -57,7 +35,7 @@ def test_the_cases_exercise_every_extension():
     assert sum(p.node_size < p.devices for p in CASES) >= 40
 
 
-def test_dp_equals_brute_force_on_tiny_version2_instances():
+def test_dp_equals_brute_force_on_tiny_cluster_instances():
     bad = []
     optimal = infeasible = spanning = 0
     for p in CASES:
@@ -68,20 +46,20 @@ def test_dp_equals_brute_force_on_tiny_version2_instances():
         else:
             optimal += 1
             spanning += not brute.score.fits_in_node
-            ok = dp.status.value == "optimal" and same(dp.tps, brute.tps) and same(dp.objective, dp.tps)
+            ok = dp.status.value == "optimal" and same_tps(dp.tps, brute.tps) and same_tps(dp.objective, dp.tps)
         if not ok:
             bad.append((p.version2_features(), dp.status.value, dp.tps, brute.tps))
     assert not bad, bad[:5]
     assert optimal >= 150 and infeasible >= 5 and spanning >= 20, (optimal, infeasible, spanning)
 
 
-def test_dp_engines_agree_on_version2_instances():
+def test_dp_engines_agree_on_cluster_instances():
     """The table engine and the greedy-bounded threshold engine give the same optimum."""
     for p in CASES[:60]:
         want = solve(p, solver="dp").tps
         for params in ({"engine": "table"}, {"greedy_bound": True}):
             got = solve(p, Options(params=params), solver="dp").tps
-            assert same(got, want), (params, got, want)
+            assert same_tps(got, want), (params, got, want)
 
 
 def test_dp_greedy_is_never_better_than_dp():
@@ -89,7 +67,7 @@ def test_dp_greedy_is_never_better_than_dp():
         dp, greedy = solve(p, solver="dp"), solve(p, solver="dp-greedy")
         assert greedy.tps >= dp.tps * (1 - 1e-9) or math.isinf(dp.tps), (greedy.tps, dp.tps)
         if greedy.plan is not None:
-            assert greedy.status.value == "feasible" and same(evaluate(p, greedy.plan).tps, greedy.tps)
+            assert greedy.status.value == "feasible" and same_tps(evaluate(p, greedy.plan).tps, greedy.tps)
 
 
 def one_saving_choice(p: Problem, rng: random.Random) -> Problem:
@@ -110,32 +88,17 @@ def test_dp_greedy_equals_dp_with_at_most_one_memory_saving_choice():
     rng = random.Random(3)
     for p in CASES[:120]:
         q = one_saving_choice(p, rng)
-        assert same(solve(q, solver="dp-greedy").tps, solve(q, solver="dp").tps)
-
-
-def test_equi_plans_are_valid_and_scored_by_the_evaluator():
-    found = 0
-    for p in CASES[:120]:
-        res = solve(p, solver="equi")
-        if res.plan is None:
-            continue
-        found += 1
-        check_plan(p, res.plan)
-        assert res.tps == evaluate(p, res.plan).tps and res.objective == res.tps
-        assert len({(s.d, s.t) for s in res.plan.stages}) == 1
-        # an equi plan is a uniform plan: the uniform DP optimum is no worse
-        assert solve(p, Options(uniform=True), solver="dp").tps <= res.tps * (1 + 1e-9)
-    assert found >= 60
+        assert same_tps(solve(q, solver="dp-greedy").tps, solve(q, solver="dp").tps)
 
 
 def test_slower_links_inside_a_node_are_exact_or_bounded():
     """B_in < B (allowed, if odd): the DP is optimal, or FEASIBLE with a valid lower bound."""
-    for p in tiny_cases(40, seed=29, slower_inside=True):
+    for p in random_cluster_cases(40, seed=29, slower_inside=True):
         dp, brute = solve(p, solver="dp"), solve(p, solver="brute")
         if brute.plan is None:
             assert dp.status.value == "infeasible"
         elif dp.status.value == "optimal":
-            assert same(dp.tps, brute.tps)
+            assert same_tps(dp.tps, brute.tps)
         else:
             assert dp.status.value == "feasible" and dp.bound <= brute.tps * (1 + 1e-9)
             assert dp.tps >= brute.tps * (1 - 1e-9)
@@ -172,7 +135,7 @@ def test_edges_inside_a_node_run_at_b_in():
     raw.update(devicesPerNode=2, intraNodeBandwidth=100.0)
     p = problem_from_dict(raw)
     res = solve(p, solver="dp")
-    assert same(res.tps, solve(p, solver="brute").tps)
+    assert same_tps(res.tps, solve(p, solver="brute").tps)
     # memory a y = y <= 3 bytes: one stage of d = 4 has y = 1 and fits
     assert res.tps == 4.0
     raw.update(maxDevices=2)
@@ -188,17 +151,17 @@ def test_sharded_memory_decides_the_data_parallel_degree():
     p = problem_from_dict(raw)
     for solver in ("dp", "dp-greedy"):
         res = solve(p, solver=solver)
-        assert res.plan.stages[0].d >= 2 and same(res.tps, solve(p, solver="brute").tps), solver
+        assert res.plan.stages[0].d >= 2 and same_tps(res.tps, solve(p, solver="brute").tps), solver
     assert solve(p, Options(data_parallel=False), solver="dp").status.value == "infeasible"
 
 
-# ---- version 1: exactly the old numbers ---------------------------------------------
+# ---- without the cluster keys: exactly the old numbers --------------------------------
 
-V1_ROWS = [r for r in rows() if r["variant"] == "piper" and r["config_id"] in ("smallx-k4-N8-16GB", "plots-80GB-k8")]
+ONE_NODE_ROWS = [r for r in rows() if r["variant"] == "piper" and r["config_id"] in ("smallx-k4-N8-16GB", "plots-80GB-k8")]
 
 
-@pytest.mark.parametrize("row", V1_ROWS, ids=[r["config_id"] for r in V1_ROWS])
-def test_version1_paper_configurations_keep_their_numbers(row):
+@pytest.mark.parametrize("row", ONE_NODE_ROWS, ids=[r["config_id"] for r in ONE_NODE_ROWS])
+def test_paper_configurations_without_cluster_keys_keep_their_numbers(row):
     p = problem_of(row)
     assert p.version2_features() == ()
     res = solve(p, solver="dp-greedy")
@@ -212,27 +175,21 @@ def test_version1_paper_configurations_keep_their_numbers(row):
         assert again.tps == res.tps and again.objective == res.objective and again.plan == res.plan
 
 
-# ---- bigger sweep (pytest -m slow) ----------------------------------------------------
-
-
-def _slow_enabled(config: pytest.Config) -> bool:
-    return "slow" in (config.getoption("markexpr") or "")
+# ---- bigger sweep (pytest -m slow, or --runslow) ---------------------------------------
 
 
 @pytest.mark.slow
-def test_dp_equals_brute_force_on_more_version2_instances(request):
+def test_dp_equals_brute_force_on_more_cluster_instances():
     """1000 instances of up to 5 layers and 8 devices, exact and greedy, both engines, uniform too."""
-    if not _slow_enabled(request.config):
-        pytest.skip("full sweep: run with -m slow")
     rng = random.Random(99)
     for i in range(1000):
         base = random_problem(90_000 + i, n=rng.choice((3, 4, 5)), devices=rng.choice((4, 6, 8)),
                               microbatches=rng.choice((2, 4, 8)), degrees=(1, 2, 4))
-        p = with_v2(base, rng, slower_inside=False)
+        p = with_random_cluster_keys(base, rng, slower_inside=False)
         brute = solve(p, solver="brute")
         for params in ({}, {"engine": "table"}):
             dp = solve(p, Options(params=params), solver="dp")
-            assert same(dp.tps, brute.tps), (i, params, dp.tps, brute.tps)
+            assert same_tps(dp.tps, brute.tps), (i, params, dp.tps, brute.tps)
         assert solve(p, solver="dp-greedy").tps >= brute.tps * (1 - 1e-9) or math.isinf(brute.tps)
         uni = Options(uniform=True)
-        assert same(solve(p, uni, solver="dp").tps, solve(p, uni, solver="brute").tps), i
+        assert same_tps(solve(p, uni, solver="dp").tps, solve(p, uni, solver="brute").tps), i

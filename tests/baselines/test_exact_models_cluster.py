@@ -1,12 +1,15 @@
-"""The exact models (milp, milp-highs, cpsat) under version 2 and uniform plans, against brute force.
+"""The exact models (milp, milp-highs, cpsat) on clusters of nodes and with uniform plans,
+against brute force.
 
-Tiny random version-2 instances (``experiments.lib.instances.random_problem`` plus G in
-{1, 2, 4, 8}, B_in = B * {4..20} (sometimes B / {2..4}), f in {2, 4}, random sharded sizes
-s): every claim is checked against the brute-force oracle: "optimal" within the result's
-stated tolerance of brute force's optimum, "infeasible" only when brute force says so, and
-the bound never above the optimum. Uniform plans (``options.uniform``) are checked against a
-naive evaluator-scored enumeration of uniform plans, itself checked against brute force. The full sweep (a few hundred instances per solver) is marked
-``slow`` and runs with ``pytest -m slow``.
+Tiny random instances with the cluster keys (``experiments.lib.instances.random_problem``
+plus nodes of G in {1, 2, 4, 8} devices, intra-node bandwidth B_in = B * {4..20} (sometimes
+B / {2..4}), all-reduce factor f in {2, 4}, random sharded optimizer state s): every claim
+is checked against the brute-force oracle: "optimal" within the result's stated tolerance
+of brute force's optimum, "infeasible" only when brute force says so, and the bound never
+above the optimum. Uniform plans (``options.uniform``) are checked against a naive
+evaluator-scored enumeration of uniform plans, itself checked against brute force. The full
+sweep (a few hundred instances per solver) is marked ``slow`` and runs with ``pytest -m
+slow`` (or ``--runslow``).
 """
 
 from __future__ import annotations
@@ -35,8 +38,7 @@ from piper import (
 )
 from piper.core.problem import VERSION2_FEATURES
 from piper.core.result import Result, Status
-from piper.solvers.registry import SOLVERS
-from tests.helpers import ordered_partitions, with_v2
+from tests.helpers import ordered_partitions, with_random_cluster_keys
 
 EXACT = ("milp-highs", "cpsat", "milp")
 #: instances per solver in the fast set (CBC is the slow one)
@@ -49,7 +51,7 @@ def case(i: int) -> Problem:
     rng = random.Random(90_001 * i + 17)
     base = random_problem(7000 + i, n=rng.choice((2, 3, 4, 4, 5)), devices=rng.choice((2, 3, 4, 4, 6, 8)),
                           microbatches=rng.choice((1, 2, 4, 8)), degrees=(1, 2), max_tmpcs=rng.choice((1, 2, 3)))
-    return with_v2(base, rng, shard_denominator=32)  # smaller s: fewer infeasible cases
+    return with_random_cluster_keys(base, rng, shard_denominator=32)  # smaller s: fewer infeasible cases
 
 
 @functools.lru_cache(maxsize=None)
@@ -91,13 +93,8 @@ def test_the_cases_exercise_every_extension_and_both_parts():
     assert statuses.count(Status.INFEASIBLE) >= 3 and statuses.count(Status.OPTIMAL) >= 45
 
 
-def test_the_solvers_accept_every_version2_feature():
-    for name in EXACT:
-        assert SOLVERS[name].features == frozenset(VERSION2_FEATURES)
-
-
 @pytest.mark.parametrize("solver", EXACT)
-def test_exact_models_agree_with_brute_force_on_version2(solver: str) -> None:
+def test_exact_models_agree_with_brute_force_on_clusters_of_nodes(solver: str) -> None:
     for i in range(FAST[solver]):
         run(solver, i)
 
@@ -117,8 +114,8 @@ def test_warm_start_in_one_part_only(solver: str) -> None:
     assert done >= 8
 
 
-def test_version1_instances_keep_one_part_and_their_coefficients():
-    """With none of the new keys there is one part, budget k, edges and resync at B."""
+def test_instances_without_cluster_keys_keep_one_part_and_their_coefficients():
+    """With none of the cluster keys there is one part, budget k, edges and resync at B."""
     for seed in range(10):
         p = random_problem(seed, n=4, devices=8, microbatches=4, degrees=(1, 2))
         assert node_parts(p) == ("inside",)
@@ -127,7 +124,7 @@ def test_version1_instances_keep_one_part_and_their_coefficients():
 
 
 def test_spanning_part_uses_the_slow_links():
-    """Two layers, k = 4, G = 2, B = 1, B_in = 100 (tests/baselines/test_v2_brute.py's hand case): the
+    """Two layers, k = 4, G = 2, B = 1, B_in = 100 (tests/baselines/test_brute.py's hand case): the
     exact models find the same plan value as brute force."""
     raw = problem_to_dict(random_problem(3, n=2, devices=4, microbatches=4, degrees=(1,)))
     raw.update(devicesPerNode=2, intraNodeBandwidth=raw["bandwidth"] * 50)
@@ -226,15 +223,9 @@ def test_uniform_split_and_warm_start(solver: str) -> None:
 # ----------------------------------------------------------------------------- full sweep
 
 
-def _slow_enabled(config: pytest.Config) -> bool:
-    return "slow" in (config.getoption("markexpr") or "")
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("solver", EXACT)
-def test_version2_full_sweep(solver: str, request: pytest.FixtureRequest) -> None:
-    if not _slow_enabled(request.config):
-        pytest.skip("full sweep: run with -m slow")
+def test_clusters_of_nodes_full_sweep(solver: str) -> None:
     counts = {"optimal": 0, "infeasible": 0}
     for i in range(SLOW):
         run(solver, i)

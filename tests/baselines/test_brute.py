@@ -1,4 +1,4 @@
-"""Brute force under version 2 against the evaluator, and the solver feature guard.
+"""Brute force on clusters of nodes (G, B_in, f, sharded optimizer state) against the evaluator.
 
 The brute force keeps its own formulas; here it is checked against a second, deliberately
 naive oracle that scores *every* plan of a tiny instance with the evaluator.
@@ -11,20 +11,9 @@ import random
 import pytest
 
 from experiments.lib.instances import random_problem
-from piper import (
-    Options,
-    Plan,
-    Problem,
-    SolverError,
-    Stage,
-    evaluate,
-    problem_from_dict,
-    problem_to_dict,
-    solve,
-)
+from piper import Plan, Problem, Stage, evaluate, problem_from_dict, solve
 from piper.core.problem import VERSION2_FEATURES
-from piper.solvers.registry import SOLVERS, SolverInfo, get_solver, register, unregister
-from tests.helpers import ordered_partitions, tmpc, with_v2, workload
+from tests.helpers import ordered_partitions, tmpc, with_random_cluster_keys, workload
 
 
 def evaluator_optimum(problem: Problem) -> float:
@@ -50,15 +39,15 @@ def evaluator_optimum(problem: Problem) -> float:
     return best
 
 
-def tiny_cases(count: int, seed: int = 7):
+def tiny_cluster_cases(count: int, seed: int = 7):
     rng = random.Random(seed)
     for i in range(count):
         base = random_problem(1000 + i, n=rng.choice((2, 3, 3, 4)), devices=rng.choice((2, 3, 4, 4, 6, 8)),
                               microbatches=rng.choice((1, 2, 4, 8)), degrees=(1, 2))
-        yield with_v2(base, rng)
+        yield with_random_cluster_keys(base, rng)
 
 
-CASES = list(tiny_cases(300))
+CASES = list(tiny_cluster_cases(300))
 
 
 def test_the_random_cases_exercise_every_extension():
@@ -72,7 +61,7 @@ def test_the_random_cases_exercise_every_extension():
     assert spans >= 40 and fits >= 40
 
 
-def test_brute_force_equals_the_evaluators_optimum_on_tiny_version2_instances():
+def test_brute_force_equals_the_evaluators_optimum_on_tiny_cluster_instances():
     disagreements = []
     optimal = infeasible = 0
     for p in CASES:
@@ -95,7 +84,7 @@ def test_brute_force_equals_the_evaluators_optimum_on_tiny_version2_instances():
 def test_brute_force_is_no_worse_than_random_plans_on_larger_instances():
     rng = random.Random(11)
     for i in range(25):
-        p = with_v2(random_problem(2000 + i, n=rng.choice((4, 5)), devices=8, microbatches=4, degrees=(1, 2)), rng)
+        p = with_random_cluster_keys(random_problem(2000 + i, n=rng.choice((4, 5)), devices=8, microbatches=4, degrees=(1, 2)), rng)
         res = solve(p, solver="brute")
         order = list(p.topological_order)
         for _ in range(30):
@@ -153,76 +142,3 @@ def test_brute_force_with_a_slow_intra_node_link_prefers_a_plan_that_spans_nodes
     res = solve(p, solver="brute")
     assert res.tps == 11.0 and res.objective == 11.0 and not res.score.fits_in_node
     assert [(s.d, s.t) for s in res.plan.stages] == [(1, 1), (1, 2)]
-
-
-# ---- the feature guard ---------------------------------------------------------------------
-
-def v2_problem(**top):
-    nodes = {0: {1: [tmpc(p=2.0, w=4.0, bw={"1": 0.0})]}, 1: {1: [tmpc(p=3.0, w=4.0, fw={"0": 0.0})]}}
-    raw = workload(nodes, [(0, 1, 1.0)], k=8, N=8, B=1.0)
-    raw.update(top)
-    return problem_from_dict(raw)
-
-
-def test_solver_infos_declare_their_features():
-    assert SOLVERS["brute"].features == frozenset(VERSION2_FEATURES)
-    for name, info in SOLVERS.items():
-        assert info.features <= frozenset(VERSION2_FEATURES), name
-
-
-@pytest.fixture
-def v1_only():
-    """A solver registered without version-2 features (every shipped solver has them all
-    now): the guard must refuse version-2 instances for it."""
-    info = register(SolverInfo("v1-only", "piper.dp:solve_dp", True, "the DP, registered without features",
-                               {"knapsack": "exact"}))
-    yield info
-    unregister("v1-only")
-
-
-def test_a_solver_without_the_features_refuses_and_dp_solves(v1_only):
-    p = v2_problem(devicesPerNode=4, intraNodeBandwidth=50.0)
-    with pytest.raises(SolverError) as err:
-        solve(p, solver="v1-only")
-    msg = str(err.value)
-    assert msg.startswith("solver 'v1-only' does not support devicesPerNode (G=4 < k=8)")
-    assert "intraNodeBandwidth" in msg and "use --solver brute or drop the keys" in msg
-    assert solve(p, solver="dp").tps == solve(p, solver="brute").tps  # dp honours version 2
-    plain = v2_problem()
-    assert plain.version2_features() == ()
-    res = solve(plain, solver="v1-only")
-    assert res.status.value == "optimal" and res.tps == solve(plain, solver="brute").tps
-
-
-@pytest.mark.parametrize("key, value", [("allReduceFactor", 2), ("devicesPerNode", 2), ("intraNodeBandwidth", 3.0)])
-def test_every_solver_without_a_feature_refuses_it(key, value, v1_only):
-    p = v2_problem(**{key: value})
-    assert p.version2_features() == (key,)
-    refused = []
-    for name, info in SOLVERS.items():
-        if key in info.features:
-            assert info(p, Options()).status.value in ("optimal", "feasible"), name
-            continue
-        with pytest.raises(SolverError, match=f"solver '{name}' does not support {key} .* use --solver brute or drop the key$"):
-            info(p, Options())
-        refused.append(name)
-    assert refused == ["v1-only"]
-    assert solve(p, solver="brute").status.value == "optimal"
-
-
-def test_inactive_keys_do_not_trigger_the_guard():
-    p = v2_problem(devicesPerNode=8, intraNodeBandwidth=1.0, allReduceFactor=4)
-    assert p.version2_features() == ()
-    assert solve(p, solver="dp").tps == solve(v2_problem(), solver="dp").tps
-
-
-def test_sharded_memory_is_refused_without_the_feature(v1_only):
-    raw = problem_to_dict(v2_problem())
-    raw["nodes"][0]["TMPCs"]["1"][0]["memoryUsageShardedB"] = 2.0
-    with pytest.raises(SolverError, match="memoryUsageShardedB"):
-        get_solver("v1-only")(problem_from_dict(raw))
-    assert get_solver("dp")(problem_from_dict(raw)).tps == solve_brute_tps(problem_from_dict(raw))
-
-
-def solve_brute_tps(problem):
-    return solve(problem, solver="brute").tps
