@@ -17,6 +17,7 @@ from typing import Any
 from ortools.sat.python import cp_model
 
 from baselines.exact.model_data import Choice, ModelData, WarmStart
+from piper.core.errors import SolverError
 from piper.core.options import Options
 from piper.core.plan import Plan
 from piper.core.stopping import checkpoint

@@ -73,6 +73,9 @@ def add_solve_args(parser: argparse.ArgumentParser, default_solver: str = "dp") 
                    help="dp: the per-stage TMPC choice (exact = solver dp, greedy = dp-greedy)")
     g.add_argument("--max-ideals", type=positive_int, default=None, metavar="N",
                    help="dp: refuse graphs with more ideals (default 200000)")
+    g.add_argument("--max-ideal-pairs", type=positive_int, default=None, metavar="N",
+                   help="dp: refuse graphs with more ideal pairs (default 100000000; with --uniform, "
+                        "the pairs summed over the (t, d) DPs, default 20000000)")
     g.add_argument("--linearize", action="store_true", help="dp: stages are segments of one topological order")
     curve = g.add_mutually_exclusive_group()
     curve.add_argument("--curve", action="store_true",
@@ -120,6 +123,7 @@ def cmd_solve(args: argparse.Namespace, prog: str = "piper") -> int:
     if args.knapsack == "exact" and name == "dp-greedy":
         raise UsageError("--knapsack exact contradicts --solver dp-greedy")
     _require("--max-ideals", args.max_ideals is not None, info)
+    _require("--max-ideal-pairs", args.max_ideal_pairs is not None, info)
     _require("--linearize", args.linearize, info)
     _require("--curve / --no-curve", args.curve or args.no_curve, info)
     _require("--warm-start", args.warm_start is not None, info)
@@ -160,6 +164,8 @@ def cmd_solve(args: argparse.Namespace, prog: str = "piper") -> int:
         params["curve"] = bool(args.curve)
     if args.max_model_size is not None:
         params["max_model_size"] = args.max_model_size
+    if args.max_ideal_pairs is not None:
+        params["max_ideal_pairs"] = args.max_ideal_pairs
     overrides: dict[str, Any] = dict(progress=not args.quiet, seed=args.seed, params=params,
                                      linearize=args.linearize)
     if args.max_ideals is not None:

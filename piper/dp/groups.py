@@ -44,6 +44,7 @@ from piper.core.plan import INTERLEAVED, Plan, Schedule, Stage
 from piper.core.problem import Problem
 from piper.dp.chain import IdenticalChain
 from piper.dp.compile_clock import solve_clock
+from piper.dp.limits import past
 from piper.dp.group_kernels import group_choice, group_curve, group_dp
 from piper.dp.knapsack import EXACT
 from piper.dp.outcome import Outcome
@@ -495,7 +496,7 @@ def solve_groups(problem: Problem, chain: IdenticalChain, cand: Candidates, kind
         if lay.lower >= search.best:
             search.lower = min(search.lower, lay.lower)
             break
-        if deadline is not None and solve_clock() > deadline:
+        if past(deadline):
             search.complete = False
             break
         _solve_layout(problem, chain, cand, lay, mode, batch, search, cache, configs)

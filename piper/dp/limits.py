@@ -5,9 +5,20 @@ from __future__ import annotations
 import sys
 import time
 
+from piper.core import stopping
+from piper.dp.compile_clock import solve_clock
+
 
 class TimeUp(Exception):
     pass
+
+
+def past(deadline: float | None) -> bool:
+    """True once ``solve_clock()`` has passed ``deadline`` (None: no limit). Raises
+    :class:`piper.core.stopping.Interrupted` after SIGINT / SIGTERM: the DP's loops call this
+    between kernel calls, so an interrupt stops them there (:func:`piper.core.stopping.polled`)."""
+    stopping.check(None)
+    return deadline is not None and solve_clock() > deadline
 
 
 class Progress:

@@ -13,13 +13,12 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
-from piper.core import stopping
 from piper.core.problem import Problem
 from piper.dp.arrays import BIG, HEUR, RunArrays, limits_of
 from piper.dp.compile_clock import solve_clock
 from piper.dp.ideals import IdealPairs, Ideals
 from piper.dp.knapsack import GREEDY, ensure_room, knapsack, least_option, total_of
-from piper.dp.limits import Progress, TimeUp
+from piper.dp.limits import Progress, TimeUp, past
 from piper.dp.stage import (
     ChoiceRuns,
     choice_fits,
@@ -309,8 +308,7 @@ def build_tables(problem: Problem, run: RunArrays, ideals: Ideals, pairs: IdealP
         start = stop
         if progress is not None:
             progress.say(f"stage tables: {stop}/{total} ideal pairs")
-        stopping.check(None)  # an interrupt (piper.core.stopping.polled)
-        if deadline is not None and solve_clock() > deadline and start < total:
+        if past(deadline) and start < total:
             raise TimeUp()
     seg_base = 0
     fixed: list[tuple[Entries, Segments]] = []
@@ -354,8 +352,7 @@ class Search:
         """m(cands[idx]): least devices for threshold cands[idx] (2^60 = impossible)."""
         if idx in self.memo:
             return self.memo[idx]
-        stopping.check(None)  # an interrupt (piper.core.stopping.polled)
-        if self.deadline is not None and solve_clock() > self.deadline:
+        if past(self.deadline):
             raise TimeUp()
         m = self.run_test(idx)
         self.tests += 1
