@@ -25,7 +25,8 @@ from piper.core import stopping
 from piper.core.options import Options
 from piper.core.problem import Problem
 from piper.core.result import Result
-from piper.io.workload import dump_problem, problem_from_dict
+from piper.io.workload import dump_problem
+from tests.big_workloads import chain_workload
 
 ROOT = Path(__file__).resolve().parents[2]
 RESNET = str(ROOT / "experiments" / "workloads" / "resnet.json")
@@ -34,28 +35,6 @@ PROMISE_S = 2.0
 #: what a loaded test machine adds (2 cores shared by several jobs: a process that stops in
 #: 1.5 s alone took up to 3 s); a run longer than PROMISE_S + MARGIN_S fails
 MARGIN_S = 4.0
-
-
-def chain_workload(n: int, devices: int = 8) -> dict:
-    """A chain of ``n`` layers, t = 1, one TMPC (two on even layers): the time-limit
-    and interrupt tests' big graph."""
-    nodes = []
-    for v in range(n):
-        fw = {str(v - 1): 0.0} if v else {}
-        bw = {str(v + 1): 0.0} if v < n - 1 else {}
-        tmpcs = [{"id": "vanilla", "timePerSample": 1.0 + (v % 3) * 0.25, "parameterSize": 10.0, "memoryUsageA": 4.0,
-                  "memoryUsageB": 1.0, "syncTimeFw": fw, "syncTimeBw": bw}]
-        if v % 2 == 0:
-            tmpcs.append({"id": "activation recomp", "timePerSample": 1.3 + (v % 3) * 0.25, "parameterSize": 10.0,
-                          "memoryUsageA": 1.0, "memoryUsageB": 2.0, "syncTimeFw": fw, "syncTimeBw": bw})
-        nodes.append({"id": v, "name": f"l{v}", "TMPCs": {"1": tmpcs}})
-    edges = [{"sourceId": v, "destId": v + 1, "communicationCost": 1.0} for v in range(n - 1)]
-    return {"maxDevices": devices, "maxMemoryPerDevice": 1e6, "bandwidth": 100.0, "mbsInBatch": 8,
-            "nodes": nodes, "edges": edges, "name": f"chain{n}"}
-
-
-def chain_problem(n: int, devices: int = 8) -> Problem:
-    return problem_from_dict(chain_workload(n, devices))
 
 
 def _children(pid: int) -> list[int]:
@@ -137,8 +116,19 @@ def _cases(tmp: Path) -> dict[str, tuple[list[str], Callable[[Solve], bool]]]:
     }
 
 
-@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
-@pytest.mark.parametrize("family", ["dp", "brute", "milp", "milp-highs", "cpsat"])
+#: (family, signal): brute force under SIGINT (Python code: the handler raises) and CP-SAT under
+#: SIGTERM (a native search stopped through its section) run in CI, about 2 s and 6 s here;
+#: the other eight, 6-9 s each, are slow
+_SIGNAL_CASES = [
+    pytest.param(family, signum, id=f"{family}-{signal.Signals(signum).name}",
+                 marks=() if (family, signum) in {("brute", signal.SIGINT), ("cpsat", signal.SIGTERM)}
+                 else (pytest.mark.slow,))
+    for family in ("dp", "brute", "milp", "milp-highs", "cpsat")
+    for signum in (signal.SIGINT, signal.SIGTERM)
+]
+
+
+@pytest.mark.parametrize(("family", "signum"), _SIGNAL_CASES)
 def test_a_signal_stops_the_solver_within_2_s(family: str, signum: int, tmp_path: Path) -> None:
     args, ready = _cases(tmp_path)[family]
     out = tmp_path / "plan.json"
