@@ -23,7 +23,7 @@ from piper.dp.compile_clock import solve_clock
 from piper.dp.fronts import best_final, front_pass, new_pool, walk_back
 from piper.dp.ideals import IdealPairs, Ideals
 from piper.dp.knapsack import EXACT
-from piper.dp.limits import TimeUp, past
+from piper.dp.limits import TimeUp, next_chunk, past
 from piper.dp.reconstruct import StageStep, build_plan
 
 __all__ = ["BatchRun", "batch_run", "SLACK"]
@@ -76,7 +76,7 @@ def _tables(problem: Problem, layers, ideals: Ideals, pairs: IdealPairs, mode: i
         t0 = solve_clock()
         sel = todo[start:stop]
         parts.append(build_batch_tables(layers, lim, ideals.words, p_i[sel], p_j[sel], mode, t_max))
-        chunk = int(min(1 << 20, max(64, chunk * (0.5 / max(solve_clock() - t0, 1e-3)))))
+        chunk = next_chunk(chunk, solve_clock() - t0, 64, 1 << 20)
         start = stop
         if past(deadline) and start < todo.shape[0]:
             raise TimeUp()

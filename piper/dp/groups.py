@@ -44,9 +44,9 @@ from piper.core.plan import INTERLEAVED, Plan, Schedule, Stage
 from piper.core.problem import Problem
 from piper.dp.chain import IdenticalChain
 from piper.dp.compile_clock import solve_clock
-from piper.dp.limits import past
 from piper.dp.group_kernels import group_choice, group_curve, group_dp
 from piper.dp.knapsack import EXACT
+from piper.dp.limits import past
 from piper.dp.outcome import Outcome
 
 __all__ = ["Layout", "layouts", "solve_groups"]

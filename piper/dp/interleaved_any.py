@@ -23,9 +23,9 @@ from piper.core.options import Candidates
 from piper.core.plan import INTERLEAVED, Plan, Schedule, Stage
 from piper.core.problem import Problem
 from piper.dp.compile_clock import solve_clock
-from piper.dp.limits import past
 from piper.dp.groups import Layout, layouts
 from piper.dp.knapsack import knapsack
+from piper.dp.limits import past
 from piper.dp.outcome import Outcome
 
 __all__ = ["interleaved_heuristic", "MAX_LAYOUTS", "ALL_CUTS", "RANDOM_CUTS"]

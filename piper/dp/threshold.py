@@ -18,7 +18,7 @@ from piper.dp.arrays import BIG, HEUR, RunArrays, limits_of
 from piper.dp.compile_clock import solve_clock
 from piper.dp.ideals import IdealPairs, Ideals
 from piper.dp.knapsack import GREEDY, ensure_room, knapsack, least_option, total_of
-from piper.dp.limits import Progress, TimeUp, past
+from piper.dp.limits import Progress, TimeUp, next_chunk, past
 from piper.dp.stage import (
     ChoiceRuns,
     choice_fits,
@@ -302,9 +302,9 @@ def build_tables(problem: Problem, run: RunArrays, ideals: Ideals, pairs: IdealP
         stop = min(total, start + chunk)
         t0 = solve_clock()
         parts.append(_build_tables(run.layers, lim, ideals.words, p_i_all[start:stop], p_j_all[start:stop], mode, ub))
-        # aim at ~0.5 s per chunk
+        # aim at ~CHUNK_S seconds per chunk (interrupts are checked between chunks)
         dt = solve_clock() - t0
-        chunk = int(min(1 << 20, max(64, chunk * (0.5 / max(dt, 1e-3)))))
+        chunk = next_chunk(chunk, dt, 64, 1 << 20)
         start = stop
         if progress is not None:
             progress.say(f"stage tables: {stop}/{total} ideal pairs")
