@@ -89,9 +89,15 @@ class ExactSolver(Protocol):
         ...
 
 
+@stopping.polled
 def solve_exact(problem: Problem, options: Options, solver: ExactSolver) -> Result:
     """Solve ``problem`` with ``solver`` within ``options.time_limit_s``: one model when
-    G >= k, else one per part of the plan space and the better plan (module docstring)."""
+    G >= k, else one per part of the plan space and the better plan (module docstring).
+
+    SIGINT / SIGTERM never raise into it (:func:`piper.core.stopping.polled`): the builds see
+    them at their checkpoints, the native searches through their stoppable sections. A
+    signal raised into a pybind11 call (HiGHS's ``addRow`` while loading the model) came out
+    as a ``TypeError`` ("incompatible function arguments") and a traceback."""
     start = time.perf_counter()
     deadline = None if options.time_limit_s is None else start + float(options.time_limit_s)
     parts = node_parts(problem)

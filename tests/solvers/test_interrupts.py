@@ -246,3 +246,27 @@ def test_deadlines_nest_and_checkpoints_read_the_innermost() -> None:
             assert stopping.current_deadline() == now + 100
         stopping.checkpoint("in time")
     assert stopping.current_deadline() is None
+
+
+@pytest.mark.parametrize("solver", ["milp-highs", "cpsat"])
+def test_a_signal_during_a_model_build_stops_it_at_a_checkpoint(solver: str) -> None:
+    """The exact models' driver is polled: a signal raised into a pybind11 call while building
+    or loading the model came out as a TypeError and a traceback (HiGHS's addRow); now the next
+    checkpoint raises Interrupted carrying the part's result."""
+    from piper.io.workload import problem_from_dict
+    from piper.solvers.registry import get_solver
+
+    info = get_solver(solver)
+    info.load()
+    problem = problem_from_dict(chain_workload(400))  # 2-4 s to build here
+    timer = threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGTERM))
+    with stopping.handling("demo"):
+        timer.start()
+        t0 = time.monotonic()
+        with pytest.raises(stopping.Interrupted) as caught:
+            info(problem, Options(threads=1, progress=False))
+        spent = time.monotonic() - t0
+    timer.join()
+    assert caught.value.signum == signal.SIGTERM and isinstance(caught.value.result, Result)
+    assert caught.value.result.status.value == "unknown" and "interrupted (SIGTERM)" in caught.value.result.message
+    assert spent <= 0.5 + PROMISE_S + MARGIN_S, spent
