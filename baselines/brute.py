@@ -62,7 +62,7 @@ from piper.core.options import Options, candidates
 from piper.core.plan import INTERLEAVED, Plan, Schedule, Stage
 from piper.core.problem import Problem
 from piper.core.result import Result, Status, make_result
-from piper.core.stopping import Interrupted, signal_name
+from piper.core.stopping import Interrupted, check, polled, signal_name
 
 __all__ = ["solve_brute", "MAX_NODES"]
 
@@ -70,6 +70,7 @@ __all__ = ["solve_brute", "MAX_NODES"]
 MAX_NODES = 8
 
 
+@polled  # SIGINT / SIGTERM are seen at check() between search steps, never mid-update of the incumbent
 def solve_brute(problem: Problem, options: Options | None = None) -> Result:
     """Exhaustive search; refuses graphs with more than :data:`MAX_NODES` layers."""
     options = options or Options()
@@ -199,6 +200,7 @@ def solve_brute(problem: Problem, options: Options | None = None) -> Result:
                                              dict(zip((ids[i] for i in range(n) if mask >> i & 1), names)))
                                        for mask, t, d, names in reversed(stages)))
             return
+        check(None)  # SIGINT / SIGTERM (solve_brute is polled): the except below keeps the incumbent
         if deadline is not None and time.perf_counter() > deadline:
             timed_out = True
             return
@@ -248,6 +250,7 @@ def solve_brute(problem: Problem, options: Options | None = None) -> Result:
                         bw_edge = bw_in if groups * d * t <= node_g else bw
                         bw_resync = bw_in if d * t <= node_g else bw
                         for chunks in chunkings((1 << n) - 1, groups * v):
+                            check(None)
                             if deadline is not None and time.perf_counter() > deadline:
                                 timed_out = True
                                 return
