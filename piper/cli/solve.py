@@ -221,7 +221,8 @@ def _keep_incumbent(exc: Interrupted, problem: Any, args: argparse.Namespace) ->
     if result is None or result.plan is None:
         exc.note = "no plan found yet" + (f"; nothing written to {args.out}" if args.out else "")
         return
-    what = f"best plan so far (status {result.status.value}, TPS {result.tps:.10g})"
+    value = f"TPS {result.tps:.10g}" if result.objective_kind == "tps" else f"batch time {result.batch_time:.10g}"
+    what = f"best plan so far (status {result.status.value}, {value})"
     if args.out:
         try:
             write_plan(args.out, result.plan, problem)
