@@ -248,25 +248,34 @@ def test_deadlines_nest_and_checkpoints_read_the_innermost() -> None:
     assert stopping.current_deadline() is None
 
 
-@pytest.mark.parametrize("solver", ["milp-highs", "cpsat"])
-def test_a_signal_during_a_model_build_stops_it_at_a_checkpoint(solver: str) -> None:
+@pytest.mark.parametrize(("solver", "warm"), [("milp-highs", False), ("cpsat", True)])
+def test_a_signal_during_a_model_build_stops_it_at_a_checkpoint(solver: str, warm: bool) -> None:
     """The exact models' driver is polled: a signal raised into a pybind11 call while building
     or loading the model came out as a TypeError and a traceback (HiGHS's addRow); now the next
-    checkpoint raises Interrupted carrying the part's result."""
+    checkpoint raises Interrupted carrying the part's result: the warm start, when there is
+    one, as the best plan so far ("feasible")."""
+    from piper.core.plan import Plan, Stage
     from piper.io.workload import problem_from_dict
     from piper.solvers.registry import get_solver
 
     info = get_solver(solver)
     info.load()
     problem = problem_from_dict(chain_workload(400))  # 2-4 s to build here
+    ids = tuple(node.id for node in problem.nodes)
+    one_stage = Plan((Stage(ids, 1, 1, {v: "vanilla" for v in ids}),))
     timer = threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGTERM))
     with stopping.handling("demo"):
         timer.start()
         t0 = time.monotonic()
         with pytest.raises(stopping.Interrupted) as caught:
-            info(problem, Options(threads=1, progress=False))
+            info(problem, Options(threads=1, progress=False, warm_start=one_stage if warm else None))
         spent = time.monotonic() - t0
     timer.join()
-    assert caught.value.signum == signal.SIGTERM and isinstance(caught.value.result, Result)
-    assert caught.value.result.status.value == "unknown" and "interrupted (SIGTERM)" in caught.value.result.message
+    result = caught.value.result
+    assert caught.value.signum == signal.SIGTERM and isinstance(result, Result)
+    assert "interrupted (SIGTERM)" in result.message
+    if warm:
+        assert result.status.value == "feasible" and result.plan == one_stage
+    else:
+        assert result.status.value == "unknown" and result.plan is None
     assert spent <= 0.5 + PROMISE_S + MARGIN_S, spent
