@@ -7,6 +7,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
+from experiments.validate.context_rows import CONTEXT_ASSUMPTIONS, llama3_context_cases
 from experiments.validate.fit import fit, leave_one_out, predict_time_s
 from experiments.validate.memory import memory_rows
 from experiments.validate.rows import (
@@ -37,7 +38,8 @@ def row_record(case: Case, params: tuple[float, ...]) -> dict[str, Any]:
     pred = r["batch_time_s"]
     b = r.get("bottleneck", {}).get("seconds", {})
     return {
-        "table": case.table, "row": case.name, "gpus": case.layout.gpus, "tp": case.layout.tp, "pp": case.layout.pp,
+        "table": case.table, "row": case.name, "gpus": case.layout.gpus, "tp": case.layout.tp, "cp": case.layout.cp,
+        "pp": case.layout.pp,
         "dp": case.layout.dp, "vp": case.layout.vp, "micro_batch": case.cfg.micro_batch,
         "global_batch": case.setup.global_batch, "tmpc": r.get("tmpc"),
         "published_tflops_per_gpu": case.published_tflops_per_gpu,
@@ -53,7 +55,7 @@ def run(quick: bool = False, loo: bool = True, log: Callable[[str], None] | None
         time_limit_s: float | None = None) -> dict[str, Any]:
     """Every table: fitted constants, per-row in-sample and LOO errors; the memory check."""
     t0 = time.perf_counter()
-    tables = {"sc21": sc21_cases(), "readme": readme_cases(), "llama3": llama3_cases()}
+    tables = {"sc21": sc21_cases(), "readme": readme_cases(), "llama3": llama3_cases() + llama3_context_cases()}
     if quick:
         tables = {k: v[:3] if k != "llama3" else v for k, v in tables.items()}
     fitted: dict[str, tuple[float, ...]] = {}
@@ -79,7 +81,8 @@ def run(quick: bool = False, loo: bool = True, log: Callable[[str], None] | None
         rec["loo_e_max"], rec["loo_d0"] = fitted[case.gpu]
         rows.append(rec)
     return {"fitted": {g: {"e_max": p[0], "d0": p[1], "table": FIT_TABLES[g]} for g, p in fitted.items()},
-            "rows": rows, "summary": summary(rows), "memory": memory_rows(), "assumptions": ASSUMPTIONS,
+            "rows": rows, "summary": summary(rows), "memory": memory_rows(),
+            "assumptions": {**ASSUMPTIONS, "llama3": ASSUMPTIONS["llama3"] + CONTEXT_ASSUMPTIONS},
             "quick": quick, "loo": loo, "elapsed_s": time.perf_counter() - t0}
 
 

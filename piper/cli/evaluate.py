@@ -6,12 +6,7 @@ import json
 import sys
 from typing import Any
 
-from piper.cli.common import (
-    ArgumentParser,
-    add_cluster_args,
-    add_strict_arg,
-    load_workload,
-)
+from piper.cli.common import ArgumentParser, add_cluster_args, add_strict_arg, load_workload
 from piper.core.evaluate import evaluate
 from piper.io.plans import load_plan
 from piper.io.provenance import check_plan_record

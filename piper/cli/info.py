@@ -5,13 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from piper.cli.common import (
-    ArgumentParser,
-    add_cluster_args,
-    add_strict_arg,
-    load_workload,
-    positive_int,
-)
+from piper.cli.common import ArgumentParser, add_cluster_args, add_strict_arg, load_workload, positive_int
 
 __all__ = ["add_info_parser", "cmd_info"]
 

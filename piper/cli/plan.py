@@ -1,8 +1,9 @@
 """``python -m piper plan PRESET|config.json --gpu h100 --nodes 64 [...]``: from a model
 config to the best plan in one command.
 
-Searches the micro-batch size (:mod:`piper.frontend.planner`: one workload per size, unless
-``--micro-batch`` fixes it) and, for each, solves with Piper's DP (exact knapsack; ``--solver``
+Searches the context-parallel size and the micro-batch size (:mod:`piper.frontend.planner`: one
+workload per pair, unless ``--cp`` / ``--micro-batch`` fix them; ``--max-cp`` bounds c) and, for
+each, solves with Piper's DP (exact knapsack; ``--solver``
 for another registered solver) the plan a framework runs (one (d, t) in every stage, as
 Megatron-LM, DeepSpeed and torchtitan need) and Piper's free plan. It minimizes the batch time
 by default (``--objective``; docs/problem.md §9: one iteration, with the pipeline's fill and
@@ -28,7 +29,13 @@ import json
 import sys
 from typing import Any
 
-from piper.cli.common import add_objective_args, did_you_mean, seconds_arg, write_plan
+from piper.cli.common import (
+    add_objective_args,
+    did_you_mean,
+    positive_int,
+    seconds_arg,
+    write_plan,
+)
 from piper.cli.model import (
     add_model_arguments,
     check_model_outputs,
@@ -41,6 +48,7 @@ from piper.frontend.metrics import plan_metrics
 from piper.frontend.planner import (
     Candidate,
     PlanSearch,
+    context_parallel_choices,
     micro_batch_choices,
     search_plans,
 )
@@ -60,6 +68,10 @@ def add_plan_parser(subparsers: Any) -> argparse.ArgumentParser:
     g.add_argument("--uniform", action="store_true",
                    help="only the plan the frameworks run (one (d, t) in every stage); skip Piper's free plan")
     g.add_argument("--free", action="store_true", help="write Piper's free plan with --plan-out (default: the runnable one)")
+    g.add_argument("--cp", type=positive_int, metavar="C",
+                   help="fix the context-parallel size (default: searched, docs/frontend.md: 1, and for sequences "
+                        "of 16k tokens or more the powers of two that leave >= 4k tokens per device)")
+    g.add_argument("--max-cp", type=positive_int, metavar="C", help="search context-parallel sizes up to C only")
     g.add_argument("--time-limit", type=seconds_arg, metavar="S", help="time limit of the whole search, seconds")
     g.add_argument("--plan-out", metavar="PLAN.json",
                    help="write the plan here, with the workload hash and cluster it was made for (key madeFor)")
@@ -68,7 +80,8 @@ def add_plan_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def _candidate_summary(c: Candidate) -> dict[str, Any]:
-    return {"micro_batch": c.micro_batch, "uniform": c.uniform, "status": c.result.status.value,
+    return {"context_parallel": c.context_parallel, "micro_batch": c.micro_batch, "uniform": c.uniform,
+            "status": c.result.status.value,
             "value": c.value if c.result.plan is not None else None, "time_s": c.result.time_s}
 
 
@@ -86,12 +99,15 @@ def cmd_plan(args: argparse.Namespace) -> int:
         info = get_solver(args.solver)
     except KeyError as exc:
         raise UsageError(str(exc.args[0]) + did_you_mean(args.solver, solver_names())) from None
+    if args.cp is not None and args.max_cp is not None and args.cp > args.max_cp:
+        raise UsageError(f"--cp {args.cp} is above --max-cp {args.max_cp}: give one of them")
     cfg, hw, setup = model_from_args(args)
     options = Options(time_limit_s=args.time_limit, progress=False, objective=args.objective,
                       schedule=args.schedule, max_virtual_stages=args.max_virtual_stages)
     say = None if args.json else (lambda line: print(f"piper: {line}", file=sys.stderr, flush=True))
+    cps = context_parallel_choices(cfg, hw, setup, args.cp, args.max_cp)
     search: PlanSearch = search_plans(cfg, hw, setup, info, options, micro_batches=micro_batch_choices(
-        setup.global_batch, args.micro_batch), free=not args.uniform, progress=say)
+        setup.global_batch, args.micro_batch), free=not args.uniform, progress=say, context_parallels=cps)
     chosen = search.free if args.free else search.runnable
     if chosen is None:
         statuses = sorted({c.result.status.value for c in search.candidates})
@@ -115,10 +131,12 @@ def cmd_plan(args: argparse.Namespace) -> int:
     if args.json:
         out = {"status": chosen.result.status.value, "solver": chosen.result.solver, **metrics,
                "plan": plan.to_dict(), "time_s": search.time_s, "micro_batch": chosen.micro_batch,
+               "context_parallel": chosen.context_parallel, "context_parallel_searched": list(cps),
                "schedule": plan.schedule.to_dict(), "objective": args.objective, "uniform": chosen.uniform,
                "exact": search.exact, "gain_of_free": search.gain,
                "runnable" if args.free else "free": None if other is None else
-               {**other_metrics, "micro_batch": other.micro_batch, "status": other.result.status.value,
+               {**other_metrics, "micro_batch": other.micro_batch, "context_parallel": other.context_parallel,
+                "status": other.result.status.value,
                 "schedule": other.result.plan.schedule.to_dict(), "plan": other.result.plan.to_dict()},
                "candidates": [_candidate_summary(c) for c in search.candidates]}
         print(json.dumps(out))
@@ -130,6 +148,9 @@ def cmd_plan(args: argparse.Namespace) -> int:
     print(f"model         {cfg.name}: {args.nodes} x {hw.devices_per_node} {hw.name}, global batch "
           f"{setup.global_batch} x {cfg.seq_length} tokens, micro-batch {chosen.micro_batch} "
           f"(searched: {', '.join(str(b) for b in micro_batch_choices(setup.global_batch, args.micro_batch))})")
+    if len(cps) > 1 or chosen.context_parallel > 1:
+        print(f"context       context-parallel size c = {chosen.context_parallel} (searched: "
+              f"{', '.join(str(c) for c in cps)}); each stage's t is its tensor-parallel size x {chosen.context_parallel}")
     print(f"plan          {kind}: {m['stages']} stages, {schedule}, on {m['devices_used']} of {m['devices']} devices "
           f"({chosen.result.solver}, {chosen.result.status.value}; search {search.time_s:.2f} s, "
           f"{'exact' if search.exact else 'not proven exact'})")
@@ -141,7 +162,9 @@ def cmd_plan(args: argparse.Namespace) -> int:
         gain = search.gain
         label = "runnable plan" if args.free else "Piper's free plan"
         print(f"{'vs' if args.free else 'free plan':<13} {label}: batch time {other_metrics['batch_time_s']:.4g} s "
-              f"(micro-batch {other.micro_batch}, {other.result.plan.schedule.label()}, {other_metrics['stages']} stages)"
+              f"(micro-batch {other.micro_batch}"
+              + (f", c = {other.context_parallel}" if other.context_parallel > 1 else "")
+              + f", {other.result.plan.schedule.label()}, {other_metrics['stages']} stages)"
               + ("" if gain is None else f"; the free plan is {100 * gain:.1f}% faster by {args.objective}"
                  + ("" if args.free else " (--free writes it; the frameworks need one (d, t) per stage)")))
     return 0

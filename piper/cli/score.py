@@ -1,4 +1,4 @@
-"""``python -m piper score MODEL --gpu G --nodes N --tp T --pp P [--dp D] [--vp V] --micro-batch B
+"""``python -m piper score MODEL --gpu G --nodes N --tp T [--cp C] --pp P [--dp D] [--vp V] --micro-batch B
 --global-batch GB [--seq S] --recompute none|selective|full [--sequence-parallel]
 [--no-distributed-optimizer] [--precision bf16|fp8] [--json]``: the layout a user runs today (their
 Megatron-LM command line) scored by the one evaluator.
@@ -31,8 +31,10 @@ def add_score_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.set_defaults(recompute="none")
     g = p.add_argument_group("layout (Megatron-LM's flags)")
     g.add_argument("--tp", type=positive_int, required=False, metavar="T", help="tensor-parallel size")
+    g.add_argument("--cp", type=positive_int, default=1, metavar="C",
+                   help="context-parallel size (default 1): ring attention over C devices, the sequence split 2C ways")
     g.add_argument("--pp", type=positive_int, default=1, metavar="P", help="pipeline-parallel size (default 1)")
-    g.add_argument("--dp", type=positive_int, metavar="D", help="data-parallel size (default: GPUs / (T P))")
+    g.add_argument("--dp", type=positive_int, metavar="D", help="data-parallel size (default: GPUs / (T C P))")
     g.add_argument("--vp", type=positive_int, default=1, metavar="V",
                    help="virtual stages per pipeline stage: the interleaved schedule (default 1: 1F1B)")
     g.add_argument("--sequence-parallel", action="store_true", help="sequence parallelism (with T > 1)")
@@ -47,7 +49,8 @@ def add_score_parser(subparsers: Any) -> argparse.ArgumentParser:
 def _text(m: dict[str, Any]) -> str:
     gb = 1e9
     lines = [
-        f"layout        {m['model']} on {m['gpus']} x {m['gpu']}: t={m['tp']} p={m['pp']} d={m['dp']}"
+        f"layout        {m['model']} on {m['gpus']} x {m['gpu']}: t={m['tp']}"
+        + (f" c={m['cp']}" if m["cp"] > 1 else "") + f" p={m['pp']} d={m['dp']}"
         + (f" v={m['vp']} (interleaved)" if m["vp"] > 1 else " (1F1B)")
         + f", micro-batch {m['micro_batch']}, global batch {m['global_batch']} x {m['seq_length']} tokens, "
         f"{m['tmpc']}, {m['precision']}",
@@ -84,11 +87,13 @@ def cmd_score(args: argparse.Namespace) -> int:
     gpus = setup.nodes * hw.devices_per_node
     dp = args.dp
     if dp is None:
-        if gpus % (args.tp * args.pp):
-            raise UsageError(f"--tp {args.tp} x --pp {args.pp} does not divide the {gpus} GPUs of --nodes {setup.nodes}")
-        dp = gpus // (args.tp * args.pp)
+        width = args.tp * args.cp * args.pp
+        if gpus % width:
+            cp = f" x --cp {args.cp}" if args.cp > 1 else ""
+            raise UsageError(f"--tp {args.tp}{cp} x --pp {args.pp} does not divide the {gpus} GPUs of --nodes {setup.nodes}")
+        dp = gpus // width
     layout = Layout(tp=args.tp, pp=args.pp, dp=dp, recompute=args.recompute,
-                    sequence_parallel=bool(args.sequence_parallel), vp=args.vp)
+                    sequence_parallel=bool(args.sequence_parallel), vp=args.vp, cp=args.cp)
     m = score_layout(cfg, hw, setup, layout)
     public = {k: v for k, v in m.items() if k not in ("problem", "plan", "score")}
     if args.json:

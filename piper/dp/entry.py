@@ -47,6 +47,9 @@ def solve_dp(problem: Problem, options: Options | None = None) -> Result:
         raise SolverError(f"unknown knapsack mode {options.knapsack!r}; use 'exact' or 'greedy'")
     compiled_before = compile_seconds()
     if options.objective == TPS and options.virtual_stage_choices() == (1,):
+        if options.params.get("upper_bound") is not None:
+            raise SolverError("the DP's upper_bound knob applies to the batch-time and interleaved searches, not to "
+                              "Piper's 1F1B DP for the TPS (use --schedule interleaved or --objective batch-time)")
         result = _solve_tps(problem, options)  # Piper's DP, exactly as before version 3
     else:
         result = solve_schedules(problem, options, _solve_tps)

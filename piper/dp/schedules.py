@@ -13,6 +13,13 @@ Status: "optimal" only when every part searched its whole space exactly (exact k
 limit, batch time exact in tau) and the best plan meets the least proven bound; otherwise
 "feasible" with that bound, "infeasible" when every part proved it has no plan, else "unknown".
 ``objective``, ``bound`` are in the objective's units (``Result.objective_kind``).
+
+The knob ``params["upper_bound"]`` (a value in the objective's units, e.g. the best plan a caller
+already holds from another workload) searches only for plans better than it. When the search is
+exact and complete and finds none, the status is "unknown" with no plan and ``bound`` = the knob:
+a proof that no plan is better than it (``python -m piper plan`` uses it across
+micro-batch sizes). It applies to the batch-time and interleaved searches; Piper's 1F1B DP for
+the TPS does not take it (a SolverError says so).
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ import math
 from collections.abc import Callable
 from dataclasses import replace
 
+from piper.core.errors import SolverError
 from piper.core.evaluate import evaluate
 from piper.core.options import BATCH_TIME, Options, candidates
 from piper.core.plan import ONE_F_ONE_B
@@ -78,14 +86,19 @@ def solve_schedules(problem: Problem, options: Options, tps_1f1b: Callable[[Prob
     chain = identical_chain(problem, cand)
     parts: list[tuple[str, Outcome]] = []
     inter = tuple(v for v in kinds if v >= 2)
+    cutoff = upper_bound(options)
+    prune = with_slack(cutoff)  # a plan at the cutoff computed a few ulps apart is still found
+    if math.isfinite(cutoff) and 1 in kinds and not batch:
+        raise SolverError("the DP's upper_bound knob applies to the batch-time and interleaved searches, not to "
+                          "Piper's 1F1B DP for the TPS (use --schedule interleaved or --objective batch-time)")
     interleaved = None
     if inter and batch:
         # the interleaved search is fast (by counts) and its plan often prunes the 1F1B search
-        interleaved = _interleaved(problem, cand, chain, inter, batch, mode, math.inf, deadline, options.linearize)
+        interleaved = _interleaved(problem, cand, chain, inter, batch, mode, prune, deadline, options.linearize)
     if 1 in kinds:
         if batch:
             known = _value(problem, interleaved, kind)
-            ub = with_slack(known) if math.isfinite(known) else math.inf
+            ub = min(prune, with_slack(known) if math.isfinite(known) else math.inf)
             parts.append((ONE_F_ONE_B, _one_f_one_b_batch(problem, options, cand, chain, mode, deadline, ub)))
         else:
             one = replace(options, max_virtual_stages=1, schedule=ONE_F_ONE_B)
@@ -93,10 +106,25 @@ def solve_schedules(problem: Problem, options: Options, tps_1f1b: Callable[[Prob
     if inter:
         if interleaved is None:
             known = min((_value(problem, oc, kind) for _, oc in parts), default=math.inf)
-            ub = with_slack(known) if math.isfinite(known) else math.inf
+            ub = min(prune, with_slack(known) if math.isfinite(known) else math.inf)
             interleaved = _interleaved(problem, cand, chain, inter, batch, mode, ub, deadline, options.linearize)
         parts.append(("interleaved", interleaved))
-    return _combine(problem, name, kind, mode, parts, chain is not None, solve_clock() - start)
+    # below the cutoff, "nothing found" by an exhaustive search proves every plan >= cutoff; the
+    # interleaved heuristic (other graphs than identical chains) is not exhaustive
+    exhaustive = chain is not None or not inter
+    return _combine(problem, name, kind, mode, parts, chain is not None, solve_clock() - start,
+                    cutoff=cutoff if exhaustive else math.inf)
+
+
+def upper_bound(options: Options) -> float:
+    """The ``upper_bound`` knob (+inf when not given): search only for plans better than it."""
+    value = options.params.get("upper_bound")
+    if value is None:
+        return math.inf
+    value = float(value)
+    if math.isnan(value) or value <= 0:
+        raise SolverError(f"the DP's upper_bound knob must be a number > 0, got {options.params['upper_bound']!r}")
+    return value
 
 
 def _value(problem: Problem, oc: Outcome | None, kind: str) -> float:
@@ -114,7 +142,7 @@ def _interleaved(problem: Problem, cand, chain, kinds: tuple[int, ...], batch: b
 
 
 def _combine(problem: Problem, name: str, kind: str, mode: int, parts: list[tuple[str, Outcome]], on_chain: bool,
-             elapsed: float) -> Result:
+             elapsed: float, cutoff: float = math.inf) -> Result:
     best_plan, best = None, math.inf
     for _, oc in parts:
         if oc.plan is not None:
@@ -125,6 +153,10 @@ def _combine(problem: Problem, name: str, kind: str, mode: int, parts: list[tupl
     complete = all(oc.complete for _, oc in parts)
     stats = {"identical_chain": on_chain, "parts": {label: oc.stats for label, oc in parts}}
     message = "; ".join(oc.message for _, oc in parts if oc.message)
+    if best_plan is None and math.isfinite(cutoff) and complete and mode == EXACT:
+        return make_result(problem, name, Status.UNKNOWN, None, time_s=elapsed, bound=max(lower, cutoff), stats=stats,
+                           objective_kind=kind, message=f"no plan better than the upper bound {cutoff:.6g} "
+                                                        "(the upper_bound knob): every plan is at least that")
     if best_plan is None:
         status = Status.INFEASIBLE if complete and math.isinf(lower) else Status.UNKNOWN
         if status == Status.INFEASIBLE and not message:

@@ -103,6 +103,9 @@ class ModelInfo:
     micro_batch: int
     global_batch: int
     distributed_optimizer: bool
+    #: c, the context-parallel size the workload was built for (``contextParallel``, absent: 1;
+    #: docs/problem.md §11): a stage's t is the tensor-parallel size x c
+    context_parallel: int = 1
 
 
 _MODEL_FIELDS: tuple[tuple[str, str, type], ...] = (
@@ -136,7 +139,10 @@ def model_info(problem: Problem) -> ModelInfo | None:
             raise ExportError(f"the workload's model.{key} must be {'a whole number >= 1' if typ is int else typ.__name__}, "
                               f"got {value!r}", rule="E7")
         values[attr] = value
-    return ModelInfo(**values)
+    c = raw.get("contextParallel", 1)
+    if isinstance(c, bool) or not isinstance(c, int) or c < 1:
+        raise ExportError(f"the workload's model.contextParallel must be a whole number >= 1, got {c!r}", rule="E7")
+    return ModelInfo(**values, context_parallel=c)
 
 
 # ---------------------------------------------------------------------------------
@@ -326,6 +332,21 @@ class ExportPlan:
     def world_size(self) -> int:
         d, t = self.uniform()
         return d * t * self.pipeline
+
+    @property
+    def context_parallel(self) -> int:
+        """c of the workload's model record (1 without one)."""
+        return self.model.context_parallel if self.model is not None else 1
+
+    def tensor_parallel(self) -> int:
+        """The tensor-parallel size: every stage's t / c (:class:`ExportError`, rule E3, when c does
+        not divide it: such a plan is not from the workload's own degrees)."""
+        c = self.context_parallel
+        t = self.uniform()[1]
+        if t % c:
+            raise ExportError(f"stage degree t={t} is not a multiple of the workload's context-parallel size {c}",
+                              rule="E3", target=self.target)
+        return t // c
 
 
 @dataclass(frozen=True)

@@ -90,6 +90,11 @@ def export_deepspeed(ep: ExportPlan) -> Export:
         raise refuse("deepspeed", "E8", f"the plan uses the interleaved schedule ({ep.virtual_stages} chunks per "
                      "device group); DeepSpeed's pipeline engine (deepspeed.runtime.pipe) runs 1F1B only",
                      hint="re-plan with --schedule 1f1b")
+    if ep.context_parallel > 1:
+        raise refuse("deepspeed", "E4", f"the workload was built for context parallelism c={ep.context_parallel} "
+                     "(Megatron-Core's ring attention: each device keeps s/c tokens and passes K, V around); "
+                     "DeepSpeed's sequence parallelism is Ulysses (an all-to-all that splits the attention heads), "
+                     "another scheme with other costs", hint="re-plan with --cp 1 or export to Megatron-LM")
     d, t = ep.uniform()
     p = ep.pipeline
     notes = list(ep.notes)

@@ -158,12 +158,17 @@ def _model_args(ep: ExportPlan, notes: list[str]) -> list[str]:
 def export_megatron(ep: ExportPlan) -> Export:
     """Megatron-LM arguments for ``ep`` (see the module docstring); :class:`ExportError` when
     the plan's recomputation has no Megatron setting (rule E6)."""
-    d, t = ep.uniform()
+    d, _width = ep.uniform()
+    c = ep.context_parallel
+    t = ep.tensor_parallel()  # the stage's width is t x c (docs/problem.md §11)
     p = ep.pipeline
     notes = list(ep.notes)
     args = ["--tensor-model-parallel-size", str(t), "--pipeline-model-parallel-size", str(p),
             "--micro-batch-size", str(ep.micro_batch), "--global-batch-size", str(ep.global_batch),
             "--num-layers", str(ep.num_layers)]
+    if c > 1:
+        # the ring attention the workload's costs model (piper/frontend/context.py)
+        args += ["--context-parallel-size", str(c), "--cp-comm-type", "p2p"]
     split, layout = layer_args(ep)
     args += split
     if t > 1 and all(f for st in ep.stages for f in st.sequence_parallel):
@@ -177,8 +182,9 @@ def export_megatron(ep: ExportPlan) -> Export:
         else "stage"
     header = [
         f"# Megatron-LM arguments from a Piper plan; flags of {MEGATRON_SOURCE} (docs/export.md)",
-        f"# data-parallel size {d} is implied: launch on world size {ep.world_size} = d {d} x t {t} x p {p} GPUs "
-        f"(Megatron derives d = world size / (t x p))",
+        f"# data-parallel size {d} is implied: launch on world size {ep.world_size} = d {d} x t {t}"
+        + (f" x c {c}" if c > 1 else "") + f" x p {p} GPUs (Megatron derives d = world size / (t x "
+        + ("c x " if c > 1 else "") + "p))",
         f"# transformer layers per {unit}: {format_counts(counts)}"
         + (" (embedding in the first stage, output layer in the last)" if p > 1 else ""),
         f"# {ep.microbatches // d} micro-batches of {ep.micro_batch} per replica and iteration "
@@ -199,6 +205,7 @@ def export_megatron(ep: ExportPlan) -> Export:
         "world_size": ep.world_size,
         "data_parallel": d,
         "tensor_parallel": t,
+        "context_parallel": c,
         "pipeline_parallel": p,
         "micro_batch": ep.micro_batch,
         "global_batch": ep.global_batch,

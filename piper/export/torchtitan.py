@@ -99,7 +99,9 @@ def _toml_value(v: object) -> str:
 def export_torchtitan(ep: ExportPlan) -> Export:
     """The TOML sections (``text``); :class:`ExportError` for tensor parallelism without
     sequence parallelism and for recomputation torchtitan cannot express (rules E4, E6)."""
-    d, t = ep.uniform()
+    d, _width = ep.uniform()
+    c = ep.context_parallel
+    t = ep.tensor_parallel()  # the stage's width is t x c (docs/problem.md §11)
     p = ep.pipeline
     notes = list(ep.notes)
     if t > 1 and not all(f for st in ep.stages for f in st.sequence_parallel):
@@ -125,6 +127,11 @@ def export_torchtitan(ep: ExportPlan) -> Export:
         "tensor_parallel_degree": t,
         "pipeline_parallel_degree": p,
     }
+    if c > 1:
+        parallelism["context_parallel_degree"] = c
+        notes.append(f"context_parallel_degree {c}: the plan's costs are those of Megatron-Core's p2p ring attention "
+                     "(piper/frontend/context.py); torchtitan's context parallelism (PyTorch's experimental "
+                     "context_parallel, its own rotate method for K and V) may overlap differently")
     if p > 1:
         parallelism["pipeline_parallel_schedule"] = "Interleaved1F1B" if ep.interleaved else "1F1B"
         parallelism["pipeline_parallel_microbatch_size"] = ep.micro_batch
@@ -168,6 +175,7 @@ def export_torchtitan(ep: ExportPlan) -> Export:
         "world_size": ep.world_size,
         "data_parallel": d,
         "tensor_parallel": t,
+        "context_parallel": c,
         "pipeline_parallel": p,
         "source": TORCHTITAN_SOURCE,
     }

@@ -7,7 +7,8 @@ Data flows one way: a :class:`TransformerConfig` (a preset or a Hugging Face
 
 Modules: ``config`` (the model dataclass), ``presets``, ``hf`` (config.json),
 ``hardware`` (catalog), ``costs`` (formulas, with their papers),
-``tmpc`` (TMPC ids), ``workload`` (the graph), ``summary``, ``cli``.
+``tmpc`` (TMPC ids), ``workload`` (the graph), ``context`` (context parallelism, docs/frontend.md),
+``summary``, ``cli``.
 """
 
 from piper.core.errors import FrontendError, HardwareError, ModelConfigError

@@ -1,7 +1,8 @@
 """Score the layout a user runs today (their Megatron-LM command line) with the one evaluator.
 
 :func:`score_layout` builds the front end's workload for the layout's degree t and TMPC only,
-the plan Megatron-LM runs (:func:`layout_plan`: layers split evenly over the p pipeline stages,
+the plan Megatron-LM runs (:func:`layout_plan`; with ``--cp c`` each layer runs on t x c devices,
+the workload's degree key, docs/problem.md §11: layers split evenly over the p pipeline stages,
 or the p v chunks of the interleaved schedule, the first stage also holding the embedding and
 the last the final norm and output head) and scores it with :func:`piper.core.evaluate.evaluate`:
 its ``batch_time`` is the predicted iteration time. The workload carries the optimizer step
@@ -52,10 +53,17 @@ class Layout:
     sequence_parallel: bool = False
     vp: int = 1
     stage_layers: tuple[int, ...] | None = None
+    #: context-parallel size (``--context-parallel-size``): each layer runs on tp x cp devices
+    cp: int = 1
 
     @property
     def gpus(self) -> int:
-        return self.tp * self.pp * self.dp
+        return self.tp * self.cp * self.pp * self.dp
+
+    @property
+    def width(self) -> int:
+        """The model-parallel width t = tp x cp, the workload's degree key (docs/problem.md §11)."""
+        return self.tp * self.cp
 
     @property
     def tmpc(self) -> str:
@@ -74,11 +82,13 @@ def check_layout(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup, lay
     """The layers of each stage (or chunk); a :class:`FrontendError` naming the flag when the
     layout is impossible."""
     gpus = setup.nodes * hw.devices_per_node
-    for name, value in (("--tp", layout.tp), ("--pp", layout.pp), ("--dp", layout.dp), ("--vp", layout.vp)):
+    for name, value in (("--tp", layout.tp), ("--cp", layout.cp), ("--pp", layout.pp), ("--dp", layout.dp),
+                        ("--vp", layout.vp)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise FrontendError(f"{name} must be a whole number >= 1, got {value!r}")
     if layout.gpus != gpus:
-        raise FrontendError(f"--tp {layout.tp} x --pp {layout.pp} x --dp {layout.dp} = {layout.gpus} GPUs, but "
+        cp = f" x --cp {layout.cp}" if layout.cp > 1 else ""
+        raise FrontendError(f"--tp {layout.tp}{cp} x --pp {layout.pp} x --dp {layout.dp} = {layout.gpus} GPUs, but "
                             f"--nodes {setup.nodes} x {hw.devices_per_node} = {gpus}")
     if layout.tp not in tensor_parallel_degrees(cfg, hw):
         raise FrontendError(f"--tp {layout.tp}: must divide the attention heads ({cfg.attention_heads}), the key/value "
@@ -125,7 +135,7 @@ def layout_plan(problem: Problem, sizes: list[int], layout: Layout) -> Plan:
         if i == len(sizes) - 1:
             nodes = nodes + last
         tm = {v: (layout.tmpc if kinds[v] == "transformer" else other) for v in nodes}
-        stages.append(Stage(tuple(nodes), layout.dp, layout.tp, tm))
+        stages.append(Stage(tuple(nodes), layout.dp, layout.width, tm))
     schedule = Schedule("interleaved", layout.vp) if layout.vp > 1 else Schedule()
     return Plan(tuple(stages), schedule)
 
@@ -161,9 +171,9 @@ def score_layout(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup, lay
     sizes = check_layout(cfg, hw, setup, layout)
     from piper.io.workload import load_problem
 
-    setup = replace(setup, optimizer_step=True)
+    setup = replace(setup, optimizer_step=True, context_parallel=layout.cp)
     recompute = (layout.recompute,)
-    workload = build_workload(cfg, hw, setup, degrees=(layout.tp,), recompute=recompute)
+    workload = build_workload(cfg, hw, setup, degrees=(layout.width,), recompute=recompute)
     problem = load_problem(workload, strict=True)
     plan = layout_plan(problem, sizes, layout)
     score = evaluate(problem, plan)
@@ -175,15 +185,16 @@ def score_layout(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup, lay
     flops_causal = model_flops(cfg, setup.global_batch, causal=True)
     # the share of the transformer layers' time that is exposed tensor-parallel communication
     layer = next(nd for nd in problem.nodes if nd.kind == "transformer")
-    tm = layer.tmpc(layout.tp, layout.tmpc)
-    from piper.frontend.workload import node_costs
+    tm = layer.tmpc(layout.width, layout.tmpc)
+    from piper.frontend.workload import model_parallel_node_costs
 
-    cost = next(c for c in node_costs(cfg, hw, setup, "transformer", layout.tp) if c.tmpc_id == layout.tmpc)
+    cost = next(c for c in model_parallel_node_costs(cfg, hw, setup, "transformer", layout.width)
+                if c.tmpc_id == layout.tmpc)
     comm_share = cost.communication_s / cost.time_per_sample_s if cost.time_per_sample_s > 0 else 0.0
     peak = hw.peak_flops
     max_mem = max(s.memory for s in score.stages)
     return {
-        "model": cfg.name, "gpu": hw.name, "gpus": gpus, "tp": layout.tp, "pp": layout.pp, "dp": layout.dp,
+        "model": cfg.name, "gpu": hw.name, "gpus": gpus, "tp": layout.tp, "cp": layout.cp, "pp": layout.pp, "dp": layout.dp,
         "vp": layout.vp, "micro_batch": cfg.micro_batch, "global_batch": setup.global_batch,
         "seq_length": cfg.seq_length, "recompute": layout.recompute,
         "sequence_parallel": layout.sequence_parallel and layout.tp > 1, "precision": cfg.precision,

@@ -45,7 +45,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from piper.core.errors import FrontendError
-from piper.frontend import costs
+from piper.frontend import context, costs
 from piper.frontend.config import TransformerConfig
 from piper.frontend.hardware import Hardware
 from piper.frontend.operations import (
@@ -63,6 +63,7 @@ __all__ = [
     "all_reduce_factor",
     "build_workload",
     "effective_hardware",
+    "model_parallel_node_costs",
     "model_record",
     "node_costs",
     "node_params_per_device",
@@ -131,9 +132,12 @@ class TrainingSetup:
     #: write the optimizer step's time (workload keys ``stepTime`` / ``stepTimeSharded``, which
     #: the DP and the exact models do not honour yet: off for workloads meant for solvers)
     optimizer_step: bool = False
+    #: c, the context-parallel size (``--context-parallel-size``): the workload's degree keys are
+    #: t_tensor x c (docs/problem.md §11, :mod:`piper.frontend.context`)
+    context_parallel: int = 1
 
     def __post_init__(self) -> None:
-        for name in ("nodes", "global_batch", "grad_bytes"):
+        for name in ("nodes", "global_batch", "grad_bytes", "context_parallel"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise FrontendError(f"{name} must be a whole number >= 1, got {value!r}")
@@ -283,6 +287,41 @@ def node_costs(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup, kind:
     return out
 
 
+def model_parallel_node_costs(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup, kind: str,
+                              t: int) -> list[NodeCost]:
+    """The TMPCs of a node at degree key t, the model-parallel width t_tensor x c with
+    c = ``setup.context_parallel`` (docs/problem.md §11): :func:`node_costs` at c = 1, else the
+    tensor-parallel costs of s / c tokens at t_tensor = t / c with ring attention, the weights'
+    reduction over c and the state sharded over c (:mod:`piper.frontend.context`)."""
+    c = setup.context_parallel
+    if c == 1:
+        return node_costs(cfg, hw, setup, kind, t)
+    if t % c:
+        raise FrontendError(f"degree {t} is not a multiple of the context-parallel size (--cp) {c}")
+    tt = t // c
+    local_cfg = context.local_config(cfg, c)
+    local = node_costs(local_cfg, hw, setup, kind, tt)
+    whole = node_costs(cfg, hw, setup, kind, tt)
+    hw_eff = effective_hardware(hw, setup)
+    link = context.context_link(hw_eff, t)
+    kv = context.kv_block_bytes(cfg, c, tt)
+
+    def ring_of(a_f: float, a_b: float) -> context.RingAttention:
+        return context.ring_attention(hw_eff, c, a_f, a_b, kv, link)
+
+    network, intra = resync_bandwidths(hw_eff, setup, t)
+    bandwidth = intra if t <= hw.devices_per_node else network
+    f = all_reduce_factor(cfg, setup)
+    out = []
+    for lc, wc in zip(local, whole):
+        recompute, sp = parse_tmpc_id(lc.tmpc_id)
+        ops = node_ops(kind, local_cfg, hw_eff, tt, recompute, sp, setup.kernels()) if kind == "transformer" else None
+        resync = context.context_resync_s(f, wc.gradient_bytes, c, setup.global_batch // cfg.micro_batch, bandwidth)
+        out.append(context.with_context(lc, wc, ops, ring_of, c, resync_s=resync,
+                                        distributed_optimizer=setup.distributed_optimizer))
+    return out
+
+
 def resync_overlap_s(cost: NodeCost, setup: TrainingSetup) -> float:
     """``resyncOverlapTime``: the part of one micro-batch of this node during which the stage's
     data-parallel resync can run (its backward pass with ``--overlap-grad-reduce``, its forward
@@ -340,6 +379,8 @@ def model_record(cfg: TransformerConfig, setup: TrainingSetup) -> dict[str, Any]
         "globalBatch": setup.global_batch,
         "distributedOptimizer": setup.distributed_optimizer,
         "gradBytes": setup.grad_bytes,
+        # written only for c > 1, so that c = 1 workloads are what they were (absent: 1)
+        **({"contextParallel": setup.context_parallel} if setup.context_parallel > 1 else {}),
     }
 
 
@@ -365,7 +406,12 @@ def build_workload(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup | 
     memory = hw.memory_bytes - reserve
     if memory <= 0:
         raise FrontendError(f"memory reserve ({reserve:.6g} bytes) leaves no memory of {hw.memory_bytes:.6g}")
-    allowed = tensor_parallel_degrees(cfg, hw)
+    context.check_context(cfg, setup.context_parallel, flash_attention=setup.flash_attention)
+    allowed = context.model_parallel_degrees(tensor_parallel_degrees(cfg, hw), setup.context_parallel,
+                                             setup.nodes * hw.devices_per_node)
+    if not allowed:
+        raise FrontendError(f"context-parallel size (--cp) {setup.context_parallel}: no tensor-parallel degree t "
+                            f"has t x {setup.context_parallel} <= the {setup.nodes * hw.devices_per_node} devices")
     if degrees is not None:
         bad = [t for t in degrees if t not in allowed]
         if bad:
@@ -383,7 +429,7 @@ def build_workload(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup | 
         for t in degrees:
             entries = []
             if (kind, t) not in cache:
-                cache[kind, t] = node_costs(cfg, hw, setup, kind, t)
+                cache[kind, t] = model_parallel_node_costs(cfg, hw, setup, kind, t)
             for c in cache[kind, t]:
                 if recompute is not None and kind == "transformer" and parse_tmpc_id(c.tmpc_id)[0] not in recompute:
                     continue

@@ -139,7 +139,14 @@ def cluster_record(problem: Problem) -> dict[str, int | float]:
 
 def plan_record(problem: Problem) -> dict[str, Any]:
     """The ``madeFor`` record of a plan made for ``problem`` (workload hash and cluster)."""
-    return {"record": RECORD_VERSION, "workloadSha256": workload_hash(problem), "cluster": cluster_record(problem)}
+    out = {"record": RECORD_VERSION, "workloadSha256": workload_hash(problem), "cluster": cluster_record(problem)}
+    model = problem.extra.get("model")
+    c = model.get("contextParallel", 1) if isinstance(model, Mapping) else 1
+    if isinstance(c, int) and not isinstance(c, bool) and c > 1:
+        # the context-parallel size the workload was built for (docs/problem.md §11), for the reader:
+        # the hash binds it already
+        out["contextParallel"] = c
+    return out
 
 
 def plan_document(plan: Plan, problem: Problem) -> dict[str, Any]:

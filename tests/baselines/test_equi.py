@@ -9,13 +9,7 @@ from typing import Any
 
 import pytest
 
-from baselines.equi import (
-    TransformerLayout,
-    authors_topological_order,
-    solve_equi,
-    split_evenly,
-    transformer_layout,
-)
+from baselines.equi import TransformerLayout, authors_topological_order, solve_equi, split_evenly, transformer_layout
 from experiments.lib.instances import random_problem
 from piper import solve
 from piper.core.evaluate import check_plan, evaluate

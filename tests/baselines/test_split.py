@@ -160,6 +160,7 @@ def test_split_proves_resnet50_k8() -> None:
     assert res.bound <= res.tps and res.bound >= res.tps - res.stats["tolerance"]
 
 
+@pytest.mark.slow  # about 100 s on 2 cores; the CBC split is covered in CI by the smaller cases above
 def test_cbc_split_proves_16_branchy_k8() -> None:
     """The issue's CBC goal: the 16-layer branchy row of ``experiments.bench_exact`` at
     k = 8, which unsplit CBC did not prove in 150 s; split (287 sequences, probing at

@@ -49,3 +49,36 @@ def test_does_not_fit_is_reported_not_an_error(capsys):
                            "--micro-batch", "1", "--global-batch", "8", "--json"]) == 0
     m = json.loads(capsys.readouterr().out)
     assert m["fits"] is False and m["batch_time_s"] is None
+
+
+def test_context_parallel_layout(capsys):
+    # --cp 2 with t = 2, p = 2 on 8 GPUs: d = 8 / (2 x 2 x 2) = 1; each stage runs on d x t x c = 4 devices
+    assert run_main(main, [*BASE, "--cp", "2", "--sequence-parallel", "--json"]) == 0
+    m = json.loads(capsys.readouterr().out)
+    assert (m["cp"], m["dp"], m["gpus"], m["tmpc"]) == (2, 1, 8, "selective+sp")
+    assert m["tokens_per_s"] == pytest.approx(16 * 2048 / m["batch_time_s"])
+    assert run_main(main, [*BASE, "--cp", "2"]) == 0
+    assert "t=2 c=2 p=2 d=1" in capsys.readouterr().out
+    from piper.frontend.hardware import hardware
+    from piper.frontend.presets import preset
+    from piper.frontend.score import Layout, score_layout
+    from piper.frontend.workload import TrainingSetup
+
+    cfg = preset("megatron-1.7b").with_changes(micro_batch=1)
+    r = score_layout(cfg, hardware("a100-80gb"), TrainingSetup(global_batch=16),
+                     Layout(tp=2, pp=2, dp=1, cp=2, recompute="selective", sequence_parallel=True))
+    assert [(s.d, s.t) for s in r["plan"].stages] == [(1, 4), (1, 4)]
+    assert r["problem"].extra["model"]["contextParallel"] == 2
+
+
+@pytest.mark.parametrize("extra, flag", [
+    (["--cp", "3"], "--cp 3"),
+    (["--cp", "2", "--seq", "2050"], "multiple of 2 x 2"),
+    (["--cp", "0"], "--cp"),
+    (["--cp", "2", "--dp", "2"], "--tp 2 x --cp 2 x --pp 2 x --dp 2 = 16 GPUs"),
+    (["--cp", "2", "--no-flash-attention"], "--cp"),
+])
+def test_bad_context_parallel_is_one_line_exit_2(extra, flag, capsys):
+    assert run_main(main, [*BASE, *extra]) == 2
+    err = capsys.readouterr().err.strip()
+    assert flag in err and "\n" not in err

@@ -8,16 +8,7 @@ from pathlib import Path
 import pytest
 
 from experiments.lib.instances import random_problem
-from piper import (
-    Plan,
-    Problem,
-    Stage,
-    evaluate,
-    load_plan,
-    load_problem,
-    problem_from_dict,
-    problem_to_dict,
-)
+from piper import Plan, Problem, Stage, evaluate, load_plan, load_problem, problem_from_dict, problem_to_dict
 from tests.reference import plan_of, problem_of, rows
 
 ROOT = Path(__file__).resolve().parents[2]

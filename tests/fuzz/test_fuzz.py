@@ -8,14 +8,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.fuzz import bodies
-from tests.fuzz.inputs import (
-    base_hardware,
-    base_hf,
-    base_plan,
-    base_workload,
-    corrupted_text,
-    mutated,
-)
+from tests.fuzz.inputs import base_hardware, base_hf, base_plan, base_workload, corrupted_text, mutated
 
 
 def fast(n: int) -> settings:

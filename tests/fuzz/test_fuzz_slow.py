@@ -13,15 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.fuzz import bodies
-from tests.fuzz.inputs import (
-    FLAG_VALUES,
-    base_hardware,
-    base_hf,
-    base_plan,
-    base_workload,
-    corrupted_text,
-    mutated,
-)
+from tests.fuzz.inputs import FLAG_VALUES, base_hardware, base_hf, base_plan, base_workload, corrupted_text, mutated
 
 BUDGET_S = float(os.environ.get("PIPER_FUZZ_SECONDS", "720"))
 SETTINGS = settings(max_examples=50, deadline=None, database=None, suppress_health_check=list(HealthCheck))

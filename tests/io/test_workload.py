@@ -9,13 +9,7 @@ from pathlib import Path
 import pytest
 
 from experiments.lib.instances import random_problem
-from piper import (
-    ProblemError,
-    dump_problem,
-    load_problem,
-    problem_from_dict,
-    problem_to_dict,
-)
+from piper import ProblemError, dump_problem, load_problem, problem_from_dict, problem_to_dict
 from piper.core.problem import VERSION2_FEATURES
 from tests.helpers import three_layer_chain, tmpc, workload
 

@@ -102,6 +102,7 @@ def _strip(rows: list[dict]) -> list[dict]:
                   key=lambda r: (r["instance"], r["solver"]))
 
 
+@pytest.mark.slow  # about 90 s on 2 cores; compare on Ray in CI: test_paper_and_bench_exact_give_the_same_runs_on_ray
 @pytest.mark.usefixtures("ray_instance")
 def test_compare_gives_the_same_report_on_ray(
     fake_solvers: None, two_layer_file: Path, tmp_path: Path, compare_cli: RunCompare

@@ -102,6 +102,7 @@ def _split_both_ways(solver: str, problem: Any, warm: Any) -> list[Any]:
             for b in ("threads", "ray")]
 
 
+@pytest.mark.slow  # 1-3 minutes each on 2 cores; the split on Ray is covered in CI by the tests above
 @pytest.mark.parametrize("solver, n", [("cpsat", 12), ("milp-highs", 8)])
 def test_the_split_proof_on_ray_gives_the_thread_answer(solver: str, n: int) -> None:
     """From the DP's plan (every sequence refuted: the same plan) and from a worse plan

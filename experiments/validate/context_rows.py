@@ -1,0 +1,88 @@
+"""The published rows with context parallelism (issue 31): [L3] Table 4's long-context row (16,384
+H100, TP 8, CP 16, PP 16, DP 8, sequence 131,072, 380 TFLOP/s per GPU), scored like the dense
+Llama 3 rows of :mod:`experiments.validate.rows` (same setup and assumptions) with ``--cp 16``.
+
+The row's batch: DP 8 x 16 sequences per replica = 128 sequences of 131,072 tokens (16M tokens,
+as Table 4 says). Published iteration time: the row's TFLOP/s converted with Megatron's FLOP count
+(full, non-causal attention), as for the dense rows; the paper does not give its count, and at
+131k tokens attention is most of the FLOPs, so :func:`context_variants` also reports the time with
+the causal half of attention (a 1.4x shorter target). Meta's pipeline schedule is interleaved but
+its v is not stated: the row is scored with v = 1 (as the dense rows), and :func:`context_variants`
+adds v = 2 and 4 (Meta's uneven 7, 8 x 14, 7 split refined into 16 v chunks, first and last one
+layer short).
+"""
+
+from __future__ import annotations
+
+import csv
+from dataclasses import replace
+from typing import Any
+
+from experiments.validate.rows import DATA_DIR, Case, llama3_layout
+from piper.frontend import costs
+from piper.frontend.hardware import hardware
+from piper.frontend.presets import preset
+from piper.frontend.score import Layout, check_layout, model_flops, score_layout
+from piper.frontend.workload import TrainingSetup
+
+__all__ = ["CONTEXT_ASSUMPTIONS", "context_variants", "llama3_context_cases"]
+
+#: added to the Llama 3 table's assumptions for the context-parallel row
+CONTEXT_ASSUMPTIONS = [
+    ("the long-context row (CP 16): Megatron-Core's ring attention (p2p; the paper's Section 3.3.2 describes an "
+     "all-gather of K and V instead), the sequence split in 2c chunks, each ring step's K, V transfer overlapped "
+     "with the previous step's attention (piper/frontend/context.py); v = 1"),
+]
+
+
+def llama3_context_cases() -> list[Case]:
+    """[L3] Table 4's rows with context parallelism > 1."""
+    out = []
+    hw = hardware("h100")
+    with open(DATA_DIR / "llama3_table4.csv", newline="") as fh:
+        table = list(csv.DictReader(fh))
+    for r in table:
+        c = int(r["context_parallel"])
+        if c == 1:
+            continue
+        gpus, t, p, d = (int(r[k]) for k in ("gpus", "tensor_parallel", "pipeline_parallel", "data_parallel"))
+        seq = int(r["sequence_length"])
+        gb = d * int(r["batch_size_per_dp"])
+        cfg = preset("llama3-405b").with_changes(seq_length=seq, micro_batch=1)
+        setup = TrainingSetup(nodes=gpus // hw.devices_per_node, global_batch=gb, distributed_optimizer=True,
+                              grad_bytes=4, flash_attention=True, overlap_grad_reduce=True, overlap_param_gather=True,
+                              shard_gradients=True)
+        tflops = float(r["tflops_per_gpu"])
+        time_s = costs.model_flops_per_iteration(cfg, gb) / (tflops * 1e12 * gpus)
+        layout = Layout(tp=t, cp=c, pp=p, dp=d, recompute="none", sequence_parallel=True,
+                        stage_layers=llama3_layout(cfg.layers, p))
+        check_layout(cfg, hw, setup, layout)
+        out.append(Case("llama3", f"llama3-405b-{gpus}-cp{c}", cfg, hw, setup, layout, time_s, tflops,
+                        "h100-sxm-80gb", extra={"causal_time_s": model_flops(cfg, gb, causal=True) / (tflops * 1e12 * gpus)}))
+    return out
+
+
+def context_variants(case: Case, params: tuple[float, float], vps: tuple[int, ...] = (1, 2, 4)) -> list[dict[str, Any]]:
+    """``case`` scored with the fitted (e_max, d0) at each v of ``vps``: the first recomputation that
+    fits (none, selective, full), the predicted time and its error against both published times."""
+    e_max, d0 = params
+    hw = case.hw.with_changes(gemm_efficiency=e_max, gemm_half_dim=d0)
+    rows = []
+    for vp in vps:
+        layout = replace(case.layout, vp=vp, stage_layers=llama3_layout(case.cfg.layers, case.layout.pp * vp))
+        m: dict[str, Any] = {}
+        for rc in ("none", "selective", "full"):
+            m = score_layout(case.cfg, hw, case.setup, replace(layout, recompute=rc))
+            if m["batch_time_s"] is not None:
+                break
+        pred = m["batch_time_s"]
+        causal = case.extra["causal_time_s"]
+        rows.append({
+            "row": case.name, "vp": vp, "tmpc": m["tmpc"], "predicted_time_s": pred,
+            "published_time_s": case.published_time_s, "published_causal_time_s": causal,
+            "error_percent": None if pred is None else 100 * (pred / case.published_time_s - 1),
+            "error_causal_percent": None if pred is None else 100 * (pred / causal - 1),
+            "max_memory_gb": m["max_memory_bytes"] / 1e9, "tokens_per_s": m["tokens_per_s"],
+            "bottleneck": m["bottleneck"],
+        })
+    return rows

@@ -1,0 +1,216 @@
+"""Context parallelism in the model front end (docs/problem.md §11; issue 31).
+
+A workload built for context-parallel degree c (``TrainingSetup.context_parallel``) offers, at
+every degree key t, the costs of tensor-parallel degree t_tensor = t / c times context-parallel
+degree c: t is the layer's *model-parallel width* (t = t_tensor x c), the devices one replica of
+the layer runs on. This module holds the formulas; :func:`piper.frontend.workload.model_parallel_node_costs`
+applies them to the tensor-parallel costs of :func:`piper.frontend.workload.node_costs`.
+
+The scheme is **Megatron-Core's ring attention** (``--context-parallel-size c --cp-comm-type p2p``;
+Megatron-Core docs, "Context parallelism"; Transformer Engine's ``AttnFuncWithCPAndKVP2P``; Liu et
+al., "Ring Attention with Blockwise Transformers for Near-Infinite Context", 2023, §3). Llama 3
+(Dubey et al. 2024, §3.3.2) all-gathers K and V instead; we model the p2p ring, the scheme
+``python -m piper export --to megatron`` writes. Per device and micro-batch of b sequences:
+
+* **The sequence split.** Each sequence is cut into 2c chunks; device r holds chunks r and
+  2c - 1 - r (causal load balance): s / c tokens. Every operation outside the core attention
+  (products, element-wise kernels, tensor-parallel collectives, the embedding and head) is that of
+  a sequence of s / c tokens at tensor-parallel degree t_tensor (:func:`local_config`). So are the
+  activations kept (split over c) and the bytes a stage boundary sends (one device's: / c).
+* **Ring attention: c steps.** At step i the device attends its s / c queries to the K, V block
+  of device r - i. With the 2c-chunk split every step does the same work: step 0 is the causal
+  attention of the local 2 chunks, steps 1..c-1 are half of an s / c x s / c block each (two
+  chunk pairs of (s / 2c)^2): each step costs A_f, the causal flash attention of s / c tokens
+  (forward), A_b backward.
+* **The transfer.** Between steps each device sends its current K, V block to the next device
+  and receives the previous one's: K_bytes = 2 p b (s / c) kv_dim / t_tensor bytes forward
+  (:func:`kv_block_bytes`); the backward pass passes K, V and their gradients dK, dV: 2 K_bytes.
+  Priced as an NCCL send/recv (``collective_time_s(..., "p2p", ...)``) over NVLink when the
+  model-parallel width t <= G (devices per node: Megatron orders ranks tp-cp-dp-pp, so the c
+  devices lie t_tensor apart), else over the network: X_f, X_b seconds.
+* **Overlap rule.** Transformer Engine posts step i+1's send/recv before it runs step i's
+  attention and waits for it after (Ring Attention §3: the transfer of a block is hidden when the
+  compute of a block is at least as long): a step takes max(A, X), the first none
+  (its block is local). Forward: A_f + (c - 1) max(A_f, X_f); backward:
+  A_b + (c - 1) max(A_b, X_b); recomputation (full or selective) runs the forward ring again.
+  (:class:`RingAttention`)
+* **Weights** are replicated over the c devices (parameters, ``parameterSize``,
+  ``memoryUsageB`` as at t_tensor); the distributed optimizer shards its state over the d x c
+  devices of the data-parallel-with-context group: ``memoryUsageShardedB`` = s / c, and its step
+  over the same devices (``stepTimeSharded`` / c).
+* **The weights' gradient reduction over c.** The resync over the d c devices holding the same
+  shard moves f (dc - 1) w / (dc) bytes per iteration = f (d - 1) w / d (the spec's resync) +
+  f (c - 1) w / (c d): the front end adds f (c - 1) w / (c N B_c) to ``timePerSample``
+  (:func:`context_resync_s`), which the evaluator divides by d like the compute; B_c is the
+  collective bandwidth of the c devices, NVLink when t <= G, else the network.
+
+With c = 1 nothing here is used: the workload is exactly the tensor-parallel one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+from piper.core.errors import FrontendError
+from piper.frontend.config import TransformerConfig
+from piper.frontend.hardware import Hardware
+from piper.frontend.operations import Op, collective_time_s
+
+__all__ = [
+    "MIN_SEARCH_SEQ",
+    "MIN_TOKENS_PER_DEVICE",
+    "RingAttention",
+    "check_context",
+    "context_link",
+    "context_resync_s",
+    "kv_block_bytes",
+    "local_config",
+    "model_parallel_degrees",
+    "ring_attention",
+    "with_context",
+]
+
+#: the planner searches c > 1 by default only for sequences at least this long (tokens); below it
+#: the activations of one sequence are small next to the weights and a 2-way split of 8k tokens or
+#: less shortens the matrix products without saving much memory (Llama 3 trained 8k sequences with
+#: CP 1 and 128k with CP 16, Dubey et al. 2024 Table 4). ``--cp`` fixes c for any length.
+MIN_SEARCH_SEQ = 16384
+#: nor c beyond seq / this: each device keeps at least this many tokens of a sequence (s / c), so the
+#: ring's per-step attention stays long enough to hide its K, V transfer (a search bound, not a rule
+#: of Megatron's: ``--cp`` lifts it)
+MIN_TOKENS_PER_DEVICE = 4096
+
+
+def check_context(cfg: TransformerConfig, c: int, *, flash_attention: bool) -> None:
+    """Megatron-Core's requirements on c (a :class:`FrontendError` naming ``--cp`` otherwise):
+    the sequence splits into 2c chunks of whole tokens (``get_batch_on_this_cp_rank`` views it as
+    2c equal chunks), and the attention is Transformer Engine's fused kernel (the only one with
+    context parallelism)."""
+    if isinstance(c, bool) or not isinstance(c, int) or c < 1:
+        raise FrontendError(f"context-parallel size (--cp) must be a whole number >= 1, got {c!r}")
+    if c == 1:
+        return
+    if cfg.seq_length % (2 * c):
+        raise FrontendError(f"context-parallel size (--cp) {c}: the sequence length {cfg.seq_length} must be a "
+                            f"multiple of 2 x {c} = {2 * c} (Megatron-Core splits each sequence into 2c chunks)")
+    if not flash_attention:
+        raise FrontendError(f"context-parallel size (--cp) {c} needs fused (flash) attention: Megatron-Core runs "
+                            "context parallelism only with Transformer Engine's fused attention")
+
+
+def model_parallel_degrees(tensor_degrees: list[int], c: int, max_devices: int) -> list[int]:
+    """The degree keys t = t_tensor x c of a workload with context-parallel degree c, for the
+    tensor-parallel degrees allowed, that fit on ``max_devices`` devices."""
+    return [tt * c for tt in tensor_degrees if tt * c <= max_devices]
+
+
+def local_config(cfg: TransformerConfig, c: int) -> TransformerConfig:
+    """The model as one device of the c sees it outside the core attention: s / c tokens."""
+    return cfg if c == 1 else cfg.with_changes(seq_length=cfg.seq_length // c)
+
+
+def kv_block_bytes(cfg: TransformerConfig, c: int, t_tensor: int) -> float:
+    """Bytes of the K and V block one device holds and passes on per ring step (forward):
+    2 p b (s / c) kv_dim / t_tensor (its kv_heads / t_tensor heads of the s / c tokens)."""
+    return 2.0 * cfg.precision_bytes * cfg.micro_batch * (cfg.seq_length / c) * cfg.kv_dim / t_tensor
+
+
+def context_link(hw: Hardware, t: int) -> str:
+    """The link of the c devices of model-parallel width t: NVLink when t <= G, else the network."""
+    return "nvlink" if t <= hw.devices_per_node else "network"
+
+
+@dataclass(frozen=True)
+class RingAttention:
+    """One layer's ring attention for one micro-batch on one device (seconds): c steps, the
+    transfer of step i+1's block overlapped with step i's attention (module docstring)."""
+
+    #: c, the ring's devices and steps
+    steps: int
+    #: A_f, A_b: one step's attention, forward and backward
+    attention_fwd_step_s: float
+    attention_bwd_step_s: float
+    #: X_f, X_b: one step's transfer (K, V forward; K, V, dK, dV backward)
+    transfer_fwd_step_s: float
+    transfer_bwd_step_s: float
+
+    @property
+    def forward_s(self) -> float:
+        """A_f + (c - 1) max(A_f, X_f)."""
+        return self.attention_fwd_step_s + (self.steps - 1) * max(self.attention_fwd_step_s, self.transfer_fwd_step_s)
+
+    @property
+    def backward_s(self) -> float:
+        """A_b + (c - 1) max(A_b, X_b)."""
+        return self.attention_bwd_step_s + (self.steps - 1) * max(self.attention_bwd_step_s, self.transfer_bwd_step_s)
+
+    @property
+    def exposed_fwd_s(self) -> float:
+        """The forward transfer not hidden behind attention: (c - 1) max(0, X_f - A_f)."""
+        return (self.steps - 1) * max(0.0, self.transfer_fwd_step_s - self.attention_fwd_step_s)
+
+    @property
+    def exposed_bwd_s(self) -> float:
+        """(c - 1) max(0, X_b - A_b)."""
+        return (self.steps - 1) * max(0.0, self.transfer_bwd_step_s - self.attention_bwd_step_s)
+
+
+def ring_attention(hw: Hardware, c: int, attention_fwd_step_s: float, attention_bwd_step_s: float,
+                   kv_bytes: float, link: str) -> RingAttention:
+    """The ring of c steps with the given per-step attention times and K, V block bytes over ``link``."""
+    x_f = collective_time_s(hw, "p2p", kv_bytes, c, link)
+    x_b = collective_time_s(hw, "p2p", 2.0 * kv_bytes, c, link)
+    return RingAttention(c, attention_fwd_step_s, attention_bwd_step_s, x_f, x_b)
+
+
+def context_resync_s(allreduce_factor: float, gradient_bytes: float, c: int, microbatches: int,
+                     bandwidth: float) -> float:
+    """f (c - 1) w / (c N B_c): the weights' extra gradient reduction over the c devices, per
+    micro-batch (seconds; the evaluator divides ``timePerSample`` by d). ``gradient_bytes`` w per
+    device, ``bandwidth`` B_c in bytes/s."""
+    if c == 1 or gradient_bytes == 0:
+        return 0.0
+    return allreduce_factor * (c - 1) * gradient_bytes / (c * microbatches * bandwidth)
+
+
+def _flash_steps(ops: list[Op]) -> tuple[float, float]:
+    """(A_f, A_b) from one device's operations at s / c tokens: the fused attention kernel forward and backward."""
+    fwd = [o.time_s for o in ops if o.kind == "attention" and o.phase == "forward"]
+    bwd = [o.time_s for o in ops if o.kind == "attention" and o.phase == "backward"]
+    return (fwd[0] if fwd else 0.0), (bwd[0] if bwd else 0.0)
+
+
+def with_context(local: Any, whole: Any, ops: list[Op] | None, ring_of: Any, c: int, *, resync_s: float,
+                 distributed_optimizer: bool) -> Any:
+    """A :class:`~piper.frontend.workload.NodeCost` at context-parallel degree c from the
+    tensor-parallel costs at s / c tokens (``local``: times, activations, pipeline bytes) and at the
+    whole sequence (``whole``: parameters and state, which do not depend on s but for learned
+    positions); ``ops`` are ``local``'s operations (None for nodes without attention) and
+    ``ring_of(A_f, A_b)`` builds their :class:`RingAttention`."""
+    fwd_extra = bwd_extra = rec_extra = comm_extra = 0.0
+    if ops:
+        a_f, a_b = _flash_steps(ops)
+        if a_f > 0 or a_b > 0:
+            ring = ring_of(a_f, a_b)
+            fwd_extra = ring.forward_s - a_f
+            bwd_extra = ring.backward_s - a_b
+            recomputes = sum(1 for o in ops if o.kind == "attention" and o.phase == "recompute")
+            rec_extra = recomputes * fwd_extra
+            comm_extra = (1 + recomputes) * ring.exposed_fwd_s + ring.exposed_bwd_s
+    time = local.time_per_sample_s + fwd_extra + bwd_extra + rec_extra + resync_s
+    comm = local.communication_s + comm_extra + resync_s
+    return dataclasses.replace(
+        local,
+        time_per_sample_s=time,
+        communication_s=comm,
+        compute_s=time - comm,
+        params_per_device=whole.params_per_device,
+        state_bytes=whole.state_bytes,
+        sharded_state_bytes=whole.sharded_state_bytes / c,
+        gradient_bytes=whole.gradient_bytes,
+        forward_s=local.forward_s + fwd_extra,
+        backward_s=local.backward_s + bwd_extra + rec_extra,
+        step_s=whole.step_s / c if distributed_optimizer else whole.step_s,
+    )

@@ -1,0 +1,32 @@
+"""The planner's search (piper/frontend/planner.py): the free searches cut off below the best
+free plan found so far (the DP's ``upper_bound`` knob) end with the same winner as the searches
+without cut-offs, and the search still counts as exact."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from piper.core.options import BATCH_TIME, Options
+from piper.frontend.hardware import hardware
+from piper.frontend.planner import search_plans
+from piper.frontend.presets import preset
+from piper.frontend.workload import TrainingSetup
+from piper.solvers.registry import get_solver
+
+
+def test_cut_off_free_searches_find_the_same_winner() -> None:
+    cfg = preset("megatron-1.7b")
+    hw = hardware("a100-80gb")
+    setup = TrainingSetup(nodes=1, global_batch=64)
+    options = Options(objective=BATCH_TIME, schedule="any", max_virtual_stages=4)
+    dp = get_solver("dp")
+    plain_info = replace(dp, params={k: v for k, v in dp.params.items() if k != "upper_bound"})
+    with_cuts = search_plans(cfg, hw, setup, dp, options, micro_batches=(1, 2, 4, 8))
+    without = search_plans(cfg, hw, setup, plain_info, options, micro_batches=(1, 2, 4, 8))
+    assert with_cuts.exact and without.exact
+    assert with_cuts.free is not None and without.free is not None
+    assert abs(with_cuts.free.value - without.free.value) <= 1e-9 * without.free.value
+    assert with_cuts.runnable.value == without.runnable.value
+    # the cut-offs were used: some free search after the first proved it holds nothing better
+    cut = [c for c in with_cuts.candidates if not c.uniform and "upper_bound" in c.result.message]
+    assert cut, [c.result.message for c in with_cuts.candidates]
