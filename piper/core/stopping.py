@@ -22,13 +22,19 @@ handler in). A signal records a stop request (:func:`requested`) and then:
   returns its best answer so far, sees :func:`requested` (or :func:`expired`) and does no
   further work, and the driver raises :class:`Interrupted` with that answer
   (``Interrupted.result``) for the command to keep (``solve --out``);
+* a *polled* section (:func:`polled`: the DP, the brute force and the exact models' driver)
+  is never raised into: it sees the request at its next :func:`check` / :func:`checkpoint`
+  (between kernel calls, search steps, rows) and raises :class:`Interrupted` from there, with
+  its best answer when it has one (a signal raised into a numba kernel's boxing crashed the
+  process; into a pybind11 call it came out as a ``TypeError``);
 * a section still running :data:`GRACE_S` seconds after the signal (HiGHS does not look
   at its interrupt flag everywhere, e.g. in presolve's probing), or a second signal while
   one runs, ends the process at once: its ``abandon`` is called (CBC is killed), one line
   goes to stderr and the exit status is 128 + the signal number.
 
-Without :func:`handling` (library use) signals keep Python's defaults: nothing here
-changes what Ctrl-C does in a notebook.
+The command's ``python -m`` entry point then ends with :func:`exit_promptly`: the process
+exits without the interpreter's teardown. Without :func:`handling` (library use) signals keep
+Python's defaults: nothing here changes what Ctrl-C does in a notebook.
 """
 
 from __future__ import annotations
