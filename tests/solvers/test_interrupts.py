@@ -279,3 +279,9 @@ def test_a_signal_during_a_model_build_stops_it_at_a_checkpoint(solver: str, war
     else:
         assert result.status.value == "unknown" and result.plan is None
     assert spent <= 0.5 + PROMISE_S + MARGIN_S, spent
+
+
+def test_exit_promptly_passes_other_codes_through() -> None:
+    """After 130 / 143 it ends the process (os._exit, seen in the subprocess tests above);
+    every other exit status is returned for sys.exit."""
+    assert [stopping.exit_promptly(code) for code in (0, 1, 2, 131)] == [0, 1, 2, 131]
