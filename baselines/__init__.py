@@ -23,7 +23,7 @@ __all__ = ["EXACT_PARAMS", "EXACT_FLAGS", "MILP_PARAMS", "CPSAT_PARAMS"]
 #: knobs shared by the MILP and CP-SAT (the split over option sequences, logs, verification)
 EXACT_PARAMS: dict[str, tuple[type, ...]] = {
     "msg": BOOL, "verify": BOOL, "split": STR, "max_sequences": INT, "split_workers": INT,
-    "tmpc_symmetry": BOOL, "split_backend": STR, "ray_address": STR,
+    "tmpc_symmetry": BOOL, "split_backend": STR, "ray_address": STR, "max_model_size": INT,
 }
 #: the MILP's knobs (``solve_milp``'s docstring)
 MILP_PARAMS = {**EXACT_PARAMS, "backend": STR, "gap_abs": NUMBER, "cutoff": BOOL, "cbc_options": LIST}
@@ -33,7 +33,7 @@ CPSAT_PARAMS = {
     "proof_portfolio": BOOL, "device_products": BOOL, "prefix_rows": BOOL, "prefix_cut_edges": BOOL,
 }
 #: the solver-specific ``solve`` flags of the exact models
-EXACT_FLAGS = frozenset({"--warm-start", "--split", "--verify", "--split-backend", "--ray-address"})
+EXACT_FLAGS = frozenset({"--warm-start", "--split", "--verify", "--split-backend", "--ray-address", "--max-model-size"})
 _ALL = frozenset(VERSION2_FEATURES)
 #: the exact models and equi also honour expert parallelism (docs/problem.md §11, rule 6)
 _EXACT = frozenset(VERSION2_FEATURES + EXPERT_FEATURES)

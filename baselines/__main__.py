@@ -29,6 +29,7 @@ from piper.cli.common import (
 from piper.cli.solve import add_solve_args
 from piper.cli.solve import cmd_solve as run_solve
 from piper.core.errors import UsageError
+from piper.core.stopping import exit_promptly
 from piper.io.workload import load_problem
 
 
@@ -79,4 +80,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(run_main(main, prog="baselines"))
+    sys.exit(exit_promptly(run_main(main, prog="baselines")))

@@ -58,6 +58,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import sys
 import time
 from functools import lru_cache
 
@@ -66,6 +67,7 @@ from piper.core.options import Options, candidates
 from piper.core.plan import INTERLEAVED, Plan, Schedule, Stage
 from piper.core.problem import Problem
 from piper.core.result import Result, Status, make_result
+from piper.core.stopping import Interrupted, check, polled, signal_name
 
 __all__ = ["solve_brute", "MAX_NODES"]
 
@@ -73,6 +75,7 @@ __all__ = ["solve_brute", "MAX_NODES"]
 MAX_NODES = 8
 
 
+@polled  # SIGINT / SIGTERM are seen at check() between search steps, never mid-update of the incumbent
 def solve_brute(problem: Problem, options: Options | None = None) -> Result:
     """Exhaustive search; refuses graphs with more than :data:`MAX_NODES` layers."""
     options = options or Options()
@@ -218,6 +221,7 @@ def solve_brute(problem: Problem, options: Options | None = None) -> Result:
                                              dict(zip((ids[i] for i in range(n) if mask >> i & 1), names)))
                                        for mask, t, d, names in reversed(stages)))
             return
+        check(None)  # SIGINT / SIGTERM (solve_brute is polled): the except below keeps the incumbent
         if deadline is not None and time.perf_counter() > deadline:
             timed_out = True
             return
@@ -267,6 +271,7 @@ def solve_brute(problem: Problem, options: Options | None = None) -> Result:
                         bw_edge = bw_in if groups * d * t <= node_g else bw
                         bw_resync = bw_in if d * t <= node_g else bw
                         for chunks in chunkings((1 << n) - 1, groups * v):
+                            check(None)
                             if deadline is not None and time.perf_counter() > deadline:
                                 timed_out = True
                                 return
@@ -319,17 +324,25 @@ def solve_brute(problem: Problem, options: Options | None = None) -> Result:
 
     # pass 1: plans inside one node (sum d*t <= min(G, k)), edges at B_in;
     # pass 2 (when G < k): plans spanning nodes (sum d*t > G), edges at B
-    if 1 in options.virtual_stage_choices():
-        passes = [(min(node_g, k), 0, bw_in)]
-        if node_g < k:
-            passes.append((k, node_g + 1, bw))
-        for budget, min_devices, bw_edge in passes:
-            search((1 << n) - 1, budget, n_mb, 0, [], [], [])
-    if not timed_out and max(options.virtual_stage_choices()) >= 2:
-        interleaved_search()
+    kind = options.objective
+    if options.progress:
+        print(f"[brute] searching the plans of {n} layers on up to {k} devices", file=sys.stderr, flush=True)
+    try:
+        if 1 in options.virtual_stage_choices():
+            passes = [(min(node_g, k), 0, bw_in)]
+            if node_g < k:
+                passes.append((k, node_g + 1, bw))
+            for budget, min_devices, bw_edge in passes:
+                search((1 << n) - 1, budget, n_mb, 0, [], [], [])
+        if not timed_out and max(options.virtual_stage_choices()) >= 2:
+            interleaved_search()
+    except Interrupted as exc:  # SIGINT / SIGTERM: the best plan so far, for the command to keep
+        exc.result = make_result(problem, "brute", Status.FEASIBLE if best_plan else Status.UNKNOWN, best_plan,
+                                 time_s=time.perf_counter() - start, objective=best_value if best_plan else None,
+                                 message=f"interrupted ({signal_name(exc.signum)})", objective_kind=kind)
+        raise
     elapsed = time.perf_counter() - start
     plan = best_plan
-    kind = options.objective
     if timed_out:
         status = Status.FEASIBLE if plan is not None else Status.UNKNOWN
         return make_result(problem, "brute", status, plan, time_s=elapsed, objective=best_value if plan else None,

@@ -8,6 +8,7 @@ import sys
 
 from piper.cli.common import run_main
 from piper.cli.main import main
+from piper.core.stopping import exit_promptly
 
 if __name__ == "__main__":
-    sys.exit(run_main(main, prog="piper"))
+    sys.exit(exit_promptly(run_main(main, prog="piper")))

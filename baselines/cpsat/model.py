@@ -17,8 +17,10 @@ from typing import Any
 from ortools.sat.python import cp_model
 
 from baselines.exact.model_data import Choice, ModelData, WarmStart
+from piper.core.errors import SolverError
 from piper.core.options import Options
 from piper.core.plan import Plan
+from piper.core.stopping import checkpoint
 
 
 def memory_scaling(values: list[float], limit: float) -> tuple[list[int], int, bool]:
@@ -128,6 +130,7 @@ class CpsatModel:
         x = self.x
         xs_vio: dict[tuple[int, int, int], list[tuple[Choice, cp_model.IntVar]]] = {}
         for v in nodes:
+            checkpoint("building the CP-SAT model (variables)")
             for i in range(1, d.max_slot[v] + 1):
                 allowed = set(d.slot_opts[i])
                 for c in d.choices[v]:
@@ -144,11 +147,13 @@ class CpsatModel:
         self.z, self.used, self.inv = z, used, inv
 
         for v in nodes:
+            checkpoint("building the CP-SAT model (assignment rows)")
             m.AddExactlyOne([inv[(v, i)] for i in range(1, d.max_slot[v] + 1)])
             for i in range(1, d.max_slot[v] + 1):
                 m.Add(inv[(v, i)] == sum(var for o in d.slot_opts[i] for _, var in xs_vio.get((v, i, o), ())))
         for i in range(1, L + 1):
             for o in d.slot_opts[i]:
+                checkpoint("building the CP-SAT model (slot rows)")
                 members = []
                 for v in nodes:
                     lst = xs_vio.get((v, i, o))
@@ -162,6 +167,7 @@ class CpsatModel:
         # le[v,i] = [slot(v) <= i] = Σ_{h<=i} in[v,h] (i < m_v; it is 1 from m_v on)
         le: dict[tuple[int, int], cp_model.IntVar] = {}
         for v in nodes:
+            checkpoint("building the CP-SAT model (order rows)")
             for i in range(1, d.max_slot[v]):
                 le[(v, i)] = m.NewBoolVar(f"le_{pos[v]}_{i}")
                 m.Add(le[(v, i)] == sum(inv[(v, h)] for h in range(1, i + 1)))
@@ -212,6 +218,7 @@ class CpsatModel:
             for c, _ in members:
                 per_node.setdefault(c.node, []).append(c)
             for y in range(1, S - i + 2):
+                checkpoint("building the CP-SAT model (memory rows)")
                 worst = sum(max(ma[id(c)] * y + mb[id(c)] for c in cs) for cs in per_node.values())
                 if worst <= mint:
                     continue
@@ -221,6 +228,7 @@ class CpsatModel:
         r: dict[tuple[int, int], cp_model.IntVar] = {}
         edge_top: dict[int, int] = {}
         for j, (a, b) in enumerate(d.edges):
+            checkpoint("building the CP-SAT model (cut-edge rows)")
             for i in range(1, L + 1):
                 rows = []
                 if i >= 2:
@@ -252,6 +260,7 @@ class CpsatModel:
         for (j, i), rv in r.items():
             r_i.setdefault(i, []).append(rv)
         for i in range(1, L + 1):
+            checkpoint("building the CP-SAT model (stage rows)")
             m.Add(T >= sum(q(c.kappa) * var for (v, h, c), var in x.items() if h == i) + sum(r_i.get(i, [])))
         m.Add(S * T >= sum(opts[c.opt].d * q(c.kappa) * var for (v, i, c), var in x.items()))
         m.Add(k * T >= sum(opts[c.opt].t * opts[c.opt].d * q(c.kappa) * var for (v, i, c), var in x.items()))
@@ -259,6 +268,7 @@ class CpsatModel:
         for (v, i, c), var in x.items():
             xs_v.setdefault(v, []).append((c, var))
         for v in nodes:
+            checkpoint("building the CP-SAT model (layer rows)")
             m.Add(T >= sum(q(c.kappa) * var for c, var in xs_v.get(v, [])))
         if self.device_products:
             # bin-packing reasoning: slot i's devices dev_i = t_i·d_i satisfy

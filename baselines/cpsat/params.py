@@ -2,7 +2,9 @@
 configures a CpSolver from the options, always with the guard against OR-Tools 9.15's
 wrong-OPTIMAL bug (:data:`GUARD_PARAMETERS`, google/or-tools#5293) and, for a proof search
 below a warm start, the proof portfolio (:data:`PROOF_SUBSOLVERS`, :data:`PROOF_PARAMETERS`;
-OR-Tools 9.15 runs the first num_workers - 1 of the subsolvers requested).
+OR-Tools 9.15 runs the first num_workers - 1 of the subsolvers requested). :func:`run_search`
+runs one search so that SIGINT / SIGTERM stop it (``StopSearch``, docs/errors.md,
+"Interrupts").
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from typing import Any
 
 from ortools.sat.python import cp_model
 
+from piper.core import stopping
 from piper.core.errors import SolverError
 from piper.core.options import Options
 
@@ -51,6 +54,8 @@ def solver_parameters(options: Options, time_limit: float | None, *, proof: bool
     p.log_search_progress = bool(params.get("msg", options.progress))
     if time_limit is not None:
         p.max_time_in_seconds = max(0.01, float(time_limit))
+    if stopping.installed():  # the command handles SIGINT: CP-SAT's own handler would turn it into "unknown"
+        p.catch_sigint_signal = False
     for key, val in {**GUARD_PARAMETERS, **dict(params.get("cp_params", {}))}.items():
         if val is None:
             continue  # None = leave the OR-Tools default (the regression test's "no guard")
@@ -69,3 +74,12 @@ def solver_parameters(options: Options, time_limit: float | None, *, proof: bool
             raise SolverError(f"CP-SAT parameter {key!r} cannot be {val!r} (it is now {shown!r}, of type "
                               f"{type(shown).__name__})") from None
     return solver
+
+
+def run_search(solver: cp_model.CpSolver, model: cp_model.CpModel) -> Any:
+    """``solver.Solve(model)``, stopped by SIGINT / SIGTERM (:func:`piper.core.stopping.stoppable`:
+    ``StopSearch``; the search then returns its best plan, FEASIBLE, or UNKNOWN)."""
+    if stopping.requested() is not None:  # stopped before it began: a search without time
+        solver.parameters.max_time_in_seconds = 0.0
+    with stopping.stoppable(solver.StopSearch):
+        return solver.Solve(model)

@@ -14,15 +14,21 @@ from typing import Any
 from ortools.sat.python import cp_model
 
 from baselines.cpsat.model import CpsatModel
-from baselines.cpsat.params import solver_parameters
+from baselines.cpsat.params import run_search, solver_parameters
 from baselines.cpsat.verify import verify_optimum
 from baselines.exact.answer import Answer
 from baselines.exact.model_data import WarmStart
+from piper.core import stopping
 from piper.core.errors import SolverError
 from piper.core.options import Options
 from piper.core.result import Status
 
 __all__ = ["CP_STATUS", "solve_once"]
+
+
+def unit_of(model: CpsatModel) -> float:
+    """Problem time units per unit of the model's integer T."""
+    return model.data.tau / model.unit
 
 #: CP-SAT's status -> the answer's status (any other: unknown)
 CP_STATUS = {
@@ -57,9 +63,16 @@ def solve_once(model: CpsatModel, options: Options, warm: WarmStart | None, star
             model.m.Add(model.obj <= worst)  # the hint stays feasible; worse plans are cut
             stats["warm_start"] = f"hinted ({what} {warm.value!r})"
     build_s = time.perf_counter() - start
+    if stopping.expired(deadline):  # the build took the time (or an interrupt came): no search
+        signum = stopping.requested()
+        stats.update({**model.stats(), "build_s": build_s, "stopped": "time limit reached before the search"
+                      if signum is None else f"interrupted ({stopping.signal_name(signum)})"})
+        if strict and warm is not None:
+            return Answer(Status.FEASIBLE, warm.plan, worst * unit_of(model), 0.0, 2 * model.epsilon, stats)
+        return Answer(Status.UNKNOWN, stats=stats)
     remaining = None if deadline is None else max(0.01, deadline - time.perf_counter())
     solver = solver_parameters(options, remaining, proof=strict)
-    code = solver.Solve(model.m)
+    code = run_search(solver, model.m)
     if code == cp_model.MODEL_INVALID:
         raise SolverError(f"CP-SAT rejected the model: {model.m.Validate()}")
     status = CP_STATUS.get(code, Status.UNKNOWN)
@@ -91,6 +104,6 @@ def solve_once(model: CpsatModel, options: Options, warm: WarmStart | None, star
         }
     )
     answer = Answer(status, plan, objective, bound, 2 * eps, stats)
-    if status == Status.OPTIMAL and options.params.get("verify"):
+    if status == Status.OPTIMAL and options.params.get("verify") and stopping.requested() is None:
         answer = verify_optimum(model, solver, options, deadline, answer)
     return answer

@@ -17,7 +17,7 @@ from typing import Any
 from ortools.sat.python import cp_model
 
 from baselines.cpsat.model import CpsatModel, build_model
-from baselines.cpsat.params import solver_parameters
+from baselines.cpsat.params import run_search, solver_parameters
 from baselines.exact.answer import Answer, SequenceAnswer
 from baselines.exact.model_data import ModelData, WarmStart
 from baselines.exact.sequences import checked_sequences, split_backend
@@ -58,7 +58,7 @@ def solve_sequence(model: CpsatModel, sub: Options, msg: bool, seq: tuple[int, .
 
         threading.Thread(target=watch, daemon=True).start()
     try:
-        code = solver.Solve(m)
+        code = run_search(solver, m)
     finally:
         done.set()
     name = solver.StatusName(code)

@@ -11,9 +11,10 @@ from dataclasses import replace
 from ortools.sat.python import cp_model
 
 from baselines.cpsat.model import CpsatModel
-from baselines.cpsat.params import solver_parameters
+from baselines.cpsat.params import run_search, solver_parameters
 from baselines.exact.answer import Answer
 from baselines.exact.model_data import Choice
+from piper.core import stopping
 from piper.core.options import Options
 from piper.core.result import Status
 
@@ -47,10 +48,14 @@ def verify_optimum(model: CpsatModel, solver: cp_model.CpSolver, options: Option
     check.ClearObjective()
     t_var = check.GetIntVarFromProtoIndex(model.obj.Index())
     check.Add(t_var <= t_opt - 1)
+    if stopping.expired(deadline):  # no time left for a second opinion: the claim stands unconfirmed
+        stats["verify"] = "not run (time limit or interrupt)"
+        stats.setdefault("guards", []).append("verify: no time left for the second opinion; optimum unconfirmed")
+        return replace(claim, status=Status.FEASIBLE)
     remaining = None if deadline is None else max(0.01, deadline - time.perf_counter())
     s2 = solver_parameters(options, remaining, proof=True)  # a proof search too: below T_opt
     s2.parameters.cp_model_presolve = False
-    code = s2.Solve(check)
+    code = run_search(s2, check)
     stats["verify"] = s2.StatusName(code)
     if code == cp_model.INFEASIBLE:
         return claim

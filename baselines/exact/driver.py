@@ -22,12 +22,14 @@ from typing import Protocol
 from baselines.exact.answer import Answer
 from baselines.exact.guards import guarded_result
 from baselines.exact.model_data import ModelData, WarmStart, build_model_data
+from baselines.exact.model_size import check_model_size
 from baselines.exact.parts import combine_results, node_parts
 from baselines.exact.sequences import split_mode
+from piper.core import stopping
 from piper.core.errors import SolverError
 from piper.core.options import Options
 from piper.core.problem import Problem
-from piper.core.result import Result, Status
+from piper.core.result import Result, Status, make_result
 
 __all__ = ["PartSearch", "SolvedPart", "ExactSolver", "solve_exact", "solve_part"]
 
@@ -87,18 +89,35 @@ class ExactSolver(Protocol):
         ...
 
 
+@stopping.polled
 def solve_exact(problem: Problem, options: Options, solver: ExactSolver) -> Result:
     """Solve ``problem`` with ``solver`` within ``options.time_limit_s``: one model when
-    G >= k, else one per part of the plan space and the better plan (module docstring)."""
+    G >= k, else one per part of the plan space and the better plan (module docstring).
+
+    SIGINT / SIGTERM never raise into it (:func:`piper.core.stopping.polled`): the builds see
+    them at their checkpoints, the native searches through their stoppable sections. A
+    signal raised into a pybind11 call (HiGHS's ``addRow`` while loading the model) came out
+    as a ``TypeError`` ("incompatible function arguments") and a traceback."""
     start = time.perf_counter()
     deadline = None if options.time_limit_s is None else start + float(options.time_limit_s)
     parts = node_parts(problem)
-    if len(parts) == 1:  # G >= k (every version-1 instance): one model, edges at B_in
-        return solve_part(problem, options, solver, parts[0], start, deadline, split_fallback=False)
-    # G < k: plans inside one node (edges at B_in) and plans spanning nodes (edges at B),
-    # one model each; the better plan wins, "optimal" only when both are proven
-    results = {part: solve_part(problem, options, solver, part, time.perf_counter(), deadline, split_fallback=True)
-               for part in parts}
+    with stopping.deadline_scope(deadline):  # the model builds check it (stopping.checkpoint)
+        if len(parts) == 1:  # G >= k (every version-1 instance): one model, edges at B_in
+            return solve_part(problem, options, solver, parts[0], start, deadline, split_fallback=False)
+        # G < k: plans inside one node (edges at B_in) and plans spanning nodes (edges at B),
+        # one model each; the better plan wins, "optimal" only when both are proven
+        results: dict[str, Result] = {}
+        try:
+            for part in parts:
+                results[part] = solve_part(problem, options, solver, part, time.perf_counter(), deadline,
+                                           split_fallback=True)
+        except stopping.Interrupted as exc:  # the parts so far; a part not solved is "unknown"
+            for name in parts:
+                if name not in results:
+                    results[name] = exc.result if isinstance(exc.result, Result) else make_result(
+                        problem, solver.name, Status.UNKNOWN, None, time_s=0.0, message="not solved (interrupted)")
+            exc.result = combine_results(problem, solver.name, results, time_s=time.perf_counter() - start)
+            raise
     return combine_results(problem, solver.name, results, time_s=time.perf_counter() - start)
 
 
@@ -106,8 +125,24 @@ def solve_part(problem: Problem, options: Options, solver: ExactSolver, part: st
                deadline: float | None, *, split_fallback: bool) -> Result:
     """:func:`solve_exact` on one part of the plan space (:func:`node_parts`).
     ``split_fallback``: a part the warm start is not in is solved unsplit (the split needs
-    it) instead of refused."""
-    data = build_model_data(problem, options, part=part)
+    it) instead of refused.
+
+    The deadline bounds every step (docs/errors.md, "Time limits"): a step that cannot
+    finish in time (:class:`piper.core.stopping.TimeLimitReached`, e.g. a model build)
+    ends the part "unknown", or "feasible" with the warm start. After SIGINT / SIGTERM
+    (:func:`piper.core.stopping.requested`) the part's answer so far is raised as
+    :class:`piper.core.stopping.Interrupted` (``result``), for the command to keep."""
+    try:
+        stopping.check(deadline, f"starting part {part!r}")
+        data = build_model_data(problem, options, part=part)
+    except stopping.TimeLimitReached as exc:
+        return make_result(problem, solver.name, Status.UNKNOWN, None, time_s=time.perf_counter() - start,
+                           message=_stop_note(options, str(exc)))
+    except stopping.Interrupted as exc:
+        exc.result = make_result(problem, solver.name, Status.UNKNOWN, None, time_s=time.perf_counter() - start,
+                                 message=f"interrupted ({stopping.signal_name(exc.signum)})")
+        raise
+    check_model_size(data, options, solver.name)
     if data.infeasible_reason is not None:
         return guarded_result(
             data, solver.name, Status.INFEASIBLE, None, time_s=time.perf_counter() - start, objective=None,
@@ -125,10 +160,33 @@ def solve_part(problem: Problem, options: Options, solver: ExactSolver, part: st
         split = "none"
         search = replace(search, split_note=f"part {part!r} solved without the split (it needs a warm start in "
                                             "this part)")
-    solved = solver.split(search) if split == "sequences" else solver.solve(search)
+    interrupted: stopping.Interrupted | None = None
+    try:
+        solved = solver.split(search) if split == "sequences" else solver.solve(search)
+    except stopping.TimeLimitReached as exc:  # a build that could not finish: the warm start, if any
+        solved = SolvedPart(search, Answer(Status.UNKNOWN, stats={"stopped": str(exc)}))
+    except stopping.Interrupted as exc:  # raised into Python code (a build): the warm start, if any
+        interrupted = exc
+        solved = SolvedPart(search, Answer(Status.UNKNOWN, stats={}))
     answer = solved.answer
-    return guarded_result(
+    signum = interrupted.signum if interrupted is not None else stopping.requested()
+    if signum is not None:
+        answer.stats["stopped"] = f"interrupted ({stopping.signal_name(signum)})"
+    result = guarded_result(
         solved.search.data, solver.name, answer.status, answer.plan, time_s=time.perf_counter() - start,
         objective=answer.objective, bound=answer.bound, tolerance=answer.tolerance, warm=solved.search.warm,
         stats=answer.stats,
     )
+    if "stopped" in answer.stats:
+        result = replace(result, message="; ".join(
+            m for m in (_stop_note(options, str(answer.stats["stopped"])), result.message) if m))
+    if signum is not None:
+        raise stopping.Interrupted(signum, result) from None
+    return result
+
+
+def _stop_note(options: Options, what: str) -> str:
+    """The message of a part stopped early: ``what`` (an interrupt, or where the time limit hit)."""
+    if what.startswith("time limit"):
+        return f"time limit ({options.time_limit_s:g} s) {what[len('time limit '):]}"
+    return what

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from baselines.exact.answer import SequenceAnswer, SplitRun
+from piper.core import stopping
 
 __all__ = ["SolvedSequences", "solve_sequences", "SplitRound", "split_on_threads"]
 
@@ -88,12 +89,17 @@ def solve_sequences(
             halt.set()
 
     threads = [threading.Thread(target=work, args=(w,), daemon=True) for w in range(max(1, workers))]
-    for th in threads:
-        th.start()
-    for th in threads:
-        th.join()
+    # SIGINT / SIGTERM: no new subproblem starts; the running ones are stopped by their own
+    # stoppable sections and answer "stop" (piper.core.stopping)
+    with stopping.stoppable(halt.set):
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
     if errors:
         raise errors[0]
+    if stopping.requested() is not None:  # interrupted: sequences may be left unsolved, nothing is proven
+        stopped = True
     return SolvedSequences(found, stopped)
 
 

@@ -18,6 +18,7 @@ model. The command line is CBC's own interface.
 from __future__ import annotations
 
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -29,12 +30,16 @@ from pathlib import Path
 
 import pulp
 
+from piper.core import stopping
 from piper.core.errors import SolverError
 
 __all__ = ["CBC_OVERRUN_S", "CbcSettings", "CbcRun", "cbc_solver", "run_cbc", "cbc_log_numbers", "quiet_pulp"]
 
-#: seconds a CBC run may go on past its time limit before :func:`run_cbc` stops it
-CBC_OVERRUN_S = 10.0
+#: seconds a CBC run may go on past its time limit before :func:`run_cbc` stops it (part of
+#: the margin of docs/errors.md, "Time limits")
+CBC_OVERRUN_S = 2.0
+#: seconds CBC has to stop and write its best plan after SIGINT (an interrupt) before it is killed
+CBC_STOP_S = 1.0
 
 
 @dataclass(frozen=True)
@@ -106,20 +111,28 @@ def run_cbc(prob: pulp.LpProblem, settings: CbcSettings, deadline: float | None,
     A CBC still running :attr:`CbcSettings.overrun_s` after that limit is killed: the
     problem reads as not solved (PuLP's NotSolved / NoSolutionFound) and
     :attr:`CbcRun.overran` is set. A CBC that fails (non-zero exit, no solution file) is
-    a SolverError with its exit status and the end of its log."""
+    a SolverError with its exit status and the end of its log.
+
+    The deadline (or SIGINT / SIGTERM, :mod:`piper.core.stopping`) passing before CBC
+    starts raises :class:`piper.core.stopping.TimeLimitReached` (resp.
+    :class:`~piper.core.stopping.Interrupted`). While it runs, an interrupt sends CBC
+    SIGINT (it stops and writes its best plan) and kills it :data:`CBC_STOP_S` later."""
     if prob.sense != pulp.LpMinimize:
         raise SolverError("run_cbc solves minimisation problems only")
     solver = cbc_solver(settings.path)
     work = Path(workdir)
     mps, sol, mst, log_path = (work / f"{prob.name}.{ext}" for ext in ("mps", "sol", "mst", "log"))
+    stopping.check(deadline, "writing the MILP for CBC")
     with quiet_pulp():
         vs, var_names, con_names, _ = prob.writeMPS(str(mps), rename=1)
         if settings.warm_start:
             solver.writesol(str(mst), prob, vs, var_names, con_names)
+    stopping.check(deadline, "writing the MILP for CBC")
     argv = [solver.path, str(mps)]
     if settings.warm_start:
         argv += ["-mips", str(mst)]
-    limit = None if deadline is None else round(max(0.5, deadline - time.perf_counter()), 2)
+    left = stopping.remaining(deadline)
+    limit = None if left is None else round(max(0.01, left), 2)
     if limit is not None:
         argv += ["-sec", str(limit)]
     options = list(settings.options) + [f"ratio {settings.gap_rel}", f"allow {settings.gap_abs}",
@@ -130,13 +143,31 @@ def run_cbc(prob: pulp.LpProblem, settings: CbcSettings, deadline: float | None,
     overran = False
     with open(log_path, "w") as log:
         proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        stop_at: list[float] = []
+
+        def cancel() -> None:  # an interrupt: CBC stops on SIGINT and writes its best plan
+            if not stop_at:
+                stop_at.append(time.perf_counter() + CBC_STOP_S)
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGINT)
+
+        give_up = None if limit is None else time.perf_counter() + limit + settings.overrun_s
         try:
-            code = proc.wait(timeout=None if limit is None else limit + settings.overrun_s)
-        except subprocess.TimeoutExpired:
-            overran = True
-            code = None
+            with stopping.stoppable(cancel, abandon=proc.kill):
+                while True:
+                    try:
+                        code = proc.wait(timeout=0.1)
+                        break
+                    except subprocess.TimeoutExpired:
+                        now = time.perf_counter()
+                        if give_up is not None and now > give_up:
+                            overran, code = True, None
+                            break
+                        if stop_at and now > stop_at[0]:
+                            code = None
+                            break
         finally:
-            if proc.poll() is None:  # the watchdog, or an exception (Ctrl-C) while waiting
+            if proc.poll() is None:  # the watchdog, an interrupt, or an exception while waiting
                 proc.kill()
                 proc.wait()
     text = log_path.read_text(errors="replace")
@@ -146,6 +177,9 @@ def run_cbc(prob: pulp.LpProblem, settings: CbcSettings, deadline: float | None,
     if overran:
         prob.assignStatus(pulp.LpStatusNotSolved, pulp.LpSolutionNoSolutionFound)
         return CbcRun(pulp.LpStatusNotSolved, pulp.LpSolutionNoSolutionFound, True, limit, text, argv)
+    if stop_at and (code != 0 or not sol.exists()):  # interrupted before CBC wrote a plan
+        prob.assignStatus(pulp.LpStatusNotSolved, pulp.LpSolutionNoSolutionFound)
+        return CbcRun(pulp.LpStatusNotSolved, pulp.LpSolutionNoSolutionFound, False, limit, text, argv)
     if code != 0 or not sol.exists():
         tail = " | ".join(text.strip().splitlines()[-5:])
         raise SolverError(f"CBC failed (exit status {code}, solution file {'written' if sol.exists() else 'missing'}):"

@@ -25,9 +25,13 @@ from typing import Any
 import highspy
 import pulp
 
+from piper.core import stopping
 from piper.core.errors import SolverError
 
 __all__ = ["HighsContext", "HighsSolver"]
+
+#: columns or rows loaded into HiGHS between two looks at the deadline
+CHECK_EVERY = 2000
 
 
 def _make_first_highs_silently() -> None:
@@ -119,6 +123,41 @@ class HighsSolver(pulp.HiGHS):  # type: ignore[misc,valid-type]
         self.deadline = deadline
         self.info: dict[str, float] = {}
 
+    def buildSolverModel(self, lp: pulp.LpProblem) -> None:  # noqa: N802 (PuLP's name)
+        """PuLP's loading of the model into HiGHS (the same calls, in the same order), with
+        the deadline checked every :data:`CHECK_EVERY` columns and rows
+        (:func:`piper.core.stopping.checkpoint`): loading a large model takes seconds."""
+        inf = highspy.kHighsInf
+        h = lp.solverModel
+        sign = -1 if lp.sense == pulp.LpMaximize else 1
+        for i, var in enumerate(lp.variables()):
+            if i % CHECK_EVERY == 0:
+                stopping.checkpoint("loading the MILP into HiGHS")
+            lb, ub = var.lowBound, var.upBound
+            h.addCol(sign * lp.objective.get(var, 0.0), -inf if lb is None else lb, inf if ub is None else ub, 0, [], [])
+            var.index = i
+            if var.cat == pulp.LpInteger and self.mip:
+                h.changeColIntegrality(var.index, highspy.HighsVarType.kInteger)
+        for i, constraint in enumerate(lp._constraints.values()):
+            if i % CHECK_EVERY == 0:
+                stopping.checkpoint("loading the MILP into HiGHS")
+            items = [(var.index, coef) for var, coef in constraint.items() if coef != 0]
+            indices, coefficients = zip(*items) if items else ((), ())
+            constraint.index = i
+            lb, ub = constraint.getLb(), constraint.getUb()
+            h.addRow(-inf if lb is None else lb, inf if ub is None else ub, len(indices), indices, coefficients)
+
+    def findSolutionValues(self, lp: pulp.LpProblem) -> tuple[int, int]:  # noqa: N802 (PuLP's name)
+        """PuLP's reading of the solution, except that a run interrupted (an interrupt,
+        :meth:`Highs.cancelSolve`) before it had a feasible solution has none (PuLP reads
+        HiGHS's kInterrupt as an integer-feasible solution whatever the values)."""
+        status = super().findSolutionValues(lp)
+        h = lp.solverModel
+        if h.getModelStatus() == highspy.HighsModelStatus.kInterrupt and \
+                h.getInfo().primal_solution_status != highspy.SolutionStatus.kSolutionStatusFeasible:
+            return pulp.LpStatusNotSolved, pulp.LpSolutionNoSolutionFound
+        return status
+
     def callSolver(self, lp: pulp.LpProblem) -> None:  # noqa: N802 (PuLP's name)
         h = lp.solverModel
         if self.use_warm:
@@ -130,8 +169,12 @@ class HighsSolver(pulp.HiGHS):  # type: ignore[misc,valid-type]
                 raise SolverError(f"HiGHS rejected the warm start ({len(sol.col_value)} values for "
                                   f"{h.getNumCol()} columns): setSolution returned {status}")
         if self.deadline is not None:
-            h.setOptionValue("time_limit", max(0.5, self.deadline - time.perf_counter()))
-        with self.context.running(h):
+            stopping.check(self.deadline, "loading the MILP into HiGHS")
+            h.setOptionValue("time_limit", max(0.01, self.deadline - time.perf_counter()))
+        # SIGINT / SIGTERM: HiGHS stops where it looks at its interrupt callbacks (not
+        # everywhere: docs/errors.md, "Interrupts")
+        h.HandleUserInterrupt = True
+        with self.context.running(h), stopping.stoppable(h.cancelSolve):
             h.run()
         info = h.getInfo()
         self.info = {

@@ -25,6 +25,7 @@ from piper.core.errors import SolverError
 from piper.core.options import Options
 from piper.core.plan import Plan
 from piper.core.problem import Problem
+from piper.core.stopping import checkpoint
 
 #: with a warm start, the model only looks for plans at least this much (relative) better
 CUTOFF_REL = 1e-6
@@ -76,6 +77,7 @@ class MilpModel:
         # variables
         x = self.x
         for v in nodes:
+            checkpoint("building the MILP (variables)")
             for i in range(1, d.max_slot[v] + 1):
                 allowed = set(d.slot_opts[i])
                 for c in d.choices[v]:
@@ -112,10 +114,12 @@ class MilpModel:
 
         # (A)
         for v in nodes:
+            checkpoint("building the MILP (rows A)")
             prob += lsum(inv[(v, i)] for i in range(1, d.max_slot[v] + 1)) == 1, f"A_{pos[v]}"
         # (B) and (C)
         for i in range(1, L + 1):
             for o in d.slot_opts[i]:
+                checkpoint("building the MILP (rows B, C)")
                 members = [var for v in nodes for _, var in xs_vio.get((v, i, o), ())]
                 for v in nodes:
                     lst = xs_vio.get((v, i, o))
@@ -134,6 +138,7 @@ class MilpModel:
         # possible slot on): the same LP with O(n·L·|x|) instead of O(m·L²·|x|) nonzeros
         cum: dict[tuple[int, int], Any] = {}
         for v in nodes:
+            checkpoint("building the MILP (rows D)")
             prev = None
             for i in range(1, L):
                 if i >= d.max_slot[v]:
@@ -143,6 +148,7 @@ class MilpModel:
                 prob += var == (inv[(v, i)] if prev is None else prev + inv[(v, i)]), f"Dcum_{pos[v]}_{i}"
                 cum[(v, i)] = prev = var
         for j, (a, b) in enumerate(d.edges):
+            checkpoint("building the MILP (rows D)")
             for i in range(1, L):
                 ca, cb = cum[(a, i)], cum[(b, i)]
                 if isinstance(ca, int):
@@ -171,6 +177,7 @@ class MilpModel:
             prob += D_i >= lo, f"Flo_{i}"
         # (G)
         for (i, o), ymax in d.y_max.items():
+            checkpoint("building the MILP (rows G)")
             per_node = [(v, xs_vio.get((v, i, o), [])) for v in nodes]
             per_node = [(v, lst) for v, lst in per_node if lst]
             if not per_node:
@@ -208,6 +215,7 @@ class MilpModel:
             return pos_terms, neg_terms
 
         for j, (a, b) in enumerate(d.edges):
+            checkpoint("building the MILP (rows H)")
             for i in range(1, L + 1):
                 terms = []
                 # in-side: charged to the head b's slot when a is elsewhere (i >= 2 only)
@@ -234,12 +242,14 @@ class MilpModel:
             prob += T >= lsum(c.kappa * var for _, c, var in xs_i.get(i, [])) + lsum(r_i.get(i, [])), f"I_{i}"
 
         # (J)
+        checkpoint("building the MILP (rows J)")
         prob += S * T >= lsum(d.opts[c.opt].d * c.kappa * var for (v, i, c), var in x.items()), "J_batch"
         prob += k * T >= lsum(d.opts[c.opt].t * d.opts[c.opt].d * c.kappa * var for (v, i, c), var in x.items()), "J_devices"
         xs_v: dict[int, list[tuple[Choice, pulp.LpVariable]]] = {}
         for (v, i, c), var in x.items():
             xs_v.setdefault(v, []).append((c, var))
         for v in nodes:
+            checkpoint("building the MILP (rows J)")
             prob += T >= lsum(c.kappa * var for c, var in xs_v.get(v, [])), f"J_node_{pos[v]}"
         # (K) with a cutoff: a slot's layers under option o fit in cutoff·z[i,o]
         if self.tps_cut is not None:

@@ -22,6 +22,7 @@ from baselines.exact.model_data import ModelData, WarmStart
 from baselines.milp.cbc import CbcSettings, cbc_log_numbers, run_cbc
 from baselines.milp.highs import HighsContext, HighsSolver
 from baselines.milp.model import MilpModel, build_model
+from piper.core import stopping
 from piper.core.options import Options
 from piper.core.result import Status
 
@@ -107,6 +108,14 @@ def _run_highs(model: MilpModel, solver: HighsSolver, log: str) -> str:
     return Path(log).read_text(errors="replace")
 
 
+def _stopped(backend: Backend, exc: BaseException, build_s: float) -> Answer:
+    """The answer of a solve that could not start or finish its build in time, or was
+    interrupted before its search: "unknown", with where it stopped in ``stats["stopped"]``."""
+    what = str(exc) if isinstance(exc, stopping.TimeLimitReached) else \
+        f"interrupted ({stopping.signal_name(getattr(exc, 'signum', 2))})"
+    return Answer(Status.UNKNOWN, stats={"backend": backend.name, "build_s": build_s, "stopped": what})
+
+
 def solve_once(
     data: ModelData, options: Options, backend: Backend, warm: WarmStart | None, deadline: float | None,
     cutoff: float | None = None,
@@ -120,16 +129,23 @@ def solve_once(
     solve this one (built with the same ``cutoff``) instead of building it.
     """
     t0 = time.perf_counter()
-    if model is None:
-        model = build_model(data, options, cutoff)
-    if cutoff is None and warm is not None:
-        model.set_warm_start(warm)
+    try:
+        stopping.check(deadline, "starting a MILP solve")
+        if model is None:
+            model = build_model(data, options, cutoff)
+        if cutoff is None and warm is not None:
+            model.set_warm_start(warm)
+    except (stopping.TimeLimitReached, stopping.Interrupted) as exc:  # the caller sees stopping.requested()
+        return _stopped(backend, exc, time.perf_counter() - t0)
     build_s = time.perf_counter() - t0
     if model.unplaceable:
         stats0 = {"backend": backend.name, "build_s": build_s, **model.size(), "tau": data.tau}
         stats0["cutoff_note"] = f"layer(s) {model.unplaceable[:5]} alone exceed the cutoff"
         return Answer.infeasible(stats0)
-    limit = None if deadline is None else max(0.5, deadline - time.perf_counter())
+    if stopping.expired(deadline):
+        return _stopped(backend, stopping.TimeLimitReached("building the MILP"), build_s)
+    left = stopping.remaining(deadline)
+    limit = None if left is None else max(0.01, left)
     threads = max(1, int(options.threads))
     stats: dict[str, Any] = {"backend": backend.name, "build_s": build_s, **model.size(), "tau": data.tau,
                              "symmetry_rows": model.symmetry_rows}
@@ -145,8 +161,11 @@ def solve_once(
                      f"increment {CBC_INCREMENT:g}", f"primalTolerance {PRIMAL_TOL:g}",
                      f"integerTolerance {INTEGER_TOL:g}", *params.get("cbc_options", [])),
         )
-        with tempfile.TemporaryDirectory(prefix="piper-cbc-") as tmp:
-            run = run_cbc(model.prob, settings, deadline, tmp)
+        try:
+            with tempfile.TemporaryDirectory(prefix="piper-cbc-") as tmp:
+                run = run_cbc(model.prob, settings, deadline, tmp)
+        except (stopping.TimeLimitReached, stopping.Interrupted) as exc:
+            return _stopped(backend, exc, build_s)
         if run.overran:
             stats.setdefault("guards", []).append(
                 f"CBC was still running {settings.overrun_s:g} s after its time limit (the root LP, "
@@ -172,9 +191,12 @@ def solve_once(
                 primal_feasibility_tolerance=PRIMAL_TOL,
                 **extra,
             )
-            text = _run_highs(model, solver, log)
+            try:
+                text = _run_highs(model, solver, log)
+            except (stopping.TimeLimitReached, stopping.Interrupted) as exc:  # loading the model into HiGHS
+                return _stopped(backend, exc, build_s)
             info = solver.info
-        if "untransformed violations" in text and not presolve_off:
+        if "untransformed violations" in text and not presolve_off and not stopping.expired(deadline):
             # HiGHS 1.16 can drop a solution whose postsolve shows violations and then
             # certify a worse one as optimal (seen on tests/baselines/test_exact_models.py's tiny(95)
             # with an earlier model; the test now stands in for HiGHS): whatever it

@@ -3,5 +3,6 @@
 import sys
 
 from experiments.compare.cli import cli
+from piper.core.stopping import exit_promptly
 
-sys.exit(cli())
+sys.exit(exit_promptly(cli()))

@@ -9,12 +9,14 @@ import json
 import math
 import os
 import re
+import signal
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NoReturn
 
+from piper.core import stopping
 from piper.core.errors import USER_ERRORS, UsageError
 from piper.core.limits import (
     MAX_COUNT,
@@ -335,18 +337,24 @@ def options_from_args(args: argparse.Namespace, **overrides: Any) -> Options:
 
 
 def run_main(func: Callable[[Sequence[str] | None], int], argv: Sequence[str] | None = None, prog: str = "piper") -> int:
-    """Run a CLI entry point with the error contract: user errors -> one line, exit 2."""
-    try:
-        return func(argv)
-    except USER_ERRORS as exc:
-        msg = str(exc).replace("\n", " ")
-        print(f"{prog}: error: {msg}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print(f"{prog}: interrupted", file=sys.stderr)
-        return 130
-    except BrokenPipeError:
-        return 0
+    """Run a CLI entry point with the error contract: user errors -> one line, exit 2;
+    SIGINT (Ctrl-C) and SIGTERM -> one line, exit 130 / 143, for every command
+    (:func:`piper.core.stopping.handling`: solvers stop within 2 s, docs/errors.md)."""
+    with stopping.handling(prog):
+        try:
+            return func(argv)
+        except USER_ERRORS as exc:
+            msg = str(exc).replace("\n", " ")
+            print(f"{prog}: error: {msg}", file=sys.stderr)
+            return 2
+        except KeyboardInterrupt as exc:
+            signum = exc.signum if isinstance(exc, stopping.Interrupted) else (stopping.requested() or signal.SIGINT)
+            note = exc.note if isinstance(exc, stopping.Interrupted) else ""
+            print(f"{prog}: interrupted ({stopping.signal_name(signum)})" + (f"; {note}" if note else ""),
+                  file=sys.stderr)
+            return stopping.exit_code(signum)
+        except BrokenPipeError:
+            return 0
 
 
 @contextmanager

@@ -39,6 +39,7 @@ from piper.cli.common import (
 from piper.core.errors import PlanError, SolverError, UsageError
 from piper.core.evaluate import evaluate
 from piper.core.result import Result
+from piper.core.stopping import Interrupted
 from piper.io.plans import load_plan
 from piper.io.provenance import check_plan_record
 from piper.render.table import render_plan
@@ -72,6 +73,9 @@ def add_solve_args(parser: argparse.ArgumentParser, default_solver: str = "dp") 
                    help="dp: the per-stage TMPC choice (exact = solver dp, greedy = dp-greedy)")
     g.add_argument("--max-ideals", type=positive_int, default=None, metavar="N",
                    help="dp: refuse graphs with more ideals (default 200000)")
+    g.add_argument("--max-ideal-pairs", type=positive_int, default=None, metavar="N",
+                   help="dp: refuse graphs with more ideal pairs (default 100000000; with --uniform, "
+                        "the pairs summed over the (t, d) DPs, default 20000000)")
     g.add_argument("--linearize", action="store_true", help="dp: stages are segments of one topological order")
     curve = g.add_mutually_exclusive_group()
     curve.add_argument("--curve", action="store_true",
@@ -90,6 +94,8 @@ def add_solve_args(parser: argparse.ArgumentParser, default_solver: str = "dp") 
     g.add_argument("--verify", choices=("on", "off"), default=None,
                    help="milp: second proof of an optimal claim (default on); cpsat: re-prove with presolve off (default off)")
     g.add_argument("--seed", type=seed_arg, default=0, help="random seed of milp/cpsat (default 0; 0..2^31 - 1)")
+    g.add_argument("--max-model-size", type=positive_int, default=None, metavar="NONZEROS",
+                   help="milp/cpsat: refuse a model estimated to have more nonzeros (default 3000000)")
     parser.add_argument("--log", action="store_true", help="show the solver's own log (on stderr)")
     parser.add_argument("--out", metavar="PLAN.json",
                         help="write the plan here, with the workload hash and cluster it was made for (key madeFor)")
@@ -117,6 +123,7 @@ def cmd_solve(args: argparse.Namespace, prog: str = "piper") -> int:
     if args.knapsack == "exact" and name == "dp-greedy":
         raise UsageError("--knapsack exact contradicts --solver dp-greedy")
     _require("--max-ideals", args.max_ideals is not None, info)
+    _require("--max-ideal-pairs", args.max_ideal_pairs is not None, info)
     _require("--linearize", args.linearize, info)
     _require("--curve / --no-curve", args.curve or args.no_curve, info)
     _require("--warm-start", args.warm_start is not None, info)
@@ -124,6 +131,7 @@ def cmd_solve(args: argparse.Namespace, prog: str = "piper") -> int:
     _require("--verify", args.verify is not None, info)
     _require("--split-backend", args.split_backend is not None, info)
     _require("--ray-address", args.ray_address is not None, info)
+    _require("--max-model-size", args.max_model_size is not None, info)
     if args.split != "none" and not args.warm_start:
         raise UsageError("--split needs --warm-start (it splits the proof that no better plan exists)")
     if args.split_backend is not None and args.split != "sequences":
@@ -154,6 +162,10 @@ def cmd_solve(args: argparse.Namespace, prog: str = "piper") -> int:
         params["ray_address"] = args.ray_address
     if args.curve or args.no_curve:
         params["curve"] = bool(args.curve)
+    if args.max_model_size is not None:
+        params["max_model_size"] = args.max_model_size
+    if args.max_ideal_pairs is not None:
+        params["max_ideal_pairs"] = args.max_ideal_pairs
     overrides: dict[str, Any] = dict(progress=not args.quiet, seed=args.seed, params=params,
                                      linearize=args.linearize)
     if args.max_ideals is not None:
@@ -178,6 +190,9 @@ def cmd_solve(args: argparse.Namespace, prog: str = "piper") -> int:
             result = info(problem, options)
     except ImportError as exc:
         raise SolverError(f"solver {name} is not available here ({exc})") from None
+    except Interrupted as exc:  # SIGINT / SIGTERM: keep the best plan found, then exit 130 / 143
+        _keep_incumbent(exc, problem, args)
+        raise
     note = str(result.stats.get("warm_start", ""))
     if args.warm_start and "ignored" in note:  # e.g. a stage (t, d) the options exclude
         print(f"{prog}: warning: --warm-start {args.warm_start}: {note}", file=sys.stderr)
@@ -196,6 +211,29 @@ def cmd_solve(args: argparse.Namespace, prog: str = "piper") -> int:
         if path and result.plan is None:
             print(f"{prog}: no plan written to {path}", file=sys.stderr)
     return 0
+
+
+def _keep_incumbent(exc: Interrupted, problem: Any, args: argparse.Namespace) -> None:
+    """An interrupted solve (docs/errors.md, "Interrupts"): write the solver's best plan so
+    far to --out (and print it with --json), and say so in the one line that
+    :func:`piper.cli.common.run_main` prints (``exc.note``)."""
+    result = exc.result if isinstance(exc.result, Result) else None
+    if result is None or result.plan is None:
+        exc.note = "no plan found yet" + (f"; nothing written to {args.out}" if args.out else "")
+        return
+    value = f"TPS {result.tps:.10g}" if result.objective_kind == "tps" else f"batch time {result.batch_time:.10g}"
+    what = f"best plan so far (status {result.status.value}, {value})"
+    if args.out:
+        try:
+            write_plan(args.out, result.plan, problem)
+        except UsageError as err:
+            exc.note = f"{what} not written: {err}"
+            return
+        exc.note = f"{what} written to {args.out}"
+    else:
+        exc.note = f"{what}; give --out to keep it"
+    if args.json:
+        print(json.dumps(result.to_dict()))
 
 
 def _print_result(problem: Any, result: Result) -> None:

@@ -82,7 +82,13 @@ changes (``xq`` is all False: the same compiled kernels, numbers bit for bit).
 
 **Uniform plans** (``Options.uniform``, docs/problem.md §2.5): one DP (both runs) per
 allowed (t, d) with only that pair allowed; the best wins; no curve.  Refused with a
-SolverError when (t, d) pairs x runs x ideal pairs exceeds ``UNIFORM_MAX_WORK``.
+SolverError when (t, d) pairs x runs x ideal pairs exceeds ``UNIFORM_MAX_WORK``
+(``params["max_ideal_pairs"]`` sets another cap).
+
+**Limits** (docs/errors.md §6): more ideals than ``Options.max_ideals`` or more ideal pairs
+than ``params["max_ideal_pairs"]`` (default 100 M, estimated up front from a sample) is a
+SolverError naming the count and the flag; the time limit and SIGINT / SIGTERM are checked
+between kernel calls (:func:`piper.dp.limits.past`).
 
 Statuses: exact knapsack -> OPTIMAL (bound = TPS) or INFEASIBLE; greedy ->
 FEASIBLE (bound 0) or INFEASIBLE; time limit -> FEASIBLE (best threshold proven

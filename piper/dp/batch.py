@@ -18,8 +18,9 @@ from piper.core.options import Candidates, Options, candidates
 from piper.core.problem import Problem
 from piper.dp.batch_run import batch_run
 from piper.dp.chain import IdenticalChain, pair_classes
-from piper.dp.ideals import enumerate_ideals, ideal_pairs
+from piper.dp.ideals import enumerate_ideals, ideal_pairs, pair_cap
 from piper.dp.knapsack import EXACT, GREEDY
+from piper.dp.limits import TimeUp
 from piper.dp.outcome import Outcome
 from piper.dp.runs import UNIFORM_MAX_WORK, edge_runs, restrict
 
@@ -58,8 +59,11 @@ def solve_batch_1f1b(problem: Problem, options: Options, cand: Candidates, ub: f
     of the plan found (none: nothing below ``ub``).  On an identical ``chain`` the stage tables
     are solved once per class of segments that cost the same."""
     mode = EXACT if options.knapsack == "exact" else GREEDY
-    ideals = enumerate_ideals(problem, options.max_ideals, linearize=options.linearize)
-    pairs = ideal_pairs(ideals)
+    try:
+        ideals = enumerate_ideals(problem, options.max_ideals, linearize=options.linearize, deadline=deadline)
+        pairs = ideal_pairs(ideals, deadline=deadline, max_pairs=pair_cap(options.params))
+    except TimeUp:
+        return Outcome(None, math.inf, 0.0, False, {}, "time limit hit while enumerating and pairing the ideals")
     classes = None if chain is None else pair_classes(chain, ideals.sizes, pairs.ptr, pairs.sub)
     best_plan, best = None, ub
     lower = math.inf

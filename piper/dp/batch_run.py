@@ -23,7 +23,7 @@ from piper.dp.compile_clock import solve_clock
 from piper.dp.fronts import best_final, front_pass, new_pool, walk_back
 from piper.dp.ideals import IdealPairs, Ideals
 from piper.dp.knapsack import EXACT
-from piper.dp.limits import TimeUp
+from piper.dp.limits import TimeUp, next_chunk, past
 from piper.dp.reconstruct import StageStep, build_plan
 
 __all__ = ["BatchRun", "batch_run", "SLACK"]
@@ -76,9 +76,9 @@ def _tables(problem: Problem, layers, ideals: Ideals, pairs: IdealPairs, mode: i
         t0 = solve_clock()
         sel = todo[start:stop]
         parts.append(build_batch_tables(layers, lim, ideals.words, p_i[sel], p_j[sel], mode, t_max))
-        chunk = int(min(1 << 20, max(64, chunk * (0.5 / max(solve_clock() - t0, 1e-3)))))
+        chunk = next_chunk(chunk, solve_clock() - t0, 64, 1 << 20)
         start = stop
-        if deadline is not None and solve_clock() > deadline and start < todo.shape[0]:
+        if past(deadline) and start < todo.shape[0]:
             raise TimeUp()
     tab = _concat(parts)
     if classes is None:
@@ -152,7 +152,7 @@ def _fronts(problem: Problem, tab: BatchTables, n_ideals: int, ub: float, use_lo
         pool, used, ne_used, more = front_pass(tab, tab.segments, ent_ptr, lo, hi, S, k, float(problem.microbatches),
                                                ub, with_dev, use_low, pool, used, ne_used, rest, rest_t)
         proposed += int(more)
-        if deadline is not None and solve_clock() > deadline and hi < n_ideals:
+        if past(deadline) and hi < n_ideals:
             raise TimeUp()
     best, x, s = best_final(pool, n_ideals - 1, S, float(problem.microbatches))
     return float(best), int(x), int(s), (pool, used, proposed)

@@ -12,7 +12,7 @@ from piper.core.problem import Problem
 from piper.core.result import Result, Status, make_result
 from piper.dp.arrays import HEUR, RunArrays, limits_of, run_arrays
 from piper.dp.compile_clock import solve_clock
-from piper.dp.ideals import IdealPairs, Ideals, enumerate_ideals, ideal_pairs
+from piper.dp.ideals import IdealPairs, Ideals, enumerate_ideals, ideal_pairs, pair_cap
 from piper.dp.knapsack import EXACT, GREEDY
 from piper.dp.limits import Progress, TimeUp, with_slack
 from piper.dp.reconstruct import build_plan, threshold_steps
@@ -59,7 +59,12 @@ def solve_run(problem: Problem, options: Options, bw_edge: float, cand: Candidat
     except TimeUp:
         return make_result(problem, name, Status.UNKNOWN, None, time_s=solve_clock() - start, stats=stats,
                            message=f"time limit ({options.time_limit_s} s) hit while enumerating ideals")
-    pairs = ideal_pairs(ideals)
+    try:
+        pairs = ideal_pairs(ideals, deadline=deadline, max_pairs=pair_cap(options.params), progress=progress)
+    except TimeUp:
+        return make_result(problem, name, Status.UNKNOWN, None, time_s=solve_clock() - start,
+                           stats={**stats, "ideals": len(ideals)},
+                           message=f"time limit ({options.time_limit_s} s) hit while pairing the {len(ideals):,} ideals")
     stats.update(ideals=len(ideals), ideal_pairs=pairs.count)
     progress.say(f"{len(ideals)} ideals, {pairs.count} ideal pairs", force=True)
     run = run_arrays(problem, cand, bw_edge)

@@ -5,18 +5,20 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
+from piper.core import stopping
 from piper.core.errors import SolverError
 from piper.core.options import TPS, Options, candidates
 from piper.core.problem import Problem
 from piper.core.result import Result, Status, make_result
 from piper.dp.compile_clock import compile_seconds, solve_clock
 from piper.dp.driver import solve_run
-from piper.dp.ideals import enumerate_ideals, ideal_pairs
+from piper.dp.ideals import enumerate_ideals, ideal_pairs, pair_cap
 from piper.dp.limits import Progress, TimeUp
 from piper.dp.runs import UNIFORM_MAX_WORK, edge_runs, restrict
 from piper.dp.schedules import solve_schedules
 
 
+@stopping.polled  # SIGINT / SIGTERM: seen between kernel calls (piper.core.stopping.polled)
 def solve_dp(problem: Problem, options: Options | None = None) -> Result:
     """Piper's DP (exact or greedy knapsack per ``options.knapsack``); see the module docstring.
 
@@ -183,13 +185,20 @@ def _solve_uniform(problem: Problem, options: Options) -> Result:
         return make_result(problem, name, Status.UNKNOWN, None, time_s=solve_clock() - start,
                            stats={"uniform": True},
                            message=f"time limit ({options.time_limit_s} s) hit while enumerating ideals")
-    n_pairs = ideal_pairs(ideals).count
+    try:
+        n_pairs = ideal_pairs(ideals, deadline=deadline, max_pairs=pair_cap(options.params)).count
+    except TimeUp:
+        return make_result(problem, name, Status.UNKNOWN, None, time_s=solve_clock() - start,
+                           stats={"uniform": True},
+                           message=f"time limit ({options.time_limit_s} s) hit while pairing the {len(ideals):,} ideals")
     n_dps = len(pairs_td) * len(edge_runs(problem))
-    if n_dps * n_pairs > UNIFORM_MAX_WORK:
+    cap = int(options.params.get("max_ideal_pairs", UNIFORM_MAX_WORK))
+    if n_dps * n_pairs > cap:
         raise SolverError(
             f"uniform plans need one DP per (t, d) pair: {len(pairs_td)} pairs x {len(edge_runs(problem))} "
-            f"edge-bandwidth run(s) = {n_dps} DPs over {n_pairs} ideal pairs each, more than "
-            f"{UNIFORM_MAX_WORK:,} ideal-pair passes; use --linearize (n + 1 ideals), --no-dp / --no-tp, "
+            f"edge-bandwidth run(s) = {n_dps} DPs over {n_pairs:,} ideal pairs each = {n_dps * n_pairs:,} "
+            f"ideal-pair passes, over the limit of {cap:,}; raise it with --max-ideal-pairs "
+            f"(params['max_ideal_pairs']) if time allows, or use --linearize (n + 1 ideals), --no-dp / --no-tp, "
             f"or fewer devices")
     opts = replace(options, uniform=False, params={**options.params, "curve": False, "curve_points": None})
     found: list[tuple[Result, tuple[int, int]]] = []

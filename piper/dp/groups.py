@@ -47,6 +47,7 @@ from piper.dp.chain import IdenticalChain
 from piper.dp.compile_clock import solve_clock
 from piper.dp.group_kernels import group_choice, group_curve, group_dp
 from piper.dp.knapsack import EXACT
+from piper.dp.limits import past
 from piper.dp.outcome import Outcome
 
 __all__ = ["Layout", "layouts", "solve_groups"]
@@ -504,7 +505,7 @@ def solve_groups(problem: Problem, chain: IdenticalChain, cand: Candidates, kind
         if lay.lower >= search.best:
             search.lower = min(search.lower, lay.lower)
             break
-        if deadline is not None and solve_clock() > deadline:
+        if past(deadline):
             search.complete = False
             break
         _solve_layout(problem, chain, cand, lay, mode, batch, search, cache, configs)

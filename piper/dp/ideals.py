@@ -15,18 +15,19 @@ and id 0 is the empty set.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from numba import njit
 
 from piper.core.errors import SolverError
 from piper.core.problem import Problem
-from piper.dp.compile_clock import solve_clock
-from piper.dp.limits import Progress, TimeUp
+from piper.dp.limits import Progress, TimeUp, past
 
-__all__ = ["Ideals", "enumerate_ideals", "count_ideals", "ideal_pairs", "IdealPairs"]
+__all__ = ["Ideals", "enumerate_ideals", "count_ideals", "ideal_pairs", "IdealPairs", "DEFAULT_MAX_IDEAL_PAIRS", "pair_cap"]
 
 
 @dataclass(frozen=True)
@@ -94,7 +95,9 @@ def enumerate_ideals(problem: Problem, max_ideals: int = 200_000, *, linearize: 
 
     Raises :class:`SolverError` naming the count when there are more than
     ``max_ideals`` ideals, and :class:`~piper.dp.limits.TimeUp` when ``solve_clock()`` passes
-    ``deadline`` (checked every 4096 ideals; ``progress`` then says how many so far).
+    ``deadline`` (checked before each ideal is extended and every 4096 new ideals;
+    ``progress`` then says how many so far); an interrupt
+    (:mod:`piper.core.stopping`) is checked as often.
     """
     n = problem.n
     if linearize:
@@ -117,6 +120,8 @@ def enumerate_ideals(problem: Problem, max_ideals: int = 200_000, *, linearize: 
     while frontier:
         nxt = []
         for ideal in frontier:
+            if past(deadline):  # also raises Interrupted after SIGINT / SIGTERM
+                raise TimeUp()
             for v in range(n):
                 bit = 1 << v
                 if ideal & bit or succ[v] & ~ideal:
@@ -129,7 +134,7 @@ def enumerate_ideals(problem: Problem, max_ideals: int = 200_000, *, linearize: 
                     if len(masks) > max_ideals:
                         _too_many(None, max_ideals)
                     if not len(masks) & 4095 and (deadline is not None or progress is not None):
-                        if deadline is not None and solve_clock() > deadline:
+                        if past(deadline):
                             raise TimeUp
                         if progress is not None:
                             progress.say(f"enumerating ideals: {len(masks):,} so far (max_ideals {max_ideals:,})")
@@ -181,21 +186,19 @@ def _is_subset(words: np.ndarray, j: int, i: int) -> bool:
 
 
 @njit(cache=True)
-def _count_subsets(words: np.ndarray) -> np.ndarray:
-    n_ideals = words.shape[0]
-    counts = np.zeros(n_ideals, dtype=np.int64)
-    for i in range(n_ideals):
+def _count_subsets(words: np.ndarray, i0: int, i1: int, counts: np.ndarray) -> None:
+    """counts[i] = the number of proper sub-ideals of ideal i, for i0 <= i < i1."""
+    for i in range(i0, i1):
         c = 0
         for j in range(i):
             if _is_subset(words, j, i):
                 c += 1
         counts[i] = c
-    return counts
 
 
 @njit(cache=True)
-def _fill_subsets(words: np.ndarray, ptr: np.ndarray, sub: np.ndarray) -> None:
-    for i in range(words.shape[0]):
+def _fill_subsets(words: np.ndarray, ptr: np.ndarray, sub: np.ndarray, i0: int, i1: int) -> None:
+    for i in range(i0, i1):
         k = ptr[i]
         for j in range(i):
             if _is_subset(words, j, i):
@@ -203,22 +206,103 @@ def _fill_subsets(words: np.ndarray, ptr: np.ndarray, sub: np.ndarray) -> None:
                 k += 1
 
 
-def ideal_pairs(ideals: Ideals) -> IdealPairs:
+#: the default cap on the ideal pairs of one DP (``params["max_ideal_pairs"]``, ``solve
+#: --max-ideal-pairs``): their index alone takes 4 bytes each, the stage tables a multiple
+DEFAULT_MAX_IDEAL_PAIRS = 100_000_000
+#: subset tests per kernel call of :func:`ideal_pairs` between deadline / interrupt checks
+_PAIR_TESTS_PER_CALL = 20_000_000
+
+
+def _rows(n_ideals: int, deadline: float | None) -> Iterator[tuple[int, int]]:
+    """Row ranges [i0, i1) of about :data:`_PAIR_TESTS_PER_CALL` subset tests each (row i
+    makes i tests), checking the deadline and interrupts before each (TimeUp)."""
+    i0 = 0
+    while i0 < n_ideals:
+        if past(deadline):
+            raise TimeUp()
+        # rows i0..i1 make about (i1^2 - i0^2) / 2 tests
+        i1 = min(n_ideals, max(i0 + 1, int(math.isqrt(i0 * i0 + 2 * _PAIR_TESTS_PER_CALL))))
+        yield i0, i1
+        i0 = i1
+
+
+def ideal_pairs(ideals: Ideals, *, deadline: float | None = None, max_pairs: int | None = None,
+                progress: Progress | None = None) -> IdealPairs:
     """All nested pairs J < I (J a proper sub-ideal of I).
 
     Since ideals are numbered by size, a proper sub-ideal has a smaller number;
-    the subset test runs on the ``uint64`` words in compiled code.
+    the subset test runs on the ``uint64`` words in compiled code, in calls of about
+    :data:`_PAIR_TESTS_PER_CALL` tests with :func:`piper.dp.limits.past` between them
+    (:class:`~piper.dp.limits.TimeUp` once ``solve_clock()`` passes ``deadline``; an interrupt
+    stops it there). The pairs are counted before they are stored: more than ``max_pairs``
+    (None: no cap) raises :class:`SolverError` naming the count and ``--max-ideal-pairs``.
     """
     if ideals.linear:
         n1 = len(ideals)
         counts = np.arange(n1, dtype=np.int64)
         ptr = np.zeros(n1 + 1, dtype=np.int64)
         np.cumsum(counts, out=ptr[1:])
+        if max_pairs is not None and int(ptr[-1]) > max_pairs:
+            _too_many_pairs(int(ptr[-1]), max_pairs)
         sub = np.concatenate([np.arange(i, dtype=np.int32) for i in range(n1)]) if n1 > 1 else np.zeros(0, np.int32)
         return IdealPairs(ptr, sub.astype(np.int32))
-    counts = _count_subsets(ideals.words)
-    ptr = np.zeros(len(counts) + 1, dtype=np.int64)
+    n_ideals = len(ideals)
+    if max_pairs is not None and n_ideals > _SAMPLE_ABOVE:
+        estimate = _estimate_pairs(ideals.words)
+        if estimate > _SURE_FACTOR * max_pairs:  # refused up front, before the O(ideals^2) count
+            _too_many_pairs(estimate, max_pairs, estimated=True)
+    counts = np.zeros(n_ideals, dtype=np.int64)
+    for i0, i1 in _rows(n_ideals, deadline):
+        _count_subsets(ideals.words, i0, i1, counts)
+        if progress is not None and i1 < n_ideals:
+            progress.say(f"counting ideal pairs: {i1:,}/{n_ideals:,} ideals")
+    ptr = np.zeros(n_ideals + 1, dtype=np.int64)
     np.cumsum(counts, out=ptr[1:])
+    if max_pairs is not None and int(ptr[-1]) > max_pairs:
+        _too_many_pairs(int(ptr[-1]), max_pairs)
     sub = np.empty(int(ptr[-1]), dtype=np.int32)
-    _fill_subsets(ideals.words, ptr, sub)
+    for i0, i1 in _rows(n_ideals, deadline):
+        _fill_subsets(ideals.words, ptr, sub, i0, i1)
     return IdealPairs(ptr, sub)
+
+
+def pair_cap(params: Mapping[str, Any]) -> int:
+    """The cap on ideal pairs a DP's ``options.params`` set (``max_ideal_pairs``)."""
+    return int(params.get("max_ideal_pairs", DEFAULT_MAX_IDEAL_PAIRS))
+
+
+#: ideal_pairs estimates the pairs from a sample above this many ideals
+_SAMPLE_ABOVE = 20_000
+#: ... and refuses without counting when the estimate is over this many times the cap
+_SURE_FACTOR = 4
+_SAMPLE = 512
+
+
+@njit(cache=True)
+def _sample_counts(words: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    out = np.zeros(rows.shape[0], dtype=np.int64)
+    for r in range(rows.shape[0]):
+        i = rows[r]
+        c = 0
+        for j in range(i):
+            if _is_subset(words, j, i):
+                c += 1
+        out[r] = c
+    return out
+
+
+def _estimate_pairs(words: np.ndarray) -> int:
+    """The number of ideal pairs, estimated from the sub-ideal counts of :data:`_SAMPLE` ideals
+    drawn at random (seed 0: the same estimate every run); costs _SAMPLE x ideals subset tests."""
+    n_ideals = words.shape[0]
+    rows = np.random.default_rng(0).choice(n_ideals, size=min(_SAMPLE, n_ideals), replace=False).astype(np.int64)
+    return int(_sample_counts(words, rows).mean() * n_ideals)
+
+
+def _too_many_pairs(count: int, limit: int, estimated: bool = False) -> None:
+    raise SolverError(
+        f"the DP needs {'about ' if estimated else ''}{count:,} ideal pairs "
+        f"({'estimated from a sample; ' if estimated else ''}nested successor-closed node sets; their index alone takes "
+        f"{4 * count / 1e9:.1f} GB, the stage tables several times that), over the limit "
+        f"max_ideal_pairs={limit:,}; raise it with --max-ideal-pairs (params['max_ideal_pairs']) if memory and "
+        f"time allow, or use --linearize (n + 1 ideals)")

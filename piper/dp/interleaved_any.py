@@ -26,6 +26,7 @@ from piper.dp.arrays import expert_terms_or_ban
 from piper.dp.compile_clock import solve_clock
 from piper.dp.groups import Layout, layouts
 from piper.dp.knapsack import knapsack
+from piper.dp.limits import past
 from piper.dp.outcome import Outcome
 
 __all__ = ["interleaved_heuristic", "MAX_LAYOUTS", "ALL_CUTS", "RANDOM_CUTS"]
@@ -124,7 +125,7 @@ def interleaved_heuristic(problem: Problem, cand: Candidates, kinds: tuple[int, 
     rng = random.Random(0)
     orders = _orders(problem, rng)[:1] if linearize else _orders(problem, rng)
     for lay in lays[:MAX_LAYOUTS]:
-        if lay.lower >= best or (deadline is not None and solve_clock() > deadline):
+        if lay.lower >= best or past(deadline):
             break
         tried += 1
         for order in orders:

@@ -5,9 +5,30 @@ from __future__ import annotations
 import sys
 import time
 
+from piper.core import stopping
+from piper.dp.compile_clock import solve_clock
+
+#: seconds one DP kernel call aims at between two checks of the deadline and of interrupts
+#: (:func:`past`); a chunk grows at most twofold per call, since later ideal pairs cost more
+CHUNK_S = 0.25
+
+
+def next_chunk(chunk: int, seconds: float, low: int, high: int) -> int:
+    """The size of the next chunk of a kernel whose last ``chunk`` items took ``seconds``:
+    about :data:`CHUNK_S` seconds' worth, at most twice ``chunk``, within [low, high]."""
+    return int(min(high, max(low, chunk * min(2.0, CHUNK_S / max(seconds, 1e-3)))))
+
 
 class TimeUp(Exception):
     pass
+
+
+def past(deadline: float | None) -> bool:
+    """True once ``solve_clock()`` has passed ``deadline`` (None: no limit). Raises
+    :class:`piper.core.stopping.Interrupted` after SIGINT / SIGTERM: the DP's loops call this
+    between kernel calls, so an interrupt stops them there (:func:`piper.core.stopping.polled`)."""
+    stopping.check(None)
+    return deadline is not None and solve_clock() > deadline
 
 
 class Progress:

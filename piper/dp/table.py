@@ -15,7 +15,7 @@ from piper.core.problem import Problem
 from piper.dp.arrays import LayerArrays, RunArrays, limits_of
 from piper.dp.compile_clock import solve_clock
 from piper.dp.ideals import IdealPairs, Ideals
-from piper.dp.limits import Progress, TimeUp
+from piper.dp.limits import Progress, TimeUp, next_chunk, past
 from piper.dp.reconstruct import build_plan, table_steps
 from piper.dp.table_kernels import DegreePairs, IdealGraph, IdealLowerBounds, table_dp
 
@@ -76,10 +76,10 @@ def solve_table(problem: Problem, run: RunArrays, ideals: Ideals, pairs: IdealPa
         t0 = solve_clock()
         table_dp(run.layers, lim, graph, opts, mode, ub, low_bounds, dpm, i0, i1)
         dt = solve_clock() - t0
-        step = int(min(1 << 16, max(1, step * (0.5 / max(dt, 1e-3)))))
+        step = next_chunk(step, dt, 1, 1 << 16)
         i0 = i1
         progress.say(f"DP table: {i1}/{n_ideals} ideals ({int(pairs.ptr[i1])}/{pairs.count} ideal pairs)")
-        if deadline is not None and solve_clock() > deadline and i0 < n_ideals:
+        if past(deadline) and i0 < n_ideals:
             raise TimeUp()
     full = ideals.full
     value = float(dpm[full, k, S])

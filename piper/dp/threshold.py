@@ -18,7 +18,7 @@ from piper.dp.arrays import BIG, HEUR, RunArrays, limits_of
 from piper.dp.compile_clock import solve_clock
 from piper.dp.ideals import IdealPairs, Ideals
 from piper.dp.knapsack import GREEDY, ensure_room, knapsack, least_option, total_of
-from piper.dp.limits import Progress, TimeUp
+from piper.dp.limits import Progress, TimeUp, next_chunk, past
 from piper.dp.stage import (
     ChoiceRuns,
     choice_fits,
@@ -302,13 +302,13 @@ def build_tables(problem: Problem, run: RunArrays, ideals: Ideals, pairs: IdealP
         stop = min(total, start + chunk)
         t0 = solve_clock()
         parts.append(_build_tables(run.layers, lim, ideals.words, p_i_all[start:stop], p_j_all[start:stop], mode, ub))
-        # aim at ~0.5 s per chunk
+        # aim at ~CHUNK_S seconds per chunk (interrupts are checked between chunks)
         dt = solve_clock() - t0
-        chunk = int(min(1 << 20, max(64, chunk * (0.5 / max(dt, 1e-3)))))
+        chunk = next_chunk(chunk, dt, 64, 1 << 20)
         start = stop
         if progress is not None:
             progress.say(f"stage tables: {stop}/{total} ideal pairs")
-        if deadline is not None and solve_clock() > deadline and start < total:
+        if past(deadline) and start < total:
             raise TimeUp()
     seg_base = 0
     fixed: list[tuple[Entries, Segments]] = []
@@ -352,7 +352,7 @@ class Search:
         """m(cands[idx]): least devices for threshold cands[idx] (2^60 = impossible)."""
         if idx in self.memo:
             return self.memo[idx]
-        if self.deadline is not None and solve_clock() > self.deadline:
+        if past(self.deadline):
             raise TimeUp()
         m = self.run_test(idx)
         self.tests += 1

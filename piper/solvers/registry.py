@@ -29,7 +29,7 @@ from piper.core.options import BATCH_TIME, TPS, Options
 from piper.core.plan import INTERLEAVED, ONE_F_ONE_B
 from piper.core.problem import EXPERT_FEATURES, VERSION2_FEATURES, Problem
 from piper.core.result import Result, Status, make_result
-from piper.solvers.params import BOOL, LIST, NUMBER, STR, KnobTypes, check_params
+from piper.solvers.params import BOOL, INT, LIST, NUMBER, STR, KnobTypes, check_params
 
 __all__ = ["SolverInfo", "SOLVERS", "ENTRY_POINT_GROUP", "DP_FLAGS", "register", "unregister", "get_solver", "solve",
            "solver_names", "solvers_with_flag"]
@@ -175,9 +175,9 @@ def solve(problem: Problem, options: Options | None = None, solver: str = "dp") 
 
 #: the knobs of Piper's DP (``solve_dp``'s docstring)
 DP_PARAMS: dict[str, tuple[type, ...]] = {"engine": STR, "curve": BOOL, "curve_points": LIST, "greedy_bound": BOOL,
-                                          "upper_bound": NUMBER}
+                                          "upper_bound": NUMBER, "max_ideal_pairs": INT}
 #: the solver-specific ``solve`` flags of the DP
-DP_FLAGS = frozenset({"--knapsack", "--max-ideals", "--linearize", "--curve", "--no-curve"})
+DP_FLAGS = frozenset({"--knapsack", "--max-ideals", "--max-ideal-pairs", "--linearize", "--curve", "--no-curve"})
 
 #: the objectives and schedules of the DP (docs/problem.md §9; piper/dp/schedules.py)
 DP_OBJECTIVES = frozenset({TPS, BATCH_TIME})

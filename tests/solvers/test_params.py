@@ -12,7 +12,8 @@ from piper.solvers.registry import SOLVERS, solver_names
 
 
 @pytest.mark.parametrize("solver, params, fragment", [
-    ("dp", {"engin": "table"}, "unknown parameter 'engin' (known: curve, curve_points, engine, greedy_bound, upper_bound)"),
+    ("dp", {"engin": "table"},
+     "unknown parameter 'engin' (known: curve, curve_points, engine, greedy_bound, max_ideal_pairs, upper_bound)"),
     ("milp", {"verify": "yes"}, "parameter 'verify' must be bool, got 'yes'"),
     ("cpsat", {"num_workers": True}, "parameter 'num_workers' must be int, got True"),
     ("cpsat", {"cutoff": False}, "unknown parameter 'cutoff'"),
