@@ -47,3 +47,24 @@ def test_evaluate_json_carries_batch_time_and_the_flags_change_it(cli, tmp_path)
     assert nodes["stages"][0]["tps"] == 16 / (2 * 2) + 0.5 / 4 + 1 and nodes["tps"] == 16 / 4 + 0.5 / 4 + 1.5
     code, out, _ = cli("piper", "evaluate", path, plan, "-G", "2", "--intra-node-bandwidth", "4")
     assert "batch time" in out.splitlines()[-1] and "spans" not in out
+
+
+def test_evaluate_expert_parallel_plan_and_rule_6_error(cli, tmp_path):
+    """docs/problem.md §11's worked check through the command (d = 4: TPS 5, memory 8 bytes), and
+    a plan breaking rule 6 (d = 1) is exit 2 with one line naming the rule, node and degrees."""
+    moe = {"id": "moe", "timePerSample": 4.0, "parameterSize": 0.0, "memoryUsageA": 0.0, "memoryUsageB": 0.0,
+           "syncTimeFw": {}, "syncTimeBw": {}, "expertParallel": 2, "expertParameterSize": 8.0,
+           "memoryUsageShardedExpertB": 16.0}
+    path = write_json(tmp_path, {"maxDevices": 4, "maxMemoryPerDevice": 100.0, "bandwidth": 1.0, "mbsInBatch": 4,
+                                 "nodes": [{"id": 0, "TMPCs": {"1": [moe]}}], "edges": []})
+
+    def plan(d):
+        return write_json(tmp_path, {"stages": [{"nodes": [0], "dataParallelDegree": d, "tensorParallelDegree": 1,
+                                                 "TMPCids": {"0": "moe"}}]}, f"p{d}.json")
+
+    code, out, _ = cli("piper", "evaluate", path, plan(4), "--json")
+    got = json.loads(out)
+    assert code == 0 and got["tps"] == 5.0 and got["stages"][0]["memory"] == 8.0
+    code, _, err = cli("piper", "evaluate", path, plan(1))
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert "rule 6" in err and "node 0" in err and "e*e_t = 2*1 = 2" in err and "d*t = 1*1 = 1" in err
