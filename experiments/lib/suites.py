@@ -387,6 +387,35 @@ def models_suite(count: int = len(MODEL_CASES)) -> list[Instance]:
     return out
 
 
+def frontier_models_suite() -> list[Instance]:
+    """Front-end workloads of issue 31's two layouts, tiny enough for every exact solver: a 2-layer
+    mixture-of-experts transformer (4 experts, top-2; one workload per expert-parallel size, as
+    ``plan`` builds them) and a 2-layer transformer at sequence 8,192 with context-parallel size 2
+    (the degree keys are t x c, docs/problem.md §11), one node of 8 devices, memory that binds."""
+    from dataclasses import replace as _replace
+
+    from piper.frontend.config import TransformerConfig
+    from piper.frontend.hardware import hardware
+    from piper.frontend.moe import MoEConfig
+    from piper.frontend.workload import TrainingSetup, build_workload
+
+    hw = hardware("h100-sxm-80gb", None, devices_per_node=8, memory_bytes=3e9)
+    base = TransformerConfig(name="toy-l2-h1024", layers=2, hidden_size=1024, attention_heads=8, kv_heads=8,
+                             ffn_hidden_size=3 * 1024, vocab_size=32000, seq_length=2048, ffn_kind="swiglu")
+    out = []
+    moe = _replace(base, name="toy-moe-l2-e4", moe=MoEConfig(experts=4, top_k=2, expert_ffn_hidden_size=1024))
+    for e in (2, 4):
+        workload = build_workload(moe, hw, TrainingSetup(nodes=1, global_batch=16, expert_parallel=e))
+        out.append(Instance(f"{moe.name}-ep{e}", problem_from_dict(workload), "frontier-models",
+                            f"mixture of experts from the front end, expert-parallel size {e}"))
+    long = _replace(base, name="toy-l2-s8192", seq_length=8192)
+    hw_long = hardware("h100-sxm-80gb", None, devices_per_node=8, memory_bytes=6e9)
+    workload = build_workload(long, hw_long, TrainingSetup(nodes=1, global_batch=8, context_parallel=2))
+    out.append(Instance(f"{long.name}-cp2", problem_from_dict(workload), "frontier-models",
+                        "long context from the front end, context-parallel size 2"))
+    return out
+
+
 #: seeds of :func:`schedules_suite`, chosen (by brute force, at this suite's parameters) so that on
 #: each an interleaved plan beats every 1F1B plan on batch time, and on the first eight the
 #: batch-time optimum is another plan than the TPS optimum
@@ -444,14 +473,15 @@ def moe_suite(count: int = len(MOE_SEEDS)) -> list[Instance]:
 def default_suite() -> list[Instance]:
     """The embedded default: tiny + small + paper-slices + infeasible + two rounds of the
     version-2 families + two model front end workloads + 4 seeds of the schedules suite + 4 MoE
-    instances (48 instances, all proven by the exact solvers within seconds each)."""
+    instances + the front end's tiny MoE and long-context workloads (51 instances, all proven by
+    the exact solvers within seconds each)."""
     return [*tiny_suite(), *small_suite(), *paper_slices_suite(), *infeasible_suite(), *version2_suite(2),
-            *models_suite(2), *schedules_suite(4), *moe_suite(4)]
+            *models_suite(2), *schedules_suite(4), *moe_suite(4), *frontier_models_suite()]
 
 
 SUITES: dict[str, tuple[str, Callable[[], list[Instance]]]] = {
     "default": ("the embedded default: tiny + small + paper-slices + infeasible + 8 version-2 + 2 models + 10 schedules"
-                " + 4 MoE", default_suite),
+                " + 4 MoE + 3 front-end MoE / long-context", default_suite),
     "tiny": ("12 random DAGs, 3-7 layers, k <= 6", tiny_suite),
     "small": ("4 random DAGs, 8-10 layers, k = 4, N = 8, t in {1,2,4}", small_suite),
     "paper-slices": ("5 slices: first 6-12 layers of BERT-32, GNMT, ResNet-50; k = 4, memory binds", paper_slices_suite),
@@ -463,6 +493,8 @@ SUITES: dict[str, tuple[str, Callable[[], list[Instance]]]] = {
                   "with interleaved plans", schedules_suite),
     "moe": ("16 tiny MoE DAGs (expert parallelism, rule 6): TPS and batch time, free and uniform, 4 interleaved",
             moe_suite),
+    "frontier-models": ("3 front-end workloads: a tiny MoE transformer at expert-parallel sizes 2 and 4, a "
+                        "2-layer transformer at sequence 8,192 with context-parallel size 2", frontier_models_suite),
     "real-magnitudes": ("issue 18's reproducer + 11 operator-like graphs with real magnitudes, 6-12 layers; "
                         "real-magnitudes:COUNT[:FIRST[:MAXN]] for more", _real_magnitudes_named),
 }
