@@ -1,0 +1,171 @@
+"""The search over the parts of the plan space (docs/formulations.md §9.5): an incumbent, the
+time unit of each model, and the loop that solves one part down to the incumbent.
+
+Per part: a model without a cutoff (or with the incumbent's) is optimized for a time slice; a
+plan it finds becomes the incumbent when the evaluator scores it better; then the part is
+solved again with the objective cut off at (1 - rel_gap) times the incumbent's value, until
+CP-SAT proves the cut-off model infeasible (the part holds no plan better by more than
+rel_gap) or optimal, or time runs out. Each model's unit of time is the incumbent's value
+over 2^precision_bits (the crude bound's before there is one): cut-off models need no larger
+domain, and the rounding error stays a fixed fraction of the value.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from ortools.sat.python import cp_model
+
+from baselines.aggregate.chain import Chain
+from baselines.aggregate.data import Choice, Space
+from baselines.aggregate.expand import expand_plan
+from baselines.aggregate.model import AggregateModel
+from baselines.cpsat.params import GUARD_PARAMETERS
+from piper.core.errors import SolverError
+from piper.core.evaluate import evaluate
+from piper.core.options import Options
+from piper.core.plan import Plan
+from piper.core.problem import Problem
+
+__all__ = ["DEFAULT_PRECISION_BITS", "DEFAULT_REL_GAP", "SLICE_S", "Incumbent", "Part", "solve_part"]
+
+#: the unit of time of a model is (the incumbent's value) / 2^this
+DEFAULT_PRECISION_BITS = 36
+#: without an incumbent, the unit is (the crude bound) / 2^this
+CRUDE_BITS = 40
+#: a part is refuted when it holds no plan better than (1 - this) times the incumbent
+DEFAULT_REL_GAP = 1e-6
+#: seconds a model is optimized before it is cut off below its best plan and solved again
+SLICE_S = 10.0
+
+
+@dataclass
+class Part:
+    """One part of the plan space and what became of it."""
+
+    space: Space
+    inner: list[Choice]
+    ends: dict[int, list[Choice]]
+    #: the cheap lower bound of every plan of the part (objective units)
+    cheap: float = 0.0
+    #: "refuted by bound", "optimal", "refuted", "infeasible", "time limit", ...
+    verdict: str = "not solved"
+    #: a lower bound on the value of every plan of the part (objective units)
+    bound: float = 0.0
+    proven: bool = False
+    seconds: float = 0.0
+    solves: int = 0
+    #: the evaluator's value of the best plan the part gave
+    value: float | None = None
+
+
+@dataclass
+class Incumbent:
+    """The best plan so far (its evaluator value) and what the models claimed."""
+
+    value: float = math.inf
+    plan: Plan | None = None
+    #: the model's own value of ``plan`` (None: a warm start)
+    claim: float | None = None
+    #: the largest rounding error (epsilon) of a model that gave a plan or a proof
+    eps_max: float = 0.0
+    notes: list[str] = field(default_factory=list)
+
+
+def _solver(options: Options, time_limit: float | None, stop_first: bool) -> cp_model.CpSolver:
+    solver = cp_model.CpSolver()
+    p = solver.parameters
+    params = dict(options.params)
+    p.num_workers = int(params.get("num_workers", max(1, int(options.threads))))
+    p.random_seed = int(options.seed)
+    p.relative_gap_limit = 0.0
+    p.absolute_gap_limit = 0.0
+    p.stop_after_first_solution = stop_first
+    p.log_search_progress = bool(params.get("msg", False))
+    if time_limit is not None:
+        p.max_time_in_seconds = max(0.01, float(time_limit))
+    for key, val in {**GUARD_PARAMETERS, **dict(params.get("cp_params", {}))}.items():
+        if val is None:
+            continue
+        try:
+            setattr(p, key, val)
+        except (AttributeError, TypeError, ValueError):
+            raise SolverError(f"CP-SAT parameter {key!r} cannot be {val!r}") from None
+    return solver
+
+
+def solve_part(problem: Problem, chain: Chain, part: Part, inc: Incumbent, options: Options, crude: float,
+               limit: float, deadline: float | None) -> None:
+    """Solve ``part`` down to the incumbent (module docstring); updates ``part`` and ``inc``.
+    ``limit``: the memory limit the models use (bytes); ``crude``: a value no plan exceeds."""
+    params: dict[str, Any] = dict(options.params)
+    bits = int(params.get("precision_bits", DEFAULT_PRECISION_BITS))
+    rel_gap = float(params.get("rel_gap", DEFAULT_REL_GAP))
+    slice_s = float(params.get("slice_s", SLICE_S))
+    kind = options.objective
+    start = time.perf_counter()
+    exact = True
+    while True:
+        left = None if deadline is None else deadline - time.perf_counter()
+        if left is not None and left <= 0:
+            part.verdict = "time limit"
+            break
+        fine = math.isfinite(inc.value)
+        unit = max((inc.value if fine else crude) / 2.0 ** (bits if fine else CRUDE_BITS), 1e-300)
+        eps = AggregateModel.epsilon_for(chain, part.space, kind, unit)
+        cutoff = None
+        if fine:
+            if 2 * eps >= rel_gap * inc.value:
+                raise SolverError(f"aggregate: precision_bits={bits} is too coarse for rel_gap={rel_gap:g} "
+                                  f"(rounding {eps:.3g} per model)")
+            cutoff = math.floor((inc.value * (1 - rel_gap) + eps) / unit)
+        model = AggregateModel(problem.microbatches, limit, chain, part.space, part.inner, part.ends, kind, unit,
+                               cutoff)
+        exact = exact and model.memory_exact
+        solver = _solver(options, slice_s if left is None else min(left, slice_s), False)
+        code = solver.Solve(model.model)
+        part.solves += 1
+        if code == cp_model.MODEL_INVALID:
+            raise SolverError(f"aggregate: CP-SAT says the model of {part.space.label()} is invalid: "
+                              f"{model.model.Validate()}")
+        if code in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+            obj = round(solver.ObjectiveValue())
+            plan = expand_plan(chain, part.space, part.inner, model.read(solver))
+            score = evaluate(problem, plan)
+            if score.oom:
+                inc.notes.append(f"{part.space.label()}: the evaluator calls the model's plan out of memory "
+                                 "(rounding); no proof for this part")
+                part.verdict = "plan out of memory"
+                break
+            value = score.value(kind)
+            part.value = value if part.value is None else min(part.value, value)
+            if value < inc.value:
+                inc.value, inc.plan, inc.claim = value, plan, obj * unit
+                inc.eps_max = max(inc.eps_max, eps)
+            if code == cp_model.OPTIMAL and fine:
+                # proven: no plan of the part is below obj (model units), i.e. below obj u - eps
+                part.verdict, part.proven, part.bound = "optimal", True, obj * unit - eps
+                inc.eps_max = max(inc.eps_max, eps)
+                break
+            continue  # cut off below the (new) incumbent and solve again
+        if code == cp_model.INFEASIBLE:
+            part.verdict, part.proven = ("refuted" if cutoff is not None else "infeasible"), True
+            part.bound = math.inf if cutoff is None else (cutoff + 1) * unit - eps
+            inc.eps_max = max(inc.eps_max, eps)
+            break
+        part.verdict = "time limit"  # UNKNOWN: the slice or the time limit ran out without a plan
+        part.bound = max(part.cheap, solver.BestObjectiveBound() * unit - eps)
+        if left is not None and left <= slice_s:
+            break
+        part.verdict = "slice without a plan"
+        slice_s *= 2
+    if part.proven and not exact:
+        part.proven = False
+        part.verdict += " (memory rounded: no proof)"
+        part.bound = part.cheap
+    if not part.proven:
+        part.bound = max(part.bound, part.cheap) if part.verdict == "time limit" else part.cheap
+    part.seconds = time.perf_counter() - start
