@@ -12,7 +12,8 @@ two stages it joins):
   (N - d) TPS_lb(L) + P + (L - 1) 4 c_min / B_edge), because max_j tau_j <= d TPS
   (d TPS_j = tau_j + d R_j / B_resync >= tau_j) and sum_j tau_j >= P + the cut edges.
 
-The bound of the part is the least over its L.
+The bound of the part is the least over its L. A part with a fixed sequence of options (a
+free part split by sequence) takes kappa_min over its options and d the largest d of them.
 """
 
 from __future__ import annotations
@@ -26,13 +27,14 @@ __all__ = ["part_lower_bound"]
 
 def part_lower_bound(chain: Chain, space: Space, inner: list[Choice], ends: dict[int, list[Choice]],
                      n_mb: int, objective: str) -> float:
-    """The bound of the module docstring for a single-option ``space`` (+inf when some node has
-    no choice in it)."""
-    if not space.single:
+    """The bound of the module docstring for a part with one option or a fixed sequence of
+    options (kappa_min over the part's options, d the largest d); 0 for a free part; +inf when
+    some node has no choice in it."""
+    if space.free:
         return 0.0
     if not inner or any(not lst for lst in ends.values()):
         return float("inf")
-    d = space.options[0][1]
+    d = max(d for _, d in space.options)
     k_in = min(c.kappa for c in inner)
     k_ends = [min(c.kappa for c in lst) for lst in ends.values()]
     w = chain.n_inner * k_in + sum(k_ends)

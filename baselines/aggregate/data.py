@@ -37,18 +37,50 @@ class Space:
     part: str
     #: stage slots of the model (an upper bound on the number of stages L)
     slots: int
+    #: a fixed option per stage, slot 1 (the last stage) first (indices into ``options``): the
+    #: part holds the plans of exactly these stages; None: any stage count and options
+    sequence: tuple[int, ...] | None = None
 
     @property
     def single(self) -> bool:
-        """One option: every stage has the same (t, d), so y_j = j for the j-th stage from the back."""
-        return len(self.options) == 1
+        """One option and no sequence: every stage has the same (t, d), so y_j = j for the j-th
+        stage from the back."""
+        return len(self.options) == 1 and self.sequence is None
+
+    @property
+    def free(self) -> bool:
+        """Each stage chooses its option (the model has option variables and y variables)."""
+        return not self.single and self.sequence is None
+
+    def slot_option(self, j: int) -> int | None:
+        """The option index of slot j (1 = the last stage) when it is fixed."""
+        if self.sequence is not None:
+            return self.sequence[j - 1]
+        return 0 if self.single else None
+
+    def slot_y(self, j: int) -> int | None:
+        """The microbatches in flight of slot j when they are fixed: j for a single option,
+        ceil(D_j / d_j) for a sequence."""
+        if self.sequence is not None:
+            suffix = sum(self.options[o][1] for o in self.sequence[:j])
+            d = self.options[self.sequence[j - 1]][1]
+            return -(-suffix // d)
+        return j if self.single else None
 
     def stage_range(self) -> tuple[int, int]:
-        """(least, most) stages L of a single-option part: dev_lo <= L d t <= dev_hi, L d <= N is in ``slots``."""
+        """(least, most) stages L: a sequence's length; for a single option dev_lo <= L d t <=
+        dev_hi (L d <= N is in ``slots``); else 1..slots."""
+        if self.sequence is not None:
+            return len(self.sequence), len(self.sequence)
+        if not self.single:
+            return 1, self.slots
         t, d = self.options[0]
         return max(1, -(-self.dev_lo // (d * t))), min(self.slots, self.dev_hi // (d * t))
 
     def label(self) -> str:
+        if self.sequence is not None:
+            opts = " ".join(f"{self.options[o][0]}x{self.options[o][1]}" for o in reversed(self.sequence))
+            return f"stages t x d: {opts} {self.part}"
         opts = f"t={self.options[0][0]} d={self.options[0][1]}" if self.single else f"{len(self.options)} options"
         return f"{opts} {self.part}"
 
@@ -101,15 +133,51 @@ def uniform_spaces(problem: Problem, cand: Candidates, chain: Chain) -> list[Spa
     return out
 
 
-def free_spaces(problem: Problem, cand: Candidates, chain: Chain) -> list[Space]:
-    """One space per part, every option (t, d) with t d within its devices."""
+def free_spaces(problem: Problem, cand: Candidates, chain: Chain, max_sequences: int = 0) -> list[Space]:
+    """Per part: one space per sequence of stage options (t, d) (the last stage first) within
+    its devices and N, when there are at most ``max_sequences`` of them; else one space with
+    every option, chosen per stage by the model."""
     out = []
     for part, lo, hi, bw in _parts(problem):
         opts = tuple((t, d) for t in cand.ts for d in cand.ds if t * d <= hi)
         slots = min(chain.n, problem.microbatches, hi)
-        if opts and slots >= 1:
+        if not opts or slots < 1:
+            continue
+        seqs = _sequences(opts, slots, lo, hi, problem.microbatches, max_sequences)
+        if seqs is None:
             out.append(Space(opts, bw, lo, hi, part, slots))
+            continue
+        for seq in seqs:
+            used = tuple(sorted(set(seq)))
+            remap = {o: i for i, o in enumerate(used)}
+            out.append(Space(tuple(opts[o] for o in used), bw, lo, hi, part, len(seq),
+                             tuple(remap[o] for o in seq)))
     return out
+
+
+def _sequences(opts: tuple[tuple[int, int], ...], slots: int, lo: int, hi: int, n_mb: int,
+               cap: int) -> list[tuple[int, ...]] | None:
+    """Every sequence of 1..slots option indices with lo <= Σ d t <= hi and Σ d <= N, or None
+    when there are more than ``cap``."""
+    out: list[tuple[int, ...]] = []
+
+    def grow(seq: list[int], devices: int, sum_d: int) -> bool:
+        if seq and devices >= lo:
+            out.append(tuple(seq))
+            if len(out) > cap:
+                return False
+        if len(seq) == slots:
+            return True
+        for oi, (t, d) in enumerate(opts):
+            if devices + t * d <= hi and sum_d + d <= n_mb:
+                seq.append(oi)
+                ok = grow(seq, devices + t * d, sum_d + d)
+                seq.pop()
+                if not ok:
+                    return False
+        return True
+
+    return out if cap > 0 and grow([], 0, 0) else None
 
 
 def _sync(problem: Problem, t: int, index: int, v_fw: int, v_bw: int) -> tuple[float, float]:

@@ -23,8 +23,10 @@ from baselines.aggregate.chain import Chain
 from baselines.aggregate.data import Choice, Space
 from piper.core.options import BATCH_TIME
 
-__all__ = ["MEMORY_GRID_BITS", "AggregateModel", "SlotValue", "memory_integers"]
+__all__ = ["MEMORY_GRID_BITS", "Y_ROWS_MAX", "AggregateModel", "SlotValue", "memory_integers"]
 
+#: free parts: one memory row per value of y (else a product A y) when S = min(N, k) is at most this
+Y_ROWS_MAX = 64
 #: memory that cannot be scaled to exact integers of at most 2^53 is rounded onto a grid of M / 2^this
 #: (a and b up, M down: a restriction of the plan space, so no proof)
 MEMORY_GRID_BITS = 40
@@ -100,8 +102,9 @@ class AggregateModel:
 
         # ---- memory coefficients (exact integers when possible) ----
         every = [*inner, *(c for lst in ends.values() for c in lst)]
-        if space.single:
-            vals = [c.mem_a * j + c.mem_b for j in slots for c in every]
+        if not space.free:
+            # y_j known per slot: one linear row per slot (choices of another option never used there)
+            vals = [c.mem_a * space.slot_y(j) + c.mem_b for j in slots for c in every]
             ints, m_int, exact = memory_integers(vals, Fraction(limit), headroom=len(every) + 1)
             it = iter(ints)
             mem_coef = {(j, id(c)): next(it) for j in slots for c in every}
@@ -121,15 +124,17 @@ class AggregateModel:
                 m.AddImplication(used[j + 1], used[j])
         z = {}
         for j in slots:
-            if space.single:
-                z[j, 0] = used[j]
+            fixed = space.slot_option(j)
+            if fixed is not None:
+                for oi in range(len(space.options)):
+                    z[j, oi] = used[j] if oi == fixed else 0
             else:
                 for oi in range(len(space.options)):
                     z[j, oi] = m.NewBoolVar(f"z{j}_{oi}")
                 m.Add(sum(z[j, oi] for oi in range(len(space.options))) == used[j])
         L = sum(used.values())
-        if space.single:
-            least, most = space.stage_range()
+        if not space.free:
+            least, most = space.stage_range()  # a sequence's devices and N were checked when made
             m.Add(L >= least)
             m.Add(L <= most)
         else:
@@ -142,7 +147,9 @@ class AggregateModel:
         def cap(c: Choice, j: int, count_max: int) -> int:
             """Most layers on choice c in slot j (memory, and the cutoff on the stage time)."""
             top = count_max
-            if space.single:
+            if isinstance(z[j, c.option], int) and z[j, c.option] == 0:
+                return 0
+            if not space.free:
                 coef = mem_coef[j, id(c)]
             else:
                 coef = sum(mem_ab[id(c)])
@@ -163,7 +170,8 @@ class AggregateModel:
                 if ub <= 0:
                     continue
                 var = m.NewIntVar(0, ub, f"n{j}_{ci}")
-                m.Add(var == 0).OnlyEnforceIf(z[j, c.option].Not())
+                if not space.single:
+                    m.Add(var == 0).OnlyEnforceIf(z[j, c.option].Not())
                 n[j, ci] = var
                 terms.append(var)
             cnt[j] = sum(terms) if terms else 0
@@ -268,6 +276,9 @@ class AggregateModel:
         # ---- cut edges, charged per slot ----
         tps_parts = {j: [] for j in slots}
         tau_parts = {j: [] for j in slots}
+        #: (is tau, slot) -> the (literals, terms) of each charge, to recompute tight values
+        charges: dict[tuple[bool, int], list] = {(b, j): [] for b in (False, True) for j in slots}
+        self._charges = charges
 
         def charge(j: int, enforce: list, tps_terms: list[tuple[int, object]], tau_terms: list[tuple[int, object]]) -> None:
             """Slot j pays sum coef * var when every literal of ``enforce`` holds (vars one-hot)."""
@@ -284,6 +295,7 @@ class AggregateModel:
                 rv = m.NewIntVar(0, top_c, "r")
                 m.Add(rv >= sum(c * v for c, v in terms)).OnlyEnforceIf(lits)
                 parts[j].append((rv, top_c))
+                charges[parts is tau_parts, j].append((lits, terms))
 
         cost = chain.edge_costs
 
@@ -346,7 +358,7 @@ class AggregateModel:
 
         # ---- memory ----
         for j in slots:
-            if space.single:
+            if not space.free:
                 row = [mem_coef[j, id(inner[ci])] * var for (jj, ci), var in n.items() if jj == j]
                 row += [mem_coef[j, id(ends[e][ci])] * var for (e, jj, ci), var in x.items() if jj == j]
                 if row:
@@ -358,20 +370,39 @@ class AggregateModel:
                 b_row += [mem_ab[id(ends[e][ci])][1] * var for (e, jj, ci), var in x.items() if jj == j]
                 if not a_row:
                     continue
-                self._free_y(j, used, z, d_of, slots)
-                a_var = m.NewIntVar(0, m_int, f"A{j}")
-                m.Add(a_var == sum(a_row))
-                prod = m.NewIntVar(0, m_int, f"Ay{j}")
-                m.AddMultiplicationEquality(prod, [a_var, self.y[j]])
-                m.Add(prod + sum(b_row) <= m_int)
+                y = self._free_y(j, z, d_of, slots)
+                if self.s_max <= Y_ROWS_MAX:
+                    # one row per value of y, enforced by its indicator (small S)
+                    yb = [m.NewBoolVar(f"y{j}_{v}") for v in range(1, self.s_max + 1)]
+                    m.AddExactlyOne(yb)
+                    m.Add(y == sum(v * b for v, b in zip(range(1, self.s_max + 1), yb)))
+                    for v, b in zip(range(1, self.s_max + 1), yb):
+                        m.Add(sum(a_row) * v + sum(b_row) <= m_int).OnlyEnforceIf(b)
+                else:
+                    a_var = m.NewIntVar(0, m_int, f"A{j}")
+                    m.Add(a_var == sum(a_row))
+                    prod = m.NewIntVar(0, m_int, f"Ay{j}")
+                    m.AddMultiplicationEquality(prod, [a_var, y])
+                    m.Add(prod + sum(b_row) <= m_int)
 
         # ---- stage times and the objective ----
         t_ub = 0
         tau_ub = 0
         tau_charge_max = 0
+        self._node_terms: dict[tuple[bool, int], list] = {}
         for j in slots:
             row = [self.k_int[id(inner[ci])] * var for (jj, ci), var in n.items() if jj == j]
             row += [self.k_int[id(ends[e][ci])] * var for (e, jj, ci), var in x.items() if jj == j]
+            self._node_terms[False, j] = list(zip(
+                [self.k_int[id(inner[ci])] for (jj, ci) in n if jj == j]
+                + [self.k_int[id(ends[e][ci])] for (e, jj, ci) in x if jj == j],
+                [var for (jj, ci), var in n.items() if jj == j] + [var for (e, jj, ci), var in x.items() if jj == j]))
+            if self.batch:
+                self._node_terms[True, j] = list(zip(
+                    [self.p_int[id(inner[ci])] for (jj, ci) in n if jj == j]
+                    + [self.p_int[id(ends[e][ci])] for (e, jj, ci) in x if jj == j],
+                    [var for (jj, ci), var in n.items() if jj == j]
+                    + [var for (e, jj, ci), var in x.items() if jj == j]))
             row += [rv for rv, _ in tps_parts[j]]
             t_ub = max(t_ub, n_in * max([self.k_int[id(c)] for c in inner] or [0])
                        + sum(max([self.k_int[id(c)] for c in lst] or [0]) for lst in ends.values())
@@ -459,22 +490,21 @@ class AggregateModel:
                 return a, d * scale, math.ceil(rhs) + 1
         return weak
 
-    def _free_y(self, j: int, used: dict, z: dict, d_of: list[int], slots: range) -> None:
-        """y_j = ceil(D_j / d_j) with D_j the sum of d over slots 1..j (from the back)."""
+    def _free_y(self, j: int, z: dict, d_of: list[int], slots: range):
+        """y_j with d_j y_j >= D_j, D_j the sum of d over slots 1..j (from the back): only this
+        side is needed, memory being non-decreasing in y (docs/problem.md F1), so the least
+        such y, ceil(D_j / d_j), is the one a solution may as well take."""
         m = self.model
         if not hasattr(self, "y"):
             self.y = {}
-            self._dd = {i: sum(d_of[oi] * z[i, oi] for oi in range(len(d_of))) for i in slots}
-        if j in self.y:
-            return
-        dd, s_max = self._dd, self.s_max
-        ddp = m.NewIntVar(1, s_max, f"ddp{j}")
-        m.Add(ddp == dd[j] + 1 - used[j])
-        num = m.NewIntVar(0, 2 * s_max, f"num{j}")
-        m.Add(num == sum(dd[i] for i in slots if i <= j) + ddp - 1)
-        y = m.NewIntVar(0, 2 * s_max, f"y{j}")
-        m.AddDivisionEquality(y, num, ddp)
-        self.y[j] = y
+        if j not in self.y:
+            y = m.NewIntVar(1, self.s_max, f"y{j}")
+            suffix = sum(d_of[oi] * z[i, oi] for i in slots if i <= j for oi in range(len(d_of)))
+            for oi, d in enumerate(d_of):
+                m.Add(d * y >= suffix).OnlyEnforceIf(z[j, oi])
+            self.y[j] = y
+        return self.y[j]
+
 
     def epsilon(self) -> float:
         """:meth:`epsilon_for` this model."""
@@ -491,13 +521,35 @@ class AggregateModel:
             return (n + 2) * unit / 2
         return (3 * n + 4 + 2 * space.slots) * unit / 2
 
+    def tight_objective(self, solver: cp_model.CpSolver) -> int:
+        """The objective of the solution's plan with every slack taken up (T the largest row,
+        each charge exactly its coefficient when its literals hold): the model's own number for
+        that plan, which a solution stopped early may exceed."""
+        def value(v) -> int:
+            return v if isinstance(v, int) else solver.Value(v)
+
+        def row(is_tau: bool, j: int) -> int:
+            total = sum(c * value(v) for c, v in self._node_terms.get((is_tau, j), ()))
+            for lits, terms in self._charges[is_tau, j]:
+                if all(solver.BooleanValue(lit) for lit in lits):
+                    total += sum(c * value(v) for c, v in terms)
+            return total
+
+        slots = range(1, self.J + 1)
+        top = max(row(False, j) for j in slots)
+        if not self.batch:
+            return top
+        taus = [row(True, j) for j in slots]
+        return top + sum(taus) - max(taus)
+
     def read(self, solver: cp_model.CpSolver) -> list[SlotValue]:
         """The used slots of the solution, first stage (highest slot) first."""
         out = []
         for j in range(self.J, 0, -1):
             if not solver.Value(self.used[j]):
                 continue
-            option = next(oi for oi in range(len(self.space.options)) if solver.Value(self.z[j, oi]))
+            option = next(oi for oi in range(len(self.space.options))
+                          if not isinstance(self.z[j, oi], int) and solver.Value(self.z[j, oi]))
             ends = {e: self.end_choices[e][ci] for (e, jj, ci), var in self.x.items()
                     if jj == j and solver.Value(var)}
             counts = {ci: solver.Value(var) for (jj, ci), var in self.n.items() if jj == j and solver.Value(var)}
@@ -505,7 +557,6 @@ class AggregateModel:
             last = next((ci for (jj, ci), var in self.la.items() if jj == j and solver.Value(var)), None)
             out.append(SlotValue(option, ends, counts, first, last))
         return out
-
 
 def _not(lit):
     """The negation of a literal, or of a constant 0/1."""

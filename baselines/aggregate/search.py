@@ -39,7 +39,8 @@ CRUDE_BITS = 40
 #: a part is refuted when it holds no plan better than (1 - this) times the incumbent
 DEFAULT_REL_GAP = 1e-6
 #: seconds a model is optimized before it is cut off below its best plan and solved again
-SLICE_S = 10.0
+#: (0: every model stops at its first plan)
+SLICE_S = 0.0
 
 
 @dataclass
@@ -125,14 +126,17 @@ def solve_part(problem: Problem, chain: Chain, part: Part, inc: Incumbent, optio
         model = AggregateModel(problem.microbatches, limit, chain, part.space, part.inner, part.ends, kind, unit,
                                cutoff)
         exact = exact and model.memory_exact
-        solver = _solver(options, slice_s if left is None else min(left, slice_s), False)
+        # stop at the first plan (then cut off below it) unless asked to optimize for a slice
+        stop_first = slice_s <= 0
+        budget = left if stop_first else (slice_s if left is None else min(left, slice_s))
+        solver = _solver(options, budget, stop_first)
         code = solver.Solve(model.model)
         part.solves += 1
         if code == cp_model.MODEL_INVALID:
             raise SolverError(f"aggregate: CP-SAT says the model of {part.space.label()} is invalid: "
                               f"{model.model.Validate()}")
         if code in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-            obj = round(solver.ObjectiveValue())
+            obj = model.tight_objective(solver)
             plan = expand_plan(chain, part.space, part.inner, model.read(solver))
             score = evaluate(problem, plan)
             if score.oom:
@@ -146,8 +150,9 @@ def solve_part(problem: Problem, chain: Chain, part: Part, inc: Incumbent, optio
                 inc.value, inc.plan, inc.claim = value, plan, obj * unit
                 inc.eps_max = max(inc.eps_max, eps)
             if code == cp_model.OPTIMAL and fine:
-                # proven: no plan of the part is below obj (model units), i.e. below obj u - eps
-                part.verdict, part.proven, part.bound = "optimal", True, obj * unit - eps
+                # proven: no plan of the part is below the bound (model units), i.e. below bound u - eps
+                proof = math.ceil(solver.BestObjectiveBound() - 1e-6)
+                part.verdict, part.proven, part.bound = "optimal", True, proof * unit - eps
                 inc.eps_max = max(inc.eps_max, eps)
                 break
             continue  # cut off below the (new) incumbent and solve again
@@ -158,7 +163,7 @@ def solve_part(problem: Problem, chain: Chain, part: Part, inc: Incumbent, optio
             break
         part.verdict = "time limit"  # UNKNOWN: the slice or the time limit ran out without a plan
         part.bound = max(part.cheap, solver.BestObjectiveBound() * unit - eps)
-        if left is not None and left <= slice_s:
+        if stop_first or (left is not None and left <= slice_s):
             break
         part.verdict = "slice without a plan"
         slice_s *= 2

@@ -19,7 +19,9 @@ no plan better than (1 - rel_gap) times the incumbent), ``precision_bits`` (defa
 model's unit of time is the incumbent's value / 2^bits), ``slice_s`` (seconds a model is
 optimized before it is cut off below its best plan and solved again, default 10),
 ``num_workers`` (CP-SAT workers, default ``options.threads``), ``msg`` (CP-SAT's log),
-``cp_params`` (any CP-SAT parameter). ``Options.warm_start``: a plan to beat (the first
+``cp_params`` (any CP-SAT parameter), ``max_sequences`` (free plans: split the space by the
+sequence of stage options (t, d) when there are at most this many, default 2000; else one
+model chooses the options). ``Options.warm_start``: a plan to beat (the first
 incumbent).
 """
 
@@ -43,10 +45,12 @@ from piper.core.result import Result, Status, make_result
 __all__ = ["solve_aggregate"]
 
 NAME = "aggregate"
+#: free plans are split by their sequence of stage options when there are at most this many
+MAX_SEQUENCES = 2000
 
 
-def _parts(problem: Problem, cand: Candidates, chain: Chain, uniform: bool) -> list[Part]:
-    spaces = uniform_spaces(problem, cand, chain) if uniform else free_spaces(problem, cand, chain)
+def _parts(problem: Problem, cand: Candidates, chain: Chain, uniform: bool, max_sequences: int) -> list[Part]:
+    spaces = uniform_spaces(problem, cand, chain) if uniform else free_spaces(problem, cand, chain, max_sequences)
     inner_fw = chain.inner[1] if chain.n_inner >= 2 else chain.inner[0]
     inner_bw = chain.inner[-2] if chain.n_inner >= 2 else chain.inner[0]
     out = []
@@ -121,7 +125,8 @@ def solve_aggregate(problem: Problem, options: Options | None = None) -> Result:
         return make_result(problem, NAME, Status.INFEASIBLE, None, time_s=time.perf_counter() - start,
                            message=cand.infeasible_reason, stats=stats, objective_kind=kind)
     deadline = None if options.time_limit_s is None else start + options.time_limit_s
-    parts = _parts(problem, cand, chain, options.uniform)
+    max_sequences = int(options.params.get("max_sequences", MAX_SEQUENCES))
+    parts = _parts(problem, cand, chain, options.uniform, max_sequences)
     crude = _crude_bound(problem, chain, parts, kind == BATCH_TIME)
     for p in parts:
         p.cheap = part_lower_bound(chain, p.space, p.inner, p.ends, problem.microbatches, kind)
