@@ -15,7 +15,7 @@ from __future__ import annotations
 from baselines.brute import MAX_NODES as BRUTE_MAX_NODES
 from piper.core.options import OBJECTIVES
 from piper.core.plan import SCHEDULE_KINDS
-from piper.core.problem import VERSION2_FEATURES
+from piper.core.problem import CLUSTER_FEATURES, VERSION2_FEATURES
 from piper.solvers.params import BOOL, DICT, INT, LIST, NUMBER, STR
 from piper.solvers.registry import SolverInfo, register
 
@@ -39,18 +39,22 @@ AGGREGATE_PARAMS = {"msg": BOOL, "num_workers": INT, "precision_bits": INT, "rel
 #: the solver-specific ``solve`` flags of the exact models
 EXACT_FLAGS = frozenset({"--warm-start", "--split", "--verify", "--split-backend", "--ray-address"})
 _ALL = frozenset(VERSION2_FEATURES)
+#: the exact models minimize both objectives over 1F1B plans (docs/formulations.md §9); they
+#: do not model interleaved plans, so the registry refuses options that allow them
+_EXACT_OBJECTIVES = frozenset(OBJECTIVES)
 
 register(SolverInfo("milp", "baselines.milp.solver:solve_milp", True, "exact MILP (PuLP + CBC)", {"backend": "cbc"},
-                    features=_ALL, params=MILP_PARAMS, flags=EXACT_FLAGS))
+                    features=_ALL, params=MILP_PARAMS, flags=EXACT_FLAGS, objectives=_EXACT_OBJECTIVES))
 register(SolverInfo("milp-highs", "baselines.milp.solver:solve_milp", True, "exact MILP (PuLP + HiGHS)",
-                    {"backend": "highs"}, features=_ALL, params=MILP_PARAMS, flags=EXACT_FLAGS))
+                    {"backend": "highs"}, features=_ALL, params=MILP_PARAMS, flags=EXACT_FLAGS,
+                    objectives=_EXACT_OBJECTIVES))
 register(SolverInfo("cpsat", "baselines.cpsat.solver:solve_cpsat", True, "exact CP-SAT model (OR-Tools)",
-                    features=_ALL, params=CPSAT_PARAMS, flags=EXACT_FLAGS))
+                    features=_ALL, params=CPSAT_PARAMS, flags=EXACT_FLAGS, objectives=_EXACT_OBJECTIVES))
 register(SolverInfo("brute", "baselines.brute:solve_brute", True, "exhaustive enumeration (tiny graphs)",
-                    max_nodes=BRUTE_MAX_NODES, features=_ALL, params={}, objectives=frozenset(OBJECTIVES),
+                    max_nodes=BRUTE_MAX_NODES, features=frozenset(CLUSTER_FEATURES), params={}, objectives=frozenset(OBJECTIVES),
                     schedules=frozenset(SCHEDULE_KINDS)))
 register(SolverInfo("equi", "baselines.equi:solve_equi", False, "PipeDream-2BW-like equi-partition baseline",
-                    features=_ALL, params={"equi_mode": STR, "equi_separate": BOOL}))
+                    features=_ALL, params={"equi_mode": STR, "equi_separate": BOOL}, objectives=frozenset(OBJECTIVES)))
 register(SolverInfo("aggregate", "baselines.aggregate.solver:solve_aggregate", True,
                     "exact CP-SAT model over layer counts (docs/formulations.md §9); only for chains whose inner "
                     "layers are identical (at most 8 other nodes at the ends): any other graph is refused",

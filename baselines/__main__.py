@@ -21,6 +21,8 @@ from piper.cli.common import (
     add_ablation_args,
     add_cluster_args,
     apply_cluster_args,
+    check_excluded_tmpcs,
+    check_outputs,
     options_from_args,
     run_main,
 )
@@ -52,7 +54,9 @@ def cmd_solve(args) -> int:
 def cmd_export(args) -> int:
     from baselines.milp.model import write_lp, write_mps
 
+    check_outputs([("OUT", args.out)], [("FILE", args.file)], formats={"OUT": (".lp", ".mps")})
     problem = apply_cluster_args(load_problem(args.file), args)
+    check_excluded_tmpcs([problem], args.exclude_tmpc)
     options = options_from_args(args)
     if args.out.lower().endswith(".lp"):
         write_lp(problem, options, args.out)

@@ -94,6 +94,11 @@ def solve_brute(problem: Problem, options: Options | None = None) -> Result:
     bw_in = bw if problem.intra_node_bandwidth is None else problem.intra_node_bandwidth
     factor = 4.0 if problem.allreduce_factor is None else problem.allreduce_factor
 
+    def iteration_keys(combo, d: int) -> tuple[float, float]:
+        """(H, O) of docs/problem.md §10: the hideable seconds and the per-iteration step time."""
+        return (sum(c.resync_overlap_time for c in combo),
+                sum(c.step_time + c.step_time_sharded / d for c in combo))
+
     def combos(members: list[int], t: int):
         choices = []
         for v in members:
@@ -142,7 +147,12 @@ def solve_brute(problem: Problem, options: Options | None = None) -> Result:
                 continue
             compute, edge = chunk_terms(members, combo)
             resync = sum(factor * (d - 1) * c.parameter_size / (d * n_mb) for c in combo)
-            if bw_edge == bw_resync:
+            hide, step = iteration_keys(combo, d)
+            if hide > 0 or step > 0:
+                # docs/problem.md §10, by its own lines
+                exposed = max(0.0, n_mb * resync / bw_resync - hide) / n_mb if hide > 0 else resync / bw_resync
+                tps = edge / (d * bw_edge) + exposed + compute / d + step / n_mb
+            elif bw_edge == bw_resync:
                 tps = (edge / d + resync) / bw_edge + compute / d
             else:
                 tps = edge / (d * bw_edge) + resync / bw_resync + compute / d
@@ -258,7 +268,11 @@ def solve_brute(problem: Problem, options: Options | None = None) -> Result:
                                         at += len(part)
                                         tps += edge / (d * bw_edge) + compute / d
                                         tau += compute + edge / bw_edge
-                                    tps += sum(factor * (d - 1) * c.parameter_size / (d * n_mb) for c in combo) / bw_resync
+                                    resync_t = sum(factor * (d - 1) * c.parameter_size / (d * n_mb) for c in combo) / bw_resync
+                                    hide, step = iteration_keys(combo, d)
+                                    if hide > 0:
+                                        resync_t = max(0.0, n_mb * resync_t - hide) / n_mb
+                                    tps += resync_t + step / n_mb
                                     points.append((tps, tau, tuple(c.id for c in combo)))
                                 if not points:
                                     break

@@ -272,7 +272,7 @@ def solve_equi(problem: Problem, options: Options | None = None) -> Result:
     if cand.infeasible_reason is not None:
         return make_result(
             problem, "equi", Status.INFEASIBLE, None, time_s=time.perf_counter() - start,
-            stats={**stats, "mode": mode}, message=cand.infeasible_reason,
+            stats={**stats, "mode": mode}, message=cand.infeasible_reason, objective_kind=options.objective,
         )
 
     partitions: Iterator[tuple[list[list[int]], bool, int]]
@@ -320,8 +320,8 @@ def solve_equi(problem: Problem, options: Options | None = None) -> Result:
                     plan = Plan(tuple(Stage(tuple(p), d, t, {v: tm[v] for v in p}) for p in parts))
                     score = evaluate(problem, plan)
                     evaluated += 1
-                    if score.tps < best_tps:
-                        best_tps = score.tps
+                    if score.value(options.objective) < best_tps:  # TPS or batch time (docs/problem.md §9)
+                        best_tps = score.value(options.objective)
                         best_plan = plan
                         best_info = {
                             "stages": n_stages,
@@ -344,9 +344,9 @@ def solve_equi(problem: Problem, options: Options | None = None) -> Result:
         msg = "no equi plan fits in memory (not a proof that no plan exists)" if not timed_out else ""
         return make_result(
             problem, "equi", Status.UNKNOWN, None, time_s=elapsed, bound=0.0, stats=stats,
-            message="; ".join(x for x in (message, msg) if x),
+            message="; ".join(x for x in (message, msg) if x), objective_kind=options.objective,
         )
     return make_result(
         problem, "equi", Status.FEASIBLE, best_plan, time_s=elapsed, objective=best_tps, bound=0.0,
-        stats=stats, message=message,
+        stats=stats, message=message, objective_kind=options.objective,
     )

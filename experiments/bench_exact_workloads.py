@@ -87,7 +87,7 @@ def _main(argv: list[str] | None) -> int:
                 key = "on" if sym else "off"
                 row[key] = {"status": res.status.value, "tps": jsonable(res.tps), "bound": jsonable(res.bound), "time_s": res.time_s,
                             "clauses": res.stats.get("symmetry_clauses", 0)}
-            # the proof split over option sequences (baselines.exact.split), exchange rule on
+            # the proof split over option sequences (baselines.exact.sequences), exchange rule on
             if dp.plan is None:
                 row["split"] = {"status": "n/a", "note": "no plan to prove"}
             else:

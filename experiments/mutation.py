@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parent.parent
 #: the modules mutated
 MUTATE = ("piper/core/evaluate.py", "piper/core/checks.py")
 #: the test files run against every mutant
-TESTS = ("tests/core/test_evaluate.py", "tests/core/test_v2_evaluate.py", "tests/core/test_checks.py",
+TESTS = ("tests/core/test_evaluate.py", "tests/core/test_evaluate_defaults.py", "tests/core/test_checks.py",
          "tests/test_evaluate_mutants.py")
 
 #: mutmut 3's exit-code statuses that count as killed / as survived (the rest: not run)

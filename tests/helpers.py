@@ -1,13 +1,18 @@
 """Small builders for test workloads (plain dicts in the reference JSON format), random
-version-2 keys, and the ordered partitions of a graph (for naive oracles)."""
+cluster keys and tiny random instances with them, the ordered partitions of a graph (for
+naive oracles), and the comparison of two TPS values."""
 
 from __future__ import annotations
 
 import copy
 import itertools
+import json
+import math
 import random
+from pathlib import Path
 from typing import Any
 
+from experiments.lib.instances import random_problem
 from piper import Plan, Problem, Stage, problem_from_dict, problem_to_dict
 
 
@@ -44,6 +49,39 @@ def problem(*args, **kw):
     return problem_from_dict(workload(*args, **kw))
 
 
+def three_layer_chain(**top: Any) -> dict[str, Any]:
+    """Layers 0 -> 1 -> 2 (edges of 4 bytes) on k = 8 devices, B = 1 byte/s; layer 1 has two
+    TMPCs (vanilla, activation recomp), layer 2 also a t = 2 TMPC; ``top`` sets top-level keys."""
+    raw = workload({0: {1: [tmpc(p=1.0)]}, 1: {1: [tmpc(p=2.0), tmpc("activation recomp", p=3.0)]},
+                    2: {1: [tmpc(p=1.0)], 2: [tmpc(p=0.5)]}}, [(0, 1, 4.0), (1, 2, 4.0)])
+    raw.update(top)
+    return raw
+
+
+def two_layer_workload(**top: Any) -> dict[str, Any]:
+    """Layers 0 -> 1 (an edge of 8 bytes), k = 8, N = 8, B = 2 bytes/s; layer 0 also has a
+    t = 2 TMPC; ``top`` sets top-level keys (the cluster keys, say)."""
+    nodes = {0: {1: [tmpc(p=2.0, w=4.0, bw={"1": 0.0})], 2: [tmpc(p=1.5, w=2.0, bw={"1": 0.0})]},
+             1: {1: [tmpc(p=3.0, w=4.0, fw={"0": 0.0})]}}
+    raw = workload(nodes, [(0, 1, 8.0)], k=8, N=8, B=2.0)
+    raw.update(top)
+    return raw
+
+
+#: a plan of :func:`two_layer_workload`: one stage per layer, d = 2, t = 1
+TWO_STAGE_PLAN = {"stages": [
+    {"nodes": [0], "dataParallelDegree": 2, "tensorParallelDegree": 1, "TMPCids": {"0": "vanilla"}},
+    {"nodes": [1], "dataParallelDegree": 2, "tensorParallelDegree": 1, "TMPCids": {"1": "vanilla"}},
+]}
+
+
+def write_json(folder: Path, value: Any, name: str = "w.json") -> str:
+    """``value`` written as JSON to ``folder / name``; returns the path."""
+    path = folder / name
+    path.write_text(json.dumps(value))
+    return str(path)
+
+
 def plan(*stages: tuple) -> Plan:
     """plan(([0, 1], d, t, "vanilla"), ([2], d, t, {2: "activation recomp"}))"""
     out = []
@@ -53,11 +91,12 @@ def plan(*stages: tuple) -> Plan:
     return Plan(tuple(out))
 
 
-def with_v2(problem: Problem, rng: random.Random, *, slower_inside: bool | None = None,
-            shard_denominator: int = 16) -> Problem:
-    """Random version-2 keys: G in {1, 2, 4, 8}, B_in = B * {4..20} (or B / {2..4}: with
-    probability 0.15 when ``slower_inside`` is None, always when True, never when False),
-    f in {2, 4}, and on ~60% of the TMPCs a sharded size s = {0..8} M / ``shard_denominator``."""
+def with_random_cluster_keys(problem: Problem, rng: random.Random, *, slower_inside: bool | None = None,
+                             shard_denominator: int = 16) -> Problem:
+    """Random cluster keys: nodes of G in {1, 2, 4, 8} devices, intra-node bandwidth
+    B_in = B * {4..20} (or B / {2..4}: with probability 0.15 when ``slower_inside`` is None,
+    always when True, never when False), all-reduce factor f in {2, 4}, and on ~60% of the
+    TMPCs a sharded optimizer state s = {0..8} M / ``shard_denominator`` bytes."""
     raw = problem_to_dict(problem)
     raw["devicesPerNode"] = rng.choice((1, 2, 4, 8))
     raw["intraNodeBandwidth"] = raw["bandwidth"] * rng.randint(4, 20)
@@ -72,6 +111,23 @@ def with_v2(problem: Problem, rng: random.Random, *, slower_inside: bool | None 
                 if rng.random() < 0.6:
                     c["memoryUsageShardedB"] = float(rng.randint(0, 8)) * m / shard_denominator
     return problem_from_dict(raw)
+
+
+def random_cluster_cases(count: int, seed: int, slower_inside: bool = False) -> list[Problem]:
+    """``count`` tiny random instances (2-4 layers, k in 2..8, N in {1, 2, 4, 8}, t in {1, 2})
+    with random cluster keys (:func:`with_random_cluster_keys`), drawn from ``seed``."""
+    rng = random.Random(seed)
+    out = []
+    for i in range(count):
+        base = random_problem(seed * 1000 + i, n=rng.choice((2, 3, 3, 4)), devices=rng.choice((2, 3, 4, 4, 6, 8)),
+                              microbatches=rng.choice((1, 2, 4, 8)), degrees=(1, 2))
+        out.append(with_random_cluster_keys(base, rng, slower_inside=slower_inside))
+    return out
+
+
+def same_tps(a: float, b: float) -> bool:
+    """Two TPS values agree: both infinite (infeasible), or equal within 1e-9 relative."""
+    return (math.isinf(a) and math.isinf(b)) or math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12)
 
 
 def ordered_partitions(problem: Problem, remaining: frozenset[int]):

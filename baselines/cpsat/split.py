@@ -1,6 +1,8 @@
-"""CP-SAT's split proof search below a warm start (docs/formulations.md §4): the proof
-search over the stages' option sequences (:mod:`baselines.exact.split`), one model copy per
-sequence (:func:`_solve_sequence`), on threads or as Ray tasks (:func:`_ray_sequence`).
+"""CP-SAT's split proof search below a warm start (docs/formulations.md §4.4): the proof
+search over the stages' option sequences (:mod:`baselines.exact.sequences`), one model copy
+per sequence (:func:`solve_sequence`), on threads
+(:func:`baselines.exact.split_threads.split_on_threads`) or as Ray tasks
+(:func:`baselines.exact.split_ray.solve_sequences_ray`, :func:`_ray_sequence`).
 """
 
 from __future__ import annotations
@@ -14,23 +16,22 @@ from typing import Any
 
 from ortools.sat.python import cp_model
 
-from baselines.cpsat.model import CpsatModel, _build_model
+from baselines.cpsat.model import CpsatModel, build_model
 from baselines.cpsat.params import solver_parameters
+from baselines.exact.answer import Answer, SequenceAnswer
 from baselines.exact.model_data import ModelData, WarmStart
-from baselines.exact.split import (
-    SequenceAnswer,
-    checked_sequences,
-    solve_sequences,
-    solve_sequences_ray,
-    split_backend,
-)
+from baselines.exact.sequences import checked_sequences, split_backend
+from baselines.exact.split_ray import solve_sequences_ray
+from baselines.exact.split_threads import SplitRound, split_on_threads
 from piper.core.errors import SolverError
 from piper.core.options import Options
 from piper.core.result import Status
 
+__all__ = ["solve_sequence", "split_search"]
 
-def _solve_sequence(model: CpsatModel, sub: Options, msg: bool, seq: tuple[int, ...], worst: int,
-                    remaining: float | None, stale: Callable[[], bool] | None = None) -> SequenceAnswer:
+
+def solve_sequence(model: CpsatModel, sub: Options, msg: bool, seq: tuple[int, ...], worst: int,
+                   remaining: float | None, stale: Callable[[], bool] | None = None) -> SequenceAnswer:
     """One sequence of the split: a copy of ``model`` (its cutoff ``worst - 1`` added) with
     z[i, o_i] = 1 for its slots and the next slot unused, solved as a proof search. With
     ``stale``, a watcher stops the search once it returns True (a better plan was found
@@ -68,7 +69,7 @@ def _solve_sequence(model: CpsatModel, sub: Options, msg: bool, seq: tuple[int, 
     assign = {v: (i, c) for (v, i, c), var in model.x.items()
               if solver.BooleanValue(m.GetBoolVarFromProtoIndex(var.Index()))}
     plan_found = data.slots_from_plan(data.plan_from_slots(assign))
-    value = None if plan_found is None else model.stage_int(plan_found)[0]
+    value = None if plan_found is None else model.objective_int(plan_found)
     if value is None or value >= worst:
         raise SolverError(f"CP-SAT found a plan at or above the cutoff in sequence {seq}: model bug")
     return SequenceAnswer("found", name, value, plan_found, value - 1)
@@ -90,100 +91,89 @@ _RAY_MODELS: dict[tuple[str, int], CpsatModel] = {}
 
 def _ray_sequence(ctx: _RayContext, seq: tuple[int, ...], cutoff: float, stale: Callable[[], bool],
                   remaining: float | None) -> SequenceAnswer:
-    """One sequence on a Ray worker (:func:`baselines.exact.split.solve_sequences_ray`), below
+    """One sequence on a Ray worker (:func:`baselines.exact.split_ray.solve_sequences_ray`), below
     the shared cutoff (T <= ``cutoff``); the model is built once per worker and cutoff."""
     cut = int(cutoff)
     model = _RAY_MODELS.get((ctx.key, cut))
     if model is None:
         _RAY_MODELS.clear()
-        model = _build_model(ctx.data, ctx.sub)
+        model = build_model(ctx.data, ctx.sub)
         model.add_cutoff(cut)
         _RAY_MODELS[(ctx.key, cut)] = model
-    return _solve_sequence(model, ctx.sub, ctx.msg, seq, cut + 1, remaining, stale)
+    return solve_sequence(model, ctx.sub, ctx.msg, seq, cut + 1, remaining, stale)
 
 
-def _split_search(data: ModelData, options: Options, warm: WarmStart, deadline: float | None, model: CpsatModel,
-                  build, start: float):
-    """The proof search below ``warm`` split over option sequences (:mod:`baselines.exact.split`).
+def split_search(data: ModelData, options: Options, warm: WarmStart, deadline: float | None, model: CpsatModel,
+                 start: float) -> Answer:
+    """The proof search below ``warm`` split over option sequences (:mod:`baselines.exact.sequences`).
 
     Each sequence is a copy of the model with z[i, o_i] = 1 for its slots and the next
-    slot unused, solved as a proof search (:func:`_solve_sequence`). A refuted
+    slot unused, solved as a proof search (:func:`solve_sequence`). A refuted
     (infeasible) copy rules the sequence out; a copy that finds a plan below the cutoff
     makes it the incumbent, the cutoff moves below it (the model is rebuilt) and the same
     sequence is searched again. Every sequence refuted: the incumbent is optimal. On
     threads (default) or, with ``params["split_backend"] = "ray"``, as Ray tasks
-    (:func:`baselines.exact.split.solve_sequences_ray`). Returns (status, plan, objective,
-    bound, ε, stats) in problem units.
+    (:func:`baselines.exact.split_ray.solve_sequences_ray`). ``model``: the part's model,
+    its cutoff below the warm start added here; ``start``: when the part's solve began
+    (``time.perf_counter()``). The answer is in time units, its tolerance the model's 2ε.
     """
     unit = data.tau / model.unit
     eps = model.epsilon
-    best, (worst, _) = warm, model.stage_int(warm)
-    model.add_cutoff(worst - 1)
-    refuted: set[tuple[int, ...]] = set()
-    improved = 0
-    code_counts: dict[str, int] = {}
+    first_worst = model.objective_int(warm)
+    model.add_cutoff(first_worst - 1)
     msg = bool(options.params.get("msg", False))
 
     def sequences(cutoff: float) -> list[tuple[int, ...]]:
-        return checked_sequences(data, cutoff, lambda c: model.q(c.kappa), options.params)
+        # T <= the cutoff (batch time: N·T <= it, so T <= cutoff // N)
+        at = cutoff // data.problem.microbatches if data.batch else cutoff
+        return checked_sequences(data, at, lambda c: model.q(c.kappa), options.params)
 
-    seqs = sequences(worst - 1)
-    total = len(seqs)
-    build_s = time.perf_counter() - start
     # that many single-worker CP-SAT searches at once (split_workers = 1: one at a time,
     # each with options.threads workers)
     workers = max(1, int(options.params.get("split_workers", options.threads)))
     sub = options if workers == 1 else replace(options, threads=1, params={**options.params, "num_workers": 1})
+
+    def open_round(cutoff: float, built: CpsatModel | None = None) -> SplitRound:
+        current = built
+        if current is None:
+            current = build_model(data, options)
+            current.add_cutoff(int(cutoff))
+
+        def solve_one(_worker: int, seq: tuple[int, ...]) -> SequenceAnswer:
+            remaining = None if deadline is None else deadline - time.perf_counter()
+            return solve_sequence(current, sub, msg, seq, int(cutoff) + 1, remaining)
+
+        return SplitRound(cutoff, sequences(cutoff), solve_one, current)
+
+    first = open_round(first_worst - 1, model)
+    build_s = time.perf_counter() - start
     backend = split_backend(options.params)
     if backend == "ray":
         ctx = _RayContext(uuid.uuid4().hex, data, replace(options, threads=1, params={**options.params, "num_workers": 1}),
                           msg)
-        run = solve_sequences_ray(seqs, _ray_sequence, ctx, worst - 1, sequences_at=sequences, deadline=deadline,
-                                  address=options.params.get("ray_address"),
+        run = solve_sequences_ray(first.sequences, _ray_sequence, ctx, first.cutoff, sequences_at=sequences,
+                                  deadline=deadline, address=options.params.get("ray_address"),
                                   progress="cpsat split" if options.progress else None)
-        refuted, code_counts, improved, timed_out = run.refuted, run.codes, run.improved, run.stopped
-        if run.best is not None:
-            worst, best = run.best  # type: ignore[assignment]
-        seqs = sequences(worst - 1)
-        workers = -1
-    while backend == "threads":
-        current = model
-
-        def solve_one(_worker: int, seq: tuple[int, ...]) -> tuple[str, object]:
-            remaining = None if deadline is None else deadline - time.perf_counter()
-            answer = _solve_sequence(current, sub, msg, seq, worst, remaining)
-            return answer.outcome, (answer.code, None if answer.value is None else (answer.value, answer.plan))
-
-        def record(seq: tuple[int, ...], outcome: str, payload: Any) -> None:
-            code_counts[payload[0]] = code_counts.get(payload[0], 0) + 1
-            if outcome == "refuted":
-                refuted.add(seq)
-
-        def line() -> str:
-            return (f"cpsat split: {len(refuted)} sequences refuted ({len(seqs)} at the current cutoff), "
-                    f"{time.perf_counter() - start:.1f} s")
-
-        found, timed_out = solve_sequences([s for s in seqs if s not in refuted], solve_one, record, workers,
-                                           line if options.progress else None)
-        if found:
-            value, plan_found = min((p[1] for p in found), key=lambda f: f[0])  # type: ignore[index]
-            best, worst, improved = plan_found, value, improved + len(found)
-            model = build()
-            model.add_cutoff(worst - 1)
-            seqs = sequences(worst - 1)  # a subset of the old list (the cutoff only went down)
-        if timed_out or not found:
-            break
+        last_model, remaining_seqs = model, sequences(run.best[0] - 1 if run.best is not None else first.cutoff)
+    else:
+        run = split_on_threads(first, open_round, workers, retry_found=True,
+                               label="cpsat split" if options.progress else None, since=start)
+        last = run.last_round
+        if last.cutoff != run.cutoff:  # the last round found a plan and stopped: report the model below it
+            last = open_round(run.cutoff)
+        last_model, remaining_seqs = last.model, last.sequences
+    worst, best = run.best if run.best is not None else (first_worst, warm)
     stats: dict[str, Any] = {
-        **model.stats(),
+        **last_model.stats(),
         "build_s": build_s,
         "num_workers": int(options.params.get("num_workers", max(1, int(options.threads)))),
-        "warm_start": f"split proof search below the warm start (TPS {warm.tps!r})",
-        "split": {"mode": "sequences", "sequences": total, "remaining_at_cutoff": len(seqs),
-                  "refuted": len(refuted), "improved": improved, "cp_status": code_counts,
+        "warm_start": f"split proof search below the warm start ({'batch time' if data.batch else 'TPS'} "
+                      f"{warm.value!r})",
+        "split": {"mode": "sequences", "sequences": len(first.sequences), "remaining_at_cutoff": len(remaining_seqs),
+                  "refuted": len(run.refuted), "improved": run.improved, "cp_status": run.codes,
                   "workers": workers if backend == "threads" else "ray", "backend": backend},
     }
     objective = worst * unit
-    if not timed_out:
-        return Status.OPTIMAL, best.plan, objective, max(0.0, objective - eps), eps, stats
-    return Status.FEASIBLE, best.plan, objective, 0.0, eps, stats
-
+    if not run.stopped:
+        return Answer(Status.OPTIMAL, best.plan, objective, max(0.0, objective - eps), 2 * eps, stats)
+    return Answer(Status.FEASIBLE, best.plan, objective, 0.0, 2 * eps, stats)

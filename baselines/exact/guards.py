@@ -32,9 +32,11 @@ def guarded_result(
 ) -> Result:
     """Package an exact model's answer, after the checks a solver bug would fail.
 
-    ``objective`` and ``bound`` are in the problem's time units; ``tolerance`` is the
-    absolute amount by which the model's objective may differ from the evaluator's
-    TPS of the same plan (rounding in CP-SAT, feasibility tolerances in a MILP).
+    ``objective`` and ``bound`` are in the problem's time units, and measure the models'
+    objective (``data.objective``: the TPS, or the batch time; "TPS" below reads "batch
+    time" then); ``tolerance`` is the absolute amount by which the model's objective may
+    differ from the evaluator's TPS of the same plan (rounding in CP-SAT, feasibility
+    tolerances in a MILP).
 
     Guards (each one records what it did in ``stats["guards"]``):
 
@@ -58,7 +60,8 @@ def guarded_result(
     """
     guards: list[str] = list(stats.get("guards", []))
     problem = data.problem
-    tps = math.inf
+    what = "TPS" if not data.batch else "batch time"
+    tps = math.inf  # the plan's value under the objective (its TPS or batch time)
     if plan is not None:
         try:
             score = evaluate(problem, plan)
@@ -71,23 +74,23 @@ def guarded_result(
                 plan = None
                 status = Status.UNKNOWN
             else:
-                tps = score.tps
-    if warm is not None and warm.tps < tps - tolerance:
+                tps = data.plan_value(score)
+    if warm is not None and warm.value < tps - tolerance:
         if status == Status.OPTIMAL:
             guards.append(
-                f"solver claimed optimal {tps!r} but the warm start has TPS {warm.tps!r}: solver bug, "
+                f"solver claimed optimal {tps!r} but the warm start has {what} {warm.value!r}: solver bug, "
                 "returning the warm start as feasible"
             )
-            bound = min(bound, warm.tps)
+            bound = min(bound, warm.value)
         elif status == Status.INFEASIBLE:
             guards.append("solver claimed infeasible but the warm start is a feasible plan: solver bug")
             bound = 0.0
         status = Status.FEASIBLE
-        plan, tps = warm.plan, warm.tps
+        plan, tps = warm.plan, warm.value
     if plan is None and status in (Status.OPTIMAL, Status.FEASIBLE):
         status = Status.UNKNOWN
     if status == Status.OPTIMAL and objective is not None and abs(objective - tps) > tolerance:
-        guards.append(f"objective {objective!r} differs from evaluated TPS {tps!r} by more than {tolerance:g}")
+        guards.append(f"objective {objective!r} differs from evaluated {what} {tps!r} by more than {tolerance:g}")
         status = Status.FEASIBLE
     if status == Status.INFEASIBLE:
         bound = math.inf
@@ -100,11 +103,11 @@ def guarded_result(
             bound = static
         if bound > tps:
             if math.isfinite(tps) and bound > tps + tolerance:
-                guards.append(f"bound {bound!r} above the evaluated TPS {tps!r} of a plan: clamped")
+                guards.append(f"bound {bound!r} above the evaluated {what} {tps!r} of a plan: clamped")
             bound = tps
         if status == Status.OPTIMAL and tps > bound + tolerance:
             # a proof must hold for the evaluator's score of the plan, within the tolerance
-            guards.append(f"solver claimed optimal, but the plan's TPS {tps!r} is more than the tolerance "
+            guards.append(f"solver claimed optimal, but the plan's {what} {tps!r} is more than the tolerance "
                           f"{tolerance:g} above the proven bound {bound!r}")
             status = Status.FEASIBLE
     stats = dict(stats)
@@ -113,5 +116,5 @@ def guarded_result(
         message = "; ".join(guards)
     return make_result(
         problem, solver, status, plan, time_s=time_s, objective=objective, bound=bound, stats=stats, message=message,
-        tolerance=tolerance,
+        tolerance=tolerance, objective_kind=data.objective,
     )

@@ -1,4 +1,4 @@
-"""Coefficients shared by the exact MILP (``baselines.milp.solver``) and CP-SAT (``baselines.cpsat.solver``) models.
+"""Coefficients shared by the exact MILP (``baselines.milp``) and CP-SAT (``baselines.cpsat``) models.
 
 Both models assign every layer to one of L *slots* (slot i, when used, is the
 i-th pipeline stage), give every used slot one *option* o = (t_o, d_o), and
@@ -31,6 +31,11 @@ everything both models need, with the notation of ``docs/formulations.md`` §1:
   TPS_i = Σ_{v∈S_i} κ + Σ_{cut in-edges} γin + Σ_{cut out-edges} γout, exactly the
   evaluator's formula regrouped per term.
 
+  The batch-time objective (``options.objective``, docs/formulations.md §9) also needs each
+  stage's σ_i = P_i + X_i/B_edge (the evaluator's tau): per choice σ = p_ℓ and the edge
+  charges 2(c_e + sync)/B_edge (γ without the division by d), :meth:`ModelData.stage_sigma`,
+  :meth:`ModelData.model_value`.
+
 * Version 2, the plan-level edge bandwidth B_edge (B_in when Σ t_i d_i <= G, else B) is
   not a per-option number, so the plan space is split in two *parts* (:func:`node_parts`),
   each one model: "inside" (plans with Σ t_i d_i <= min(k, G): the device budget of the
@@ -50,21 +55,20 @@ everything both models need, with the notation of ``docs/formulations.md`` §1:
 The module also maps a :class:`~piper.core.plan.Plan` to slot values (warm starts)
 and slot values back to a plan. The guards that every exact model's answer goes
 through (:func:`guarded_result`) are in ``baselines/exact/guards.py``, the plan-space parts
-(:func:`node_parts`, :func:`combine_results`) in ``baselines/exact/parts.py``; both are
-re-exported here.
+(:func:`node_parts`, :func:`combine_results`) in ``baselines/exact/parts.py``.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TypeVar
 
 from baselines.exact.parts import PARTS
-from piper.core.errors import PlanError
-from piper.core.evaluate import evaluate
-from piper.core.options import Candidates, Options, candidates
+from piper.core.errors import PlanError, SolverError
+from piper.core.evaluate import Score, evaluate
+from piper.core.options import BATCH_TIME, TPS, Candidates, Options, candidates
 from piper.core.plan import Plan, Stage
 from piper.core.problem import TMPC, Problem
 
@@ -78,6 +82,10 @@ def is_uniform(options: Options) -> bool:
 
 #: a model variable (CP-SAT or PuLP)
 V = TypeVar("V")
+
+#: the largest time coefficient (in units of tau, the largest single-device layer time) the exact
+#: models accept: beyond it CP-SAT's 64-bit integers overflow and the MILP's 1e-9 tolerances mean nothing
+MAX_TIME_SPAN = 1e12
 
 
 @dataclass(frozen=True)
@@ -105,6 +113,11 @@ class Choice:
     gin: dict[int, float]
     #: edge index -> γout(e,o,ℓ)/τ for every out-edge e of v
     gout: dict[int, float]
+    #: the batch-time objective's stage time σ (docs/formulations.md §9): p_ℓ/τ, and per
+    #: in-edge / out-edge the charge 2(c_e + sync)/(B_edge·τ) (γ without the division by d)
+    sigma: float = 0.0
+    sin: dict[int, float] = field(default_factory=dict)
+    sout: dict[int, float] = field(default_factory=dict)
 
 
 @dataclass
@@ -144,9 +157,25 @@ class ModelData:
     edge_bandwidth: float = 0.0
     #: every used slot takes slot 1's option (options.uniform)
     uniform: bool = False
+    #: what the models minimize (``Options.objective``): "tps" or "batch-time"
+    objective: str = TPS
 
     def __post_init__(self) -> None:
         self._slot_opt_sets = {i: set(v) for i, v in self.slot_opts.items()}
+
+    @property
+    def batch(self) -> bool:
+        """True when the models minimize the batch time (docs/formulations.md §9)."""
+        return self.objective == BATCH_TIME
+
+    def plan_value(self, score: Score) -> float:
+        """The evaluator's value of a plan under this objective (its TPS or batch time)."""
+        return score.value(self.objective)
+
+    def tps_cutoff(self, cutoff: float) -> float:
+        """A cutoff on the objective (model units) as a cutoff on T, the largest stage time:
+        N·T <= batch time (the fill and drain are >= 0), so T <= cutoff / N."""
+        return cutoff / self.problem.microbatches if self.batch else cutoff
 
     # ------------------------------------------------------------------ plans
     def plan_from_slots(self, assign: dict[int, tuple[int, Choice]]) -> Plan:
@@ -175,6 +204,19 @@ class ModelData:
             )
         return Plan(tuple(stages))
 
+    def plan_from_choices(self, chosen: Iterable[tuple[int, int, Choice]], solver: str) -> Plan | None:
+        """The plan of a solution's x variables set to 1 (``(v, i, choice)`` each), read
+        back by ``solver`` ("MILP", "CP-SAT"): None when some layer has none; a layer
+        set twice is a model bug (:class:`SolverError`)."""
+        assign: dict[int, tuple[int, Choice]] = {}
+        for v, i, c in chosen:
+            if v in assign:
+                raise SolverError(f"{solver} solution puts layer {v} in two places: model bug")
+            assign[v] = (i, c)
+        if len(assign) != len(self.choices):
+            return None
+        return self.plan_from_slots(assign)
+
     def static_bound(self) -> float:
         """A lower bound on the optimum (problem time units) that needs no search: the
         rows (J) of the MILP with every layer at its cheapest choice, communication left
@@ -186,6 +228,7 @@ class ModelData:
 
         Exact solvers report it when their own bound is weaker (e.g. CBC stopped by the
         time limit claims none, and CP-SAT's proof search below a warm start has no LP).
+        Under the batch-time objective it is N times that (batch time >= N·TPS).
         """
         if not self.choices or any(not cs for cs in self.choices.values()):
             return 0.0
@@ -193,7 +236,9 @@ class ModelData:
         per_layer = max(min(c.kappa for c in cs) for cs in self.choices.values())
         work = sum(min(self.opts[c.opt].t * self.opts[c.opt].d * c.kappa for c in cs) for cs in self.choices.values())
         batch = sum(min(self.opts[c.opt].d * c.kappa for c in cs) for cs in self.choices.values())
-        return max(per_layer, work / k, batch / self.s_max) * self.tau * (1.0 - 1e-9)
+        tps = max(per_layer, work / k, batch / self.s_max) * self.tau * (1.0 - 1e-9)
+        # batch time >= N·TPS (its fill and drain term is >= 0)
+        return tps * self.problem.microbatches if self.batch else tps
 
     def slots_from_plan(self, plan: Plan) -> "WarmStart | None":
         """A plan as slot values (for warm starts / hints), or None with a reason in
@@ -250,7 +295,8 @@ class ModelData:
         if substituted:
             plan = self.plan_from_slots(assign)
             score = evaluate(self.problem, plan)
-        return WarmStart(plan=plan, tps=score.tps, assign=assign, slot_opt=slot_opt, slot_y=slot_y)
+        return WarmStart(plan=plan, tps=score.tps, assign=assign, slot_opt=slot_opt, slot_y=slot_y,
+                         value=self.plan_value(score))
 
     # ------------------------------------------------------------------ symmetry
     def tmpc_classes(self) -> list[list[int]]:
@@ -275,7 +321,10 @@ class ModelData:
                 continue
             if any(c.gin != lst[0].gin or c.gout != lst[0].gout for lst in by_opt.values() for c in lst):
                 continue
-            key = tuple(sorted((c.opt, c.tmpc_index, c.mem_a, c.mem_b) for c in self.choices[nd.id]))
+            # batch time: members also share w per TMPC, so that an exchange changes κ by
+            # Δp/d and σ by Δp (docs/formulations.md §9): a faster κ is a faster σ too
+            key = tuple(sorted((c.opt, c.tmpc_index, c.mem_a, c.mem_b) + ((c.tmpc.parameter_size,) if self.batch else ())
+                               for c in self.choices[nd.id]))
             classes.setdefault(key, []).append(nd.id)
         return [members for members in classes.values() if len(members) > 1]
 
@@ -310,6 +359,8 @@ class ModelData:
                         now = ua.kappa + vb.kappa
                         swapped = ub.kappa + va.kappa
                         twins = ua.kappa == va.kappa and ub.kappa == vb.kappa
+                        if self.batch:  # σ too: equal p (the tie-break then changes neither)
+                            twins = twins and ua.sigma == va.sigma and ub.sigma == vb.sigma
                         if swapped - now < -1e-9 * max(1.0, now) or (twins and al > be):
                             out.append((ua, vb))
         return out
@@ -366,6 +417,41 @@ class ModelData:
                     r[e] = r.get(e, 0.0) + g
         return total + sum(r.values()), r
 
+    def stage_sigma(self, assign: dict[int, tuple[int, Choice]], i: int) -> tuple[float, dict[int, float]]:
+        """(scaled σ of slot i, edge index -> scaled σ charge of slot i): σ_i = P_i + X_i/B_edge,
+        the time one replica of the stage spends on one microbatch (the evaluator's tau)."""
+        total = 0.0
+        r: dict[int, float] = {}
+        for j, c in assign.values():
+            if j != i:
+                continue
+            total += c.sigma
+            for e, g in c.sin.items():
+                if assign[self.edges[e][0]][0] != i:
+                    r[e] = r.get(e, 0.0) + g
+            for e, g in c.sout.items():
+                if assign[self.edges[e][1]][0] != i:
+                    r[e] = r.get(e, 0.0) + g
+        return total + sum(r.values()), r
+
+    def sigma_bound(self) -> float:
+        """An upper bound on any stage's σ (model units): every layer's largest p and every
+        edge's largest charges on both sides."""
+        total = sum(max((c.sigma for c in cs), default=0.0) for cs in self.choices.values())
+        for j, (a, b) in enumerate(self.edges):
+            total += max((c.sin.get(j, 0.0) for c in self.choices.get(b, [])), default=0.0)
+            total += max((c.sout.get(j, 0.0) for c in self.choices.get(a, [])), default=0.0)
+        return total
+
+    def model_value(self, assign: dict[int, tuple[int, Choice]]) -> float:
+        """The objective of a slot assignment in model units (times / τ), as the models
+        compute it: the largest stage time, or N·max_i TPS_i + Σ_i σ_i - max_i σ_i."""
+        tps = max(self.stage_value(assign, i)[0] for i in range(1, self.slots + 1))
+        if not self.batch:
+            return tps
+        sig = [self.stage_sigma(assign, i)[0] for i in range(1, self.slots + 1)]
+        return self.problem.microbatches * tps + sum(sig) - max(sig)
+
 
 @dataclass(frozen=True)
 class WarmStart:
@@ -379,6 +465,8 @@ class WarmStart:
     slot_opt: dict[int, int]
     #: slot -> y
     slot_y: dict[int, int]
+    #: the evaluator's value of ``plan`` under the models' objective (its TPS or batch time)
+    value: float
 
 
 def _descendant_counts(problem: Problem) -> dict[int, int]:
@@ -448,7 +536,7 @@ def build_model_data(problem: Problem, options: Options, *, memory_factor: float
     eidx = {(e.u, e.v): j for j, e in enumerate(problem.edges)}
 
     # raw per-choice numbers (unscaled)
-    raw: dict[int, list[tuple[int, int, TMPC, float, dict[int, float], dict[int, float]]]] = {}
+    raw: dict[int, list[tuple[int, int, TMPC, float, dict[int, float], dict[int, float], tuple]]] = {}
     tau = 0.0
     for nd in problem.nodes:
         v = nd.id
@@ -471,11 +559,16 @@ def build_model_data(problem: Problem, options: Options, *, memory_factor: float
                 }
                 if o.d == 1:
                     tau = max(tau, kappa + sum(gin.values()) + sum(gout.values()))
-                lst.append((j, idx, c, kappa, gin, gout))
+                # σ's edge charges (batch time): the same bytes at B_edge, not divided by d
+                sig_in = {eidx[(e.u, v)]: 2.0 * (e.communication_cost + c.sync_fw[e.u]) / bw_edge
+                          for e in problem.in_edges[v]}
+                sig_out = {eidx[(v, e.v)]: 2.0 * (e.communication_cost + c.sync_bw[e.v]) / bw_edge
+                           for e in problem.out_edges[v]}
+                lst.append((j, idx, c, kappa, gin, gout, (sig_in, sig_out)))
         raw[v] = lst
     if tau <= 0 or not math.isfinite(tau):
         # only d>1 options (impossible: d=1 always allowed) or all-zero times
-        tau = max([kp for lst in raw.values() for (_, _, _, kp, _, _) in lst] + [0.0]) or 1.0
+        tau = max([kp for lst in raw.values() for (_, _, _, kp, _, _, _) in lst] + [0.0]) or 1.0
 
     choices: dict[int, list[Choice]] = {}
     reason = cand.infeasible_reason
@@ -492,12 +585,21 @@ def build_model_data(problem: Problem, options: Options, *, memory_factor: float
                 mem_b=(c.memory_b + c.memory_sharded / opts[j].d) / mem,
                 gin={e: g / tau for e, g in gin.items()},
                 gout={e: g / tau for e, g in go.items()},
+                sigma=c.time_per_sample / tau,
+                sin={e: g / tau for e, g in sig[0].items()},
+                sout={e: g / tau for e, g in sig[1].items()},
             )
-            for (j, idx, c, kp, gin, go) in raw[v]
+            for (j, idx, c, kp, gin, go, sig) in raw[v]
         ]
         if not choices[v] and reason is None:
             reason = f"layer {nd.label} has no TMPC that fits in memory (a + b > M for every allowed TMPC)"
 
+    span = max((max([c.kappa, *c.gin.values(), *c.gout.values()]) for lst in choices.values() for c in lst), default=0.0)
+    if span > MAX_TIME_SPAN:
+        raise SolverError(
+            f"the exact models cannot represent this instance: a layer's time at some (t, d) is {span:.3g} times "
+            f"the largest single-device layer time (more than {MAX_TIME_SPAN:g}; e.g. a data-parallel resync of "
+            "huge weights over a slow link); their integers (CP-SAT) and tolerances (the MILP) do not span that range")
     ndesc = _descendant_counts(problem)
     max_slot = {v: max(1, min(slots, n - ndesc[v])) for v in choices}
     slot_opts: dict[int, list[int]] = {}
@@ -527,4 +629,5 @@ def build_model_data(problem: Problem, options: Options, *, memory_factor: float
         min_devices=min_devices,
         edge_bandwidth=bw_edge,
         uniform=is_uniform(options),
+        objective=getattr(options, "objective", TPS),
     )

@@ -29,7 +29,8 @@ def combine_results(problem: Problem, solver: str, results: Mapping[str, Result]
     """One answer from the answers of the parts of the plan space (:func:`node_parts`),
     each already guarded (:func:`guarded_result`).
 
-    The plan is the part plan with the least evaluated TPS (the first part on ties). It
+    The plan is the part plan with the least evaluated value under the objective asked
+    for (``Result.value``: TPS or batch time; the first part on ties). It
     is "optimal" only when every part is proven ("optimal" or "infeasible"); "infeasible"
     when every part is; else "feasible" with a plan, "unknown" without. The bound is the
     least of the parts' bounds (an infeasible part's is +inf), the tolerance the largest.
@@ -37,7 +38,7 @@ def combine_results(problem: Problem, solver: str, results: Mapping[str, Result]
     """
     best_part, best = None, None
     for name, res in results.items():
-        if res.plan is not None and math.isfinite(res.tps) and (best is None or res.tps < best.tps):
+        if res.plan is not None and math.isfinite(res.value) and (best is None or res.value < best.value):
             best_part, best = name, res
     statuses = [res.status for res in results.values()]
     proven = all(st in (Status.OPTIMAL, Status.INFEASIBLE) for st in statuses)
@@ -51,14 +52,16 @@ def combine_results(problem: Problem, solver: str, results: Mapping[str, Result]
     if status != Status.INFEASIBLE and not math.isfinite(bound):
         bound = 0.0
     if best is not None:
-        bound = min(bound, best.tps)
+        bound = min(bound, best.value)
     tolerance = max((res.tolerance for res in results.values()), default=0.0)
     parts = {
-        name: {"status": res.status.value, "tps": res.tps, "bound": res.bound, "tolerance": res.tolerance,
+        name: {"status": res.status.value, "tps": res.tps, "batch_time": res.batch_time, "bound": res.bound,
+               "tolerance": res.tolerance,
                "time_s": res.time_s, "message": res.message, "stats": res.stats}
         for name, res in results.items()
     }
     stats: dict = {"parts": parts, "chosen_part": best_part, "tolerance": tolerance}
+    kind = next(iter(results.values())).objective_kind if results else "tps"
     if best is not None:
         for key in ("variables", "constraints", "tau"):
             if key in best.stats:
@@ -67,5 +70,5 @@ def combine_results(problem: Problem, solver: str, results: Mapping[str, Result]
     return make_result(
         problem, solver, status, None if best is None else best.plan, time_s=time_s,
         objective=None if best is None else best.objective, bound=bound, stats=stats,
-        message="; ".join(messages), tolerance=tolerance,
+        message="; ".join(messages), tolerance=tolerance, objective_kind=kind,
     )

@@ -1,7 +1,9 @@
 """The MILP's model (docs/formulations.md §2): :class:`MilpModel`, the PuLP problem and its
-variables for one instance (rows (A)-(K), (X), (E'), (U)), with its warm start, the bounds
-that fix one option sequence of the split and the plan read back; :func:`build_milp`,
-:func:`write_lp` and :func:`write_mps` for other solvers. With a warm start the model is
+variables for one instance (rows (A)-(K), (X), (E'), (U); under the batch-time objective
+also (Hσ), (Iσ), (M), (Σ) of docs/formulations.md §9), with its warm start, the bounds
+that fix one option sequence of the split and the plan read back; :func:`build_model`
+builds it with the model knobs of the options; :func:`build_milp`, :func:`write_lp` and
+:func:`write_mps` write it for other solvers. With a warm start the model is
 built below a cutoff (docs/formulations.md §4.2, :data:`CUTOFF_REL`); when G < k it is one
 part of two ("inside" or "spanning", docs/formulations.md §8). Coefficients and domain
 reductions come from :mod:`baselines.exact.model_data`.
@@ -9,6 +11,7 @@ reductions come from :mod:`baselines.exact.model_data`.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -16,10 +19,11 @@ from typing import Any
 import pulp
 
 from baselines.exact.model_data import Choice, ModelData, WarmStart, build_model_data
-from baselines.exact.split import sequence_y
+from baselines.exact.sequences import sequence_y
 from baselines.milp.cbc import quiet_pulp
 from piper.core.errors import SolverError
 from piper.core.options import Options
+from piper.core.plan import Plan
 from piper.core.problem import Problem
 
 #: with a warm start, the model only looks for plans at least this much (relative) better
@@ -30,8 +34,9 @@ class MilpModel:
     """The PuLP problem and its variables for one instance (see the module docstring)."""
 
     def __init__(self, data: ModelData, cutoff: float | None = None, *, tmpc_symmetry: bool = True) -> None:
-        """``cutoff`` (in units of τ): only plans with T <= cutoff are wanted (module
-        docstring); ``tmpc_symmetry``: add the rows (X)."""
+        """``cutoff`` (in units of τ): only plans whose objective (T, or the batch time
+        N·T + Σσ - max σ) is <= cutoff are wanted (module docstring); ``tmpc_symmetry``:
+        add the rows (X)."""
         with quiet_pulp():
             self._init(data, cutoff, tmpc_symmetry)
 
@@ -45,7 +50,17 @@ class MilpModel:
         self.x: dict[tuple[int, int, Choice], pulp.LpVariable] = {}
         self.u: dict[tuple[int, int, int], pulp.LpVariable] = {}
         self.r: dict[tuple[int, int], pulp.LpVariable] = {}
-        self.T = pulp.LpVariable("T", lowBound=0, upBound=cutoff)
+        #: the cutoff on T (the batch time's is N times it, docs/formulations.md §9)
+        self.tps_cut = None if cutoff is None else data.tps_cutoff(cutoff)
+        self.T = pulp.LpVariable("T", lowBound=0, upBound=self.tps_cut)
+        #: the objective variable: T, or the batch time's (rows (Σ), :meth:`_batch_rows`)
+        self.obj = self.T
+        #: batch time: slot -> σ_i, (edge, slot) -> its σ charge, slot -> designated flag
+        #: h_i and its share m_i of max σ
+        self.sig: dict[int, pulp.LpVariable] = {}
+        self.rho: dict[tuple[int, int], pulp.LpVariable] = {}
+        self.h: dict[int, pulp.LpVariable] = {}
+        self.mm: dict[int, pulp.LpVariable] = {}
         self._build()
 
     # ------------------------------------------------------------------ model
@@ -64,7 +79,7 @@ class MilpModel:
             for i in range(1, d.max_slot[v] + 1):
                 allowed = set(d.slot_opts[i])
                 for c in d.choices[v]:
-                    if c.opt in allowed and (self.cutoff is None or c.kappa <= self.cutoff):
+                    if c.opt in allowed and (self.tps_cut is None or c.kappa <= self.tps_cut):
                         x[(v, i, c)] = pulp.LpVariable(f"x_{pos[v]}_{i}_{c.opt}_{c.tmpc_index}", cat="Binary")
         placed = {v for (v, _, _) in x}
         self.unplaceable = [v for v in nodes if v not in placed]
@@ -173,33 +188,34 @@ class MilpModel:
                     prob += lhs <= z[(i, o)] + bm * (z[(i, o)] - ge), f"G_{i}_{o}_{y}"
         # (H)
         r = self.r
+        Terms = list[tuple[float, pulp.LpVariable]]
+
+        def charge(i: int, j: int, payer: int, other: int,
+                   side: Callable[[Choice], dict[int, float]]) -> tuple[Terms, Terms]:
+            """The terms of slot i's row (H) for edge j charged to ``payer``'s stage when
+            ``other`` is elsewhere, γ = ``side(choice)[j]``: (+γ x of payer, -max γ x of other)."""
+            pos_terms: Terms = []
+            neg_terms: Terms = []
+            for o in d.slot_opts[i]:
+                lst = xs_vio.get((payer, i, o), [])
+                if not lst:
+                    continue
+                gmax = max(side(c)[j] for c, _ in lst)
+                if gmax <= 0:
+                    continue
+                pos_terms += [(side(c)[j], var) for c, var in lst if side(c)[j] > 0]
+                neg_terms += [(gmax, var) for _, var in xs_vio.get((other, i, o), [])]
+            return pos_terms, neg_terms
+
         for j, (a, b) in enumerate(d.edges):
             for i in range(1, L + 1):
                 terms = []
                 # in-side: charged to the head b's slot when a is elsewhere (i >= 2 only)
                 if i >= 2:
-                    pos_terms, neg_terms = [], []
-                    for o in d.slot_opts[i]:
-                        lst = xs_vio.get((b, i, o), [])
-                        if not lst:
-                            continue
-                        gmax = max(c.gin[j] for c, _ in lst)
-                        if gmax <= 0:
-                            continue
-                        pos_terms += [(c.gin[j], var) for c, var in lst if c.gin[j] > 0]
-                        neg_terms += [(gmax, var) for _, var in xs_vio.get((a, i, o), [])]
+                    pos_terms, neg_terms = charge(i, j, b, a, lambda c: c.gin)
                     if pos_terms:
                         terms.append((pos_terms, neg_terms, "in"))
-                pos_terms, neg_terms = [], []
-                for o in d.slot_opts[i]:
-                    lst = xs_vio.get((a, i, o), [])
-                    if not lst:
-                        continue
-                    gmax = max(c.gout[j] for c, _ in lst)
-                    if gmax <= 0:
-                        continue
-                    pos_terms += [(c.gout[j], var) for c, var in lst if c.gout[j] > 0]
-                    neg_terms += [(gmax, var) for _, var in xs_vio.get((b, i, o), [])]
+                pos_terms, neg_terms = charge(i, j, a, b, lambda c: c.gout)
                 if pos_terms:
                     terms.append((pos_terms, neg_terms, "out"))
                 if not terms:
@@ -226,11 +242,60 @@ class MilpModel:
         for v in nodes:
             prob += T >= lsum(c.kappa * var for c, var in xs_v.get(v, [])), f"J_node_{pos[v]}"
         # (K) with a cutoff: a slot's layers under option o fit in cutoff·z[i,o]
-        if self.cutoff is not None:
+        if self.tps_cut is not None:
             for (i, o) in d.y_max:
                 terms = [(c, var) for v in nodes for c, var in xs_vio.get((v, i, o), [])]
                 if terms:
-                    prob += lsum(c.kappa * var for c, var in terms) <= self.cutoff * z[(i, o)], f"K_{i}_{o}"
+                    prob += lsum(c.kappa * var for c, var in terms) <= self.tps_cut * z[(i, o)], f"K_{i}_{o}"
+        if d.batch:
+            self._batch_rows(xs_i, charge)
+
+    def _batch_rows(self, xs_i: dict[int, list[tuple[int, Choice, pulp.LpVariable]]],
+                    charge: Callable[..., tuple[list, list]]) -> None:
+        """The batch-time objective (docs/formulations.md §9), rows (Hσ), (Iσ), (M), (Σ)::
+
+            ρ[e,i] >= the rows (H) with σ's edge charges (γ·d: bytes at B_edge)
+            σ_i >= Σ p_ℓ/τ x[v,i,o,ℓ] + Σ_e ρ[e,i]                       ∀ i
+            m_i <= σ_i;   m_i <= U·h_i;   Σ_i h_i <= 1                   ∀ i
+            B >= N·T + Σ_i σ_i - Σ_i m_i;   minimise B (<= the cutoff)
+
+        Σ_i m_i is at most the σ of one designated slot, so B >= N·T + Σσ - max σ for
+        every choice of it, with equality for the largest: the minimum is the batch time.
+        U bounds every stage's σ (all layers' largest p and every edge's largest charges)."""
+        d, prob, lsum = self.data, self.prob, pulp.lpSum
+        L, N = d.slots, d.problem.microbatches
+        u_sig = d.sigma_bound()
+        for j in range(len(d.edges)):
+            a, b = d.edges[j]
+            for i in range(1, L + 1):
+                terms = []
+                if i >= 2:
+                    pos_terms, neg_terms = charge(i, j, b, a, lambda c: c.sin)
+                    if pos_terms:
+                        terms.append((pos_terms, neg_terms, "in"))
+                pos_terms, neg_terms = charge(i, j, a, b, lambda c: c.sout)
+                if pos_terms:
+                    terms.append((pos_terms, neg_terms, "out"))
+                if not terms:
+                    continue
+                rv = self.rho[(j, i)] = pulp.LpVariable(f"rho_{j}_{i}", lowBound=0)
+                for pos_terms, neg_terms, side in terms:
+                    prob += (rv >= lsum(g * var for g, var in pos_terms) - lsum(g * var for g, var in neg_terms),
+                             f"Hsig{side}_{j}_{i}")
+        rho_i: dict[int, list[pulp.LpVariable]] = {}
+        for (j, h), rv in self.rho.items():
+            rho_i.setdefault(h, []).append(rv)
+        for i in range(1, L + 1):
+            sv = self.sig[i] = pulp.LpVariable(f"sig_{i}", lowBound=0)
+            prob += sv >= lsum(c.sigma * var for _, c, var in xs_i.get(i, [])) + lsum(rho_i.get(i, [])), f"Isig_{i}"
+            hv = self.h[i] = pulp.LpVariable(f"h_{i}", cat="Binary")
+            mv = self.mm[i] = pulp.LpVariable(f"m_{i}", lowBound=0)
+            prob += mv <= sv, f"Msig_{i}"
+            prob += mv <= u_sig * hv, f"Mflag_{i}"
+        prob += lsum(self.h.values()) <= 1, "Mone"
+        self.obj = pulp.LpVariable("B", lowBound=0, upBound=self.cutoff)
+        prob += (self.obj >= N * self.T + lsum(self.sig.values()) - lsum(self.mm.values()), "Sigma_batch")
+        prob.setObjective(self.obj)
 
     # ------------------------------------------------------------------ warm start
     def set_warm_start(self, warm: WarmStart) -> None:
@@ -252,9 +317,19 @@ class MilpModel:
                 if h == i:
                     var.setInitialValue(rcost.get(j, 0.0))
         self.T.setInitialValue(worst)
+        if d.batch:
+            sig = {i: d.stage_sigma(warm.assign, i) for i in range(1, d.slots + 1)}
+            top = max(sig, key=lambda i: sig[i][0])  # the designated (largest) slot
+            for i, (val, rcost) in sig.items():
+                self.sig[i].setInitialValue(val)
+                self.h[i].setInitialValue(1 if i == top else 0)
+                self.mm[i].setInitialValue(val if i == top else 0.0)
+            for (j, h), var in self.rho.items():
+                var.setInitialValue(sig[h][1].get(j, 0.0))
+            self.obj.setInitialValue(d.model_value(warm.assign))
 
     def fix_sequence(self, seq: tuple[int, ...]) -> None:
-        """Fix slot i to option seq[i-1] with its y (:func:`baselines.exact.split.sequence_y`)
+        """Fix slot i to option seq[i-1] with its y (:func:`baselines.exact.sequences.sequence_y`)
         and the slots after the sequence unused, through the bounds of u."""
         ys = sequence_y(self.data, seq)
         for (i, o, y), var in self.u.items():
@@ -262,17 +337,10 @@ class MilpModel:
             var.lowBound = var.upBound = 1 if on else 0
 
     # ------------------------------------------------------------------ reading
-    def read_plan(self):
-        assign: dict[int, tuple[int, Choice]] = {}
-        for (v, i, c), var in self.x.items():
-            val = var.value()
-            if val is not None and val > 0.5:
-                if v in assign:
-                    raise SolverError(f"MILP solution puts layer {v} in two places: model bug")
-                assign[v] = (i, c)
-        if len(assign) != len(self.data.choices):
-            return None
-        return self.data.plan_from_slots(assign)
+    def read_plan(self) -> Plan | None:
+        """The plan of the solution in the variables (None if some layer has no slot)."""
+        return self.data.plan_from_choices(
+            (key for key, var in self.x.items() if (val := var.value()) is not None and val > 0.5), "MILP")
 
     def size(self) -> dict[str, int]:
         with quiet_pulp():
@@ -287,6 +355,12 @@ class MilpModel:
         }
 
 
+def build_model(data: ModelData, options: Options, cutoff: float | None = None) -> MilpModel:
+    """The MILP of ``data`` with the model knobs of ``options.params`` (``tmpc_symmetry``),
+    below ``cutoff`` (units of τ) if given."""
+    return MilpModel(data, cutoff, tmpc_symmetry=bool(options.params.get("tmpc_symmetry", True)))
+
+
 def build_milp(problem: Problem, options: Options | None = None, *, part: str = "inside") -> MilpModel:
     """The MILP for ``problem`` (raises SolverError if no plan can exist at all). When
     G < k it is one ``part`` of two (module docstring: "inside", the default, or
@@ -295,22 +369,23 @@ def build_milp(problem: Problem, options: Options | None = None, *, part: str = 
     data = build_model_data(problem, options, part=part)
     if data.infeasible_reason is not None:
         raise SolverError(f"no model to write: the instance is infeasible ({data.infeasible_reason})")
-    return MilpModel(data, tmpc_symmetry=bool(options.params.get("tmpc_symmetry", True)))
+    return build_model(data, options)
 
 
 def write_lp(problem: Problem, options: Options | None, path: str | Path, *, part: str = "inside") -> Path:
     """Write the MILP in CPLEX LP format (times divided by τ, memory by M); when G < k, the
     model of one ``part`` (:func:`build_milp`)."""
-    model = build_milp(problem, options, part=part)
-    with quiet_pulp():
-        model.prob.writeLP(str(path))
-    return Path(path)
+    return _write(build_milp(problem, options, part=part), pulp.LpProblem.writeLP, path)
 
 
 def write_mps(problem: Problem, options: Options | None, path: str | Path, *, part: str = "inside") -> Path:
     """Write the MILP in MPS format (times divided by τ, memory by M); when G < k, the
     model of one ``part`` (:func:`build_milp`)."""
-    model = build_milp(problem, options, part=part)
+    return _write(build_milp(problem, options, part=part), pulp.LpProblem.writeMPS, path)
+
+
+def _write(model: MilpModel, writer: Callable[[pulp.LpProblem, str], Any], path: str | Path) -> Path:
+    """``writer(model.prob, path)`` (PuLP's writeLP or writeMPS), PuLP's warnings off."""
     with quiet_pulp():
-        model.prob.writeMPS(str(path))
+        writer(model.prob, str(path))
     return Path(path)

@@ -15,6 +15,7 @@ from typing import Any
 from experiments.compare.cross_checks import InstanceReport
 from experiments.compare.plots import write_plots
 from experiments.compare.report import (
+    clear_outputs,
     render_summary,
     render_table,
     summarize,
@@ -28,6 +29,7 @@ from experiments.compare.solve import (
     TracedRunner,
     solve_in_process,
 )
+from experiments.lib.flags import dir_arg, out_dir
 from experiments.lib.suites import (
     Instance,
     build_suite,
@@ -40,10 +42,15 @@ from piper.cli.common import (
     ArgumentParser,
     add_ablation_args,
     add_cluster_args,
+    add_objective_args,
     apply_cluster_args,
+    check_excluded_tmpcs,
+    did_you_mean,
+    nonnegative_float,
     options_from_args,
     positive_int,
     run_main,
+    seconds_or_zero_arg,
 )
 from piper.core.errors import PoolClosed, UsageError
 from piper.io.workload import load_problem
@@ -80,18 +87,21 @@ def build_parser() -> ArgumentParser:
     p.add_argument("--jobs", "-j", type=positive_int, default=None, metavar="N",
                    help="instances in parallel (N solver processes or Ray actors; default 1, "
                    "with --backend ray every CPU of the cluster)")  # fmt: skip
-    p.add_argument("--out", "-o", type=Path, default=DEFAULT_OUT, metavar="DIR", help=f"report directory ({DEFAULT_OUT})")
-    p.add_argument("--hard-timeout", type=float, metavar="SECONDS",
+    p.add_argument("--out", "-o", type=dir_arg, default=DEFAULT_OUT, metavar="DIR",
+                   help=f"report directory ({DEFAULT_OUT}); a run first removes what an earlier run wrote there "
+                   "(report.json, report.csv, times.png, gaps.png, failed/*.json), nothing else")  # fmt: skip
+    p.add_argument("--hard-timeout", type=seconds_or_zero_arg, metavar="SECONDS",
                    help="kill a solve (run in a worker process) after SECONDS; 0 = no watchdog (and, with "
                    "one local job, solves in this process) (default: 2 x the time limit + 30)")  # fmt: skip
     add_backend_args(p)
-    p.add_argument("--rtol", type=float, default=RTOL, help=f"relative tolerance on TPS checks ({RTOL:g})")
+    p.add_argument("--rtol", type=nonnegative_float, default=RTOL, help=f"relative tolerance on TPS checks ({RTOL:g})")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
     p.add_argument("--quiet", "-q", "--no-progress", dest="quiet", action="store_true",
                    help="no progress lines on stderr (--no-progress: the old name)")
     p.add_argument("--list", action="store_true", help="list suites and solvers, then exit")
     add_cluster_args(p)
     add_ablation_args(p)
+    add_objective_args(p)
     p.set_defaults(time_limit=DEFAULT_TIME_LIMIT)
     return p
 
@@ -106,7 +116,7 @@ def select_solvers(names: Sequence[str]) -> list[SolverInfo]:
     out = []
     for name in dict.fromkeys(names):
         if name not in solver_names():
-            raise UsageError(f"unknown solver {name!r}; known: {', '.join(SOLVERS)}")
+            raise UsageError(f"unknown solver {name!r}{did_you_mean(name, solver_names())}; known: {', '.join(SOLVERS)}")
         out.append(SOLVERS[name])
     return out
 
@@ -116,7 +126,7 @@ def select_instances(args: argparse.Namespace) -> list[Instance]:
     instances: list[Instance] = []
     for name in suites:
         if not is_suite(name):
-            raise UsageError(f"unknown suite {name!r}; known: {', '.join(suite_names())}, random:COUNT[:FIRST_SEED], real-magnitudes:COUNT[:FIRST[:MAXN]] (MAXN 6..24)")
+            raise UsageError(f"unknown suite {name!r}{did_you_mean(name.split(':')[0], suite_names())}; known: {', '.join(suite_names())}, random:COUNT[:FIRST_SEED], real-magnitudes:COUNT[:FIRST[:MAXN]] (MAXN 6..24)")
         instances += build_suite(name)
     cluster_given = any(getattr(args, k) is not None for k in ("devices", "memory", "microbatches", "bandwidth"))
     if (cluster_given or args.slice) and not args.files:
@@ -183,10 +193,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.list:
         print(_list_text())
         return 0
-    if not args.rtol >= 0:
-        raise UsageError(f"--rtol must be >= 0, got {args.rtol}")
     solvers = select_solvers(_split(args.solvers))
     instances = select_instances(args)
+    check_excluded_tmpcs([inst.problem for inst in instances], args.exclude_tmpc)
     options = options_from_args(args)
     hard_timeout = _hard_timeout(args.hard_timeout, options.time_limit_s)
     out: Path = args.out
@@ -194,6 +203,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise UsageError(f"cannot create the report directory {str(out)!r}: {exc.strerror or exc}") from None
+    out_dir(out)  # writable, or one line
+    clear_outputs(out, keep=args.files)
     execution = execution_options(args, hard_timeout, ["baselines", *_importable_modules(solvers)])
     meta = {
         "command": ["python", "-m", "experiments.compare", *(sys.argv[1:] if argv is None else argv)],

@@ -62,7 +62,8 @@ class InstanceReport:
     runs: list[SolverRun]
     #: proven optimum (inf = proven infeasible; None = nothing proven)
     optimum: float | None = None
-    #: the best evaluated plan's TPS (inf = no plan) and who found it
+    #: the best evaluated plan's value under the instance's objective (its TPS or its batch
+    #: time; inf = no plan) and who found it
     best: float = math.inf
     best_by: str = ""
     #: "agree" (>= 2 exact proofs, all agree), "single" (one proof), "unproven", "FAIL"
@@ -91,11 +92,12 @@ def _check_proofs(runs: Sequence[SolverRun], best: float, best_by: str, rtol: fl
     for run in runs:
         if not run.exact:
             continue
-        if run.status == Status.OPTIMAL.value and run.has_plan and exceeds(run.tps, best, rtol, run.tolerance):
-            out.append(Failure(run.solver, "optimality", f"claims optimal {run.tps:.9g} (tolerance {run.tolerance:.3g}) "
+        if run.status == Status.OPTIMAL.value and run.has_plan and exceeds(run.value, best, rtol, run.tolerance):
+            out.append(Failure(run.solver, "optimality", f"claims optimal {run.value:.9g} (tolerance {run.tolerance:.3g}) "
                                                          f"but {best_by} found {best:.9g}"))
         if run.status == Status.INFEASIBLE.value and math.isfinite(best):
-            out.append(Failure(run.solver, "optimality", f"claims infeasible but {best_by} found a plan with TPS {best:.9g}"))
+            what = "TPS" if run.objective_kind == "tps" else run.objective_kind
+            out.append(Failure(run.solver, "optimality", f"claims infeasible but {best_by} found a plan with {what} {best:.9g}"))
         if run.bound is not None and math.isfinite(best) and exceeds(run.bound, best, rtol):
             out.append(Failure(run.solver, "bound", f"lower bound {run.bound:.9g} exceeds the plan of {best_by} ({best:.9g})"))
     return out
@@ -106,12 +108,12 @@ def _fill_gaps(runs: Sequence[SolverRun], ref: float, proven: bool) -> None:
         if run.status in NOT_RUN or not math.isfinite(ref):
             continue
         run.gap_vs_proof = proven
-        if not math.isfinite(run.tps):
+        if not math.isfinite(run.value):
             run.gap = math.inf
         elif ref > 0:
-            run.gap = run.tps / ref - 1.0
+            run.gap = run.value / ref - 1.0
         else:
-            run.gap = 0.0 if run.tps == 0 else math.inf
+            run.gap = 0.0 if run.value == 0 else math.inf
 
 
 def check_instance(report: InstanceReport, rtol: float = RTOL) -> InstanceReport:
@@ -120,14 +122,14 @@ def check_instance(report: InstanceReport, rtol: float = RTOL) -> InstanceReport
     failures: list[Failure] = []
     for run in runs:
         failures += _check_run(run)
-    plans = [r for r in runs if r.has_plan and math.isfinite(r.tps)]
+    plans = [r for r in runs if r.has_plan and math.isfinite(r.value)]
     if plans:
-        top = min(plans, key=lambda r: r.tps)
-        report.best, report.best_by = top.tps, top.solver
+        top = min(plans, key=lambda r: r.value)
+        report.best, report.best_by = top.value, top.solver
     failures += _check_proofs(runs, report.best, report.best_by, rtol)
     proofs = [r for r in runs if r.proof]
     if proofs:
-        values = [r.tps if r.status == Status.OPTIMAL.value else math.inf for r in proofs]
+        values = [r.value if r.status == Status.OPTIMAL.value else math.inf for r in proofs]
         report.optimum = min(min(values), report.best)
     _fill_gaps(runs, report.optimum if report.optimum is not None else report.best, report.optimum is not None)
     for f in failures:

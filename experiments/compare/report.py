@@ -22,13 +22,13 @@ from experiments.lib.suites import Instance, problem_name
 from piper.core.result import Status
 from piper.io.workload import dump_problem
 
-__all__ = ["CSV_FIELDS", "run_row", "instance_dict", "render_table", "summarize", "render_summary", "atomic_write",
-           "write_reports", "write_failed"]
+__all__ = ["CSV_FIELDS", "RUN_FILES", "run_row", "instance_dict", "render_table", "summarize", "render_summary",
+           "atomic_write", "write_reports", "write_failed", "clear_outputs"]
 
 
 CSV_FIELDS = [
-    "instance", "suite", "layers", "edges", "k", "N", "solver", "exact", "status", "limit", "early", "tps", "reported_tps",
-    "objective",
+    "instance", "suite", "layers", "edges", "k", "N", "solver", "exact", "status", "limit", "early", "tps",
+    "objective_kind", "value", "reported_tps", "objective",
     "bound", "tolerance", "gap", "gap_vs", "time_s", "solver_time_s", "warmup_s", "devices_used", "check", "message",
 ]  # fmt: skip
 
@@ -58,6 +58,8 @@ def run_row(report: InstanceReport, run: SolverRun) -> dict[str, Any]:
         "limit": run.limit,
         "early": run.early,
         "tps": _num(run.tps) if run.status not in NOT_RUN else None,
+        "objective_kind": run.objective_kind,
+        "value": _num(run.value) if run.status not in NOT_RUN else None,
         "reported_tps": _num(run.reported_tps),
         "objective": _num(run.objective),
         "bound": _num(run.bound),
@@ -97,7 +99,7 @@ def _fmt_tps(run: SolverRun) -> str:
         return "-"
     if not run.has_plan:
         return "inf" if run.status == Status.INFEASIBLE.value else "-"
-    return f"{run.tps:.6g}" if math.isfinite(run.tps) else "OOM"
+    return f"{run.value:.6g}" if math.isfinite(run.value) else "OOM"
 
 
 def _fmt_gap(run: SolverRun) -> str:
@@ -134,7 +136,7 @@ def _fmt_note(run: SolverRun) -> str:
 
 
 def render_table(reports: Sequence[InstanceReport], note_width: int = 70) -> str:
-    header = ["instance", "layers", "k", "solver", "status", "TPS", "gap", "time", "note"]
+    header = ["instance", "layers", "k", "solver", "status", "TPS / batch", "gap", "time", "note"]
     rows = [header]
     for rep in reports:
         for run in rep.runs:
@@ -231,12 +233,26 @@ def render_summary(summary: dict[str, Any], wall_s: float | None = None, max_fai
     return "\n".join(lines)
 
 
+#: what a run writes into ``--out`` (besides ``failed/*.json``): cleared when a run starts
+#: (:func:`clear_outputs`), so a reused directory never shows a previous run's files
+RUN_FILES = ("report.json", "report.csv", "times.png", "gaps.png")
+
+
+def _file_mode() -> int:
+    """0666 less the process umask (what ``open(path, "w")`` gives: 0644 under umask 022)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
 def atomic_write(path: Path, data: str | bytes) -> None:
-    """Write via a temporary file in the same directory and os.replace."""
+    """Write via a temporary file in the same directory and os.replace; the file gets the
+    mode any file the user writes gets (0644 under umask 022), not mkstemp's 0600."""
     path.parent.mkdir(parents=True, exist_ok=True)
     mode = "wb" if isinstance(data, bytes) else "w"
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        os.fchmod(fd, _file_mode())
         with os.fdopen(fd, mode) as fh:
             fh.write(data)
         os.replace(tmp, path)
@@ -284,3 +300,22 @@ def write_failed(out: Path, reports: Sequence[InstanceReport], instances: dict[s
         atomic_write(path, dump_problem(problem) + "\n")
         paths.append(path)
     return paths
+
+
+def clear_outputs(out: Path, keep: Sequence[str | Path] = ()) -> list[Path]:
+    """Remove what an earlier run wrote into ``out`` (:data:`RUN_FILES` and ``failed/*.json``),
+    except the files in ``keep`` (this run's inputs, e.g. a re-run of ``failed/NAME.json``);
+    other files are left alone. Returns the paths removed."""
+    kept = {os.path.realpath(p) for p in keep}
+    old = [out / name for name in RUN_FILES]
+    failed = out / "failed"
+    if failed.is_dir():
+        old += sorted(failed.glob("*.json"))
+    removed = []
+    for path in old:
+        if path.is_file() and os.path.realpath(path) not in kept:
+            path.unlink()
+            removed.append(path)
+    if failed.is_dir() and not any(failed.iterdir()):
+        failed.rmdir()
+    return removed

@@ -35,7 +35,13 @@ def compare_instance(task: Task, runner: Runner | None = None) -> tuple[int, Ins
     inst = task.instance
     problem = inst.problem
     start = time.perf_counter()
-    options = replace(task.options, uniform=True) if inst.uniform else task.options
+    options = task.options
+    if inst.uniform:
+        options = replace(options, uniform=True)
+    if inst.objective is not None:
+        options = replace(options, objective=inst.objective)
+    if inst.max_virtual_stages is not None:
+        options = replace(options, max_virtual_stages=inst.max_virtual_stages)
     runs = [run_solver(problem, info, options, runner, task.rtol) for info in task.solvers]
     for run in runs:
         run.mark_early(options.time_limit_s)

@@ -52,6 +52,11 @@ class SolverRun:
     status: str
     #: the evaluator's TPS of the returned plan (+inf without a plan or when OOM)
     tps: float = math.inf
+    #: what the run minimized (``Options.objective``: "tps" or "batch-time")
+    objective_kind: str = "tps"
+    #: the evaluator's value of the returned plan under ``objective_kind`` (its TPS or its batch
+    #: time; +inf without a plan or when OOM): the number every check across solvers compares
+    value: float = math.inf
     #: Result.tps as the solver returned it (must equal ``tps``)
     reported_tps: float | None = None
     #: the solver's own claim of the objective
@@ -164,10 +169,12 @@ def run_from_result(problem: Any, solver: str, exact: bool, result: Result, wall
     :func:`piper.check_result`'s, under its check names."""
     status = result.status.value if isinstance(result.status, Status) else str(result.status)
     reported = math.inf if result.tps is None else float(result.tps)
-    tps = math.inf
+    objective = options.objective if options is not None else "tps"
+    tps = value = math.inf
     if result.plan is not None:
         try:
-            tps = evaluate(problem, result.plan).tps
+            score = evaluate(problem, result.plan)
+            tps, value = score.tps, score.value(objective)
         except Exception as exc:  # PlanError: a structurally invalid plan
             run = SolverRun(solver, exact, ERROR, time_s=wall, solver_time_s=result.time_s)
             run.message = _one_line(f"invalid plan: {type(exc).__name__}: {exc}")
@@ -180,6 +187,8 @@ def run_from_result(problem: Any, solver: str, exact: bool, result: Result, wall
         exact=exact,
         status=status,
         tps=tps,
+        objective_kind=objective,
+        value=value,
         reported_tps=reported,
         objective=None if result.objective is None else float(result.objective),
         bound=None if result.bound is None else float(result.bound),

@@ -3,9 +3,10 @@ they set up (the ``--out`` directory, the ``--quiet`` progress printer).
 
 Every command spells its common flags the same way and they behave the same:
 
-* ``--time-limit SECONDS``: the solver time limit of one run (a number > 0);
+* ``--time-limit SECONDS``: the solver time limit of one run (a finite number > 0, at most
+  1e7; ``inf`` is refused: leave the flag out);
 * ``--out DIR``, ``-o DIR``: the directory the command writes its files into (created
-  if missing; an unwritable one is exit 2 with one line);
+  if missing; an unwritable one or the empty path is exit 2 with one line);
 * ``--quiet``, ``-q``: no progress lines on stderr (results still go to stdout);
 * ``--jobs N``, ``-j N``: runs at once. A command that times its runs (a benchmark)
   accepts only 1: parallel runs on a shared machine would distort the times;
@@ -21,13 +22,16 @@ are piper's, in :mod:`piper.cli.common`.)
 from __future__ import annotations
 
 import argparse
+import re
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from piper.cli.common import ArgumentParser, positive_int, seconds_arg
 from piper.core.errors import UsageError
+from piper.core.limits import MAX_COUNT
 
 __all__ = [
     "make_parser",
@@ -36,6 +40,7 @@ __all__ = [
     "add_quiet",
     "add_jobs",
     "int_list",
+    "dir_arg",
     "name_list",
     "out_dir",
     "runs_file",
@@ -61,7 +66,7 @@ def add_time_limit(parser: argparse.ArgumentParser, default_s: float | None, wha
 
 def add_out(parser: argparse.ArgumentParser, default: str | Path, what: str) -> None:
     """``--out DIR`` / ``-o DIR``: the output directory; ``what`` says what is written there."""
-    parser.add_argument("--out", "-o", type=Path, default=Path(default), metavar="DIR",
+    parser.add_argument("--out", "-o", type=dir_arg, default=Path(default), metavar="DIR",
                         help=f"output directory, created if missing: {what} (default {default})")
 
 
@@ -85,18 +90,27 @@ def add_jobs(parser: argparse.ArgumentParser, max_jobs: int | None = None, why: 
     parser.add_argument("--jobs", "-j", type=jobs, default=1, metavar="N", help=f"runs at once (default 1{limit})")
 
 
+def dir_arg(text: str) -> Path:
+    """An argparse ``type`` for a directory path: any path but the empty one (which would
+    silently mean the current directory)."""
+    if not str(text).strip():
+        raise argparse.ArgumentTypeError("an empty path (give a directory, e.g. '.')")
+    return Path(text)
+
+
 def int_list(text: str, minimum: int = 1) -> tuple[int, ...]:
     """``"8,12,16"`` -> ``(8, 12, 16)``: a comma-separated list of whole numbers >= ``minimum``
-    (an argparse ``type``: a bad value is one line, exit 2)."""
+    and <= 2^31 - 1 (an argparse ``type``: a bad value is one line, exit 2)."""
     items = [x.strip() for x in str(text).split(",")]
     if not items or any(not x for x in items):
         raise argparse.ArgumentTypeError(f"expected comma-separated whole numbers, got {text!r}")
     out = []
     for x in items:
-        try:
-            value = int(x)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected comma-separated whole numbers, got {text!r}") from None
+        if not re.fullmatch(r"[-+]?[0-9]{1,40}", x):
+            raise argparse.ArgumentTypeError(f"expected comma-separated whole numbers, got {text[:60]!r}")
+        value = int(x)
+        if value > MAX_COUNT:
+            raise argparse.ArgumentTypeError(f"every number must be <= {MAX_COUNT}, got {value} in {text[:60]!r}")
         if value < minimum:
             raise argparse.ArgumentTypeError(f"every number must be >= {minimum}, got {value} in {text!r}")
         out.append(value)
@@ -129,6 +143,11 @@ def out_dir(path: Path) -> Path:
         raise UsageError(f"--out {str(path)!r}: cannot create the directory ({exc.strerror or exc})") from None
     if not path.is_dir():
         raise UsageError(f"--out {str(path)!r} is not a directory")
+    try:
+        with tempfile.TemporaryFile(dir=path):
+            pass
+    except OSError as exc:
+        raise UsageError(f"--out {str(path)!r}: cannot write in the directory ({exc.strerror or exc})") from None
     return path
 
 

@@ -34,6 +34,7 @@ table of the paper's (k, memory) pairs (:data:`PAPER_PAIRS`) live here too, for
 from __future__ import annotations
 
 import math
+import random
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -100,6 +101,10 @@ class Instance:
     note: str = ""
     #: solve with ``Options(uniform=True)``: every stage the same (d, t)
     uniform: bool = False
+    #: the objective to minimize (``Options.objective``; None: the run's, ``--objective``)
+    objective: str | None = None
+    #: ``Options.max_virtual_stages`` (None: the run's; >= 2 allows interleaved plans)
+    max_virtual_stages: int | None = None
 
 
 # ---------------------------------------------------------------------------------
@@ -379,16 +384,44 @@ def models_suite(count: int = len(MODEL_CASES)) -> list[Instance]:
     return out
 
 
+#: seeds of :func:`schedules_suite`, chosen (by brute force, at this suite's parameters) so that on
+#: each an interleaved plan beats every 1F1B plan on batch time, and on the first eight the
+#: batch-time optimum is another plan than the TPS optimum
+SCHEDULE_SEEDS = (33, 183, 202, 225, 280, 155, 186, 215, 31, 52, 115, 266)
+
+
+def schedules_suite(count: int = len(SCHEDULE_SEEDS)) -> list[Instance]:
+    """Tiny random chains and DAGs (5-7 layers, k in 2..4) with few micro-batches (N in {2, 4}) and
+    memory that forces a pipeline, where the fill and drain decide the iteration (docs/problem.md
+    §9): each under the batch-time objective with 1F1B plans, and with interleaved plans allowed
+    (up to 3 virtual stages); every third also under TPS with interleaved plans allowed."""
+    out = []
+    for i, seed in enumerate(SCHEDULE_SEEDS[:count]):
+        rng = random.Random(seed)
+        problem = random_problem(seed, n=rng.randint(5, 7), shape=("chain", "branchy")[seed % 2],
+                                 devices=rng.choice([2, 3, 4]), microbatches=rng.choice([2, 4]),
+                                 memory_tightness=rng.uniform(1.2, 2.5))
+        name = problem_name(problem, f"random-seed{seed}")
+        out.append(Instance(f"{name}-batch", problem, "schedules", "batch time, 1F1B plans", objective="batch-time"))
+        out.append(Instance(f"{name}-batch-v3", problem, "schedules", "batch time, interleaved up to v = 3",
+                            objective="batch-time", max_virtual_stages=3))
+        if i % 3 == 0:
+            out.append(Instance(f"{name}-tps-v2", problem, "schedules", "TPS, interleaved up to v = 2",
+                                objective="tps", max_virtual_stages=2))
+    return out
+
+
 def default_suite() -> list[Instance]:
     """The embedded default: tiny + small + paper-slices + infeasible + two rounds of the
-    version-2 families + two model front end workloads (34 instances, all proven by the
-    exact solvers within seconds each)."""
+    version-2 families + two model front end workloads + 4 seeds of the schedules suite (44
+    instances, all proven by the exact solvers within seconds each)."""
     return [*tiny_suite(), *small_suite(), *paper_slices_suite(), *infeasible_suite(), *version2_suite(2),
-            *models_suite(2)]
+            *models_suite(2), *schedules_suite(4)]
 
 
 SUITES: dict[str, tuple[str, Callable[[], list[Instance]]]] = {
-    "default": ("the embedded default: tiny + small + paper-slices + infeasible + 8 version-2 + 2 models", default_suite),
+    "default": ("the embedded default: tiny + small + paper-slices + infeasible + 8 version-2 + 2 models + 10 schedules",
+                default_suite),
     "tiny": ("12 random DAGs, 3-7 layers, k <= 6", tiny_suite),
     "small": ("4 random DAGs, 8-10 layers, k = 4, N = 8, t in {1,2,4}", small_suite),
     "paper-slices": ("5 slices: first 6-12 layers of BERT-32, GNMT, ResNet-50; k = 4, memory binds", paper_slices_suite),
@@ -396,6 +429,8 @@ SUITES: dict[str, tuple[str, Callable[[], list[Instance]]]] = {
     "medium": ("4 random DAGs, 12-16 layers, k = 8, N = 16 (exact solvers may time out)", medium_suite),
     "models": ("6 tiny transformers from the model front end, 1-2 nodes, up to 16 devices", models_suite),
     "version2": ("16 tiny DAGs: nodes of G devices, sharded optimizer state, both, and uniform plans", version2_suite),
+    "schedules": ("12 tiny chains and DAGs with N in {2, 4}: batch time, 1F1B and interleaved (v <= 3), and TPS "
+                  "with interleaved plans", schedules_suite),
     "real-magnitudes": ("issue 18's reproducer + 11 operator-like graphs with real magnitudes, 6-12 layers; "
                         "real-magnitudes:COUNT[:FIRST[:MAXN]] for more", _real_magnitudes_named),
 }

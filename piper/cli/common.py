@@ -4,17 +4,26 @@ and the error contract (user errors -> one line on stderr, exit status 2, no tra
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
 import math
 import os
 import re
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NoReturn
 
 from piper.core.errors import USER_ERRORS, UsageError
+from piper.core.limits import (
+    MAX_COUNT,
+    MAX_MAGNITUDE,
+    MAX_SECONDS,
+    MAX_SEED,
+    MAX_THREADS,
+    MIN_POSITIVE,
+)
 from piper.core.options import NO_AR, OBJECTIVES, SCHEDULE_CHOICES, TPS, Options
 from piper.core.plan import Plan
 from piper.core.problem import ACTIVATION_RECOMP, Problem
@@ -37,6 +46,19 @@ __all__ = [
     "USER_ERRORS",
     "stdout_to_stderr",
     "check_writable",
+    "check_outputs",
+    "check_excluded_tmpcs",
+    "check_virtual_stages",
+    "did_you_mean",
+    "PICTURE_FORMATS",
+    "bounded_int",
+    "positive_int",
+    "size_arg",
+    "seconds_arg",
+    "seconds_or_zero_arg",
+    "threads_arg",
+    "seed_arg",
+    "nonnegative_float",
     "write_plan",
 ]
 
@@ -44,10 +66,25 @@ __all__ = [
 
 
 class ArgumentParser(argparse.ArgumentParser):
-    """argparse whose errors raise :class:`UsageError` (one line, exit 2 via :func:`run_main`)."""
+    """argparse whose errors raise :class:`UsageError` (one line, exit 2 via :func:`run_main`).
+
+    A word that starts with a minus and a digit (``-1GB``, ``-5``, ``-.5``) is a value, never
+    a flag: ``-M -1GB`` reaches the size parser, which says "must be > 0" (plain argparse
+    takes ``-1GB`` for an unknown flag and says "expected one argument")."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._negative_number_matcher = re.compile(r"^-\.?[0-9]")
 
     def error(self, message: str) -> NoReturn:
         raise UsageError(f"{message} (see {self.prog} --help)")
+
+
+def did_you_mean(word: str, choices: Iterable[str]) -> str:
+    """`` (did you mean 'x'?)`` for the closest of ``choices`` to ``word``, or ``""``."""
+    by_lower = {str(c).lower(): str(c) for c in choices}
+    close = difflib.get_close_matches(str(word).strip().lower(), list(by_lower), n=1, cutoff=0.6)
+    return f" (did you mean {by_lower[close[0]]!r}?)" if close else ""
 
 
 _UNITS = {
@@ -62,13 +99,15 @@ _UNITS = {
     "gib": 2**30,
     "tib": 2**40,
 }
-_SIZE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*([a-zA-Z]*)\s*(?:/\s*s)?\s*$")
+_SIZE = re.compile(r"^\s*([-+]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?)\s*([a-zA-Z]*)\s*(?:/\s*s)?\s*$")
 
 
 def parse_size(text: str) -> float:
     """Bytes (or bytes/second) from '8GiB', '25 GiB/s', '80e9', '1.5GB', '512MiB', '1024'.
 
-    Decimal units KB/MB/GB/TB are powers of 1000, binary KiB/MiB/GiB/TiB powers of 1024.
+    Decimal units KB/MB/GB/TB are powers of 1000, binary KiB/MiB/GiB/TiB powers of 1024. The
+    result is in [MIN_POSITIVE, MAX_MAGNITUDE] (1e-30 .. 1e30, docs/errors.md); anything else,
+    a negative or zero size included, is a :class:`UsageError` that says why.
     """
     m = _SIZE.match(str(text))
     if not m:
@@ -77,19 +116,37 @@ def parse_size(text: str) -> float:
     if unit not in _UNITS:
         raise UsageError(f"bad size {text!r}: unknown unit {m.group(2)!r} (use B, KB, MB, GB, TB, KiB, MiB, GiB, TiB)")
     out = value * _UNITS[unit]
-    if out <= 0:
+    if not out > 0:
         raise UsageError(f"bad size {text!r}: must be > 0")
+    if not MIN_POSITIVE <= out <= MAX_MAGNITUDE:
+        raise UsageError(f"bad size {text!r}: must be between {MIN_POSITIVE:g} and {MAX_MAGNITUDE:g} bytes")
     return out
 
 
-def _positive_int(text: str) -> int:
-    try:
+def bounded_int(low: int, high: int, what: str = "") -> Callable[[str], int]:
+    """An argparse ``type``: a whole number in ``low..high`` (written in decimal digits)."""
+
+    def parse(text: str) -> int:
+        if not re.fullmatch(r"\s*[-+]?[0-9]+\s*", str(text)):
+            raise argparse.ArgumentTypeError(f"expected a whole number, got {str(text)[:60]!r}")
+        digits = len(str(text).strip().lstrip("+-"))
+        if digits > 40:
+            raise argparse.ArgumentTypeError(f"must be {'>=' if str(text).strip().startswith('-') else '<='} "
+                                             f"{low if str(text).strip().startswith('-') else high}{what}, "
+                                             f"got a number of {digits} digits")
         value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
-    return value
+        if value < low:
+            raise argparse.ArgumentTypeError(f"must be >= {low}, got {value}")
+        if value > high:
+            raise argparse.ArgumentTypeError(f"must be <= {high}{what}, got {value}")
+        return value
+
+    parse.__name__ = "whole number"
+    return parse
+
+
+#: counts: k, N, G, --threads' ... (1..2^31 - 1, docs/errors.md)
+_positive_int = bounded_int(1, MAX_COUNT)
 
 
 def _size_arg(text: str) -> float:
@@ -99,28 +156,55 @@ def _size_arg(text: str) -> float:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-def _seconds(text: str) -> float:
+def _seconds(text: str, *, zero: bool = False) -> float:
     try:
         value = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be > 0 seconds, got {text!r}")
+        raise argparse.ArgumentTypeError(f"expected seconds, got {str(text)[:60]!r}") from None
+    if math.isinf(value) and value > 0:
+        raise argparse.ArgumentTypeError(f"must be a finite number of seconds (at most {MAX_SECONDS:g}), got {text!r}; "
+                                         + ("0 means none" if zero else "leave the flag out for no limit"))
+    if not (value >= 0 if zero else value > 0):
+        raise argparse.ArgumentTypeError(f"must be {'>= 0' if zero else '> 0'} seconds, got {text!r}")
+    if value > MAX_SECONDS:
+        raise argparse.ArgumentTypeError(f"must be at most {MAX_SECONDS:g} seconds, got {text!r}")
     return value
+
+
+def seconds_or_zero_arg(text: str) -> float:
+    """Seconds >= 0 (0: none), finite, at most :data:`~piper.core.limits.MAX_SECONDS`."""
+    return _seconds(text, zero=True)
 
 
 positive_int = _positive_int
 size_arg = _size_arg
 seconds_arg = _seconds
+#: --threads: 1..MAX_THREADS
+threads_arg = bounded_int(1, MAX_THREADS, " threads")
+#: --seed: 0..2^31 - 1 (CP-SAT's and HiGHS' seeds are 32-bit)
+seed_arg = bounded_int(0, MAX_SEED)
 
 
 def _positive_float(text: str) -> float:
     try:
         value = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+        raise argparse.ArgumentTypeError(f"expected a number, got {str(text)[:60]!r}") from None
     if not (value > 0 and math.isfinite(value)):
         raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text!r}")
+    if not MIN_POSITIVE <= value <= MAX_MAGNITUDE:
+        raise argparse.ArgumentTypeError(f"must be between {MIN_POSITIVE:g} and {MAX_MAGNITUDE:g}, got {text!r}")
+    return value
+
+
+def nonnegative_float(text: str) -> float:
+    """A finite number >= 0 (an argparse ``type``)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {str(text)[:60]!r}") from None
+    if not (value >= 0 and math.isfinite(value)):
+        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {text!r}")
     return value
 
 
@@ -177,11 +261,23 @@ def problem_warnings(problem: Problem) -> list[str]:
 
 def load_workload(path: str, args: argparse.Namespace, prog: str = "piper") -> Problem:
     """Load a workload file for a command: --strict (if the parser has it) makes unknown keys
-    errors, the cluster flags are applied, and each warning is one line on stderr."""
+    errors, the cluster flags are applied, ``--exclude-tmpc`` ids (if the parser has it) must
+    be TMPC ids of the workload, and each warning is one line on stderr."""
     problem = apply_cluster_args(load_problem(path, strict=bool(getattr(args, "strict", False))), args)
+    check_excluded_tmpcs([problem], getattr(args, "exclude_tmpc", None) or ())
     for line in problem_warnings(problem):
         print(f"{prog}: {line}", file=sys.stderr)
     return problem
+
+
+def check_excluded_tmpcs(problems: Sequence[Problem], ids: Iterable[str]) -> None:
+    """``--exclude-tmpc`` ids that no TMPC of any of ``problems`` has are a :class:`UsageError`
+    naming the unknown id and the known ones (a misspelt id would exclude nothing)."""
+    known = sorted({c.id for p in problems for nd in p.nodes for lst in nd.tmpcs.values() for c in lst})
+    for tid in ids:
+        if tid not in known:
+            raise UsageError(f"--exclude-tmpc {tid!r}: no TMPC has this id{did_you_mean(tid, known)}; "
+                             f"the workload's TMPC ids are {', '.join(repr(k) for k in known)}")
 
 
 def add_ablation_args(parser: argparse.ArgumentParser) -> None:
@@ -194,7 +290,7 @@ def add_ablation_args(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--uniform", action="store_true",
                    help="uniform plans only: every stage has the same (d, t) (docs/problem.md section 2.5)")
     g.add_argument("--time-limit", type=_seconds, metavar="SECONDS", help="solver time limit, seconds")
-    g.add_argument("--threads", type=_positive_int, default=2, metavar="N", help="solver threads (default 2)")
+    g.add_argument("--threads", type=threads_arg, default=2, metavar="N", help=f"solver threads (default 2, at most {MAX_THREADS})")
 
 
 def add_objective_args(parser: argparse.ArgumentParser, *, objective: str = TPS, max_virtual_stages: int = 1) -> None:
@@ -208,6 +304,15 @@ def add_objective_args(parser: argparse.ArgumentParser, *, objective: str = TPS,
                         "or any (default; interleaved only with --max-virtual-stages >= 2)")
     g.add_argument("--max-virtual-stages", type=_positive_int, default=max_virtual_stages, metavar="V",
                    help=f"the most chunks per device group of an interleaved plan (1: 1F1B only; default {max_virtual_stages})")
+
+
+def check_virtual_stages(problem: Problem, args: argparse.Namespace) -> None:
+    """``--max-virtual-stages V`` with V above the workload's layers: every chunk of an
+    interleaved plan holds a layer, so such a V cannot be reached (a :class:`UsageError`)."""
+    v = getattr(args, "max_virtual_stages", None)
+    if v is not None and v > max(1, problem.n):
+        raise UsageError(f"--max-virtual-stages {v}: more than the workload's {problem.n} layers "
+                         "(each chunk of an interleaved plan holds at least one layer)")
 
 
 def options_from_args(args: argparse.Namespace, **overrides: Any) -> Options:
@@ -259,17 +364,70 @@ def stdout_to_stderr() -> Iterator[None]:
         os.close(saved)
 
 
+#: the picture formats ``show --out`` and ``solve --png`` write (by the file's extension)
+PICTURE_FORMATS = (".png", ".svg", ".pdf")
+
+
 def check_writable(path: str, flag: str) -> None:
     """Fail fast (before a long solve) when ``path`` cannot be a new or replaced file:
-    a :class:`UsageError` naming the flag. Writing can still fail later; see :func:`write_plan`."""
+    a :class:`UsageError` naming the flag. The test opens the file for appending (an existing
+    file is not changed) or creates it and removes it again, so a directory the user may not
+    write, a read-only file system or ``/proc`` is found here, not after the solve."""
+    if str(path) == "":
+        raise UsageError(f"{flag}: an empty path")
     target = Path(path)
     parent = target.parent if str(target.parent) else Path(".")
     if target.is_dir():
         raise UsageError(f"{flag} {path}: is a directory")
     if not parent.is_dir():
         raise UsageError(f"{flag} {path}: directory {str(parent)!r} does not exist")
-    if not os.access(parent, os.W_OK) or (target.exists() and not os.access(target, os.W_OK)):
-        raise UsageError(f"{flag} {path}: not writable")
+    try:
+        if target.exists():
+            with open(target, "ab"):
+                pass
+        else:
+            fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            os.close(fd)
+            target.unlink()
+    except OSError as exc:
+        raise UsageError(f"{flag} {path}: not writable ({exc.strerror or exc})") from None
+
+
+def _same_file(a: str, b: str) -> bool:
+    try:
+        if os.path.exists(a) and os.path.exists(b):
+            return os.path.samefile(a, b)
+    except OSError:
+        pass
+    return os.path.realpath(a) == os.path.realpath(b)
+
+
+def check_outputs(outputs: Sequence[tuple[str, str | None]], inputs: Sequence[tuple[str, str | None]] = (),
+                  formats: Mapping[str, Sequence[str]] | None = None) -> None:
+    """Check every output path of a command before any work starts: each ``(flag, path)`` of
+    ``outputs`` (None: not given) is not empty, has an extension of ``formats[flag]`` when
+    given, is not an input of the command (``inputs``: ``(flag or "the FILE argument", path)``)
+    nor another output, and can be written (:func:`check_writable`). A :class:`UsageError`
+    naming the flag otherwise."""
+    given = [(flag, str(path)) for flag, path in outputs if path is not None]
+    for i, (flag, path) in enumerate(given):
+        if path == "":
+            raise UsageError(f"{flag}: an empty path")
+        allowed = (formats or {}).get(flag)
+        if allowed:
+            suffix = Path(path).suffix.lower()
+            if suffix not in allowed:
+                what = f"a {suffix} file" if suffix else "a file without an extension"
+                raise UsageError(f"{flag} {path}: cannot write {what}; the formats are "
+                                 f"{', '.join(allowed)} (by the file's extension)")
+        for in_flag, in_path in inputs:
+            if in_path is not None and str(in_path) != "" and _same_file(path, str(in_path)):
+                raise UsageError(f"{flag} {path} is the command's input ({in_flag} {in_path}): "
+                                 "refusing to overwrite it")
+        for other_flag, other in given[:i]:
+            if _same_file(path, other):
+                raise UsageError(f"{other_flag} and {flag} name the same file {path}")
+        check_writable(path, flag)
 
 
 def write_plan(path: str, plan: Plan, problem: Problem, flag: str = "--out") -> None:

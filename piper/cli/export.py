@@ -28,6 +28,7 @@ from typing import Any
 from piper.cli.common import (
     add_cluster_args,
     add_strict_arg,
+    check_outputs,
     load_workload,
     positive_int,
 )
@@ -81,6 +82,10 @@ def _write(files: dict[str, str]) -> None:
 def cmd_export(args: argparse.Namespace) -> int:
     from piper.io.provenance import check_plan_record
 
+    outputs: list[tuple[str, str | None]] = [("--out", args.out)]
+    if args.out and args.to == "deepspeed":  # and FILE's stem + .pipeline.json (output_files)
+        outputs.append(("--out (its pipeline file)", str(Path(args.out).with_name(f"{Path(args.out).stem}.pipeline.json"))))
+    check_outputs(outputs, [("the plan", args.plan), ("the workload", args.file)])
     problem = load_workload(args.file, args)
     plan = load_plan(args.plan)
     for line in check_plan_record(args.plan, problem, strict=bool(args.strict)):

@@ -30,8 +30,9 @@ def cmd_info(args) -> int:
     problem = load_workload(args.file, args)
     tmpc_ids = sorted({c.id for nd in problem.nodes for lst in nd.tmpcs.values() for c in lst})
     from piper.dp.ideals import count_ideals  # here, not at the top: it loads numba
+    from piper.dp.limits import Progress
 
-    ideals = count_ideals(problem, args.max_ideals)
+    ideals = count_ideals(problem, args.max_ideals, progress=Progress(True))
     names: dict[str, int] = {}
     for nd in problem.nodes:
         key = nd.name or "(unnamed)"

@@ -1,4 +1,4 @@
-"""The parser of ``python -m piper info|evaluate|solve|model|plan|export|show ...`` and the dispatch to
+"""The parser of ``python -m piper info|evaluate|solve|model|plan|score|export|show ...`` and the dispatch to
 each subcommand's module (:mod:`piper.cli`).
 
 User errors (bad file, bad JSON, invalid problem or plan, bad flag) exit with
@@ -16,7 +16,7 @@ __all__ = ["COMMANDS", "main"]
 
 #: the subcommands in ``--help`` order; the module ``piper.cli.NAME`` of each has
 #: ``add_NAME_parser(subparsers)`` and ``cmd_NAME(args) -> exit status``
-COMMANDS = ("info", "evaluate", "solve", "model", "plan", "export", "show", "warmup")
+COMMANDS = ("info", "evaluate", "solve", "model", "plan", "score", "export", "show", "warmup")
 
 
 def _command(name: str, what: str):

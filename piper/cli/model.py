@@ -16,13 +16,22 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from piper.cli.common import ArgumentParser, positive_int, run_main, size_arg
-from piper.core.errors import UsageError
-from piper.frontend.config import TransformerConfig
+from piper.cli.common import (
+    ArgumentParser,
+    check_outputs,
+    did_you_mean,
+    positive_int,
+    run_main,
+    size_arg,
+)
+from piper.core.errors import HardwareError, UsageError
+from piper.core.limits import MAX_COUNT, MAX_MAGNITUDE, MAX_MODEL_LAYERS
+from piper.frontend.config import PRECISIONS, TransformerConfig
 from piper.frontend.costs import RECOMPUTE_KINDS
 from piper.frontend.hardware import (
     ACCELERATORS,
     ALIASES,
+    NODE_TYPES,
     Hardware,
     hardware,
     hardware_from_file,
@@ -50,8 +59,8 @@ def _flops(text: str) -> float:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected FLOP/s such as 312e12, got {text!r}") from None
-    if not (math.isfinite(value) and value > 0):
-        raise argparse.ArgumentTypeError(f"must be > 0 FLOP/s, got {text!r}")
+    if not (math.isfinite(value) and 0 < value <= MAX_MAGNITUDE):
+        raise argparse.ArgumentTypeError(f"must be > 0 and <= {MAX_MAGNITUDE:g} FLOP/s, got {text!r}")
     return value
 
 
@@ -66,10 +75,13 @@ def add_model_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--micro-batch", type=positive_int, metavar="B", help="sequences per micro-batch (default: 1)")
     g.add_argument("--global-batch", type=positive_int, default=2048, metavar="SEQS", help="sequences per iteration (default 2048)")
     g.add_argument("--seq", type=positive_int, metavar="S", help="sequence length (default: the model's)")
-    g.add_argument("--efficiency", type=_fraction, default=0.5, metavar="F", help="fraction of peak FLOP/s reached (default 0.5)")
+    g.add_argument("--efficiency", type=_fraction, metavar="F",
+                   help="e_max: fraction of peak a large matrix product reaches (default: the hardware's gemm_efficiency)")
     g.add_argument("--no-distributed-optimizer", action="store_true", help="keep optimizer state unsharded (memoryUsageB)")
-    g.add_argument("--grad-bytes", type=int, choices=(2, 4), default=2, help="bytes per gradient element (default 2, bf16)")
+    g.add_argument("--grad-bytes", type=int, choices=(2, 4), default=4,
+                   help="bytes per gradient element (default 4: Megatron-LM reduces BF16 gradients in fp32)")
     g.add_argument("--recompute", choices=RECOMPUTE_KINDS, default="full", help="recomputation for the reported hardware FLOPs (default full)")
+    g.add_argument("--precision", choices=PRECISIONS, help="bf16 (default) or fp8 (Transformer Engine: FP8 matrix products of the layers, BF16 elsewhere)")
     h = p.add_argument_group("hardware (--gpu/--node-type from the catalog, or --hardware FILE instead; then the single overrides)")
     h.add_argument("--gpu", default="a100-80gb", help=f"accelerator (default a100-80gb; one of {', '.join([*ACCELERATORS, *ALIASES])})")
     h.add_argument("--node-type", metavar="NAME", help="node type (default: the GPU's DGX)")
@@ -77,10 +89,15 @@ def add_model_arguments(p: argparse.ArgumentParser) -> None:
     h.add_argument("--hardware", metavar="FILE.json", help="hardware numbers, replacing --gpu/--node-type (keys of piper.frontend.Hardware; 'gpu' names an entry to start from)")
     h.add_argument("--peak-flops", type=_flops, metavar="FLOPS", help="peak dense FLOP/s per device, e.g. 312e12")
     h.add_argument("--memory", type=size_arg, metavar="SIZE", help="memory per device, e.g. 80GB")
-    h.add_argument("--memory-reserve", type=_reserve, default=0.0, metavar="SIZE", help="memory kept back per device (default 0)")
+    h.add_argument("--memory-reserve", type=_reserve, metavar="SIZE",
+                   help="memory kept back per device for the CUDA context, NCCL and fragmentation "
+                        "(default 7.5%% of the device's memory)")
     h.add_argument("--devices-per-node", type=positive_int, metavar="G", help="devices per node")
     h.add_argument("--nvlink-bandwidth", type=size_arg, metavar="SIZE", help="bytes/s per device inside a node, e.g. 300GB")
     h.add_argument("--network-bandwidth", type=size_arg, metavar="SIZE", help="bytes/s per device between nodes, e.g. 25GB")
+    p.add_argument("--max-layers", type=positive_int, default=MAX_MODEL_LAYERS, metavar="L",
+                   help=f"refuse models with more transformer layers (default {MAX_MODEL_LAYERS}: the workload and "
+                        "its solve grow with the layers, about 5 KB and 2 ms per layer to build)")
     p.add_argument("--out", metavar="WORKLOAD.json", help="write the workload here")
     p.add_argument("--json", action="store_true", help="print one JSON object (the summary)")
 
@@ -102,6 +119,13 @@ def _hardware(args: argparse.Namespace) -> Hardware:
     )
     if args.hardware:
         return hardware_from_file(args.hardware, **overrides)
+    gpu = str(args.gpu).strip().lower()
+    if gpu not in ACCELERATORS and gpu not in ALIASES:
+        known = [*ACCELERATORS, *ALIASES]
+        raise HardwareError(f"unknown GPU {args.gpu!r}{did_you_mean(args.gpu, known)}; known GPUs: {', '.join(known)}")
+    if args.node_type is not None and args.node_type.strip().lower() not in NODE_TYPES:
+        raise HardwareError(f"unknown node type {args.node_type!r}{did_you_mean(args.node_type, NODE_TYPES)}; "
+                            f"known: {', '.join(NODE_TYPES)}")
     return hardware(args.gpu, args.node_type, **overrides)
 
 
@@ -122,17 +146,29 @@ def _listing() -> str:
     return "\n".join(lines)
 
 
-def model_from_args(args: argparse.Namespace) -> tuple[TransformerConfig, Hardware, TrainingSetup]:
+def model_from_args(args: argparse.Namespace, **setup_fields: Any) -> tuple[TransformerConfig, Hardware, TrainingSetup]:
     """The model, hardware and training setup that :func:`add_model_arguments`' flags name
     (shared by ``python -m piper model`` and ``python -m piper plan``)."""
     if not args.model:
         raise UsageError(f"{getattr(args, 'command', None) or 'model'}: give a preset name or a config.json (see --list)")
-    cfg = load_model(args.model, seq_length=args.seq)
+    spec = str(args.model)
+    if not (spec.lower().endswith(".json") or Path(spec).exists()) and spec.strip().lower() not in PRESETS:
+        raise UsageError(f"unknown model preset {spec!r}{did_you_mean(spec, PRESETS)}; known presets: "
+                         f"{', '.join(PRESETS)} (or give a Hugging Face config.json)")
+    cfg = load_model(spec, seq_length=args.seq)
+    limit = getattr(args, "max_layers", MAX_MODEL_LAYERS)
+    if cfg.layers > limit:
+        raise UsageError(f"{cfg.name}: {cfg.layers} transformer layers, over the cap of {limit}: its workload would "
+                         f"have about {cfg.layers + 3} nodes (about {cfg.layers * 5 / 1000:.3g} MB of JSON and "
+                         f"{cfg.layers * 2 / 1000:.3g} s to build on one core, before any solve); "
+                         f"--max-layers {cfg.layers} raises the cap")
     changes: dict[str, Any] = {}
     if args.seq is not None:
         changes["seq_length"] = args.seq
     if args.micro_batch is not None:
         changes["micro_batch"] = args.micro_batch
+    if getattr(args, "precision", None) is not None:
+        changes["precision"] = args.precision
     cfg = cfg.with_changes(**changes)
     setup = TrainingSetup(
         nodes=args.nodes,
@@ -142,8 +178,21 @@ def model_from_args(args: argparse.Namespace) -> tuple[TransformerConfig, Hardwa
         grad_bytes=args.grad_bytes,
         memory_reserve_bytes=args.memory_reserve,
         recompute=args.recompute,
+        **setup_fields,
     )
-    return cfg, _hardware(args), setup
+    hw = _hardware(args)
+    if args.nodes * hw.devices_per_node > MAX_COUNT:
+        raise UsageError(f"--nodes {args.nodes} x {hw.devices_per_node} devices per node = "
+                         f"{args.nodes * hw.devices_per_node} devices, more than {MAX_COUNT}")
+    return cfg, hw, setup
+
+
+def check_model_outputs(args: argparse.Namespace, outputs: list[tuple[str, str | None]]) -> None:
+    """The output paths of ``model`` / ``plan``, checked before any work (:func:`check_outputs`):
+    never the model's config file or the hardware file."""
+    inputs = [("the model config", args.model if args.model and Path(str(args.model)).is_file() else None),
+              ("--hardware", getattr(args, "hardware", None))]
+    check_outputs(outputs, inputs)
 
 
 def write_workload(path: str, workload: dict[str, Any]) -> None:
@@ -158,6 +207,7 @@ def cmd_model(args: argparse.Namespace) -> int:
     if args.list:
         print(_listing())
         return 0
+    check_model_outputs(args, [("--out", args.out)])
     cfg, hw, setup = model_from_args(args)
     workload = build_workload(cfg, hw, setup)
     load_problem(workload, strict=True)  # the planner must accept what we write, every key known

@@ -1,12 +1,18 @@
 """``python -m piper plan PRESET|config.json --gpu h100 --nodes 64 [...]``: from a model
 config to the best plan in one command.
 
-Builds the workload (:func:`~piper.frontend.workload.build_workload`), solves it with
-Piper's DP (exact knapsack; ``--solver`` for another registered solver, ``--uniform`` for
-plans with one (d, t) in every stage, as Megatron-LM and DeepSpeed run them) and prints
-the plan with its predicted training speed, all from the one evaluator's score:
+Searches the micro-batch size (:mod:`piper.frontend.planner`: one workload per size, unless
+``--micro-batch`` fixes it) and, for each, solves with Piper's DP (exact knapsack; ``--solver``
+for another registered solver) the plan a framework runs (one (d, t) in every stage, as
+Megatron-LM, DeepSpeed and torchtitan need) and Piper's free plan. It minimizes the batch time
+by default (``--objective``; docs/problem.md §9: one iteration, with the pipeline's fill and
+drain, is what a user waits for), over 1F1B and interleaved schedules up to
+``--max-virtual-stages`` (default 8). It prints the runnable plan with its predicted training
+speed and, next to it, the free plan and its gain; ``--free`` makes the free plan the one
+``--plan-out`` writes, ``--uniform`` skips the free search. All numbers from the one
+evaluator's score:
 
-* batch time (seconds per iteration): ``Score.batch_time`` (docs/problem.md §2.4);
+* batch time (seconds per iteration): ``Score.batch_time`` (docs/problem.md §2.4, §9);
 * tokens/s = global batch x sequence length / batch time;
 * TFLOP/s per device = hardware FLOPs per iteration (with the recomputation the plan
   chose, counted per layer) / batch time / devices used;
@@ -19,19 +25,31 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from typing import Any
 
-from piper.cli.common import check_writable, seconds_arg, write_plan
-from piper.cli.model import add_model_arguments, model_from_args, write_workload
-from piper.core.errors import SolverError
-from piper.core.evaluate import evaluate
-from piper.core.options import Options
+from piper.cli.common import add_objective_args, did_you_mean, seconds_arg, write_plan
+from piper.cli.model import (
+    add_model_arguments,
+    check_model_outputs,
+    model_from_args,
+    write_workload,
+)
+from piper.core.errors import UsageError
+from piper.core.options import BATCH_TIME, Options
 from piper.frontend.metrics import plan_metrics
-from piper.frontend.workload import build_workload
-from piper.io.workload import load_problem
+from piper.frontend.planner import (
+    Candidate,
+    PlanSearch,
+    micro_batch_choices,
+    search_plans,
+)
 from piper.render.table import render_plan
 
 __all__ = ["add_plan_parser", "cmd_plan"]
+
+#: the most virtual stages the plan command searches unless asked
+DEFAULT_MAX_VIRTUAL_STAGES = 8
 
 
 def add_plan_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -39,56 +57,91 @@ def add_plan_parser(subparsers: Any) -> argparse.ArgumentParser:
     add_model_arguments(p)
     g = p.add_argument_group("planning")
     g.add_argument("--solver", default="dp", help="registered solver (default dp: Piper's DP, exact knapsack)")
-    g.add_argument("--uniform", action="store_true", help="every stage the same (d, t), as Megatron-LM and DeepSpeed require")
-    g.add_argument("--time-limit", type=seconds_arg, metavar="S", help="solver time limit, seconds")
+    g.add_argument("--uniform", action="store_true",
+                   help="only the plan the frameworks run (one (d, t) in every stage); skip Piper's free plan")
+    g.add_argument("--free", action="store_true", help="write Piper's free plan with --plan-out (default: the runnable one)")
+    g.add_argument("--time-limit", type=seconds_arg, metavar="S", help="time limit of the whole search, seconds")
     g.add_argument("--plan-out", metavar="PLAN.json",
                    help="write the plan here, with the workload hash and cluster it was made for (key madeFor)")
+    add_objective_args(p, objective=BATCH_TIME, max_virtual_stages=DEFAULT_MAX_VIRTUAL_STAGES)
     return p
 
 
+def _candidate_summary(c: Candidate) -> dict[str, Any]:
+    return {"micro_batch": c.micro_batch, "uniform": c.uniform, "status": c.result.status.value,
+            "value": c.value if c.result.plan is not None else None, "time_s": c.result.time_s}
+
+
 def cmd_plan(args: argparse.Namespace) -> int:
-    from piper.solvers.registry import get_solver
+    from piper.solvers.registry import get_solver, solver_names
 
     if args.list or not args.model:
         from piper.cli.model import cmd_model
 
         return cmd_model(args)
-    cfg, hw, setup = model_from_args(args)
-    workload = build_workload(cfg, hw, setup)
-    problem = load_problem(workload, strict=True)
-    if args.out:
-        write_workload(args.out, workload)
-    if args.plan_out:
-        check_writable(args.plan_out, "--plan-out")
+    if args.free and args.uniform:
+        raise UsageError("--free writes Piper's free plan, --uniform skips it: give one of them")
+    check_model_outputs(args, [("--out", args.out), ("--plan-out", args.plan_out)])
     try:
         info = get_solver(args.solver)
     except KeyError as exc:
-        raise SolverError(str(exc.args[0])) from None
-    options = Options(uniform=bool(args.uniform), time_limit_s=args.time_limit, progress=not args.json)
-    result = info(problem, options)
-    if result.plan is None:
-        msg = {"status": result.status.value, "message": result.message or "no plan fits"}
+        raise UsageError(str(exc.args[0]) + did_you_mean(args.solver, solver_names())) from None
+    cfg, hw, setup = model_from_args(args)
+    options = Options(time_limit_s=args.time_limit, progress=False, objective=args.objective,
+                      schedule=args.schedule, max_virtual_stages=args.max_virtual_stages)
+    say = None if args.json else (lambda line: print(f"piper: {line}", file=sys.stderr, flush=True))
+    search: PlanSearch = search_plans(cfg, hw, setup, info, options, micro_batches=micro_batch_choices(
+        setup.global_batch, args.micro_batch), free=not args.uniform, progress=say)
+    chosen = search.free if args.free else search.runnable
+    if chosen is None:
+        statuses = sorted({c.result.status.value for c in search.candidates})
+        messages = sorted({c.result.message for c in search.candidates if c.result.message})
+        msg = {"status": "/".join(statuses), "message": "; ".join(messages) or "no plan fits"}
         if args.json:
-            print(json.dumps({**msg, "plan": None}))
+            print(json.dumps({**msg, "plan": None, "candidates": [_candidate_summary(c) for c in search.candidates]}))
         else:
             print(f"no plan: {msg['message']} (status {msg['status']})")
         return 0
+    if args.out:
+        write_workload(args.out, chosen.workload)
     if args.plan_out:
-        write_plan(args.plan_out, result.plan, problem, "--plan-out")
-    score = evaluate(problem, result.plan)
-    metrics = plan_metrics(cfg, hw, setup, problem, result.plan, score)
+        write_plan(args.plan_out, chosen.result.plan, chosen.problem, "--plan-out")
+    plan, score = chosen.result.plan, chosen.result.score
+    run_cfg = cfg.with_changes(micro_batch=chosen.micro_batch)
+    metrics = plan_metrics(run_cfg, hw, setup, chosen.problem, plan, score)
+    other = search.runnable if args.free else search.free
+    other_metrics = None if other is None else plan_metrics(cfg.with_changes(micro_batch=other.micro_batch), hw, setup,
+                                                             other.problem, other.result.plan, other.result.score)
     if args.json:
-        print(json.dumps({"status": result.status.value, "solver": result.solver, **metrics,
-                          "plan": result.plan.to_dict(), "time_s": result.time_s}))
+        out = {"status": chosen.result.status.value, "solver": chosen.result.solver, **metrics,
+               "plan": plan.to_dict(), "time_s": search.time_s, "micro_batch": chosen.micro_batch,
+               "schedule": plan.schedule.to_dict(), "objective": args.objective, "uniform": chosen.uniform,
+               "exact": search.exact, "gain_of_free": search.gain,
+               "runnable" if args.free else "free": None if other is None else
+               {**other_metrics, "micro_batch": other.micro_batch, "status": other.result.status.value,
+                "schedule": other.result.plan.schedule.to_dict(), "plan": other.result.plan.to_dict()},
+               "candidates": [_candidate_summary(c) for c in search.candidates]}
+        print(json.dumps(out))
         return 0
-    print(render_plan(problem, result.plan, score))
+    print(render_plan(chosen.problem, plan, score))
     m = metrics
+    kind = "Piper's free plan" if args.free else "runnable plan (one (d, t) in every stage)"
+    schedule = plan.schedule.label()
     print(f"model         {cfg.name}: {args.nodes} x {hw.devices_per_node} {hw.name}, global batch "
-          f"{setup.global_batch} x {cfg.seq_length} tokens, micro-batch {cfg.micro_batch}")
-    print(f"plan          {m['stages']} stages on {m['devices_used']} of {m['devices']} devices "
-          f"({result.solver}, {result.status.value}, {result.time_s:.2f} s)")
+          f"{setup.global_batch} x {cfg.seq_length} tokens, micro-batch {chosen.micro_batch} "
+          f"(searched: {', '.join(str(b) for b in micro_batch_choices(setup.global_batch, args.micro_batch))})")
+    print(f"plan          {kind}: {m['stages']} stages, {schedule}, on {m['devices_used']} of {m['devices']} devices "
+          f"({chosen.result.solver}, {chosen.result.status.value}; search {search.time_s:.2f} s, "
+          f"{'exact' if search.exact else 'not proven exact'})")
     print(f"predicted     batch time {m['batch_time_s']:.4g} s, {m['tokens_per_s']:.4g} tokens/s, "
           f"{m['tflops_per_device']:.4g} TFLOP/s per device, MFU {100 * m['mfu']:.1f}%")
     print(f"memory        fullest stage {m['max_memory_per_device_bytes'] / 1e9:.2f} GB of "
           f"{m['memory_limit_bytes'] / 1e9:.2f} GB; bottleneck stage {m['bottleneck_stage']}")
+    if other is not None and other_metrics is not None:
+        gain = search.gain
+        label = "runnable plan" if args.free else "Piper's free plan"
+        print(f"{'vs' if args.free else 'free plan':<13} {label}: batch time {other_metrics['batch_time_s']:.4g} s "
+              f"(micro-batch {other.micro_batch}, {other.result.plan.schedule.label()}, {other_metrics['stages']} stages)"
+              + ("" if gain is None else f"; the free plan is {100 * gain:.1f}% faster by {args.objective}"
+                 + ("" if args.free else " (--free writes it; the frameworks need one (d, t) per stage)")))
     return 0

@@ -15,7 +15,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from piper.cli.common import add_cluster_args, add_strict_arg, load_workload
+from piper.cli.common import (
+    PICTURE_FORMATS,
+    add_cluster_args,
+    add_strict_arg,
+    check_outputs,
+    load_workload,
+)
 from piper.core.errors import UsageError
 from piper.core.evaluate import Score, evaluate
 from piper.core.plan import Plan
@@ -32,7 +38,8 @@ def add_show_parser(subparsers: Any) -> argparse.ArgumentParser:
         "show", help="draw a plan into a PNG: devices by node coloured by stage, stage times and memory")
     p.add_argument("plan", help="plan JSON")
     p.add_argument("workload", help="workload JSON")
-    p.add_argument("--out", "-o", required=True, metavar="FILE.png", help="the PNG file to write")
+    p.add_argument("--out", "-o", required=True, metavar="FILE.png",
+                   help=f"the picture to write: {', '.join(PICTURE_FORMATS)} (by the extension)")
     add_cluster_args(p)
     add_strict_arg(p, plan=True)
     p.add_argument("--title", help="first title line (default: the workload's name or file name)")
@@ -75,13 +82,12 @@ def picture_summary(picture: PlanPicture) -> dict[str, Any]:
 
 
 def cmd_show(args: argparse.Namespace, prog: str = "piper") -> int:
-    from piper.cli.common import check_writable
-
+    check_outputs([("--out", args.out)], [("the plan", args.plan), ("the workload", args.workload)],
+                  formats={"--out": PICTURE_FORMATS})
     problem = load_workload(args.workload, args, prog)
     plan = load_plan(args.plan)
     for line in check_plan_record(args.plan, problem, strict=bool(args.strict)):
         print(f"{prog}: warning: {line}", file=sys.stderr)
-    check_writable(args.out, "--out")
     score = evaluate(problem, plan)
     title = args.title or str(problem.extra.get("name") or Path(args.workload).name)
     picture = write_picture(problem, plan, args.out, score=score, title=title, time_unit=args.time_unit)

@@ -21,23 +21,33 @@ from pathlib import Path
 from typing import Any
 
 from piper.cli.common import (
+    PICTURE_FORMATS,
     add_ablation_args,
     add_cluster_args,
     add_objective_args,
     add_strict_arg,
-    check_writable,
+    check_outputs,
+    check_virtual_stages,
+    did_you_mean,
     load_workload,
     options_from_args,
     positive_int,
+    seed_arg,
     stdout_to_stderr,
     write_plan,
 )
-from piper.core.errors import SolverError, UsageError
+from piper.core.errors import PlanError, SolverError, UsageError
+from piper.core.evaluate import evaluate
 from piper.core.result import Result
 from piper.io.plans import load_plan
 from piper.io.provenance import check_plan_record
 from piper.render.table import render_plan
-from piper.solvers.registry import SolverInfo, get_solver, solvers_with_flag
+from piper.solvers.registry import (
+    SolverInfo,
+    get_solver,
+    solver_names,
+    solvers_with_flag,
+)
 
 __all__ = ["add_solve_parser", "add_solve_args", "cmd_solve"]
 
@@ -79,7 +89,7 @@ def add_solve_args(parser: argparse.ArgumentParser, default_solver: str = "dp") 
                         "else a local Ray instance)")
     g.add_argument("--verify", choices=("on", "off"), default=None,
                    help="milp: second proof of an optimal claim (default on); cpsat: re-prove with presolve off (default off)")
-    g.add_argument("--seed", type=int, default=0, help="random seed of milp/cpsat (default 0)")
+    g.add_argument("--seed", type=seed_arg, default=0, help="random seed of milp/cpsat (default 0; 0..2^31 - 1)")
     parser.add_argument("--log", action="store_true", help="show the solver's own log (on stderr)")
     parser.add_argument("--out", metavar="PLAN.json",
                         help="write the plan here, with the workload hash and cluster it was made for (key madeFor)")
@@ -101,7 +111,7 @@ def cmd_solve(args: argparse.Namespace, prog: str = "piper") -> int:
     try:
         info = get_solver("dp-greedy" if args.knapsack == "greedy" and args.solver == "dp" else args.solver)
     except KeyError as exc:
-        raise UsageError(str(exc.args[0])) from None
+        raise UsageError(str(exc.args[0]) + did_you_mean(args.solver, solver_names())) from None
     name = info.name
     _require("--knapsack", args.knapsack is not None, info)
     if args.knapsack == "exact" and name == "dp-greedy":
@@ -124,10 +134,12 @@ def cmd_solve(args: argparse.Namespace, prog: str = "piper") -> int:
         from piper.dp.compile_clock import set_notice  # imports numba
 
         set_notice(None)
+    # every output path, before any work: not an input, a format the writer has, writable
+    check_outputs([("--out", args.out), ("--png", args.png)],
+                  [("the workload", args.file), ("--warm-start", args.warm_start)],
+                  formats={"--png": PICTURE_FORMATS})
     problem = load_workload(args.file, args, prog)
-    for flag, path in (("--out", args.out), ("--png", args.png)):
-        if path:
-            check_writable(path, flag)
+    check_virtual_stages(problem, args)
     # the flags checked above, as the solver's knobs (SolverInfo.params)
     params: dict[str, Any] = {}
     if "msg" in (info.params or {}):
@@ -147,9 +159,17 @@ def cmd_solve(args: argparse.Namespace, prog: str = "piper") -> int:
     if args.max_ideals is not None:
         overrides["max_ideals"] = args.max_ideals
     if args.warm_start:
-        overrides["warm_start"] = load_plan(args.warm_start)
+        overrides["warm_start"] = warm = load_plan(args.warm_start)
         for line in check_plan_record(args.warm_start, problem, strict=bool(args.strict)):
             print(f"{prog}: warning: --warm-start {line}", file=sys.stderr)
+        # a plan that cannot be a warm start is refused here, not ignored by the solver
+        try:
+            warm_score = evaluate(problem, warm)
+        except PlanError as exc:
+            raise UsageError(f"--warm-start {args.warm_start}: not a valid plan for this workload: {exc}") from None
+        if warm_score.oom:
+            raise UsageError(f"--warm-start {args.warm_start}: the plan does not fit in memory on this workload "
+                             "and cluster, so it cannot be a warm start")
     options = options_from_args(args, **overrides)
     if info.max_nodes is not None and problem.n > info.max_nodes:
         raise SolverError(f"solver {name} handles at most {info.max_nodes} layers; this graph has {problem.n}")
@@ -158,6 +178,9 @@ def cmd_solve(args: argparse.Namespace, prog: str = "piper") -> int:
             result = info(problem, options)
     except ImportError as exc:
         raise SolverError(f"solver {name} is not available here ({exc})") from None
+    note = str(result.stats.get("warm_start", ""))
+    if args.warm_start and "ignored" in note:  # e.g. a stage (t, d) the options exclude
+        print(f"{prog}: warning: --warm-start {args.warm_start}: {note}", file=sys.stderr)
     if args.out and result.plan is not None:
         write_plan(args.out, result.plan, problem)
     if args.png and result.plan is not None:

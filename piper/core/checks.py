@@ -5,7 +5,10 @@ tests and ``experiments.compare``).
 :func:`check_result` returns the broken invariants, each named by its check, so that a
 failure names the solver, the check and what was wrong:
 
-* ``status``: the status is a :class:`Status`; "optimal" comes only from exact solvers
+* ``status``: the status is a :class:`Status`; "optimal" comes only from exact solvers, with a
+  finite tolerance >= 0 (:func:`~piper.core.result.make_result` refuses an optimal result
+  without a plan of finite value and downgrades one with a void tolerance; this catches
+  results built otherwise; an out-of-memory plan is reported under ``plan``)
   (a heuristic's "infeasible" is allowed when it is a proof, e.g. a layer that fits
   nowhere, or the DP's exact memory test with the greedy knapsack; it is checked against
   the optimum below and, in ``experiments.compare``, against every other solver's plan);
@@ -98,6 +101,8 @@ def _issues(problem: Problem, options: Options | None, result: Result, exact: bo
         return out
     if result.status == Status.OPTIMAL and not exact:
         issue("status", f"heuristic {result.solver} claims a proven optimum")
+    if result.status == Status.OPTIMAL and not (math.isfinite(result.tolerance) and result.tolerance >= 0):
+        issue("status", f"optimal with tolerance {result.tolerance!r}: a certificate needs a finite tolerance >= 0")
     # options objects of older versions (no version-3 fields) mean TPS and 1F1B
     objective = getattr(options, "objective", "tps")
     allowed_v = options.virtual_stage_choices() if hasattr(options, "virtual_stage_choices") else (1,)

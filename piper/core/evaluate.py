@@ -32,6 +32,11 @@ With power-of-two stage sizes d t and G a power of two such a packing always exi
 stages largest first: each fits in the free part of a node or starts a new one); for other
 sizes it may not, and the evaluator does not enforce it.
 
+Iteration keys (docs/problem.md §10; TMPC keys ``resyncOverlapTime`` h, ``stepTime`` o,
+``stepTimeSharded`` o_s): per stage (device group) H = sum_v h_v, O = sum_v (o_v + o_s,v / d);
+the resync term becomes max(0, N R_i / B_resync,i - H) / N and O / N is added to TPS_i
+(``StageScore.step``). Without them every number is as above, bit for bit.
+
 Defaults (no version-2 key): G = k, B_in = B, f = 4, s = 0. Then both bandwidths of every
 stage are B and TPS_i is computed as ``(X_i / d + R_i) / B + P_i / d``, exactly the
 version-1 expression, so every number is bit-for-bit the version-1 number.
@@ -50,7 +55,7 @@ from piper.core.options import OBJECTIVES, TPS
 from piper.core.plan import Plan, Schedule
 from piper.core.problem import TMPC, Problem
 
-__all__ = ["PlanError", "StageScore", "Score", "evaluate", "check_plan"]
+__all__ = ["PlanError", "StageScore", "Score", "evaluate", "check_plan", "iteration_terms"]
 
 
 @dataclass(frozen=True)
@@ -85,6 +90,9 @@ class StageScore:
     #: an interleaved plan's device group: the 0-based indices of its chunks in ``plan.stages``
     #: (empty for a 1F1B stage)
     chunks: tuple[int, ...] = ()
+    #: O / N: the per-iteration time of the stage's ``stepTime`` + ``stepTimeSharded`` / d, per
+    #: sample (docs/problem.md §10; 0 without those keys)
+    step: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -152,6 +160,7 @@ class Score:
                     "resync_bandwidth": s.resync_bandwidth,
                     "tau": s.tau,
                     **({"chunks": list(s.chunks)} if self.schedule.interleaved else {}),
+                    **({"step": s.step} if s.step else {}),
                 }
                 for s in self.stages
             ],
@@ -257,6 +266,16 @@ def add_cut_bytes(total: float, problem: Problem, v: int, choice: TMPC, members:
     return total
 
 
+def iteration_terms(resync_t: float, hide: float, step: float, n_mb: int) -> tuple[float, float]:
+    """docs/problem.md §10: (exposed resync, step), each per sample. ``resync_t`` = R / B_resync
+    (per sample), ``hide`` = H = the stage's sum of ``resyncOverlapTime``, ``step`` = O = its sum
+    of ``stepTime`` + ``stepTimeSharded`` / d (per iteration): the resync runs N R / B_resync
+    per iteration, of which H hides behind compute."""
+    if hide > 0:
+        resync_t = max(0.0, n_mb * resync_t - hide) / n_mb
+    return resync_t, step / n_mb
+
+
 def evaluate(problem: Problem, plan: Plan) -> Score:
     """Score a plan: per-stage TPS, memory, y and the compute / edge / resync split.
 
@@ -288,6 +307,8 @@ def evaluate(problem: Problem, plan: Plan) -> Score:
         compute = 0.0
         edge_bytes = 0.0
         resync_bytes = 0.0
+        hide = 0.0
+        step = 0.0
         for v in s.nodes:
             c = chosen[v]
             # s = 0 adds exactly 0.0: the version-1 sum
@@ -295,10 +316,17 @@ def evaluate(problem: Problem, plan: Plan) -> Score:
             compute += c.time_per_sample
             resync_bytes += f * (d - 1) * c.parameter_size / (d * n_mb)
             edge_bytes = add_cut_bytes(edge_bytes, problem, v, c, members)
+            hide += c.resync_overlap_time
+            step += c.step_time + c.step_time_sharded / d
         edge_t = edge_bytes / d / bw_edge
         resync_t = resync_bytes / bw_resync
         compute_t = compute / d
-        if bw_edge == bw_resync:
+        step_t = 0.0
+        if hide > 0 or step > 0:
+            # docs/problem.md §10
+            resync_t, step_t = iteration_terms(resync_t, hide, step, n_mb)
+            tps = edge_bytes / (d * bw_edge) + resync_t + compute / d + step_t
+        elif bw_edge == bw_resync:
             # the version-1 expression, kept verbatim so that defaults give bit-identical numbers
             tps = (edge_bytes / d + resync_bytes) / bw_edge + compute / d
         else:
@@ -318,6 +346,7 @@ def evaluate(problem: Problem, plan: Plan) -> Score:
                 resync_bandwidth=bw_resync,
                 fits_in_node=stage_fits,
                 tau=compute + edge_bytes / bw_edge,
+                step=step_t,
             )
         )
     oom = any(st.oom for st in stages)
@@ -328,7 +357,7 @@ def evaluate(problem: Problem, plan: Plan) -> Score:
                  batch_time=batch_time, fits_in_node=plan_fits)
 
 
-def _chunk_terms(problem: Problem, nodes: tuple[int, ...], chosen: dict[int, TMPC]) -> tuple[float, float]:
+def chunk_terms(problem: Problem, nodes: tuple[int, ...], chosen: dict[int, TMPC]) -> tuple[float, float]:
     """(P, X) of one chunk: its compute and its cut-edge bytes, as for a stage."""
     members = set(nodes)
     compute = 0.0
@@ -352,26 +381,33 @@ def _evaluate_interleaved(problem: Problem, plan: Plan, chosen: dict[int, TMPC])
     bw_edge = problem.bandwidth_intra if plan_fits else problem.bandwidth
     group_fits = d * t <= g_size
     bw_resync = problem.bandwidth_intra if group_fits else problem.bandwidth
-    terms = [_chunk_terms(problem, s.nodes, chosen) for s in plan.stages]
+    terms = [chunk_terms(problem, s.nodes, chosen) for s in plan.stages]
     stages = []
     for g in range(groups):
         chunks = tuple(range(g, len(plan.stages), groups))
         y = min(m, (2 * (groups - g - 1) + (v - 1) * groups + 1) / v)
         memory = 0.0
         resync_bytes = 0.0
+        hide = 0.0
+        step = 0.0
         for j in chunks:
             for u in plan.stages[j].nodes:
                 c = chosen[u]
                 memory += c.memory_a * y + c.memory_b + c.memory_sharded / d
                 resync_bytes += f * (d - 1) * c.parameter_size / (d * n_mb)
+                hide += c.resync_overlap_time
+                step += c.step_time + c.step_time_sharded / d
         edge_bytes_t = sum(terms[j][1] / (d * bw_edge) for j in chunks)
         tau = sum(terms[j][0] + terms[j][1] / bw_edge for j in chunks)
         compute_t = sum(terms[j][0] / d for j in chunks)
         resync_t = resync_bytes / bw_resync
+        step_t = 0.0
+        if hide > 0 or step > 0:
+            resync_t, step_t = iteration_terms(resync_t, hide, step, n_mb)
         stages.append(StageScore(
-            tps=edge_bytes_t + compute_t + resync_t, compute=compute_t, edge=edge_bytes_t, resync=resync_t,
+            tps=edge_bytes_t + compute_t + resync_t + step_t, compute=compute_t, edge=edge_bytes_t, resync=resync_t,
             memory=memory, y=y, oom=memory > problem.memory_per_device, d=d, t=t, edge_bandwidth=bw_edge,
-            resync_bandwidth=bw_resync, fits_in_node=group_fits, tau=tau, chunks=chunks,
+            resync_bandwidth=bw_resync, fits_in_node=group_fits, tau=tau, chunks=chunks, step=step_t,
         ))
     oom = any(st.oom for st in stages)
     total = math.inf if oom else max(st.tps for st in stages)

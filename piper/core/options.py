@@ -11,10 +11,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from piper.core.errors import SolverError
+from piper.core.limits import MAX_COUNT, MAX_SECONDS, MAX_THREADS
 from piper.core.plan import INTERLEAVED, ONE_F_ONE_B, Plan
 from piper.core.problem import ACTIVATION_RECOMP, TMPC, Problem
 
-__all__ = ["Options", "Candidates", "candidates", "NO_AR", "TPS", "BATCH_TIME", "OBJECTIVES", "SCHEDULE_CHOICES"]
+__all__ = ["Options", "Candidates", "candidates", "divisors_up_to", "NO_AR", "TPS", "BATCH_TIME", "OBJECTIVES", "SCHEDULE_CHOICES"]
 
 #: the objectives a solver may be asked to minimize (``Options.objective``)
 TPS = "tps"
@@ -81,8 +82,16 @@ class Options:
         if self.schedule not in SCHEDULE_CHOICES:
             raise SolverError(f"unknown schedule {self.schedule!r}; use one of {', '.join(SCHEDULE_CHOICES)}")
         v = self.max_virtual_stages
-        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-            raise SolverError(f"max_virtual_stages must be an integer >= 1, got {v!r}")
+        if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= MAX_COUNT:
+            raise SolverError(f"max_virtual_stages must be an integer >= 1 and <= {MAX_COUNT}, got {v!r}")
+        limit = self.time_limit_s
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, (int, float))
+                                  or not 0 <= limit <= MAX_SECONDS):
+            raise SolverError(f"time_limit_s must be None or a number of seconds in 0..{MAX_SECONDS:g}, got {limit!r}")
+        for name, top in (("threads", MAX_THREADS), ("max_ideals", MAX_COUNT)):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= top:
+                raise SolverError(f"{name} must be an integer >= 1 and <= {top}, got {value!r}")
         if self.schedule == INTERLEAVED and v < 2:
             raise SolverError("schedule 'interleaved' needs max_virtual_stages >= 2 (the chunks per device group)")
 
@@ -112,12 +121,26 @@ class Candidates:
     infeasible_reason: str | None
 
 
+def divisors_up_to(n: int, limit: int) -> tuple[int, ...]:
+    """The divisors of ``n`` that are <= ``limit``, ascending: trial division up to sqrt(n),
+    so N = 2^31 - 1 takes 46,341 steps whatever k is (not a loop over 1..min(N, k))."""
+    small, large = [], []
+    i = 1
+    while i * i <= n:
+        if n % i == 0:
+            small.append(i)
+            if i != n // i:
+                large.append(n // i)
+        i += 1
+    return tuple(d for d in (*small, *reversed(large)) if d <= limit)
+
+
 def candidates(problem: Problem, options: Options | None = None) -> Candidates:
     """Allowed degrees and TMPCs of every layer under ``options``."""
     options = options or Options()
     k, n_mb = problem.devices, problem.microbatches
     s_max = min(n_mb, k)
-    ds = tuple(d for d in range(1, s_max + 1) if n_mb % d == 0) if options.data_parallel else (1,)
+    ds = divisors_up_to(n_mb, s_max) if options.data_parallel else (1,)
     per_node: dict[int, dict[int, tuple[tuple[int, TMPC], ...]]] = {}
     reason = None
     for nd in problem.nodes:

@@ -10,8 +10,8 @@ JSON in and out in the reference output shape::
 authors' code writes it). The optional key ``schedule`` (docs/problem.md §9, version 3) is
 ``{"kind": "1f1b"}`` (the default when absent) or ``{"kind": "interleaved", "virtualStages": v}``
 with v >= 2: then ``stages`` lists L * v *chunks* in pipeline order and chunk j runs on device
-group j mod L (Megatron-LM's interleaved 1F1B schedule). Other top-level keys are ignored here; plans saved by the
-project carry one, ``madeFor`` (the workload hash and cluster the plan was made for),
+group j mod L (Megatron-LM's interleaved 1F1B schedule). Any other key is an error naming it, except
+``madeFor``: plans saved by the project carry it (the workload hash and cluster the plan was made for),
 which :mod:`piper.io.provenance` writes and checks. Files are read by :func:`piper.io.plans.load_plan`
 and plans shown as a table by :func:`piper.render.table.render_plan`.
 """
@@ -19,12 +19,14 @@ and plans shown as a table by :func:`piper.render.table.render_plan`.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from piper.core.errors import PlanFormatError
+from piper.core.limits import MAX_COUNT, MAX_NODE_ID
 
 __all__ = ["Stage", "Plan", "Schedule", "plan_from_dict", "SCHEDULE_KINDS", "ONE_F_ONE_B", "INTERLEAVED"]
 
@@ -32,6 +34,10 @@ __all__ = ["Stage", "Plan", "Schedule", "plan_from_dict", "SCHEDULE_KINDS", "ONE
 ONE_F_ONE_B = "1f1b"
 INTERLEAVED = "interleaved"
 SCHEDULE_KINDS = (ONE_F_ONE_B, INTERLEAVED)
+#: the keys of a plan object (``madeFor``: the record :mod:`piper.io.provenance` writes and checks)
+PLAN_KEYS = ("stages", "schedule", "madeFor")
+#: the keys of one stage
+STAGE_KEYS = ("nodes", "dataParallelDegree", "tensorParallelDegree", "TMPCids")
 
 
 @dataclass(frozen=True)
@@ -135,19 +141,25 @@ class Plan:
         Path(path).write_text(self.to_json(indent=1) + "\n")
 
 
-def _int(value: Any, where: str) -> int:
+def _int(value: Any, where: str, limit: int = MAX_COUNT) -> int:
+    """An integer of a plan field: an int, a float or a string holding one, of magnitude at most
+    ``limit`` (:data:`~piper.core.limits.MAX_COUNT` for degrees, 2^53 for node ids)."""
+    out: int | None = None
     if isinstance(value, bool):
-        raise PlanFormatError(f"{where}: expected an integer, got {value!r}")
-    if isinstance(value, int):
-        return value
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    if isinstance(value, str):
-        try:
-            return int(value.strip())
-        except ValueError:
-            pass
-    raise PlanFormatError(f"{where}: expected an integer, got {value!r}")
+        out = None
+    elif isinstance(value, int):
+        out = value
+    elif isinstance(value, float) and value.is_integer():
+        out = int(value)
+    elif isinstance(value, str) and re.fullmatch(r"\s*[-+]?[0-9]{1,20}\s*", value):
+        out = int(value.strip())
+    if out is None:
+        text = repr(value)
+        raise PlanFormatError(f"{where}: expected an integer, got {text if len(text) <= 60 else text[:57] + '...'}")
+    if abs(out) > limit:
+        raise PlanFormatError(f"{where}: {out if len(str(out)) <= 40 else str(out)[:37] + '...'} is out of range "
+                              f"(at most {limit} in magnitude)")
+    return out
 
 
 def _tmpc_ids(raw: Any, where: str) -> dict[int, str]:
@@ -162,7 +174,7 @@ def _tmpc_ids(raw: Any, where: str) -> dict[int, str]:
     for item in pairs:
         if not isinstance(item, (list, tuple)) or len(item) != 2:
             raise PlanFormatError(f"{where}: 'TMPCids' entry {item!r} is not a [node, tmpc] pair")
-        node = _int(item[0], f"{where} TMPCids key")
+        node = _int(item[0], f"{where} TMPCids key", MAX_NODE_ID)
         if not isinstance(item[1], str):
             raise PlanFormatError(f"{where}: TMPC id of node {node} must be a string, got {item[1]!r}")
         if node in out:
@@ -174,14 +186,18 @@ def _tmpc_ids(raw: Any, where: str) -> dict[int, str]:
 def plan_from_dict(raw: Any) -> Plan:
     """Read a plan from the reference output shape (also accepts a bare stage list).
 
-    ``schedule`` is read as :class:`Schedule` (absent: 1F1B). Other top-level keys (e.g.
-    ``madeFor``, see :mod:`piper.io.provenance`) are not part of the :class:`Plan`; they are
-    accepted and ignored here."""
+    ``schedule`` is read as :class:`Schedule` (absent: 1F1B). ``madeFor`` (see
+    :mod:`piper.io.provenance`) is not part of the :class:`Plan`: accepted, and checked there.
+    Any other key of the plan object or of a stage is an error naming it (:data:`PLAN_KEYS`,
+    :data:`STAGE_KEYS`); in ``{"plan": {...}}`` (a result's JSON) the outer keys are not read."""
     if isinstance(raw, Mapping) and "plan" in raw and "stages" not in raw:
         raw = raw["plan"]
     if isinstance(raw, Mapping):
         if "stages" not in raw:
             raise PlanFormatError("a plan must have a 'stages' list")
+        unknown = [str(k) for k in raw if k not in PLAN_KEYS]
+        if unknown:
+            raise PlanFormatError(f"unknown key {unknown[0]!r} in the plan (known: {', '.join(PLAN_KEYS)})")
         stages_raw = raw["stages"]
         schedule = _schedule(raw.get("schedule"))
     else:
@@ -194,12 +210,15 @@ def plan_from_dict(raw: Any) -> Plan:
         where = f"stage {i + 1}"
         if not isinstance(s, Mapping):
             raise PlanFormatError(f"{where}: must be an object")
-        for key in ("nodes", "dataParallelDegree", "tensorParallelDegree", "TMPCids"):
+        for key in STAGE_KEYS:
             if key not in s:
                 raise PlanFormatError(f"{where}: missing key {key!r}")
+        unknown = [str(k) for k in s if k not in STAGE_KEYS]
+        if unknown:
+            raise PlanFormatError(f"{where}: unknown key {unknown[0]!r} (known: {', '.join(STAGE_KEYS)})")
         if not isinstance(s["nodes"], list):
             raise PlanFormatError(f"{where}: 'nodes' must be a list")
-        nodes = tuple(_int(v, f"{where} nodes") for v in s["nodes"])
+        nodes = tuple(_int(v, f"{where} nodes", MAX_NODE_ID) for v in s["nodes"])
         stages.append(
             Stage(
                 nodes=nodes,

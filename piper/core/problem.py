@@ -30,6 +30,7 @@ from functools import cached_property
 from typing import Any
 
 from piper.core.errors import ProblemError
+from piper.core.limits import MAX_COUNT, MAX_MAGNITUDE, MIN_POSITIVE
 
 __all__ = [
     "ProblemError",
@@ -39,11 +40,14 @@ __all__ = [
     "Problem",
     "problem_to_dict",
     "checked_number",
+    "short_repr",
     "validate_cluster",
     "validate_cluster_shape",
     "ACTIVATION_RECOMP",
     "VANILLA",
     "VERSION2_FEATURES",
+    "ITERATION_FEATURES",
+    "CLUSTER_FEATURES",
     "DEFAULT_ALLREDUCE_FACTOR",
 ]
 
@@ -53,6 +57,12 @@ VANILLA = "vanilla"
 #: the version-2 extensions (docs/problem.md §2), named by their JSON key;
 #: :meth:`Problem.version2_features` lists the active ones, and a solver says which it honours
 VERSION2_FEATURES = ("devicesPerNode", "intraNodeBandwidth", "allReduceFactor", "memoryUsageShardedB")
+#: the iteration-time keys of docs/problem.md §10 (TMPC keys): the part of a stage's resync
+#: hidden behind its compute, and the optimizer step's time; a solver that does not declare
+#: them refuses an instance that uses them
+ITERATION_FEATURES = ("resyncOverlapTime", "stepTime", "stepTimeSharded")
+#: every feature a solver may have to declare (:meth:`Problem.version2_feature_notes`)
+CLUSTER_FEATURES = VERSION2_FEATURES + ITERATION_FEATURES
 
 #: f when ``allReduceFactor`` is not given: bytes moved per weight byte in the
 #: data-parallel resync (Piper's PipeDream rule, 4 (d - 1) w / (d N))
@@ -85,6 +95,13 @@ class TMPC:
     #: d data-parallel replicas (optimizer state under ZeRO-1); each device holds s / d. 0 when
     #: not given (and then not written back by :func:`problem_to_dict`)
     memory_sharded: float = 0.0
+    #: h, ``resyncOverlapTime`` (docs/problem.md §10): seconds of one micro-batch of this node during
+    #: which the stage's data-parallel resync can run; 0 when not given
+    resync_overlap_time: float = 0.0
+    #: o, ``stepTime`` (§10): time units per iteration this node adds on each device (the optimizer step); 0
+    step_time: float = 0.0
+    #: o_s, ``stepTimeSharded`` (§10): per-iteration time split over the stage's d replicas; 0
+    step_time_sharded: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -213,7 +230,8 @@ class Problem:
         * ``devicesPerNode``: G given with G < k (with G >= k the cluster is one node);
         * ``intraNodeBandwidth``: B_in given and != B;
         * ``allReduceFactor``: f given and != 4;
-        * ``memoryUsageShardedB``: some TMPC has s > 0.
+        * ``memoryUsageShardedB``: some TMPC has s > 0;
+        * ``resyncOverlapTime``, ``stepTime``, ``stepTimeSharded`` (§10): some TMPC has the key > 0.
 
         (G < k with B_in = B changes no number either; it is still listed, so that a solver
         that does not know about nodes refuses rather than guesses.)
@@ -228,10 +246,15 @@ class Problem:
         sharded = sum(1 for nd in self.nodes for lst in nd.tmpcs.values() for c in lst if c.memory_sharded > 0)
         if sharded:
             out["memoryUsageShardedB"] = f"{sharded} TMPC(s) with s > 0"
+        for key, attr in (("resyncOverlapTime", "resync_overlap_time"), ("stepTime", "step_time"),
+                          ("stepTimeSharded", "step_time_sharded")):
+            count = sum(1 for nd in self.nodes for lst in nd.tmpcs.values() for c in lst if getattr(c, attr) > 0)
+            if count:
+                out[key] = f"{count} TMPC(s) with {key} > 0"
         return out
 
     def version2_features(self) -> tuple[str, ...]:
-        """The active version-2 extensions by JSON key, in :data:`VERSION2_FEATURES` order.
+        """The active version-2 extensions and iteration keys by JSON key, in :data:`CLUSTER_FEATURES` order.
 
         Empty for a version-1 instance: then every score is exactly the version-1 score.
         See :meth:`version2_feature_notes` for when a key counts as active.
@@ -297,23 +320,48 @@ def topological_order_of(nodes: tuple[Node, ...], edges: tuple[Edge, ...]) -> tu
         raise ProblemError(f"the graph has a cycle: {path}") from None
 
 
-def checked_number(value: Any, where: str, *, integer: bool = False, positive: bool = False) -> float:
+def checked_number(value: Any, where: str, *, integer: bool = False, positive: bool = False,
+                   maximum: float | None = None) -> float:
+    """``value`` checked as a number of a workload field (docs/problem.md §1.5, V3/V4/V9), a
+    :class:`ProblemError` naming ``where`` otherwise: not a bool; finite; an integer in
+    1..:data:`~piper.core.limits.MAX_COUNT` with ``integer``; else a float in
+    [:data:`~piper.core.limits.MIN_POSITIVE`, :data:`~piper.core.limits.MAX_MAGNITUDE`] with
+    ``positive``, in [0, MAX_MAGNITUDE] without (``maximum`` replaces the upper end)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ProblemError(f"{where}: expected a number, got {value!r}")
+        raise ProblemError(f"{where}: expected a number, got {short_repr(value)}")
+    if integer:
+        top = MAX_COUNT if maximum is None else maximum
+        if isinstance(value, float):
+            if not math.isfinite(value):
+                raise ProblemError(f"{where}: must be finite, got {value!r}")
+            if not value.is_integer():
+                raise ProblemError(f"{where}: must be an integer, got {value!r}")
+        if value < 1:
+            raise ProblemError(f"{where}: must be >= 1, got {short_repr(value)}")
+        if value > top:
+            raise ProblemError(f"{where}: must be <= {top}, got {short_repr(value)}")
+        return int(value)
+    top = MAX_MAGNITUDE if maximum is None else maximum
+    if isinstance(value, int) and abs(value) > top:  # before float(): a huge int does not convert
+        raise ProblemError(f"{where}: must be <= {top:g}, got {short_repr(value)}")
+    value = float(value)
     if not math.isfinite(value):
         raise ProblemError(f"{where}: must be finite, got {value!r}")
-    if integer:
-        if isinstance(value, float) and not value.is_integer():
-            raise ProblemError(f"{where}: must be an integer, got {value!r}")
-        value = int(value)
-        if value < 1:
-            raise ProblemError(f"{where}: must be >= 1, got {value}")
-        return value
     if positive and value <= 0:
         raise ProblemError(f"{where}: must be > 0, got {value!r}")
     if value < 0:
         raise ProblemError(f"{where}: must be >= 0, got {value!r}")
-    return float(value)
+    if positive and value < MIN_POSITIVE:
+        raise ProblemError(f"{where}: must be >= {MIN_POSITIVE:g} (so that dividing by it cannot overflow), got {value!r}")
+    if value > top:
+        raise ProblemError(f"{where}: must be <= {top:g} (so that no sum over the graph can overflow), got {value!r}")
+    return value
+
+
+def short_repr(value: Any) -> str:
+    """``repr(value)``, cut to 60 characters (a value may be a 40-digit integer or a large object)."""
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def validate_cluster(k: Any, m: Any, n: Any, b: Any) -> tuple[int, float, int, float]:
@@ -350,6 +398,12 @@ def problem_to_dict(problem: Problem) -> dict[str, Any]:
         }
         if c.memory_sharded != 0:
             d["memoryUsageShardedB"] = c.memory_sharded
+        if c.resync_overlap_time != 0:
+            d["resyncOverlapTime"] = c.resync_overlap_time
+        if c.step_time != 0:
+            d["stepTime"] = c.step_time
+        if c.step_time_sharded != 0:
+            d["stepTimeSharded"] = c.step_time_sharded
         d.update(c.extra)
         return d
 

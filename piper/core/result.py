@@ -155,11 +155,29 @@ def make_result(
     ``objective_kind`` ("tps" or "batch-time") says what ``objective``, ``bound`` and
     ``tolerance`` measure. ``bound`` defaults to the plan's value under it when ``status`` is
     optimal, +inf when infeasible, and 0 otherwise.
+
+    No "optimal" stands without a certificate: an optimal status with no plan or a plan of
+    infinite value is a :class:`SolverError` (the solver broke down: nothing can be reported
+    as proven), and one with a non-finite or negative tolerance or a NaN bound is reported as
+    "feasible" (the plan is real, the proof is void), with the reason in ``message``.
     """
     score = evaluate(problem, plan) if plan is not None else None
     tps = score.tps if score is not None else math.inf
     batch_time = score.batch_time if score is not None else math.inf
     value = score.value(objective_kind) if score is not None else math.inf
+    if status == Status.OPTIMAL:
+        # a certificate needs a plan of finite value and a finite tolerance (docs/checks.md)
+        if not math.isfinite(value):
+            what = "no plan" if plan is None else f"a plan whose {objective_kind} is {value!r}"
+            raise SolverError(f"solver {solver} claims an optimum with {what}: no certificate can stand on that "
+                              "(a numerical breakdown of the solver; report it with the workload)")
+        if not (math.isfinite(tolerance) and tolerance >= 0) or (bound is not None and math.isnan(bound)):
+            status = Status.FEASIBLE
+            note = (f"not certified optimal: the solver's tolerance {tolerance!r} and bound {bound!r} prove "
+                    "nothing, so the plan is reported as feasible")
+            message = f"{message}; {note}" if message else note
+            bound = 0.0 if bound is None or not math.isfinite(bound) else bound
+            tolerance = 0.0 if not (math.isfinite(tolerance) and tolerance >= 0) else tolerance
     if bound is None:
         bound = {Status.OPTIMAL: value, Status.INFEASIBLE: math.inf}.get(status, 0.0)
     return Result(

@@ -1,4 +1,5 @@
-"""Piper's two-level dynamic program: a threshold search, and the table itself.
+"""Piper's two-level dynamic program: a threshold search, and the table itself; and, for
+version 3, the batch time and interleaved plans (below).
 
 The problem (``docs/problem.md``): split the DAG into stages S_1..S_L (differences of
 nested ideals), give stage i degrees (t_i, d_i) and one TMPC per layer, to
@@ -75,9 +76,45 @@ Statuses: exact knapsack -> OPTIMAL (bound = TPS) or INFEASIBLE; greedy ->
 FEASIBLE (bound 0) or INFEASIBLE; time limit -> FEASIBLE (best threshold proven
 feasible so far) or UNKNOWN, message "time limit ...".
 
+**Version 3** (docs/problem.md §9; :mod:`~piper.dp.schedules`): with the defaults (objective
+"tps", ``max_virtual_stages`` 1) the DP is the one above, untouched.  Otherwise each schedule's
+best plan is searched and the best wins ("any": 1F1B against interleaved; ties go to 1F1B):
+
+* *1F1B, batch time* (batch_time = N TPS + sum_i tau_i - max_i tau_i) on any graph: a DP over
+  ideals (:mod:`~piper.dp.fronts`) whose states (I, s, f) hold I split into stages with d summing
+  to exactly s (so y = ceil(s / d) is the true y) and a flag f "the designated stage is placed"
+  (sum tau - max tau = min over a designated stage j of the other stages' tau), each state a
+  Pareto front of (max TPS, sum of undesignated tau, and devices when t_max S > k).  Stage tables
+  (:mod:`~piper.dp.bt_tables`) give per (pair, t, d, y) the least TPS K and the tau of that choice;
+  when every node's TMPCs share one w the least-TPS choice is also a least-tau one and the DP is
+  exact, else a second DP with each stage's least tau bounds the optimum (FEASIBLE unless met).
+  Pruning: entries whose N T + sum (plus the least compute left on the budget and devices left)
+  exceed the best known plan; an entry dominated by one at a smaller budget; stage values above
+  ub / N.  Version 2's two edge runs and uniform plans (one DP per (t, d)) as for the TPS
+  (:mod:`~piper.dp.batch`).
+* *Identical chains* (:mod:`~piper.dp.chain`: a path whose inner layers have the same TMPCs,
+  costs and edges, found from the numbers): uniform 1F1B plans and interleaved plans, both
+  objectives, by counts (:mod:`~piper.dp.groups`): per layout (t, d, L groups, v chunks) and
+  configuration of the cuts among the end layers, a group's value depends only on how many
+  identical layers it holds (and which chunks are one layer, when sync bytes depend on the
+  TMPC), so a DP over groups is exact; layouts go in the order of a lower bound and stop at the
+  best plan.  Free 1F1B plans then run the DP over ideals below the best uniform plan, its stage
+  tables solved once per class of segments that cost the same.
+* *Interleaved plans of other graphs*: a heuristic (a few topological orders cut into chunks, each
+  group's TMPCs by the knapsack) with a bound that holds for every interleaved plan
+  (:mod:`~piper.dp.interleaved_any`): FEASIBLE (or UNKNOWN without a plan) unless met.
+
+``Result.objective``, ``bound`` are then in the objective's units (``objective_kind``);
+"optimal" means proven over every plan the options allow.
+
 Units: times in the workload's time unit per sample, memory in bytes.
 
 Modules: :mod:`~piper.dp.entry` (the entry point, version 2's edge runs, uniform plans),
+:mod:`~piper.dp.runs` (edge runs, uniform (t, d) restriction), :mod:`~piper.dp.schedules`
+(version 3: objectives and schedules), :mod:`~piper.dp.batch`, :mod:`~piper.dp.batch_run`,
+:mod:`~piper.dp.bt_tables`, :mod:`~piper.dp.fronts` (1F1B batch time over ideals),
+:mod:`~piper.dp.chain`, :mod:`~piper.dp.groups`, :mod:`~piper.dp.group_kernels` (identical
+chains by counts), :mod:`~piper.dp.interleaved_any`, :mod:`~piper.dp.outcome`,
 :mod:`~piper.dp.driver` (one DP run: engine, bound, search, curve, status),
 :mod:`~piper.dp.arrays` (the problem as flat arrays: the kernels' argument bundles),
 :mod:`~piper.dp.stage` (kernels of one stage), :mod:`~piper.dp.threshold` (threshold

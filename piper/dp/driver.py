@@ -53,7 +53,12 @@ def solve_run(problem: Problem, options: Options, bw_edge: float, cand: Candidat
         stats["curve"] = _none_curve(problem, options, 0)
         return make_result(problem, name, Status.INFEASIBLE, None, time_s=solve_clock() - start,
                            stats=stats, message=cand.infeasible_reason)
-    ideals = enumerate_ideals(problem, options.max_ideals, linearize=options.linearize)
+    try:
+        ideals = enumerate_ideals(problem, options.max_ideals, linearize=options.linearize, deadline=deadline,
+                                  progress=progress)
+    except TimeUp:
+        return make_result(problem, name, Status.UNKNOWN, None, time_s=solve_clock() - start, stats=stats,
+                           message=f"time limit ({options.time_limit_s} s) hit while enumerating ideals")
     pairs = ideal_pairs(ideals)
     stats.update(ideals=len(ideals), ideal_pairs=pairs.count)
     progress.say(f"{len(ideals)} ideals, {pairs.count} ideal pairs", force=True)

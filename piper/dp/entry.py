@@ -6,18 +6,15 @@ import math
 from dataclasses import replace
 
 from piper.core.errors import SolverError
-from piper.core.options import Candidates, Options, candidates
+from piper.core.options import TPS, Options, candidates
 from piper.core.problem import Problem
 from piper.core.result import Result, Status, make_result
 from piper.dp.compile_clock import compile_seconds, solve_clock
 from piper.dp.driver import solve_run
 from piper.dp.ideals import enumerate_ideals, ideal_pairs
-
-#: uniform plans: refuse when (DPs to run) x (ideal pairs of one DP) exceeds this. GNMT (k = 10,
-#: 15.5 M ideal pairs, 4 (t, d) pairs: 62 M) took 336 s uniform (2 cores, under load) against
-#: seconds for its ordinary DP: one (t, d) at a time defeats the table engine's pruning.
-#: BERT-32 (k = 512: 68 DPs x 890 pairs) takes ~8 s.
-UNIFORM_MAX_WORK = 20_000_000
+from piper.dp.limits import Progress, TimeUp
+from piper.dp.runs import UNIFORM_MAX_WORK, edge_runs, restrict
+from piper.dp.schedules import solve_schedules
 
 
 def solve_dp(problem: Problem, options: Options | None = None) -> Result:
@@ -47,30 +44,17 @@ def solve_dp(problem: Problem, options: Options | None = None) -> Result:
     if options.knapsack not in ("exact", "greedy"):
         raise SolverError(f"unknown knapsack mode {options.knapsack!r}; use 'exact' or 'greedy'")
     compiled_before = compile_seconds()
-    result = _solve_uniform(problem, options) if options.uniform else _solve_edges(problem, options)
+    if options.objective == TPS and options.virtual_stage_choices() == (1,):
+        result = _solve_tps(problem, options)  # Piper's DP, exactly as before version 3
+    else:
+        result = solve_schedules(problem, options, _solve_tps)
     compile_s = compile_seconds() - compiled_before
     return replace(result, stats={**result.stats, "compile_s": compile_s}) if compile_s > 0 else result
 
 
-def _edge_runs(problem: Problem) -> list[tuple[Problem, float]]:
-    """(the run's problem, its B_edge in bytes/s): [(problem, B_in)] when G >= k; else
-    [(problem with k = G, B_in), (problem, B)] (docs/problem.md §2.2)."""
-    g, k = problem.node_size, problem.devices
-    if g >= k:
-        return [(problem, problem.bandwidth_intra)]
-    return [(replace(problem, devices=g), problem.bandwidth_intra), (problem, problem.bandwidth)]
-
-
-def _restrict(cand: Candidates, t: int, d: int) -> Candidates | None:
-    """``cand`` with only the pair (t, d) allowed (None when some layer lacks t or d is not allowed)."""
-    if t not in cand.ts or d not in cand.ds:
-        return None
-    tmpcs = {}
-    for v, per_t in cand.tmpcs.items():
-        if t not in per_t:
-            return None
-        tmpcs[v] = {t: per_t[t]}
-    return Candidates(ts=(t,), ds=(d,), tmpcs=tmpcs, infeasible_reason=cand.infeasible_reason)
+def _solve_tps(problem: Problem, options: Options) -> Result:
+    """Piper's DP for the TPS over 1F1B plans (free or uniform)."""
+    return _solve_uniform(problem, options) if options.uniform else _solve_edges(problem, options)
 
 
 def _remaining(options: Options, start: float) -> Options:
@@ -83,7 +67,7 @@ def _solve_edges(problem: Problem, options: Options, pair: tuple[int, int] | Non
     """The DP with version 2's plan-level edge bandwidth (see :func:`solve_dp`); ``pair`` =
     (t, d): only that pair (a uniform run; None when no run allows it)."""
     start = solve_clock()
-    runs = _edge_runs(problem)
+    runs = edge_runs(problem)
     if pair is None and len(runs) == 1:
         return solve_run(problem, options, runs[0][1])  # version 1 (and G >= k): one run, as ever
     name = "dp" if options.knapsack == "exact" else "dp-greedy"
@@ -92,7 +76,7 @@ def _solve_edges(problem: Problem, options: Options, pair: tuple[int, int] | Non
         cand = candidates(prob, options)
         if pair is not None:
             if cand.infeasible_reason is None:
-                cand = _restrict(cand, *pair)
+                cand = restrict(cand, *pair)
             if cand is None:
                 continue
         results.append((solve_run(prob, _remaining(options, start), bw_edge, cand), prob, bw_edge))
@@ -188,12 +172,19 @@ def _solve_uniform(problem: Problem, options: Options) -> Result:
     k = problem.devices
     pairs_td = [(t, d) for t in cand.ts for d in cand.ds if t * d <= k
                 and all(t in per_t for per_t in cand.tmpcs.values())]
-    ideals = enumerate_ideals(problem, options.max_ideals, linearize=options.linearize)
+    try:
+        deadline = None if options.time_limit_s is None else start + options.time_limit_s
+        ideals = enumerate_ideals(problem, options.max_ideals, linearize=options.linearize, deadline=deadline,
+                                  progress=Progress(options.progress))
+    except TimeUp:
+        return make_result(problem, name, Status.UNKNOWN, None, time_s=solve_clock() - start,
+                           stats={"uniform": True},
+                           message=f"time limit ({options.time_limit_s} s) hit while enumerating ideals")
     n_pairs = ideal_pairs(ideals).count
-    n_dps = len(pairs_td) * len(_edge_runs(problem))
+    n_dps = len(pairs_td) * len(edge_runs(problem))
     if n_dps * n_pairs > UNIFORM_MAX_WORK:
         raise SolverError(
-            f"uniform plans need one DP per (t, d) pair: {len(pairs_td)} pairs x {len(_edge_runs(problem))} "
+            f"uniform plans need one DP per (t, d) pair: {len(pairs_td)} pairs x {len(edge_runs(problem))} "
             f"edge-bandwidth run(s) = {n_dps} DPs over {n_pairs} ideal pairs each, more than "
             f"{UNIFORM_MAX_WORK:,} ideal-pair passes; use --linearize (n + 1 ideals), --no-dp / --no-tp, "
             f"or fewer devices")

@@ -23,6 +23,8 @@ from numba import njit
 
 from piper.core.errors import SolverError
 from piper.core.problem import Problem
+from piper.dp.compile_clock import solve_clock
+from piper.dp.limits import Progress, TimeUp
 
 __all__ = ["Ideals", "enumerate_ideals", "count_ideals", "ideal_pairs", "IdealPairs"]
 
@@ -83,14 +85,16 @@ def _to_words(masks: Sequence[int], n: int) -> np.ndarray:
     return out
 
 
-def enumerate_ideals(problem: Problem, max_ideals: int = 200_000, *, linearize: bool = False) -> Ideals:
+def enumerate_ideals(problem: Problem, max_ideals: int = 200_000, *, linearize: bool = False,
+                     deadline: float | None = None, progress: Progress | None = None) -> Ideals:
     """Every ideal of the graph (BFS from the empty set, adding a node once all its
     successors are in), or with ``linearize`` only the suffixes of
     ``problem.topological_order`` (n + 1 ideals: stages become contiguous segments
     of that order).
 
     Raises :class:`SolverError` naming the count when there are more than
-    ``max_ideals`` ideals.
+    ``max_ideals`` ideals, and :class:`~piper.dp.limits.TimeUp` when ``solve_clock()`` passes
+    ``deadline`` (checked every 4096 ideals; ``progress`` then says how many so far).
     """
     n = problem.n
     if linearize:
@@ -124,16 +128,21 @@ def enumerate_ideals(problem: Problem, max_ideals: int = 200_000, *, linearize: 
                     nxt.append(new)
                     if len(masks) > max_ideals:
                         _too_many(None, max_ideals)
+                    if not len(masks) & 4095 and (deadline is not None or progress is not None):
+                        if deadline is not None and solve_clock() > deadline:
+                            raise TimeUp
+                        if progress is not None:
+                            progress.say(f"enumerating ideals: {len(masks):,} so far (max_ideals {max_ideals:,})")
         frontier = nxt
     sizes = np.array([bin(m).count("1") for m in masks], dtype=np.int64)
     return Ideals(n, tuple(masks), _to_words(masks, n), sizes, False)
 
 
-def count_ideals(problem: Problem, limit: int = 200_000) -> int | None:
+def count_ideals(problem: Problem, limit: int = 200_000, progress: Progress | None = None) -> int | None:
     """Number of ideals (successor-closed node sets) of the graph, or None when there
-    are more than ``limit``."""
+    are more than ``limit`` (``progress`` says how many so far, every 2 s)."""
     try:
-        return len(enumerate_ideals(problem, limit))
+        return len(enumerate_ideals(problem, limit, progress=progress))
     except SolverError:
         return None
 

@@ -11,6 +11,12 @@ class TimeUp(Exception):
 
 
 class Progress:
+    """Progress lines on stderr, at most one per ``every_s`` seconds unless forced. A line the
+    same as the last one printed (by any Progress of the process) is not repeated: a uniform
+    solve runs one DP per (t, d), and each would say the same "N ideals, P ideal pairs"."""
+
+    _last_line: str | None = None
+
     def __init__(self, enabled: bool, every_s: float = 2.0) -> None:
         self.enabled = enabled
         self.every = every_s
@@ -20,8 +26,9 @@ class Progress:
         if not self.enabled:
             return
         now = time.perf_counter()
-        if force or now - self.last >= self.every:
+        if (force or now - self.last >= self.every) and msg != Progress._last_line:
             self.last = now
+            Progress._last_line = msg
             print(f"[dp] {msg}", file=sys.stderr, flush=True)
 
 

@@ -4,7 +4,8 @@ The DP compiles a kernel on its first call (the first solve after an install tak
 minute; :mod:`piper.dp.compile_clock` keeps that time out of time limits and says so on
 stderr). An install step for CI or a cluster image can do it once ahead: :func:`compile_kernels`
 solves a few tiny instances that reach every kernel signature a solve uses (both engines, both
-knapsacks, uniform plans, the ideal counter, with and without the cluster keys), so that later
+knapsacks, uniform plans, the ideal counter, the batch-time objective and interleaved plans, with
+and without the cluster keys), so that later
 runs only load the kernels. :func:`kernels_ready` says whether that was done for the DP's
 current sources (a marker next to numba's cache, keyed by the sources and numba's and Python's
 versions).
@@ -82,9 +83,27 @@ def _warmup_problems() -> list[Problem]:
     return out
 
 
+def _warmup_chain(cluster: bool) -> Problem:
+    """A chain of an end layer and four identical layers (the batch-time and interleaved searches
+    by counts, piper/dp/groups.py), with or without every cluster key."""
+    n = 5
+    ins = {v: [v - 1] if v else [] for v in range(n)}
+    outs = {v: [v + 1] if v < n - 1 else [] for v in range(n)}
+    s = 2.0e8 if cluster else 0.0
+    nodes = [{"id": v, "TMPCs": {str(t): [_tmpc("vanilla", (1.0 + (v == 0)) / t, 1.0e8, 1.0e8 / t, ins[v], outs[v], s),
+                                        _tmpc("activation recomp", 1.3 / t, 2.0e7, 1.0e8 / t, ins[v], outs[v], s)]
+                                  for t in (1, 2)}} for v in range(n)]
+    raw = {"maxDevices": 8, "maxMemoryPerDevice": 9.0e8, "bandwidth": 1.0e9, "mbsInBatch": 8, "nodes": nodes,
+           "edges": [{"sourceId": v, "destId": v + 1, "communicationCost": 1.0e6} for v in range(n - 1)]}
+    if cluster:
+        raw.update(devicesPerNode=4, intraNodeBandwidth=4.0e9, allReduceFactor=2.0)
+    return problem_from_dict(raw)
+
+
 def compile_kernels() -> float:
     """Compile (or load) every kernel signature a solve uses by solving the warm-up instances
-    (both engines, both knapsacks, uniform plans) and counting their ideals; write the marker.
+    (both engines, both knapsacks, uniform plans; the batch-time objective and interleaved plans,
+    on a DAG and on a chain of identical layers) and counting their ideals; write the marker.
     Returns the seconds it took."""
     start = time.perf_counter()
     base = Options(threads=1)
@@ -94,6 +113,12 @@ def compile_kernels() -> float:
             for engine in ("threshold", "table"):
                 solve_dp(problem, replace(base, knapsack=knapsack, params={"engine": engine, "curve": True}))
         solve_dp(problem, replace(base, uniform=True))
+    for problem in [*_warmup_problems(), _warmup_chain(False), _warmup_chain(True)]:
+        for knapsack in ("exact", "greedy"):
+            version3 = replace(base, knapsack=knapsack, max_virtual_stages=2)
+            solve_dp(problem, replace(version3, objective="batch-time"))
+            solve_dp(problem, replace(version3, objective="batch-time", uniform=True))
+            solve_dp(problem, version3)
     seconds = time.perf_counter() - start
     marker = marker_path()
     try:

@@ -53,6 +53,7 @@ RULES: Mapping[str, str] = {
     "E5": "one sequence-parallel setting for the whole model",
     "E6": "the recomputation fits the target's one setting",
     "E7": "the micro-batch size (sequences per Piper sample) is known",
+    "E8": "the target runs the plan's pipeline schedule (DeepSpeed: 1F1B only)",
 }
 
 #: the node name the paper's BERT workload gives its transformer layers
@@ -249,7 +250,8 @@ _KNOWN_IDS = "none, selective, full (each optionally +sp), vanilla, activation r
 
 @dataclass(frozen=True)
 class StageSpec:
-    """One pipeline stage as the targets see it (``index`` is 1-based)."""
+    """One pipeline stage as the targets see it (``index`` is 1-based); for an interleaved plan,
+    one chunk (a virtual stage, in pipeline order: chunk j runs on device group (j - 1) mod p)."""
 
     index: int
     d: int
@@ -294,10 +296,18 @@ class ExportPlan:
     #: the plan does not fit the memory limit (the evaluator's score)
     oom: bool
     notes: tuple[str, ...]
+    #: v: chunks per device group (1: 1F1B, ``stages`` are the stages; >= 2: the interleaved
+    #: schedule, ``stages`` are the p v chunks in pipeline order)
+    virtual_stages: int = 1
 
     @property
     def pipeline(self) -> int:
-        return len(self.stages)
+        """p: the pipeline's device groups (stages for 1F1B)."""
+        return len(self.stages) // self.virtual_stages
+
+    @property
+    def interleaved(self) -> bool:
+        return self.virtual_stages > 1
 
     @property
     def num_layers(self) -> int:
@@ -452,4 +462,4 @@ def prepare(problem: Problem, plan: Plan, target: str, *, micro_batch: int | Non
     if plan.devices_used < problem.devices:
         out_notes.append(f"the plan uses {plan.devices_used} of the cluster's {problem.devices} devices")
     return ExportPlan(target, tuple(stages), lm, model, problem.microbatches, b, sharded, problem.devices,
-                      score.oom, tuple(out_notes))
+                      score.oom, tuple(out_notes), plan.schedule.virtual_stages)

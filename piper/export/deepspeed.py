@@ -86,6 +86,10 @@ def export_deepspeed(ep: ExportPlan) -> Export:
     """The DeepSpeed config (``text``, JSON) and the pipeline partition (``extra_files``
     "pipeline.json"); :class:`ExportError` for sequence parallelism and selective or mixed
     recomputation (rules E4, E6)."""
+    if ep.interleaved:
+        raise refuse("deepspeed", "E8", f"the plan uses the interleaved schedule ({ep.virtual_stages} chunks per "
+                     "device group); DeepSpeed's pipeline engine (deepspeed.runtime.pipe) runs 1F1B only",
+                     hint="re-plan with --schedule 1f1b")
     d, t = ep.uniform()
     p = ep.pipeline
     notes = list(ep.notes)

@@ -102,7 +102,7 @@ def fit_recompute(problem: Problem, plan: Plan, target: str, refusal: ExportErro
             stages.append(replace(s, tmpcs=tm))
         if not ok:
             continue
-        candidate = Plan(tuple(stages))
+        candidate = Plan(tuple(stages), plan.schedule)
         score = evaluate(problem, candidate)
         if score.oom:
             continue

@@ -9,6 +9,10 @@ Flag names as in NVIDIA/Megatron-LM ``megatron/training/arguments.py`` and Megat
   (a comment line says so);
 * batch: ``--micro-batch-size b``, ``--global-batch-size N x b`` (Megatron runs
   N / d micro-batches per replica and iteration, as the plan does);
+* the interleaved schedule (v chunks per device group): ``--num-layers-per-virtual-pipeline-stage n``
+  when every chunk holds n transformer layers (the embedding in the first chunk, the head in
+  the last), otherwise ``--pipeline-model-parallel-layout`` with all p v chunks in pipeline order
+  (virtual stage j on pipeline rank j mod p, as Megatron-Core's layout reads it);
 * layers: ``--num-layers l``; an uneven first / last stage with
   ``--decoder-first-pipeline-num-layers`` / ``--decoder-last-pipeline-num-layers`` when the
   middle stages are equal, otherwise (or when a stage holds only the embedding or only the
@@ -38,9 +42,10 @@ MEGATRON_SOURCE = "NVIDIA/Megatron-LM main, Megatron-Core 0.13+"
 
 
 def _layout(ep: ExportPlan) -> str:
-    """Megatron-Core's --pipeline-model-parallel-layout string for the plan's stages."""
+    """Megatron-Core's --pipeline-model-parallel-layout string for the plan's stages (all chunks
+    of an interleaved plan, in pipeline order)."""
     parts = []
-    last = ep.pipeline
+    last = len(ep.stages)
     for st in ep.stages:
         n = st.n_layers
         tok = "" if n == 0 else ("t" if n == 1 else f"t*{n}")
@@ -51,6 +56,11 @@ def _layout(ep: ExportPlan) -> str:
 def layer_args(ep: ExportPlan) -> tuple[list[str], str | None]:
     """The layer-split arguments and the layout string (None when no layout is needed)."""
     counts = [st.n_layers for st in ep.stages]
+    if ep.interleaved:
+        if len(set(counts)) == 1 and ep.stages[0].pre and ep.stages[-1].post:
+            return ["--num-layers-per-virtual-pipeline-stage", str(counts[0])], None
+        layout = _layout(ep)
+        return ["--pipeline-model-parallel-layout", layout], layout
     p = len(counts)
     if p == 1 or len(set(counts)) == 1:
         return [], None
@@ -163,11 +173,13 @@ def export_megatron(ep: ExportPlan) -> Export:
         args.append("--use-distributed-optimizer")
     args += _model_args(ep, notes)
     counts = [st.n_layers for st in ep.stages]
+    unit = f"chunk (interleaved schedule, {ep.virtual_stages} virtual stages per pipeline rank)" if ep.interleaved \
+        else "stage"
     header = [
         f"# Megatron-LM arguments from a Piper plan; flags of {MEGATRON_SOURCE} (docs/export.md)",
         f"# data-parallel size {d} is implied: launch on world size {ep.world_size} = d {d} x t {t} x p {p} GPUs "
         f"(Megatron derives d = world size / (t x p))",
-        f"# transformer layers per stage: {format_counts(counts)}"
+        f"# transformer layers per {unit}: {format_counts(counts)}"
         + (" (embedding in the first stage, output layer in the last)" if p > 1 else ""),
         f"# {ep.microbatches // d} micro-batches of {ep.micro_batch} per replica and iteration "
         f"(N = {ep.microbatches} micro-batches per batch)",
@@ -191,6 +203,7 @@ def export_megatron(ep: ExportPlan) -> Export:
         "micro_batch": ep.micro_batch,
         "global_batch": ep.global_batch,
         "stage_layers": counts,
+        "virtual_stages": ep.virtual_stages,
         "layout": layout,
         "source": MEGATRON_SOURCE,
     }

@@ -5,7 +5,9 @@ Keys as in pytorch/torchtitan ``torchtitan/config/job_config.py`` (dataclasses
 ``Parallelism``, ``Training``, ``ActivationCheckpoint``); see docs/export.md.
 
 * ``tensor_parallel_degree`` t, ``pipeline_parallel_degree`` p, ``pipeline_parallel_schedule``
-  "1F1B" (the schedule whose batch time Piper's evaluator models);
+  "1F1B", or "Interleaved1F1B" for an interleaved plan (torchtitan then places model part j on
+  pipeline rank j mod p, the plan's chunk order; ``module_fqns_per_model_part`` lists the p v
+  chunks);
 * data parallelism: ``data_parallel_replicate_degree`` d (DDP) when the plan has d > 1 on one
   axis only (t = p = 1) and keeps its state replicated; otherwise ``data_parallel_shard_degree``
   d (FSDP): torchtitan runs DDP only as 1-D parallelism, and its sharding also shards weights
@@ -34,11 +36,11 @@ TORCHTITAN_SOURCE = "pytorch/torchtitan main, torchtitan/config/job_config.py"
 
 
 def module_fqns(ep: ExportPlan) -> list[list[str]]:
-    """Module names per pipeline stage, torchtitan's Llama naming."""
+    """Module names per pipeline stage (per chunk, for an interleaved plan), torchtitan's Llama naming."""
     out = []
     for st in ep.stages:
         names = (["tok_embeddings"] if st.index == 1 else []) + [f"layers.{i}" for i in st.layers]
-        if st.index == ep.pipeline:
+        if st.index == len(ep.stages):
             names += ["norm", "output"]
         out.append(names)
     return out
@@ -124,7 +126,7 @@ def export_torchtitan(ep: ExportPlan) -> Export:
         "pipeline_parallel_degree": p,
     }
     if p > 1:
-        parallelism["pipeline_parallel_schedule"] = "1F1B"
+        parallelism["pipeline_parallel_schedule"] = "Interleaved1F1B" if ep.interleaved else "1F1B"
         parallelism["pipeline_parallel_microbatch_size"] = ep.micro_batch
         parallelism["module_fqns_per_model_part"] = module_fqns(ep)
     training = {
@@ -143,8 +145,8 @@ def export_torchtitan(ep: ExportPlan) -> Export:
         ac["selective_ac_option"] = option
     points = split_points(ep)
     lines = [f"# torchtitan job config sections from a Piper plan; keys of {TORCHTITAN_SOURCE} (docs/export.md)",
-             f"# world size {ep.world_size} = d {d} x t {t} x p {p} GPUs; transformer layers per stage: "
-             + format_counts([st.n_layers for st in ep.stages])]
+             f"# world size {ep.world_size} = d {d} x t {t} x p {p} GPUs; transformer layers per "
+             + ("chunk" if ep.interleaved else "stage") + ": " + format_counts([st.n_layers for st in ep.stages])]
     lines += [f"# note: {n}" for n in notes]
     for section, values in (("parallelism", parallelism), ("training", training), ("activation_checkpoint", ac)):
         lines.append("")

@@ -22,7 +22,7 @@ from typing import Any
 
 from piper.core.errors import ModelConfigError
 
-__all__ = ["TransformerConfig", "FFN_KINDS", "NORM_KINDS"]
+__all__ = ["FFN_KINDS", "NORM_KINDS", "PRECISIONS", "TransformerConfig"]
 
 #: MLP kinds: "gelu" = two matrices h->f->h with GELU; "swiglu" = three
 #: matrices (gate and up h->f, down f->h), Shazeer 2020 "GLU Variants Improve Transformer"
@@ -30,6 +30,9 @@ FFN_KINDS = ("gelu", "swiglu")
 #: normalisation layers: LayerNorm has a weight and a bias (2h parameters),
 #: RMSNorm a weight only (h parameters)
 NORM_KINDS = ("layernorm", "rmsnorm")
+#: numeric precision of the matrix products: "bf16" (mixed precision, BF16/FP16 everywhere) or
+#: "fp8" (Transformer Engine style: FP8 matrix products of the layers, BF16 elsewhere)
+PRECISIONS = ("bf16", "fp8")
 
 
 def _is_int(value: Any) -> bool:
@@ -73,6 +76,11 @@ class TransformerConfig:
     micro_batch: int = 1
     #: bytes per weight and per activation element (2 for bf16 / fp16)
     precision_bytes: int = 2
+    #: dropout layers (GPT: after attention, softmax and MLP; Llama: none): their masks are
+    #: stored and their kernels run
+    dropout: bool = True
+    #: "bf16" or "fp8" (:data:`PRECISIONS`)
+    precision: str = "bf16"
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
@@ -90,6 +98,8 @@ class TransformerConfig:
             raise ModelConfigError(f"{self.name}: ffn_kind must be one of {', '.join(FFN_KINDS)}, got {self.ffn_kind!r}")
         if self.norm not in NORM_KINDS:
             raise ModelConfigError(f"{self.name}: norm must be one of {', '.join(NORM_KINDS)}, got {self.norm!r}")
+        if self.precision not in PRECISIONS:
+            raise ModelConfigError(f"{self.name}: precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}")
         if self.hidden_size % self.attention_heads:
             raise ModelConfigError(
                 f"{self.name}: attention_heads ({self.attention_heads}) must divide hidden_size ({self.hidden_size})"
@@ -115,7 +125,7 @@ class TransformerConfig:
         """Weight matrices of the MLP: 2 (GELU) or 3 (SwiGLU)."""
         return 3 if self.ffn_kind == "swiglu" else 2
 
-    def with_changes(self, **changes: Any) -> "TransformerConfig":
+    def with_changes(self, **changes: Any) -> TransformerConfig:
         """A copy with some fields replaced (validated again)."""
         unknown = set(changes) - {f.name for f in fields(self)}
         if unknown:

@@ -35,28 +35,28 @@ from piper.core.errors import ModelConfigError
 from piper.frontend.config import TransformerConfig
 
 __all__ = [
-    "RECOMPUTE_KINDS",
     "OPTIMIZER_STATE_BYTES",
+    "RECOMPUTE_KINDS",
     "LayerParams",
-    "layer_params",
-    "embedding_params",
-    "final_norm_params",
-    "head_params",
-    "model_params",
-    "layer_forward_flops",
+    "allreduce_bytes_per_device",
     "attention_core_forward_flops",
+    "embedding_activation_bytes",
+    "embedding_params",
+    "final_norm_activation_bytes",
+    "final_norm_params",
+    "hardware_flops_per_iteration",
+    "head_activation_bytes",
     "head_forward_flops",
+    "head_params",
+    "layer_activation_bytes",
+    "layer_forward_flops",
+    "layer_params",
+    "layer_tp_collectives",
     "layer_train_flops",
     "model_flops_per_iteration",
-    "hardware_flops_per_iteration",
+    "model_params",
     "sc21_flops_per_iteration",
     "sc21_params",
-    "layer_activation_bytes",
-    "embedding_activation_bytes",
-    "final_norm_activation_bytes",
-    "head_activation_bytes",
-    "allreduce_bytes_per_device",
-    "layer_tp_collectives",
 ]
 
 #: activation recomputation kinds: none, selective ([K22] Section 5), full (every layer keeps only its input)
@@ -210,38 +210,44 @@ def sc21_flops_per_iteration(cfg: TransformerConfig, global_batch: int) -> float
 # ---------------------------------------------------------------------------------
 
 
-def _layer_activation_terms(cfg: TransformerConfig) -> tuple[float, float, float]:
+def _layer_activation_terms(cfg: TransformerConfig, flash_attention: bool = False) -> tuple[float, float, float]:
     """([K22] Section 4.1, in units of s*b*h bytes) the replicated part, the
     tensor-parallel part, and the core-attention part of one layer's activations.
 
-    [K22] with p = 2 and r = 1, f = 4h: 10, 24 and 5as/h. Generalised:
+    [K22] with p = 2, r = 1, f = 4h and dropout: 10, 24 and 5as/h. Generalised, tensor by tensor:
 
-    * replicated: two LayerNorm inputs 2p, QKV input p, MLP input p, two
-      1-byte dropout masks: 4p + 2 (= 10);
-    * split by t: Q p, K and V p*r each, output-projection input p, and the
-      MLP's inner tensors: GELU's input and output 2pf/h (= 16 at f = 4h);
-      SwiGLU's gate and up outputs (its input) and the product (the down
-      projection's input) 3pf/h. Total p(2 + 2r) + (2 or 3)pf/h (= 24);
-    * core attention, split by t: softmax output p, its 1-byte dropout mask,
-      dropout output p per a*s^2*b: (2p + 1)as/h (= 5as/h). The same for GQA
-      (every query head has its own scores).
-
-    Dropout masks are counted as in [K22] even for models trained without
-    dropout (Llama): at most 2sbh + as^2b bytes too many.
+    * replicated: the two norms' inputs 2p, the inputs of QKV and FC1 2q (q = p, or 1 byte
+      under FP8: Transformer Engine keeps the FP8 copy of a product's input for its weight
+      gradient), and with dropout the two 1-byte dropout masks: 2p + 2q + 2 (= 10);
+    * split by t: Q p, K and V p*r each, the output projection's input q, and the MLP's inner
+      tensors: GELU's input p f/h and output (FC2's input) q f/h; SwiGLU's gate and up outputs
+      2p f/h and their product q f/h. Total p(1 + 2r) + q + (p + q or 2p + q) f/h (= 24);
+    * core attention, split by t (as/h per s*b*h): the softmax output p, and with dropout its
+      1-byte mask and the dropout output p: (2p + 1) as/h (= 5as/h), p as/h without dropout.
+      The same for GQA (every query head has its own scores). With fused (flash) attention no
+      score tensor is kept, only the fp32 log-sum-exp per query and head: 4a/h (the output
+      is the projection's input, counted above).
     """
     p, h = cfg.precision_bytes, cfg.hidden_size
+    q = 1.0 if cfg.precision == "fp8" else float(p)
     r = cfg.kv_heads / cfg.attention_heads
-    replicated = 4 * p + 2
-    mlp = (3 if cfg.ffn_kind == "swiglu" else 2) * p * cfg.ffn_hidden_size / h
-    split = p * (2 + 2 * r) + mlp
-    core = (2 * p + 1) * cfg.attention_heads * cfg.seq_length / h
+    drop = 1.0 if cfg.dropout else 0.0
+    replicated = 2 * p + 2 * q + 2 * drop
+    ratio = cfg.ffn_hidden_size / h
+    mlp = (2 * p + q if cfg.ffn_kind == "swiglu" else p + q) * ratio
+    split = p * (1 + 2 * r) + q + mlp
+    if flash_attention:
+        core = 4.0 * cfg.attention_heads / h
+    else:
+        core = (2 * p + 1 if cfg.dropout else p) * cfg.attention_heads * cfg.seq_length / h
     return replicated, split, core
 
 
-def layer_activation_bytes(cfg: TransformerConfig, t: int, recompute: str, sequence_parallel: bool) -> float:
+def layer_activation_bytes(cfg: TransformerConfig, t: int, recompute: str, sequence_parallel: bool,
+                           flash_attention: bool = False) -> float:
     """Activation bytes one layer keeps per micro-batch in flight, on each of t devices.
 
-    [K22] Table 2 (with p = 2, r = 1, f = 4h):
+    [K22] Table 2 (with p = 2, r = 1, f = 4h, dropout, no flash attention):
 
     ===============  ================================  ======================
     recompute        no sequence parallelism           sequence parallelism
@@ -251,14 +257,17 @@ def layer_activation_bytes(cfg: TransformerConfig, t: int, recompute: str, seque
     full             2sbh (p sbh: the layer input)     2sbh/t
     ===============  ================================  ======================
 
-    Full recomputation's transient (one layer's activations rebuilt during
-    its backward pass) is not counted.
+    adjusted to the model by :func:`_layer_activation_terms` (no masks without dropout, flash
+    attention's log-sum-exp instead of the scores, FP8 inputs of the products). Selective
+    recomputation keeps flash attention's log-sum-exp (it recomputes the kernel anyway).
+    Full recomputation's transient (one layer's activations rebuilt during its backward
+    pass) is not counted.
     """
     _check_recompute(recompute)
     sbh = cfg.seq_length * cfg.micro_batch * cfg.hidden_size
     if recompute == "full":
         return cfg.precision_bytes * sbh / (t if sequence_parallel else 1)
-    replicated, split, core = _layer_activation_terms(cfg)
+    replicated, split, core = _layer_activation_terms(cfg, flash_attention)
     keep_core = core if recompute == "none" else 0.0
     if sequence_parallel:
         return sbh * (replicated + split + keep_core) / t
@@ -266,7 +275,10 @@ def layer_activation_bytes(cfg: TransformerConfig, t: int, recompute: str, seque
 
 
 def embedding_activation_bytes(cfg: TransformerConfig, t: int, sequence_parallel: bool) -> float:
-    """The embedding's output dropout mask, 1 byte per element: sbh ([K22] Section 4.3; /t with sequence parallelism)."""
+    """The embedding's output dropout mask, 1 byte per element: sbh ([K22] Section 4.3; /t with
+    sequence parallelism); 0 for a model without dropout."""
+    if not cfg.dropout:
+        return 0.0
     sbh = cfg.seq_length * cfg.micro_batch * cfg.hidden_size
     return sbh / (t if sequence_parallel else 1)
 

@@ -21,28 +21,49 @@ Sources (vendor datasheets, by name):
 * NVIDIA DGX H100 / DGX H200 / DGX B200 datasheets: 8 GPUs, 8 x 400 Gb/s
   ConnectX-7 (InfiniBand NDR) = 400 Gb/s = 50e9 bytes/s per GPU.
 
-Memory is the datasheet's decimal gigabytes (10^9 bytes); a real 80 GB part
-exposes about 80 GiB, so this is slightly conservative. Pass your own
-numbers with a JSON file (:func:`hardware_from_file`) or overrides.
+* HBM bandwidth (datasheets): A100 40 GB 1,555 GB/s, A100 80 GB SXM 2,039 GB/s, H100 SXM
+  3.35 TB/s, H200 4.8 TB/s, B200 8 TB/s. FP8 dense peaks: H100/H200 1,979 TFLOP/s (3,958 with
+  sparsity), B200 4.5 PFLOP/s; A100 has no FP8 tensor cores (``peak_flops_fp8`` None).
+* Memory: what programs see, ``nvidia-smi``'s memory.total: 40,960 / 81,920 MiB (A100),
+  81,559 MiB (H100 SXM), 143,771 MiB (H200), 183,359 MiB (B200, approximate).
+* ``memory_efficiency``: streaming kernels reach about 85% (A100) and 90% (H100 and later) of
+  the HBM bandwidth (BabelStream-style measurements; approximate, not fitted).
+* ``gemm_efficiency`` (e_max) and ``gemm_half_dim`` (d0): FITTED on the published rows
+  (``python -m experiments.validate``, docs/results/validation.md): A100 on SC'21 Table 1
+  gives e_max 0.733, d0 113 (the catalog's 0.75 / 48 are the starting values); H100's fit
+  (0.92 / 852) is not trusted (see the validation report), so the catalog keeps 0.70 / 48.
+* ``flash_attention_efficiency``: Dao, FlashAttention-2 (2023): 50-73% of A100 peak (0.60);
+  Shah et al., FlashAttention-3 (2024): up to 75% of H100 peak forward, less backward (0.50).
+* Collectives (per node type): bus-bandwidth efficiency = nccl-tests busbw / link bandwidth
+  (NVIDIA/nccl-tests doc/PERFORMANCE.md defines busbw): about 230 of 300 GB/s NVLink on DGX
+  A100 (0.78) and 360 of 450 on DGX H100 (0.80); 0.90-0.92 of the InfiniBand links between
+  nodes; latencies 15 us (NVLink) and 30 us (network) per collective. Approximate published
+  figures, not fitted. ``kernel_overhead_s`` 5 us per kernel (launch and tail).
+
+Pass your own numbers with a JSON file (:func:`hardware_from_file`, any field of
+:class:`Hardware`; a bad field is one line naming it) or overrides.
 """
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
 from piper.core.errors import HardwareError
+from piper.core.limits import MAX_COUNT, MAX_MAGNITUDE, MIN_POSITIVE
+from piper.io.jsonfile import read_json
 
 __all__ = [
-    "Accelerator",
-    "NodeType",
-    "Hardware",
     "ACCELERATORS",
     "ALIASES",
+    "COLLECTIVES",
+    "LINKS",
     "NODE_TYPES",
+    "Accelerator",
+    "Hardware",
+    "NodeType",
     "accelerator",
     "hardware",
     "hardware_from_file",
@@ -51,13 +72,26 @@ __all__ = [
 
 @dataclass(frozen=True)
 class Accelerator:
-    """One device: its peak dense bf16 compute (FLOP/s) and memory (bytes)."""
+    """One device: peaks, memory, and the efficiency curves of its kernels (see the module
+    docstring for every number's source)."""
 
     name: str
+    #: dense BF16 tensor-core peak, FLOP/s
     peak_flops: float
+    #: memory exposed to programs (``nvidia-smi`` memory.total), bytes
     memory_bytes: float
     #: the node type it ships in by default (a key of :data:`NODE_TYPES`)
     default_node: str
+    #: dense FP8 tensor-core peak, FLOP/s (None: no FP8 tensor cores)
+    peak_flops_fp8: float | None
+    #: HBM bandwidth, bytes/s (datasheet)
+    memory_bandwidth: float
+    #: achieved fraction of the HBM bandwidth by streaming element-wise kernels
+    memory_efficiency: float
+    #: e_max: the fraction of peak a large matrix product reaches (fitted: see module docstring)
+    gemm_efficiency: float
+    #: fraction of peak of fused (flash) attention, forward and backward
+    flash_attention_efficiency: float
 
 
 @dataclass(frozen=True)
@@ -73,11 +107,11 @@ class NodeType:
 
 
 ACCELERATORS: dict[str, Accelerator] = {
-    "a100-40gb": Accelerator("a100-40gb", 312e12, 40e9, "dgx-a100"),
-    "a100-80gb": Accelerator("a100-80gb", 312e12, 80e9, "dgx-a100"),
-    "h100-sxm-80gb": Accelerator("h100-sxm-80gb", 989e12, 80e9, "dgx-h100"),
-    "h200": Accelerator("h200", 989e12, 141e9, "dgx-h200"),
-    "b200": Accelerator("b200", 2.25e15, 180e9, "dgx-b200"),
+    "a100-40gb": Accelerator("a100-40gb", 312e12, 40960 * 2**20, "dgx-a100", None, 1555e9, 0.85, 0.75, 0.60),
+    "a100-80gb": Accelerator("a100-80gb", 312e12, 81920 * 2**20, "dgx-a100", None, 2039e9, 0.85, 0.75, 0.60),
+    "h100-sxm-80gb": Accelerator("h100-sxm-80gb", 989e12, 81559 * 2**20, "dgx-h100", 1979e12, 3350e9, 0.90, 0.70, 0.50),
+    "h200": Accelerator("h200", 989e12, 143771 * 2**20, "dgx-h200", 1979e12, 4800e9, 0.90, 0.70, 0.50),
+    "b200": Accelerator("b200", 2.25e15, 183359 * 2**20, "dgx-b200", 4.5e15, 8000e9, 0.90, 0.70, 0.50),
 }
 ALIASES: dict[str, str] = {"h100": "h100-sxm-80gb"}
 
@@ -88,10 +122,29 @@ NODE_TYPES: dict[str, NodeType] = {
     "dgx-b200": NodeType("dgx-b200", 8, 900e9, 50e9),
 }
 
+#: collectives priced per link: bus-bandwidth efficiency = achieved nccl-tests busbw / link bandwidth
+COLLECTIVES = ("all_reduce", "reduce_scatter", "all_gather", "p2p")
+#: link kinds
+LINKS = ("nvlink", "network")
+
+#: fields that may be absent (None) in a Hardware
+_OPTIONAL = {"peak_flops_fp8", "memory_bandwidth"}
+#: fields that are fractions in (0, 1]
+_FRACTIONS = {"memory_efficiency", "gemm_efficiency", "flash_attention_efficiency",
+              *(f"{link}_{c}_efficiency" for link in LINKS for c in COLLECTIVES)}
+#: fields that are >= 0 (latencies, a dimension)
+_NON_NEGATIVE = {"gemm_half_dim", "nvlink_latency_s", "network_latency_s", "kernel_overhead_s"}
+
 
 @dataclass(frozen=True)
 class Hardware:
-    """The numbers the cost model uses: one accelerator kind in nodes of ``devices_per_node``."""
+    """The numbers the cost model uses: one accelerator kind in nodes of ``devices_per_node``.
+
+    Only the first six fields are required; the others default to an *ideal* device (every
+    kernel at the given efficiency, no latency, element-wise operations free when
+    ``memory_bandwidth`` is None), so a hand-made Hardware prices FLOPs and bytes only.
+    The catalog (:func:`hardware`) fills every field from the sources of the module docstring.
+    """
 
     name: str
     #: peak dense bf16 FLOP/s of one device
@@ -103,19 +156,55 @@ class Hardware:
     nvlink_bandwidth: float
     #: network bytes/s per device and direction
     network_bandwidth: float
+    #: peak dense FP8 FLOP/s (None: the device has no FP8 tensor cores; ``--precision fp8`` is refused)
+    peak_flops_fp8: float | None = None
+    #: HBM bytes/s (None: element-wise operations are not priced)
+    memory_bandwidth: float | None = None
+    #: achieved fraction of ``memory_bandwidth`` by element-wise kernels
+    memory_efficiency: float = 1.0
+    #: e_max, the fraction of peak a large matrix product reaches
+    gemm_efficiency: float = 1.0
+    #: d0 of the shape factor prod_x x / (x + d0) over a product's m, n, k (0: no shape penalty)
+    gemm_half_dim: float = 0.0
+    #: fraction of peak of fused (flash) attention kernels
+    flash_attention_efficiency: float = 1.0
+    #: fixed time per kernel launch, seconds (0: none)
+    kernel_overhead_s: float = 0.0
+    nvlink_all_reduce_efficiency: float = 1.0
+    nvlink_reduce_scatter_efficiency: float = 1.0
+    nvlink_all_gather_efficiency: float = 1.0
+    nvlink_p2p_efficiency: float = 1.0
+    network_all_reduce_efficiency: float = 1.0
+    network_reduce_scatter_efficiency: float = 1.0
+    network_all_gather_efficiency: float = 1.0
+    network_p2p_efficiency: float = 1.0
+    #: time of one collective or send that moves no bytes, seconds, per link kind
+    nvlink_latency_s: float = 0.0
+    network_latency_s: float = 0.0
 
     def __post_init__(self) -> None:
         for f in fields(self):
             value = getattr(self, f.name)
             if f.name == "name":
+                if not isinstance(value, str) or not value:
+                    raise HardwareError(f"hardware: name must be a non-empty string, got {value!r}")
                 continue
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+            if value is None and f.name in _OPTIONAL:
+                continue
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+                raise HardwareError(f"hardware {self.name}: {f.name} must be a finite number, got {value!r}")
+            if f.name in _NON_NEGATIVE:
+                if value < 0:
+                    raise HardwareError(f"hardware {self.name}: {f.name} must be >= 0, got {value!r}")
+            elif value <= 0:
                 raise HardwareError(f"hardware {self.name}: {f.name} must be a positive number, got {value!r}")
+            if f.name in _FRACTIONS and value > 1:
+                raise HardwareError(f"hardware {self.name}: {f.name} must be in (0, 1], got {value!r}")
             if f.name == "devices_per_node" and (not float(value).is_integer()):
                 raise HardwareError(f"hardware {self.name}: devices_per_node must be a whole number, got {value!r}")
         object.__setattr__(self, "devices_per_node", int(self.devices_per_node))
 
-    def with_changes(self, **changes: Any) -> "Hardware":
+    def with_changes(self, **changes: Any) -> Hardware:
         """A copy with the given numbers replaced; ``None`` values are ignored."""
         known = {f.name for f in fields(self)}
         unknown = set(changes) - known
@@ -123,8 +212,48 @@ class Hardware:
             raise HardwareError(f"unknown hardware field(s): {', '.join(sorted(unknown))}; known: {', '.join(sorted(known))}")
         return replace(self, **{k: v for k, v in changes.items() if v is not None})
 
+    def collective_efficiency(self, link: str, collective: str) -> float:
+        """Bus-bandwidth efficiency of ``collective`` on ``link`` ("nvlink" or "network")."""
+        return float(getattr(self, f"{link}_{collective}_efficiency"))
+
+    def link_bandwidth(self, link: str) -> float:
+        return self.nvlink_bandwidth if link == "nvlink" else self.network_bandwidth
+
+    def link_latency_s(self, link: str) -> float:
+        return self.nvlink_latency_s if link == "nvlink" else self.network_latency_s
+
+    def peak(self, precision: str = "bf16") -> float:
+        """Peak dense FLOP/s of matrix products at ``precision`` ("bf16" or "fp8")."""
+        if precision == "fp8":
+            if self.peak_flops_fp8 is None:
+                raise HardwareError(f"hardware {self.name}: peak_flops_fp8 is not given (no FP8 tensor cores): "
+                                    "precision fp8 needs it")
+            return self.peak_flops_fp8
+        return self.peak_flops
+
     def to_dict(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+#: per node type: NCCL bus-bandwidth efficiencies and latencies (module docstring, "Collectives")
+_LINK_NUMBERS: dict[str, dict[str, float]] = {
+    "dgx-a100": dict(
+        nvlink_all_reduce_efficiency=0.78, nvlink_reduce_scatter_efficiency=0.78, nvlink_all_gather_efficiency=0.78,
+        nvlink_p2p_efficiency=0.75, network_all_reduce_efficiency=0.92, network_reduce_scatter_efficiency=0.92,
+        network_all_gather_efficiency=0.92, network_p2p_efficiency=0.90, nvlink_latency_s=15e-6,
+        network_latency_s=30e-6),
+    "dgx-h100": dict(
+        nvlink_all_reduce_efficiency=0.80, nvlink_reduce_scatter_efficiency=0.80, nvlink_all_gather_efficiency=0.80,
+        nvlink_p2p_efficiency=0.75, network_all_reduce_efficiency=0.90, network_reduce_scatter_efficiency=0.90,
+        network_all_gather_efficiency=0.90, network_p2p_efficiency=0.90, nvlink_latency_s=15e-6,
+        network_latency_s=30e-6),
+}
+_LINK_NUMBERS["dgx-h200"] = _LINK_NUMBERS["dgx-h100"]
+_LINK_NUMBERS["dgx-b200"] = _LINK_NUMBERS["dgx-h100"]
+#: fixed cost of one kernel launch on every catalog GPU, seconds (module docstring)
+KERNEL_OVERHEAD_S = 5e-6
+#: the shape factor's d0 on every catalog GPU (module docstring: fitted)
+GEMM_HALF_DIM = 48.0
 
 
 def accelerator(name: str) -> Accelerator:
@@ -151,6 +280,14 @@ def hardware(gpu: str = "a100-80gb", node: str | None = None, **overrides: Any) 
         devices_per_node=nt.devices_per_node,
         nvlink_bandwidth=nt.nvlink_bandwidth,
         network_bandwidth=nt.network_bandwidth,
+        peak_flops_fp8=acc.peak_flops_fp8,
+        memory_bandwidth=acc.memory_bandwidth,
+        memory_efficiency=acc.memory_efficiency,
+        gemm_efficiency=acc.gemm_efficiency,
+        gemm_half_dim=GEMM_HALF_DIM,
+        flash_attention_efficiency=acc.flash_attention_efficiency,
+        kernel_overhead_s=KERNEL_OVERHEAD_S,
+        **_LINK_NUMBERS[nt.name],
     )
     return hw.with_changes(**overrides)
 
@@ -162,20 +299,26 @@ def hardware_from_file(path: str | Path, **overrides: Any) -> Hardware:
     keys replace its numbers. Without ``"gpu"`` every number must be given.
     Example: ``{"gpu": "h100", "memory_bytes": 94e9, "network_bandwidth": 25e9}``.
     """
-    try:
-        raw = json.loads(Path(path).read_text())
-    except OSError as exc:
-        raise HardwareError(f"cannot read {path}: {exc.strerror or exc}") from None
-    except json.JSONDecodeError as exc:
-        raise HardwareError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno})") from None
+    raw = read_json(path, HardwareError, "hardware")
     if not isinstance(raw, dict):
         raise HardwareError(f"{path}: the hardware file must hold a JSON object")
     raw = dict(raw)
+    for key, value in raw.items():
+        if key in ("gpu", "node", "name"):
+            if not isinstance(value, str):
+                raise HardwareError(f"{path}: {key} must be a string, got {value!r:.60}")
+        elif (isinstance(value, (int, float)) and not isinstance(value, bool)
+              and not MIN_POSITIVE <= value <= (MAX_COUNT if key == "devices_per_node" else MAX_MAGNITUDE)):
+            top = MAX_COUNT if key == "devices_per_node" else f"{MAX_MAGNITUDE:g}"
+            raise HardwareError(f"{path}: {key} must be > 0 and <= {top}, got {value!r:.60}")
     gpu, node = raw.pop("gpu", None), raw.pop("node", None)
     if gpu is not None:
         base = hardware(str(gpu), None if node is None else str(node), **raw)
     else:
-        need = [f.name for f in fields(Hardware) if f.name != "name" and f.name not in raw]
+        import dataclasses
+
+        need = [f.name for f in fields(Hardware)
+                if f.name != "name" and f.default is dataclasses.MISSING and f.name not in raw]
         if need:
             raise HardwareError(f"{path}: without \"gpu\" the file must give {', '.join(need)}")
         extra = set(raw) - {f.name for f in fields(Hardware)}

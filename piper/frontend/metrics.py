@@ -47,7 +47,8 @@ def plan_metrics(cfg: Any, hw: Any, setup: TrainingSetup, problem: Any, plan: An
     return {
         "devices_used": devices,
         "devices": problem.devices,
-        "stages": len(plan.stages),
+        "stages": plan.groups,
+        "virtual_stages": plan.schedule.virtual_stages,
         "batch_time_s": batch_time if ok else None,
         "tps_s": score.tps if math.isfinite(score.tps) else None,
         "tokens_per_s": tokens / batch_time if ok else None,

@@ -28,7 +28,7 @@ from piper.core.errors import ModelConfigError
 from piper.frontend.config import TransformerConfig
 from piper.frontend.hf import load_hf_config
 
-__all__ = ["PRESETS", "preset", "preset_names", "load_model", "MEGATRON_TABLE1"]
+__all__ = ["MEGATRON_TABLE1", "PRESETS", "load_model", "preset", "preset_names"]
 
 #: SC'21 Table 1 rows: name -> (attention heads, hidden size, layers, published parameters in billions)
 MEGATRON_TABLE1: dict[str, tuple[int, int, int, float]] = {
@@ -57,7 +57,7 @@ def _llama(name: str, layers: int, hidden: int, heads: int, kv: int, ffn: int, v
     return TransformerConfig(
         name=name, layers=layers, hidden_size=hidden, attention_heads=heads, kv_heads=kv,
         ffn_hidden_size=ffn, vocab_size=vocab, seq_length=seq, ffn_kind="swiglu",
-        norm="rmsnorm", linear_bias=False, learned_positions=False, tied_embeddings=False,
+        norm="rmsnorm", linear_bias=False, learned_positions=False, tied_embeddings=False, dropout=False,
     )
 
 

@@ -39,7 +39,8 @@ def model_summary(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup) ->
         "hardware_flops_per_iteration": hw_flops,
         "hardware_flops_recompute": setup.recompute,
         "sc21_flops_per_iteration": costs.sc21_flops_per_iteration(cfg, setup.global_batch),
-        "compute_bound_iteration_s": hw_flops / (devices * hw.peak_flops * setup.efficiency),
+        # the FLOPs at e_max of the peak on every device (no communication, no memory-bound kernels)
+        "compute_bound_iteration_s": hw_flops / (devices * hw.peak_flops * (setup.efficiency or hw.gemm_efficiency)),
         "global_batch": setup.global_batch,
         "micro_batch": cfg.micro_batch,
         "microbatches": setup.global_batch // cfg.micro_batch,

@@ -27,7 +27,7 @@ from __future__ import annotations
 from piper.core.errors import FrontendError
 from piper.frontend.costs import RECOMPUTE_KINDS
 
-__all__ = ["SP_SUFFIX", "tmpc_id", "parse_tmpc_id", "tmpc_ids"]
+__all__ = ["SP_SUFFIX", "parse_tmpc_id", "tmpc_id", "tmpc_ids"]
 
 SP_SUFFIX = "+sp"
 

@@ -48,10 +48,28 @@ from piper.core.errors import FrontendError
 from piper.frontend import costs
 from piper.frontend.config import TransformerConfig
 from piper.frontend.hardware import Hardware
+from piper.frontend.operations import (
+    Kernels,
+    node_ops,
+    ops_time_s,
+    optimizer_step_time_s,
+)
 from piper.frontend.tmpc import parse_tmpc_id, tmpc_ids
 
 __all__ = [
-    "TrainingSetup", "tensor_parallel_degrees", "all_reduce_factor", "build_workload", "model_record", "node_costs", "NodeCost",
+    "DEFAULT_MEMORY_RESERVE_FRACTION",
+    "NodeCost",
+    "TrainingSetup",
+    "all_reduce_factor",
+    "build_workload",
+    "effective_hardware",
+    "model_record",
+    "node_costs",
+    "node_params_per_device",
+    "p2p_bytes_per_device",
+    "resync_bandwidths",
+    "resync_overlap_s",
+    "tensor_parallel_degrees",
 ]
 
 KINDS = ("embedding", "transformer", "final_norm", "output_head")
@@ -63,37 +81,77 @@ NODE_NAMES = {
 }
 
 
+#: the memory kept back per device by default, as a fraction of its capacity: the CUDA context
+#: and library workspaces (cuBLAS, Transformer Engine: about 0.5-1 GB), NCCL's buffers for the
+#: tensor-, pipeline- and data-parallel communicators (NCCL_BUFFSIZE 4 MiB per channel and peer:
+#: a few hundred MB each) and the caching allocator's fragmentation (reserved - allocated, a few
+#: percent of what a Megatron-LM run allocates). 7.5% is 6.4 GB of an 80 GiB device.
+DEFAULT_MEMORY_RESERVE_FRACTION = 0.075
+#: Transformer Engine's default FP8 recipe keeps an amax history of 1,024 steps
+#: (``DelayedScaling(amax_history_len=1024)``), fp32, for the input, weight and gradient of each product
+FP8_AMAX_HISTORY = 1024
+
+
 @dataclass(frozen=True)
 class TrainingSetup:
-    """How the model is trained, beyond the model and the hardware."""
+    """How the model is trained, beyond the model and the hardware. The defaults are
+    Megatron-LM's (``megatron/training/arguments.py``) where it has one."""
 
     #: number of nodes (servers) of ``Hardware.devices_per_node`` devices
     nodes: int = 1
     #: sequences per iteration (the global batch)
     global_batch: int = 2048
-    #: fraction of peak FLOP/s the layers reach. 0.5 by default: Megatron-LM
-    #: reached 44-52% of A100 peak on the GPT models of [SC21] Table 1.
-    efficiency: float = 0.5
-    #: shard fp32 master weights and Adam state over data-parallel replicas (ZeRO-1)
+    #: e_max override: the fraction of peak a large matrix product reaches (None: the hardware's
+    #: ``gemm_efficiency``)
+    efficiency: float | None = None
+    #: shard fp32 master weights and Adam state over data-parallel replicas (ZeRO-1, ``--use-distributed-optimizer``)
     distributed_optimizer: bool = True
-    #: bytes per gradient element: 2 (bf16, [ZeRO]'s accounting) or 4 (fp32 accumulation)
-    grad_bytes: int = 2
-    #: bytes per device kept back from the planner (framework, fragmentation)
-    memory_reserve_bytes: float = 0.0
+    #: bytes per gradient element: 4 (Megatron-LM accumulates and reduces BF16 gradients in fp32:
+    #: ``accumulate_allreduce_grads_in_fp32`` is forced for ``--bf16``) or 2 (FP16, ``--grad-reduce-in-bf16``)
+    grad_bytes: int = 4
+    #: bytes per device kept back from the planner (None: :data:`DEFAULT_MEMORY_RESERVE_FRACTION` of the memory)
+    memory_reserve_bytes: float | None = None
     #: recomputation assumed for the reported hardware FLOPs (the workload offers all kinds)
     recompute: str = "full"
+    #: fused (flash) attention (Transformer Engine's default in Megatron-Core; SC'21 had none)
+    flash_attention: bool = True
+    #: ``--tp-comm-overlap``: sequence-parallel collectives overlapped with their products
+    tp_comm_overlap: bool = False
+    #: ``--overlap-grad-reduce``: the gradient reduce-scatter (all-reduce) runs during the last
+    #: micro-batch's backward pass (workload key ``resyncOverlapTime``)
+    overlap_grad_reduce: bool = False
+    #: ``--overlap-param-gather``: the weight all-gather runs during the first micro-batch's forward pass
+    overlap_param_gather: bool = False
+    #: each tensor-parallel rank sends only its 1/t of a stage's output ([SC21] Section 4.1's
+    #: scatter/gather; Megatron-Core does this only with sequence parallelism)
+    pipeline_scatter_gather: bool = False
+    #: shard the gradients too (ZeRO stage 2; FSDP without resharding the weights): each device
+    #: keeps 1/d of the gradient buffer (``memoryUsageShardedB``)
+    shard_gradients: bool = False
+    #: write the optimizer step's time (workload keys ``stepTime`` / ``stepTimeSharded``, which
+    #: the DP and the exact models do not honour yet: off for workloads meant for solvers)
+    optimizer_step: bool = False
 
     def __post_init__(self) -> None:
         for name in ("nodes", "global_batch", "grad_bytes"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise FrontendError(f"{name} must be a whole number >= 1, got {value!r}")
-        if not 0 < self.efficiency <= 1:
+        if self.efficiency is not None and not 0 < self.efficiency <= 1:
             raise FrontendError(f"efficiency must be in (0, 1], got {self.efficiency!r}")
-        if self.memory_reserve_bytes < 0:
+        if self.memory_reserve_bytes is not None and self.memory_reserve_bytes < 0:
             raise FrontendError(f"memory reserve must be >= 0 bytes, got {self.memory_reserve_bytes!r}")
         if self.recompute not in costs.RECOMPUTE_KINDS:
             raise FrontendError(f"recompute must be one of {', '.join(costs.RECOMPUTE_KINDS)}, got {self.recompute!r}")
+
+    def reserve_bytes(self, hw: Hardware) -> float:
+        """The memory kept back per device, bytes."""
+        if self.memory_reserve_bytes is None:
+            return DEFAULT_MEMORY_RESERVE_FRACTION * hw.memory_bytes
+        return float(self.memory_reserve_bytes)
+
+    def kernels(self) -> Kernels:
+        return Kernels(flash_attention=self.flash_attention, tp_comm_overlap=self.tp_comm_overlap)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -139,58 +197,114 @@ class NodeCost:
     state_bytes: float
     sharded_state_bytes: float
     gradient_bytes: float
+    #: forward / backward (with recomputation) time of one micro-batch, seconds
+    forward_s: float = 0.0
+    backward_s: float = 0.0
+    #: bytes each device sends per pipeline transfer of this node's input or output
+    p2p_bytes: float = 0.0
+    #: the optimizer step over this node's parameters on one device, seconds per iteration (unsharded)
+    step_s: float = 0.0
+
+
+def effective_hardware(hw: Hardware, setup: TrainingSetup) -> Hardware:
+    """``hw`` with the setup's e_max override applied."""
+    return hw if setup.efficiency is None else hw.with_changes(gemm_efficiency=setup.efficiency)
+
+
+def node_params_per_device(cfg: TransformerConfig, kind: str, t: int) -> float:
+    """Parameters of a node held by each of t tensor-parallel devices."""
+    h = cfg.hidden_size
+    if kind == "transformer":
+        return costs.layer_params(cfg).per_device(t)
+    if kind == "embedding":
+        return cfg.vocab_size * h / t + (cfg.seq_length * h if cfg.learned_positions else 0)
+    if kind == "final_norm":
+        return float(costs.final_norm_params(cfg))
+    return cfg.vocab_size * h / t
+
+
+def p2p_bytes_per_device(cfg: TransformerConfig, setup: TrainingSetup, t: int, sp: bool) -> float:
+    """Bytes each device of a stage sends (or receives) per pipeline transfer: the p b s h
+    activation, split t ways with sequence parallelism or [SC21]'s scatter/gather."""
+    whole = cfg.precision_bytes * cfg.micro_batch * cfg.seq_length * cfg.hidden_size
+    return whole / t if ((sp and t > 1) or setup.pipeline_scatter_gather) else whole
 
 
 def node_costs(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup, kind: str, t: int) -> list[NodeCost]:
     """The TMPCs of a node of ``kind`` at degree t, in the order written to the workload."""
     if kind not in KINDS:
         raise FrontendError(f"unknown node kind {kind!r}")
-    b, s, h, p = cfg.micro_batch, cfg.seq_length, cfg.hidden_size, cfg.precision_bytes
-    activation_message = p * b * s * h
-    speed = t * hw.peak_flops * setup.efficiency
+    hw = effective_hardware(hw, setup)
+    p = cfg.precision_bytes
+    kernels = setup.kernels()
     ids = tmpc_ids(t) if kind == "transformer" else tmpc_ids(t, ("none",))
-    if kind == "transformer":
-        params = costs.layer_params(cfg).per_device(t)
-    elif kind == "embedding":
-        params = cfg.vocab_size * h / t + (s * h if cfg.learned_positions else 0)
-    elif kind == "final_norm":
-        params = float(costs.final_norm_params(cfg))
-    else:
-        params = cfg.vocab_size * h / t
+    params = node_params_per_device(cfg, kind, t)
+    fp8_extra = 0.0
+    if kind == "transformer" and cfg.precision == "fp8":
+        # the FP8 copy of every product weight and its transpose (1 + 1 byte) plus the amax history
+        fp8_extra = 2.0 * costs.layer_params(cfg).matmul / t + 4 * 3 * 4 * FP8_AMAX_HISTORY * 4
     out = []
     for tid in ids:
         recompute, sp = parse_tmpc_id(tid)
+        ops = node_ops(kind, cfg, hw, t, recompute, sp, kernels)
         if kind == "transformer":
-            flops = costs.layer_train_flops(cfg, recompute)
-            collectives = costs.layer_tp_collectives(recompute)
-            act = costs.layer_activation_bytes(cfg, t, recompute, sp)
+            act = costs.layer_activation_bytes(cfg, t, recompute, sp, setup.flash_attention)
         elif kind == "embedding":
-            flops, collectives = 0.0, 1
             act = costs.embedding_activation_bytes(cfg, t, sp)
         elif kind == "final_norm":
-            flops, collectives = 0.0, 0
             act = costs.final_norm_activation_bytes(cfg, t, sp)
         else:
-            flops, collectives = 3 * costs.head_forward_flops(cfg), 1
             act = costs.head_activation_bytes(cfg, t, sp)
-        compute = b * flops / speed
-        comm = collectives * costs.allreduce_bytes_per_device(activation_message, t) / hw.nvlink_bandwidth
+        comm = ops_time_s(ops, kind="comm")
+        total = ops_time_s(ops)
         optimizer = costs.OPTIMIZER_STATE_BYTES * params
-        state = (p + setup.grad_bytes) * params + (0.0 if setup.distributed_optimizer else optimizer)
+        grads = setup.grad_bytes * params
+        if setup.distributed_optimizer and setup.shard_gradients:
+            optimizer += grads
+            grads = 0.0
+        state = p * params + grads + fp8_extra + (0.0 if setup.distributed_optimizer else optimizer)
         out.append(
             NodeCost(
                 tmpc_id=tid,
-                time_per_sample_s=compute + comm,
-                compute_s=compute,
+                time_per_sample_s=total,
+                compute_s=total - comm,
                 communication_s=comm,
                 params_per_device=params,
                 activation_bytes=act,
                 state_bytes=state,
                 sharded_state_bytes=optimizer if setup.distributed_optimizer else 0.0,
                 gradient_bytes=setup.grad_bytes * params,
+                forward_s=ops_time_s(ops, phase="forward"),
+                backward_s=ops_time_s(ops, phase="backward") + ops_time_s(ops, phase="recompute"),
+                p2p_bytes=p2p_bytes_per_device(cfg, setup, t, sp),
+                step_s=optimizer_step_time_s(hw, params, p, setup.grad_bytes),
             )
         )
     return out
+
+
+def resync_overlap_s(cost: NodeCost, setup: TrainingSetup) -> float:
+    """``resyncOverlapTime``: the part of one micro-batch of this node during which the stage's
+    data-parallel resync can run (its backward pass with ``--overlap-grad-reduce``, its forward
+    pass with ``--overlap-param-gather``), seconds."""
+    return (cost.backward_s if setup.overlap_grad_reduce else 0.0) + (cost.forward_s if setup.overlap_param_gather else 0.0)
+
+
+def resync_bandwidths(hw: Hardware, setup: TrainingSetup, t_max: int = 1) -> tuple[float, float]:
+    """(B, B_in): the achieved bus bandwidth of the data-parallel collective between nodes and inside
+    one (reduce-scatter with the distributed optimizer, all-reduce without), bytes/s per device.
+
+    Between nodes a data-parallel ring of a layout with tensor-parallel degree t has G/t members
+    in each node and the t rings of a node share its G network links, so each device's share
+    is G/t links' worth, at most its NVLink (NCCL spreads a ring's channels over every NIC of
+    the node; nccl-tests reports a bus bandwidth near the node's total network bandwidth for an
+    all-reduce over all the GPUs of several nodes). The workload's B holds for every degree it
+    offers: G/t_max links (one link when t_max = G, the SC'21 and Llama 3 layouts)."""
+    coll = "reduce_scatter" if setup.distributed_optimizer else "all_reduce"
+    links = max(1.0, hw.devices_per_node / t_max)
+    network = min(hw.nvlink_bandwidth, hw.network_bandwidth * links)
+    return (network * hw.collective_efficiency("network", coll),
+            hw.nvlink_bandwidth * hw.collective_efficiency("nvlink", coll))
 
 
 def _chain(cfg: TransformerConfig) -> list[tuple[str, int]]:
@@ -220,6 +334,8 @@ def model_record(cfg: TransformerConfig, setup: TrainingSetup) -> dict[str, Any]
         "learnedPositions": cfg.learned_positions,
         "tiedEmbeddings": cfg.tied_embeddings,
         "precisionBytes": cfg.precision_bytes,
+        "precision": cfg.precision,
+        "dropout": cfg.dropout,
         "microBatch": cfg.micro_batch,
         "globalBatch": setup.global_batch,
         "distributedOptimizer": setup.distributed_optimizer,
@@ -227,49 +343,79 @@ def model_record(cfg: TransformerConfig, setup: TrainingSetup) -> dict[str, Any]
     }
 
 
-def build_workload(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup | None = None) -> dict[str, Any]:
+def build_workload(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup | None = None,
+                   degrees: tuple[int, ...] | None = None, recompute: tuple[str, ...] | None = None) -> dict[str, Any]:
     """The workload JSON object (loadable by :func:`piper.load_problem` with ``strict=True``:
-    only keys of docs/problem.md version 2, plus the top-level ``name`` and ``model``
-    (:func:`model_record`))."""
+    only keys of docs/problem.md, plus the top-level ``name`` and ``model``
+    (:func:`model_record`)). The keys of docs/problem.md §10 (``resyncOverlapTime``,
+    ``stepTime``, ``stepTimeSharded``) are written only when the setup asks for them
+    (``overlap_grad_reduce`` / ``overlap_param_gather``, ``optimizer_step``).
+
+    ``degrees`` / ``recompute`` (optional) keep only those tensor-parallel degrees and the
+    transformer TMPCs of those recomputation kinds (``python -m piper score`` builds the one
+    layout it scores)."""
     setup = setup or TrainingSetup()
     if setup.global_batch % cfg.micro_batch:
         raise FrontendError(
             f"global batch ({setup.global_batch} sequences) must be a multiple of the micro-batch ({cfg.micro_batch})"
         )
-    memory = hw.memory_bytes - setup.memory_reserve_bytes
+    if cfg.precision == "fp8":
+        hw.peak("fp8")  # one line naming peak_flops_fp8 when the device has none
+    reserve = setup.reserve_bytes(hw)
+    memory = hw.memory_bytes - reserve
     if memory <= 0:
-        raise FrontendError(f"memory reserve ({setup.memory_reserve_bytes:.6g} bytes) leaves no memory of {hw.memory_bytes:.6g}")
-    degrees = tensor_parallel_degrees(cfg, hw)
+        raise FrontendError(f"memory reserve ({reserve:.6g} bytes) leaves no memory of {hw.memory_bytes:.6g}")
+    allowed = tensor_parallel_degrees(cfg, hw)
+    if degrees is not None:
+        bad = [t for t in degrees if t not in allowed]
+        if bad:
+            raise FrontendError(f"tensor-parallel degree {bad[0]} is not one of {allowed}")
+    degrees = list(allowed if degrees is None else degrees)
     chain = _chain(cfg)
+    # the edge carries the fewest bytes any TMPC sends (split the most ways); each TMPC's
+    # syncTimeFw / syncTimeBw adds what its own layout sends beyond that
+    edge_bytes = min(p2p_bytes_per_device(cfg, setup, t, True) for t in degrees)
+    overlap = setup.overlap_grad_reduce or setup.overlap_param_gather
     nodes = []
+    cache: dict[tuple[str, int], list[NodeCost]] = {}  # identical layers cost the same
     for nid, (kind, layer) in enumerate(chain):
         tmpcs: dict[str, list[dict[str, Any]]] = {}
         for t in degrees:
-            tmpcs[str(t)] = [
-                {
+            entries = []
+            if (kind, t) not in cache:
+                cache[kind, t] = node_costs(cfg, hw, setup, kind, t)
+            for c in cache[kind, t]:
+                if recompute is not None and kind == "transformer" and parse_tmpc_id(c.tmpc_id)[0] not in recompute:
+                    continue
+                extra = c.p2p_bytes - edge_bytes
+                entry: dict[str, Any] = {
                     "id": c.tmpc_id,
                     "timePerSample": c.time_per_sample_s,
                     "parameterSize": c.gradient_bytes,
                     "memoryUsageA": c.activation_bytes,
                     "memoryUsageB": c.state_bytes,
                     "memoryUsageShardedB": c.sharded_state_bytes,
-                    "syncTimeFw": {str(nid - 1): 0.0} if nid > 0 else {},
-                    "syncTimeBw": {str(nid + 1): 0.0} if nid + 1 < len(chain) else {},
+                    "syncTimeFw": {str(nid - 1): extra} if nid > 0 else {},
+                    "syncTimeBw": {str(nid + 1): extra} if nid + 1 < len(chain) else {},
                 }
-                for c in node_costs(cfg, hw, setup, kind, t)
-            ]
+                if overlap:
+                    entry["resyncOverlapTime"] = resync_overlap_s(c, setup)
+                if setup.optimizer_step:
+                    entry["stepTimeSharded" if setup.distributed_optimizer else "stepTime"] = c.step_s
+                entries.append(entry)
+            tmpcs[str(t)] = entries
         nodes.append({"id": nid, "name": NODE_NAMES[kind], "kind": kind, "layerIndex": layer, "TMPCs": tmpcs})
-    edge_bytes = float(cfg.precision_bytes * cfg.micro_batch * cfg.seq_length * cfg.hidden_size)
     edges = [{"sourceId": i, "destId": i + 1, "communicationCost": edge_bytes} for i in range(len(chain) - 1)]
+    bw, bw_in = resync_bandwidths(effective_hardware(hw, setup), setup, max(degrees))
     return {
         "name": f"{cfg.name} on {setup.nodes} x {hw.devices_per_node} {hw.name}, b={cfg.micro_batch}, s={cfg.seq_length}",
         "model": model_record(cfg, setup),
         "maxDevices": setup.nodes * hw.devices_per_node,
         "maxMemoryPerDevice": memory,
         "mbsInBatch": setup.global_batch // cfg.micro_batch,
-        "bandwidth": hw.network_bandwidth,
+        "bandwidth": bw,
         "devicesPerNode": hw.devices_per_node,
-        "intraNodeBandwidth": hw.nvlink_bandwidth,
+        "intraNodeBandwidth": bw_in,
         "allReduceFactor": all_reduce_factor(cfg, setup),
         "nodes": nodes,
         "edges": edges,

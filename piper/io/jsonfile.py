@@ -1,25 +1,177 @@
-"""Reading a JSON file with user-facing errors (one exception type per caller)."""
+"""The one way in for every JSON file: workloads, plans, model configs, hardware files.
+
+:func:`read_json` reads a file of one kind (a key of :data:`piper.core.limits.MAX_FILE_BYTES`)
+and :func:`parse_json` parses text already in memory. Either refuses, with one line that names
+the file and the problem (an exception of the caller's type):
+
+* a file larger than its kind's limit (read no further than that: ``/dev/zero`` is refused too);
+* bytes that are not UTF-8 text;
+* JSON that does not parse (with the line and column), including NaN / Infinity, which are not JSON;
+* nesting deeper than :data:`~piper.core.limits.MAX_JSON_DEPTH` arrays and objects;
+* a key given twice in one object (named, with where it is: ``nodes[3].TMPCs["1"][0]``);
+* an integer literal of more than :data:`~piper.core.limits.MAX_INT_DIGITS` digits, and a number
+  that overflows a float (``1e999``) or underflows to zero (``1e-999``).
+
+What the values mean (ranges per field) is each loader's to check.
+"""
 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
+from piper.core.limits import MAX_FILE_BYTES, MAX_INT_DIGITS, MAX_JSON_DEPTH
+
+__all__ = ["read_json", "parse_json", "describe_path"]
+
+_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
+
+
+class _Refused(Exception):
+    """Raised by a parse hook; the message is completed with the place in the text."""
+
+    def __init__(self, message: str, literal: str | None = None) -> None:
+        super().__init__(message)
+        self.literal = literal
+
+
+def _size_words(n: int) -> str:
+    return f"{n / 2**20:g} MiB" if n >= 2**20 else f"{n / 2**10:g} KiB"
+
 
 def read_json(path: str | Path, error: type[Exception], what: str) -> Any:
-    """Parse the JSON file at ``path``; any failure raises ``error`` with a one-line
-    message naming the file (``what`` says what kind of file it should be)."""
+    """Parse the JSON file at ``path`` of kind ``what`` ("workload", "plan", "model config",
+    "hardware"); any failure raises ``error`` with a one-line message naming the file."""
+    if what not in MAX_FILE_BYTES:
+        raise ValueError(f"read_json: unknown file kind {what!r}; known: {', '.join(MAX_FILE_BYTES)}")
     path = Path(path)
+    limit = MAX_FILE_BYTES[what]
+    if str(path) == "":
+        raise error(f"an empty path was given for the {what} file")
     try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise error(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+        with open(path, "rb") as fh:
+            data = fh.read(limit + 1)
+    except IsADirectoryError:
+        raise error(f"cannot read {what} file {str(path)!r}: it is a directory") from None
     except OSError as exc:
         raise error(f"cannot read {what} file {str(path)!r}: {exc.strerror or exc}") from None
+    if len(data) > limit:
+        raise error(f"{path}: larger than {_size_words(limit)}, the most a {what} file may hold (docs/errors.md)")
+    return parse_json(data, error, str(path))
+
+
+def parse_json(data: bytes | str, error: type[Exception], name: str) -> Any:
+    """Parse JSON ``data`` under the reader's rules (module docstring); ``name`` (a file name)
+    starts every message."""
+    if isinstance(data, bytes):
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise error(f"{name}: not UTF-8 text ({exc.reason} at byte {exc.start}); a JSON file is UTF-8 text") from None
+    else:
+        text = data
+    if "\x00" in text:
+        raise error(f"{name}: not a text file (it holds NUL bytes)")
+    depth = _depth(text)
+    if depth > MAX_JSON_DEPTH:
+        raise error(f"{name}: JSON nested {depth} levels deep, more than the {MAX_JSON_DEPTH} any file of "
+                    "the project's formats may have")
+    duplicates: list[tuple[str, dict[str, Any]]] = []
+
+    def pairs_hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        out = dict(pairs)
+        if len(out) != len(pairs) and not duplicates:
+            seen: set[str] = set()
+            for key, _ in pairs:
+                if key in seen:
+                    duplicates.append((key, out))
+                    break
+                seen.add(key)
+        return out
+
     try:
-        return json.loads(text)
+        value = json.loads(text, object_pairs_hook=pairs_hook, parse_int=_parse_int, parse_float=_parse_float,
+                           parse_constant=_parse_constant)
     except json.JSONDecodeError as exc:
-        raise error(f"{path}: not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
-    except RecursionError:
-        raise error(f"{path}: JSON nested too deeply") from None
+        raise error(f"{name}: not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+    except _Refused as exc:
+        where = ""
+        if exc.literal is not None:
+            at = text.find(exc.literal)
+            if at >= 0:
+                line = text.count("\n", 0, at) + 1
+                where = f" at line {line} column {at - text.rfind(chr(10), 0, at)}"
+        raise error(f"{name}: {exc}{where}") from None
+    except RecursionError:  # not reached below MAX_JSON_DEPTH; kept as a guard
+        raise error(f"{name}: JSON nested too deeply") from None
+    if duplicates:
+        key, obj = duplicates[0]
+        raise error(f"{name}: duplicate key {key!r} in {describe_path(_find(value, obj))} "
+                    "(a key may appear once in an object)")
+    return value
+
+
+def _depth(text: str) -> int:
+    """The deepest nesting of arrays and objects in JSON ``text`` (strings skipped)."""
+    if text.count("[") + text.count("{") <= MAX_JSON_DEPTH:
+        return 0
+    brackets = _NOT_BRACKET.sub("", _STRING.sub('""', text))
+    if not brackets:
+        return 0
+    codes = np.frombuffer(brackets.encode("ascii"), dtype=np.uint8)
+    steps = np.where((codes == ord("[")) | (codes == ord("{")), 1, -1)
+    return int(np.cumsum(steps).max())
+
+
+def _parse_int(literal: str) -> int:
+    if len(literal.lstrip("-")) > MAX_INT_DIGITS:
+        raise _Refused(f"an integer of {len(literal.lstrip('-'))} digits (at most {MAX_INT_DIGITS}: no field holds "
+                       "a number that large)", literal)
+    return int(literal)
+
+
+def _parse_float(literal: str) -> float:
+    value = float(literal)
+    if value in (float("inf"), float("-inf")):
+        raise _Refused(f"the number {literal[:40]} overflows a float (no field holds a number that large)", literal)
+    if value == 0.0 and re.search(r"[1-9]", literal.split("e")[0].split("E")[0]):
+        raise _Refused(f"the number {literal[:40]} underflows to zero (write 0 for zero)", literal)
+    return value
+
+
+def _parse_constant(literal: str) -> Any:
+    raise _Refused(f"{literal} is not a JSON number (JSON has no NaN or infinity)", literal)
+
+
+def _find(root: Any, target: Any) -> tuple[Any, ...] | None:
+    """The path (keys and indexes) from ``root`` to the object ``target`` (by identity)."""
+    stack: list[tuple[Any, tuple[Any, ...]]] = [(root, ())]
+    while stack:
+        node, path = stack.pop()
+        if node is target:
+            return path
+        if isinstance(node, dict):
+            stack.extend((v, path + (k,)) for k, v in node.items() if isinstance(v, (dict, list)))
+        elif isinstance(node, list):
+            stack.extend((v, path + (i,)) for i, v in enumerate(node) if isinstance(v, (dict, list)))
+    return None
+
+
+def describe_path(path: tuple[Any, ...] | None) -> str:
+    """``("nodes", 3, "TMPCs", "1", 0)`` -> ``'nodes[3].TMPCs["1"][0]'``; ``()`` -> ``'the top-level object'``."""
+    if not path:
+        return "the top-level object"
+    out = ""
+    for part in path:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", part):
+            out += f".{part}" if out else part
+        else:
+            out += f"[{json.dumps(part)}]"
+    return out

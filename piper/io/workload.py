@@ -1,4 +1,4 @@
-"""Reading, validating and writing workload JSON (``docs/problem.md`` §1, §2; rules V1..V13).
+"""Reading, validating and writing workload JSON (``docs/problem.md`` §1, §2; rules V0..V14).
 
 :func:`load_problem` / :func:`problem_from_dict` build a :class:`~piper.core.problem.Problem` and
 raise :class:`~piper.core.problem.ProblemError` naming the node, edge or key at fault;
@@ -12,11 +12,13 @@ itself, :meth:`Problem.to_dict`).
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from piper.core.errors import ProblemError
+from piper.core.limits import MAX_COUNT, MAX_NODE_ID
 from piper.core.problem import (
     TMPC,
     Edge,
@@ -27,6 +29,9 @@ from piper.core.problem import (
     topological_order_of,
     validate_cluster,
     validate_cluster_shape,
+)
+from piper.core.problem import (
+    short_repr as _short,
 )
 from piper.io.jsonfile import read_json
 
@@ -47,7 +52,7 @@ _TOP_KEYS = (
 _TOP_EXTRA_KEYS = ("name", "model")
 _NODE_KEYS = ("id", "TMPCs", "name", "kind", "layerIndex")
 _TMPC_KEYS = ("id", "timePerSample", "parameterSize", "memoryUsageA", "memoryUsageB", "syncTimeFw", "syncTimeBw")
-_TMPC_OPTIONAL_KEYS = ("memoryUsageShardedB",)
+_TMPC_OPTIONAL_KEYS = ("memoryUsageShardedB", "resyncOverlapTime", "stepTime", "stepTimeSharded")
 _EDGE_KEYS = ("sourceId", "destId", "communicationCost")
 
 #: the JSON keys the loader understands, per place; any other key is kept (``extra``) for
@@ -60,24 +65,44 @@ KNOWN_KEYS: Mapping[str, tuple[str, ...]] = {
 }
 
 
-def _unknown(raw: Mapping[str, Any], known: tuple[str, ...], where: str, out: list[str]) -> None:
-    for key in raw:
-        if key not in known:
-            out.append(f"unknown key {key!r} at {where} (known: {', '.join(known)})")
+class _Unknown:
+    """The loader's unknown keys: one message per distinct (key, place kind), with the first
+    place and how many more there are (a misspelt key on 300 layers is one warning)."""
+
+    _PLURAL: ClassVar[dict[str, str]] = {"top level": "top levels", "node": "nodes", "TMPC": "TMPCs", "edge": "edges"}
+
+    def __init__(self) -> None:
+        self.seen: dict[tuple[str, str], list[Any]] = {}
+
+    def check(self, raw: Mapping[str, Any], kind: str, where: str) -> None:
+        known = KNOWN_KEYS[kind]
+        for key in raw:
+            if key not in known:
+                entry = self.seen.setdefault((key, kind), [where, 0])
+                entry[1] += 1
+
+    def messages(self) -> list[str]:
+        out = []
+        for (key, kind), (where, count) in self.seen.items():
+            more = f" and {count - 1} more {self._PLURAL[kind]}" if count > 1 else ""
+            out.append(f"unknown key {key!r} at {where}{more} (known: {', '.join(KNOWN_KEYS[kind])})")
+        return out
 
 
 def _node_id(value: Any, where: str) -> int:
     if isinstance(value, bool):
         raise ProblemError(f"{where}: node id must be an integer, got {value!r}")
     if isinstance(value, str):
-        try:
-            return int(value.strip())
-        except ValueError:
-            raise ProblemError(f"{where}: node id must be an integer, got {value!r}") from None
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    if not isinstance(value, int):
-        raise ProblemError(f"{where}: node id must be an integer, got {value!r}")
+        text = value.strip()
+        if not re.fullmatch(r"[-+]?[0-9]{1,20}", text):
+            raise ProblemError(f"{where}: node id must be an integer, got {_short(value)}")
+        value = int(text)
+    elif isinstance(value, float) and value.is_integer():
+        value = int(value)
+    elif not isinstance(value, int):
+        raise ProblemError(f"{where}: node id must be an integer, got {_short(value)}")
+    if abs(value) > MAX_NODE_ID:
+        raise ProblemError(f"{where}: node id {_short(value)} is out of range (|id| <= 2^53)")
     return value
 
 
@@ -93,7 +118,7 @@ def _sync_map(raw: Any, where: str) -> dict[int, float]:
     return out
 
 
-def _tmpc_from_dict(raw: Any, where: str, unknown: list[str] | None = None) -> TMPC:
+def _tmpc_from_dict(raw: Any, where: str, unknown: _Unknown | None = None) -> TMPC:
     if not isinstance(raw, Mapping):
         raise ProblemError(f"{where}: a TMPC must be an object, got {type(raw).__name__}")
     for key in _TMPC_KEYS:
@@ -101,10 +126,10 @@ def _tmpc_from_dict(raw: Any, where: str, unknown: list[str] | None = None) -> T
             raise ProblemError(f"{where}: missing key {key!r}")
     tid = raw["id"]
     if not isinstance(tid, str) or not tid:
-        raise ProblemError(f"{where}: 'id' must be a non-empty string, got {tid!r}")
+        raise ProblemError(f"{where}: 'id' must be a non-empty string, got {_short(tid)}")
     where = f"{where} (TMPC {tid!r})"
     if unknown is not None:
-        _unknown(raw, KNOWN_KEYS["TMPC"], where, unknown)
+        unknown.check(raw, "TMPC", where)
     sharded = raw.get("memoryUsageShardedB", 0.0)  # an explicit null is an error, like any number
     return TMPC(
         id=tid,
@@ -116,10 +141,13 @@ def _tmpc_from_dict(raw: Any, where: str, unknown: list[str] | None = None) -> T
         sync_bw=_sync_map(raw["syncTimeBw"], f"{where} syncTimeBw"),
         extra={k: v for k, v in raw.items() if k not in KNOWN_KEYS["TMPC"]},
         memory_sharded=checked_number(sharded, f"{where} memoryUsageShardedB"),
+        resync_overlap_time=checked_number(raw.get("resyncOverlapTime", 0.0), f"{where} resyncOverlapTime"),
+        step_time=checked_number(raw.get("stepTime", 0.0), f"{where} stepTime"),
+        step_time_sharded=checked_number(raw.get("stepTimeSharded", 0.0), f"{where} stepTimeSharded"),
     )
 
 
-def _node_from_dict(raw: Any, pos: int, unknown: list[str] | None = None) -> Node:
+def _node_from_dict(raw: Any, pos: int, unknown: _Unknown | None = None) -> Node:
     if not isinstance(raw, Mapping):
         raise ProblemError(f"nodes[{pos}]: a node must be an object, got {type(raw).__name__}")
     if "id" not in raw:
@@ -129,18 +157,19 @@ def _node_from_dict(raw: Any, pos: int, unknown: list[str] | None = None) -> Nod
     if "TMPCs" not in raw:
         raise ProblemError(f"{where}: missing key 'TMPCs'")
     if unknown is not None:
-        _unknown(raw, _NODE_KEYS, where, unknown)
+        unknown.check(raw, "node", where)
     tm = raw["TMPCs"]
     if not isinstance(tm, Mapping):
         raise ProblemError(f"{where}: 'TMPCs' must be an object keyed by degree t")
     tmpcs: dict[int, tuple[TMPC, ...]] = {}
     for tkey, lst in tm.items():
-        try:
-            t = int(str(tkey).strip())
-        except ValueError:
-            raise ProblemError(f"{where}: TMPCs key {tkey!r} is not an integer degree t") from None
+        if not re.fullmatch(r"\s*[-+]?[0-9]{1,20}\s*", str(tkey)):
+            raise ProblemError(f"{where}: TMPCs key {_short(tkey)} is not an integer degree t")
+        t = int(str(tkey).strip())
         if t < 1:
             raise ProblemError(f"{where}: TMPCs key {tkey!r}: degree t must be >= 1")
+        if t > MAX_COUNT:
+            raise ProblemError(f"{where}: TMPCs key {tkey!r}: degree t must be <= {MAX_COUNT}")
         if t in tmpcs:
             raise ProblemError(f"{where}: degree t={t} given twice")
         if not isinstance(lst, list) or not lst:
@@ -155,19 +184,21 @@ def _node_from_dict(raw: Any, pos: int, unknown: list[str] | None = None) -> Nod
     if not tmpcs:
         raise ProblemError(f"{where}: 'TMPCs' is empty (a layer needs at least one degree t)")
     name = raw.get("name")
+    if name is not None and not isinstance(name, str):
+        raise ProblemError(f"{where} name: must be a string, got {_short(name)}")
     kind = raw.get("kind")
     if kind is not None and not isinstance(kind, str):
-        raise ProblemError(f"{where} kind: must be a string, got {kind!r}")
+        raise ProblemError(f"{where} kind: must be a string, got {_short(kind)}")
     layer_index = raw.get("layerIndex")
     if "layerIndex" in raw:
         whole = isinstance(layer_index, int) or (isinstance(layer_index, float) and layer_index.is_integer())
-        if isinstance(layer_index, bool) or not whole or layer_index < 0:
-            raise ProblemError(f"{where} layerIndex: must be an integer >= 0, got {layer_index!r}")
+        if isinstance(layer_index, bool) or not whole or not 0 <= layer_index <= MAX_COUNT:
+            raise ProblemError(f"{where} layerIndex: must be an integer >= 0 and <= {MAX_COUNT}, got {_short(layer_index)}")
         layer_index = int(layer_index)
     return Node(
         id=nid,
         tmpcs=dict(sorted(tmpcs.items())),
-        name=None if name is None else str(name),
+        name=name,
         extra={k: v for k, v in raw.items() if k not in _NODE_KEYS},
         kind=kind,
         layer_index=layer_index,
@@ -202,8 +233,8 @@ def problem_from_dict(raw: Any, *, strict: bool = False) -> Problem:
         if key in raw and raw[key] is None:  # null is not "not given"
             checked_number(None, key)
     g, b_in, f = validate_cluster_shape(raw.get("devicesPerNode"), raw.get("intraNodeBandwidth"), raw.get("allReduceFactor"))
-    unknown: list[str] = []
-    _unknown(raw, _TOP_KEYS, "top level", unknown)
+    unknown = _Unknown()
+    unknown.check(raw, "top level", "top level")
 
     if not isinstance(raw["nodes"], list):
         raise ProblemError("'nodes' must be a list")
@@ -239,7 +270,7 @@ def problem_from_dict(raw: Any, *, strict: bool = False) -> Problem:
             raise ProblemError(f"{where}: duplicate edge")
         seen_edges.add((u, v))
         cost = checked_number(e["communicationCost"], f"{where} communicationCost")
-        _unknown(e, _EDGE_KEYS, where, unknown)
+        unknown.check(e, "edge", where)
         extra = {k2: v2 for k2, v2 in e.items() if k2 not in _EDGE_KEYS}
         edges.append(Edge(u, v, cost, extra))
     edges_t = tuple(edges)
@@ -257,11 +288,12 @@ def problem_from_dict(raw: Any, *, strict: bool = False) -> Problem:
                 _check_keys(set(c.sync_fw), preds[nd.id], f"{where} syncTimeFw", "in-neighbours")
                 _check_keys(set(c.sync_bw), succs[nd.id], f"{where} syncTimeBw", "out-neighbours")
 
-    if strict and unknown:
-        raise ProblemError(f"{unknown[0]} (strict mode: unknown keys are errors)")
+    unknown_keys = unknown.messages()
+    if strict and unknown_keys:
+        raise ProblemError(f"{unknown_keys[0]} (strict mode: unknown keys are errors)")
     extra = {key: val for key, val in raw.items() if key in _TOP_EXTRA_KEYS or key not in _TOP_KEYS}
     return Problem(nodes, edges_t, k, m, n, b, extra, devices_per_node=g, intra_node_bandwidth=b_in,
-                   allreduce_factor=f, unknown_keys=tuple(unknown))
+                   allreduce_factor=f, unknown_keys=tuple(unknown_keys))
 
 
 def _check_keys(have: set[int], want: set[int], where: str, what: str) -> None:

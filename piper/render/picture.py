@@ -1,6 +1,7 @@
 """A picture of a plan (``python -m piper show``, ``python -m piper solve --png``).
 
-One PNG, three panels, every number from the one evaluator (:func:`piper.core.evaluate.evaluate`):
+One PNG, four panels, every number from the one evaluator (:func:`piper.core.evaluate.evaluate`).
+For an interleaved plan (docs/problem.md §9) a "stage" below is a device group (its v chunks):
 
 * **devices by node**: the cluster's k devices in nodes of G (``Problem.node_size``), one
   block of cells per node, each device coloured by the stage it runs (grey: unused). The
@@ -15,6 +16,11 @@ One PNG, three panels, every number from the one evaluator (:func:`piper.core.ev
   bottleneck stage (``Score.bottleneck``) marked. A strip of the stage colours links the
   bars to the device map.
 * **memory per device** of each stage against the limit M (out-of-memory stages in red).
+* **timeline** of one iteration (:mod:`piper.render.timeline`): per stage, replica 0's
+  forward and backward passes of every micro-batch in the plan's schedule (1F1B or
+  interleaved), idle time blank, the weight resync at the end; the schedule's end and the
+  evaluator's batch time marked; with many micro-batches the steady state is cut out and the
+  first and last micro-batches are shown.
 
 The title gives TPS, batch time (``Score.batch_time``) and throughput (1/TPS), in the
 workload's time units. Up to 16 stages every stage is labelled; beyond that every few
@@ -36,6 +42,7 @@ from piper.core.evaluate import Score, evaluate
 from piper.core.plan import Plan
 from piper.core.problem import Problem
 from piper.render.headless import headless_pyplot
+from piper.render.timeline import draw_timeline, simulate_schedule
 
 __all__ = ["PlanPicture", "place_stages", "draw_plan", "stage_colours", "default_time_unit"]
 
@@ -75,6 +82,10 @@ class PlanPicture:
     node_grid: tuple[int, int]
     #: (lines, devices per line) of one node's block of cells
     node_block: tuple[int, int]
+    #: the timeline panel shows the schedule (False: too large to play out, or out of memory)
+    timeline: bool = False
+    #: the timeline's steady state was cut out (many micro-batches)
+    timeline_cut: bool = False
 
 
 def place_stages(plan: Plan, devices: int, node_size: int | None = None) -> tuple[int, ...]:
@@ -94,7 +105,7 @@ def place_stages(plan: Plan, devices: int, node_size: int | None = None) -> tupl
     node. ``node_size`` None: one node of ``devices``.
     """
     g = devices if node_size is None else min(node_size, devices)
-    sizes = [s.devices for s in plan.stages]
+    sizes = [s.devices for s in plan.group_stages()]
     order = sorted(range(len(sizes)), key=lambda i: (-sizes[i], i))
     out = [-1] * devices
     start = 0
@@ -280,13 +291,17 @@ def draw_plan(problem: Problem, plan: Plan, path: str | Path, *, score: Score | 
     ticks = _ticks(count, bottleneck)
     oom = tuple(i for i, s in enumerate(stages) if s.oom)
     straddling = tuple(
-        i for i, s in enumerate(plan.stages)
+        i for i, s in enumerate(plan.group_stages())
         if s.devices <= g and len({dev // g for dev, st in enumerate(device_stage) if st == i}) > 1
     )
+    groups = plan.groups
+    layers_of = [sum(len(plan.stages[j].nodes) for j in range(i, len(plan.stages), groups)) for i in range(count)]
+    unit_word = "group" if plan.schedule.interleaved else "stage"
+    timeline = simulate_schedule(problem, plan, score)
 
-    fig = plt.figure(figsize=(12, 9.2), dpi=dpi)
-    grid = fig.add_gridspec(4, 1, height_ratios=[2.3, 3.2, 0.22, 2.2], hspace=0.12,
-                            left=0.085, right=0.985, top=0.885, bottom=0.07)
+    fig = plt.figure(figsize=(12, 11.8), dpi=dpi)
+    grid = fig.add_gridspec(5, 1, height_ratios=[2.3, 3.2, 0.22, 2.2, 2.6], hspace=0.12,
+                            left=0.085, right=0.985, top=0.905, bottom=0.055)
     if count <= 12:  # a legend of the stages right of the map
         top_row = grid[0].subgridspec(1, 2, width_ratios=[2.5, 1.1], wspace=0.03)
         ax_map = fig.add_subplot(top_row[0])
@@ -298,11 +313,15 @@ def draw_plan(problem: Problem, plan: Plan, path: str | Path, *, score: Score | 
     ax_time = fig.add_subplot(grid[1])
     ax_strip = fig.add_subplot(grid[2], sharex=ax_time)
     ax_mem = fig.add_subplot(grid[3], sharex=ax_time)
+    ax_line = fig.add_subplot(grid[4])
 
     # ---- title ----------------------------------------------------------------------
     head = title or "plan"
     nodes_txt = f"{-(-k // g_eff)} nodes of {g_eff}" if g < k else f"one node of {k}"
     line1 = f"{head}: {count} stage{'s' if count != 1 else ''} on {score.devices_used} of {k} devices ({nodes_txt})"
+    if plan.schedule.interleaved:
+        line1 = (f"{head}: {count} device groups of {plan.schedule.virtual_stages} chunks (interleaved 1F1B) on "
+                 f"{score.devices_used} of {k} devices ({nodes_txt})")
     unit, uname = _memory_unit(problem.memory_per_device)
     if score.oom:
         worst = stages[bottleneck] if bottleneck is not None else None
@@ -379,7 +398,7 @@ def draw_plan(problem: Problem, plan: Plan, path: str | Path, *, score: Score | 
     if ax_legend is not None:
         handles = [
             Patch(facecolor=colours[i], edgecolor="black" if i == bottleneck else "none",
-                  label=f"stage {i + 1}: d={s.d} t={s.t}, {s.d * s.t} dev, {_plural(len(plan.stages[i].nodes), 'layer')}"
+                  label=f"{unit_word} {i + 1}: d={s.d} t={s.t}, {s.d * s.t} dev, {_plural(layers_of[i], 'layer')}"
                   + (", bottleneck" if i == bottleneck else ""))
             for i, s in enumerate(stages)
         ]
@@ -414,7 +433,7 @@ def draw_plan(problem: Problem, plan: Plan, path: str | Path, *, score: Score | 
     if bottleneck is not None:
         b = bottleneck
         ax_time.bar([b], [total[b]], width_bar, fill=False, edgecolor="red", linewidth=2.0)
-        ax_time.annotate(f"bottleneck: stage {b + 1}" + (" (out of memory)" if stages[b].oom else ""),
+        ax_time.annotate(f"bottleneck: {unit_word} {b + 1}" + (" (out of memory)" if stages[b].oom else ""),
                          xy=(b, total[b]), xytext=(b, top * 1.1), fontsize=9, color="red",
                          ha="left" if b < 0.15 * count - 0.5 else "right" if b > 0.85 * count - 0.5 else "center",
                          arrowprops=dict(arrowstyle="-|>", color="red", lw=1.2))
@@ -451,9 +470,19 @@ def draw_plan(problem: Problem, plan: Plan, path: str | Path, *, score: Score | 
         if i == bottleneck:
             lab.set_color("red")
             lab.set_fontweight("bold")
-    ax_mem.set_xlabel("stage (pipeline order)" + ("" if count <= LABELS else f"; labels every {-(-count // LABELS)} stages"),
+    ax_mem.set_xlabel(f"{unit_word} (pipeline order)" + ("" if count <= LABELS else f"; labels every {-(-count // LABELS)} {unit_word}s"),
                       fontsize=9.5)
     ax_mem.set_xlim(-0.5, count - 0.5)
+
+    # ---- timeline -----------------------------------------------------------------------
+    cut = None
+    if timeline is not None:
+        cut = draw_timeline(ax_line, timeline, colours, batch_time=score.batch_time, time_unit=time_unit)
+        ax_line.set_ylabel(f"{unit_word}\n(one iteration)", fontsize=9.5)
+    else:
+        ax_line.axis("off")
+        why = "out of memory" if score.oom else "too many passes to play out"
+        ax_line.text(0.5, 0.5, f"no timeline: {why}", ha="center", va="center", fontsize=9, transform=ax_line.transAxes)
 
     fig.savefig(path, dpi=dpi)
     plt.close(fig)
@@ -469,4 +498,6 @@ def draw_plan(problem: Problem, plan: Plan, path: str | Path, *, score: Score | 
         oom_stages=oom,
         node_grid=(geo.rows, geo.per_row),
         node_block=(geo.lines, geo.line),
+        timeline=timeline is not None,
+        timeline_cut=cut is not None,
     )

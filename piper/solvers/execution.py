@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import re
 import signal
 import sys
 import threading
@@ -38,7 +39,7 @@ from piper.core.errors import PoolClosed, UsageError
 
 __all__ = [
     "BACKENDS", "ExecutionOptions", "Outcome", "WorkerPool", "PoolClosed", "Progress", "init_ray", "ray_module",
-    "RAY_MISSING", "add_backend_args", "execution_options",
+    "RAY_MISSING", "add_backend_args", "execution_options", "probe_ray_address", "RAY_CONNECT_TIMEOUT_S",
 ]
 
 BACKENDS = ("local", "ray")
@@ -237,10 +238,36 @@ def init_ray(address: str | None = None, num_cpus: int | None = None) -> Any:
                 kwargs["num_cpus"] = max(num_cpus or 0, os.cpu_count() or 1)
             main = threading.current_thread() is threading.main_thread()
             term = signal.getsignal(signal.SIGTERM) if main else None
+            if address is not None:
+                probe_ray_address(address)
             ray.init(address=address, **kwargs)
             if main and term is not None:  # Ray's own handler would end the run without its cleanup
                 signal.signal(signal.SIGTERM, term)
     return ray
+
+
+#: seconds to wait for a TCP connection to a Ray cluster's address before giving up
+RAY_CONNECT_TIMEOUT_S = 10.0
+
+
+def probe_ray_address(address: str, timeout_s: float = RAY_CONNECT_TIMEOUT_S) -> None:
+    """A :class:`UsageError` (one line) when nothing accepts a TCP connection at ``address``
+    (``HOST:PORT`` or ``ray://HOST:PORT``) within ``timeout_s``: Ray itself would retry, printing
+    warnings, for minutes. ``auto``, ``local`` and addresses of another shape are left to Ray."""
+    import socket
+
+    m = re.fullmatch(r"(?:ray://)?\[?([^\[\]\s]+?)\]?:([0-9]{1,5})", address.strip())
+    if m is None:
+        return
+    host, port = m.group(1), int(m.group(2))
+    if not 0 < port < 65536:
+        raise UsageError(f"Ray address {address!r}: port {port} is not a TCP port (1..65535)")
+    try:
+        socket.create_connection((host, port), timeout=timeout_s).close()
+    except OSError as exc:
+        why = f"no answer within {timeout_s:g} s" if isinstance(exc, TimeoutError) else (exc.strerror or str(exc)).lower()
+        raise UsageError(f"cannot reach the Ray cluster at {address!r} ({why}); "
+                         "check --address / RAY_ADDRESS, or leave it out for a local Ray instance") from None
 
 
 def _descendants(pid: int) -> list[int]:

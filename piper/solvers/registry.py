@@ -18,16 +18,17 @@ validated (:mod:`piper.solvers.params`) and its cluster-feature support checked 
 from __future__ import annotations
 
 import importlib
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from importlib.metadata import entry_points
 from typing import Any
 
 from piper.core.errors import SolverError
-from piper.core.options import TPS, Options
+from piper.core.options import BATCH_TIME, TPS, Options
 from piper.core.plan import INTERLEAVED, ONE_F_ONE_B
 from piper.core.problem import VERSION2_FEATURES, Problem
-from piper.core.result import Result
+from piper.core.result import Result, Status, make_result
 from piper.solvers.params import BOOL, LIST, STR, KnobTypes, check_params
 
 __all__ = ["SolverInfo", "SOLVERS", "ENTRY_POINT_GROUP", "DP_FLAGS", "register", "unregister", "get_solver", "solve",
@@ -122,7 +123,15 @@ class SolverInfo:
                 else:
                     params[key] = val
             options = replace(options, params=params, **fields)
-        res = self.load()(problem, options)
+        solver = self.load()
+        start = time.perf_counter()
+        try:
+            res = solver(problem, options)
+        except MemoryError as exc:  # out of memory is a result (no plan, no proof), not a crash
+            detail = str(exc).split("\n")[0][:200] or "MemoryError"
+            return make_result(problem, self.name, Status.UNKNOWN, None, time_s=time.perf_counter() - start,
+                               stats={"out_of_memory": True}, objective_kind=options.objective,
+                               message=f"out of memory: {detail}")
         return res if res.solver == self.name else replace(res, solver=self.name)
 
 
@@ -169,7 +178,13 @@ DP_PARAMS: dict[str, tuple[type, ...]] = {"engine": STR, "curve": BOOL, "curve_p
 #: the solver-specific ``solve`` flags of the DP
 DP_FLAGS = frozenset({"--knapsack", "--max-ideals", "--linearize", "--curve", "--no-curve"})
 
+#: the objectives and schedules of the DP (docs/problem.md §9; piper/dp/schedules.py)
+DP_OBJECTIVES = frozenset({TPS, BATCH_TIME})
+DP_SCHEDULES = frozenset({ONE_F_ONE_B, INTERLEAVED})
+
 register(SolverInfo("dp", "piper.dp:solve_dp", True, "Piper's two-level DP, exact knapsack", {"knapsack": "exact"},
-                    features=frozenset(VERSION2_FEATURES), params=DP_PARAMS, flags=DP_FLAGS))
+                    features=frozenset(VERSION2_FEATURES), params=DP_PARAMS, flags=DP_FLAGS,
+                    objectives=DP_OBJECTIVES, schedules=DP_SCHEDULES))
 register(SolverInfo("dp-greedy", "piper.dp:solve_dp", False, "Piper's DP with the reference greedy knapsack",
-                    {"knapsack": "greedy"}, features=frozenset(VERSION2_FEATURES), params=DP_PARAMS, flags=DP_FLAGS))
+                    {"knapsack": "greedy"}, features=frozenset(VERSION2_FEATURES), params=DP_PARAMS, flags=DP_FLAGS,
+                    objectives=DP_OBJECTIVES, schedules=DP_SCHEDULES))

@@ -19,6 +19,7 @@ import pytest
 
 import baselines.milp.solver as milp
 from baselines.brute import solve_brute
+from baselines.exact.answer import Answer
 from baselines.exact.guards import guarded_result
 from baselines.exact.model_data import build_model_data
 from experiments.lib.instances import operator_graph_problem, random_problem
@@ -78,17 +79,17 @@ def test_second_proof_replaces_a_wrong_optimal_claim(monkeypatch) -> None:
     """A stand-in first solve claims a worse plan optimal (what CBC did); the result is the
     optimum, proven by the second solve, and the guard names the refuted claim."""
     problem, best, worse = _tiny_with_two_plans()
-    real = milp._solve_once
+    real = milp.solve_once
     calls = {"n": 0}
 
     def first_solve_lies(data, options, backend, warm, deadline, cutoff=None, **kw):
         calls["n"] += 1
         if calls["n"] == 1:
             assert cutoff is None
-            return Status.OPTIMAL, worse.plan, worse.tps, worse.tps, {"guards": []}
+            return Answer(Status.OPTIMAL, worse.plan, worse.tps, worse.tps, stats={"guards": []})
         return real(data, options, backend, warm, deadline, cutoff, **kw)
 
-    monkeypatch.setattr(milp, "_solve_once", first_solve_lies)
+    monkeypatch.setattr(milp, "solve_once", first_solve_lies)
     res = milp.solve_milp(problem, Options(params={"backend": "highs"}))
     assert calls["n"] >= 3  # the lie, its refutation, the second proof of the better plan
     assert_certificate(problem, res, best.tps, "milp-highs")
@@ -102,10 +103,10 @@ def test_unverified_claim_is_feasible(monkeypatch) -> None:
 
     def second_stops(data, options, backend, warm, deadline, cutoff=None, **kw):
         if cutoff is None:
-            return Status.OPTIMAL, best.plan, best.tps, best.tps, {"guards": []}
-        return Status.UNKNOWN, None, None, 0.0, {}
+            return Answer(Status.OPTIMAL, best.plan, best.tps, best.tps, stats={"guards": []})
+        return Answer(Status.UNKNOWN, None, None, 0.0, stats={})
 
-    monkeypatch.setattr(milp, "_solve_once", second_stops)
+    monkeypatch.setattr(milp, "solve_once", second_stops)
     res = milp.solve_milp(problem, Options(params={"backend": "highs"}))
     assert res.status == Status.FEASIBLE and res.tps == best.tps
     assert res.bound <= best.tps
@@ -165,8 +166,6 @@ def test_real_magnitudes_against_brute_force_fast() -> None:
 
 
 @pytest.mark.slow
-def test_real_magnitudes_against_brute_force_full(request: pytest.FixtureRequest) -> None:
-    if "slow" not in (request.config.getoption("markexpr") or ""):
-        pytest.skip("full sweep: run with -m slow")
+def test_real_magnitudes_against_brute_force_full() -> None:
     counts = _sweep(range(4, 204))
     assert all(c >= 150 for c in counts.values()), counts

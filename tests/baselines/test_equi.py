@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import replace
 from pathlib import Path
@@ -25,26 +24,11 @@ from piper.core.problem import ACTIVATION_RECOMP, Problem, problem_to_dict
 from piper.core.result import Status
 from piper.io.bert_layers import insert_bert_layers
 from piper.io.workload import load_problem, problem_from_dict
+from tests.helpers import random_cluster_cases
+from tests.reference import problem_of, rows
 
 ROOT = Path(__file__).resolve().parents[2]
-SAMPLE = Path(__file__).resolve().parents[1] / "data" / "reference_sample.jsonl"
 WORKLOADS = ROOT / "experiments" / "workloads"
-
-
-def _rows() -> list[dict[str, Any]]:
-    return [json.loads(line) for line in SAMPLE.read_text().splitlines() if line.strip()]
-
-
-def _problem(row: dict[str, Any]) -> Problem:
-    p = load_problem(WORKLOADS / row["instance_file"])
-    if row["transformer_layers"] and row["transformer_layers"] > 32:
-        p = insert_bert_layers(p, row["transformer_layers"])
-    return p.with_cluster(
-        devices=row["k"],
-        memory=row["max_memory_per_device_bytes"],
-        microbatches=row["N"],
-        bandwidth=row["bandwidth_bytes_per_s"],
-    )
 
 
 def _options(variant: str) -> Options:
@@ -58,7 +42,7 @@ def _options(variant: str) -> Options:
     raise AssertionError(variant)
 
 
-EQUI_ROWS = [r for r in _rows() if r["variant"].startswith("equi")]
+EQUI_ROWS = [r for r in rows() if r["variant"].startswith("equi")]
 
 
 @pytest.fixture(scope="module")
@@ -72,7 +56,7 @@ def test_sample_has_equi_rows() -> None:
 
 @pytest.mark.parametrize("row", EQUI_ROWS, ids=[f"{r['config_id']}-{r['variant']}" for r in EQUI_ROWS])
 def test_reproduces_reference_equi_rows(row: dict[str, Any]) -> None:
-    problem = _problem(row)
+    problem = problem_of(row)
     res = solve(problem, _options(row["variant"]), solver="equi")
     assert res.solver == "equi"
     assert res.bound == 0.0
@@ -276,3 +260,18 @@ def test_problem_roundtrip_keeps_names(bert: Problem) -> None:
     again = problem_from_dict(problem_to_dict(bert))
     assert isinstance(transformer_layout(again), TransformerLayout)
     assert replace(again, devices=again.devices) == again
+
+
+def test_plans_on_clusters_of_nodes_are_valid_uniform_and_scored_by_the_evaluator() -> None:
+    found = 0
+    for p in random_cluster_cases(120, seed=17):
+        res = solve(p, solver="equi")
+        if res.plan is None:
+            continue
+        found += 1
+        check_plan(p, res.plan)
+        assert res.tps == evaluate(p, res.plan).tps and res.objective == res.tps
+        assert len({(s.d, s.t) for s in res.plan.stages}) == 1
+        # an equi plan is a uniform plan: the uniform DP optimum is no worse
+        assert solve(p, Options(uniform=True), solver="dp").tps <= res.tps * (1 + 1e-9)
+    assert found >= 60

@@ -1,7 +1,8 @@
 """The exact MILP (CBC, HiGHS) and CP-SAT models against the brute-force oracle.
 
 Default run: a fast subset of the seeded tiny instances per solver. The full sweep
-(>= 200 instances per solver) is marked ``slow`` and runs with ``pytest -m slow``.
+(>= 200 instances per solver) is marked ``slow`` and runs with ``pytest -m slow`` (or
+``--runslow``, tests/conftest.py).
 """
 
 from __future__ import annotations
@@ -10,8 +11,6 @@ import functools
 import json
 import math
 import random
-import subprocess
-import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -28,7 +27,6 @@ from baselines.milp.model import write_lp, write_mps
 from baselines.milp.solver import solve_milp
 from experiments.lib.instances import random_problem, repeated_layers
 from piper import (
-    NO_AR,
     Options,
     Plan,
     Stage,
@@ -39,66 +37,19 @@ from piper import (
     solve,
 )
 from piper.core.problem import Problem
+from tests.commands import RunCommand
+from tests.exact_oracle import (
+    ABLATIONS,
+    REL,
+    SOLVERS,
+    check_against_oracle,
+    oracle,
+    other_cluster,
+    random_assignment,
+    tiny,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
-REL = 1e-6
-
-SOLVERS = {
-    "milp": lambda p, o: solve_milp(p, replace(o, params={**o.params, "backend": "cbc"})),
-    "milp-highs": lambda p, o: solve_milp(p, replace(o, params={**o.params, "backend": "highs"})),
-    "cpsat": lambda p, o: solve_cpsat(p, o),
-}
-
-
-def tiny(seed: int) -> Problem:
-    """Seeded tiny instance: 2-7 layers, chains and branchy DAGs, 1-3 TMPCs, t in {1,2,4},
-    k in 1..6, N in {1,2,4,6}, memory often binding (about a third are infeasible)."""
-    return random_problem(seed, n=2 + seed % 6, shape=("chain", "branchy")[(seed // 6) % 2], max_tmpcs=3, degrees=(1, 2, 4))
-
-
-_ORACLE: dict[tuple[int, str], object] = {}
-
-
-def oracle(seed: int, ablation: str = "default"):
-    key = (seed, ablation)
-    if key not in _ORACLE:
-        _ORACLE[key] = solve_brute(tiny(seed), ABLATIONS[ablation])
-    return _ORACLE[key]
-
-
-ABLATIONS = {
-    "default": Options(threads=2),
-    "no-dp": Options(threads=2, data_parallel=False),
-    "no-tp": Options(threads=2, tensor_parallel=False),
-    "no-ar": Options(threads=2, exclude_tmpcs=NO_AR),
-}
-
-
-def check_against_oracle(problem: Problem, solver: str, options: Options, best):
-    """Solve and check against the brute-force result ``best``; returns the solver's Result."""
-    res = SOLVERS[solver](problem, options)
-    if best.status == Status.INFEASIBLE:
-        assert res.status == Status.INFEASIBLE, f"{solver}: {res.status} {res.tps} but brute force says infeasible"
-        assert res.plan is None and math.isinf(res.bound)
-        return res
-    opt = best.tps
-    assert res.status == Status.OPTIMAL, f"{solver}: {res.status} ({res.message}); optimum {opt}"
-    score = evaluate(problem, res.plan)
-    assert not score.oom and res.tps == score.tps
-    # never better than the optimum (that would be an evaluator/oracle bug), and optimal
-    assert res.tps >= opt * (1 - 1e-12)
-    # the certificate's documented tolerance (CP-SAT: 2ε of its integer scaling; MILP: its
-    # feasibility tolerances, docs/formulations.md §7)
-    tol = max(REL * opt, res.tolerance)
-    assert res.tps <= opt + tol, f"{solver}: TPS {res.tps} above the optimum {opt}"
-    assert res.objective is not None and abs(res.objective - opt) <= max(tol, REL * opt)
-    # the bound is a proven lower bound: never above the optimum, never above the plan
-    assert res.bound <= res.tps
-    assert res.bound <= opt * (1 + 1e-9)
-    assert res.bound >= opt - 2 * tol
-    assert res.stats["variables"] > 0 and res.stats["constraints"] > 0
-    return res
-
 
 FAST = range(40)
 FULL = range(240)
@@ -117,15 +68,9 @@ def test_ablations_agree_with_brute_force(solver: str, ablation: str) -> None:
         check_against_oracle(tiny(seed), solver, ABLATIONS[ablation], oracle(seed, ablation))
 
 
-def _slow_enabled(config: pytest.Config) -> bool:
-    return "slow" in (config.getoption("markexpr") or "")
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("solver", list(SOLVERS))
-def test_agrees_with_brute_force_full_sweep(solver: str, request: pytest.FixtureRequest) -> None:
-    if not _slow_enabled(request.config):
-        pytest.skip("full sweep: run with -m slow")
+def test_agrees_with_brute_force_full_sweep(solver: str) -> None:
     counts = {"optimal": 0, "infeasible": 0}
     for seed in FULL:
         best = oracle(seed)
@@ -135,22 +80,9 @@ def test_agrees_with_brute_force_full_sweep(solver: str, request: pytest.Fixture
     print(f"{solver}: {counts} agree with brute force")
 
 
-def other_cluster(seed: int) -> Problem:
-    """Cluster shapes ``tiny`` never draws: k in {7, 8}, N in {3, 8, 12} (so d in {3, 6, 12}
-    as well as powers of two), t in {1} or {1, 4}, and memory from tight to loose."""
-    rng = random.Random(10_007 * seed)
-    return random_problem(
-        seed, n=2 + seed % 6, shape=("chain", "branchy")[(seed // 6) % 2], max_tmpcs=3,
-        devices=rng.choice((7, 8)), microbatches=rng.choice((3, 8, 12)),
-        degrees=rng.choice(((1,), (1, 4))), memory_tightness=rng.uniform(1.0, 3.0),
-    )
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("solver", list(SOLVERS))
-def test_other_cluster_shapes_sweep(solver: str, request: pytest.FixtureRequest) -> None:
-    if not _slow_enabled(request.config):
-        pytest.skip("full sweep: run with -m slow")
+def test_other_cluster_shapes_sweep(solver: str) -> None:
     counts = {"optimal": 0, "infeasible": 0}
     for seed in range(60):
         problem = other_cluster(seed)
@@ -163,11 +95,9 @@ def test_other_cluster_shapes_sweep(solver: str, request: pytest.FixtureRequest)
 
 @pytest.mark.slow
 @pytest.mark.parametrize("solver", list(SOLVERS))
-def test_warm_started_sweep(solver: str, request: pytest.FixtureRequest) -> None:
+def test_warm_started_sweep(solver: str) -> None:
     """The cutoff / proof-search path over the full sweep: warm-started with the optimum
     (the solver must prove it) and with a worse plan (the solver must find the optimum)."""
-    if not _slow_enabled(request.config):
-        pytest.skip("full sweep: run with -m slow")
     counts = {"optimum": 0, "worse": 0}
     for seed in FULL:
         best = oracle(seed)
@@ -338,7 +268,7 @@ def test_highs_postsolve_violation_guard(monkeypatch: pytest.MonkeyPatch) -> Non
     model, so a stand-in does: the first (presolve on) run reads back a worse plan and
     logs the warning. Without the guard the worse plan would be the answer (the second
     proof is off here, so nothing else catches it)."""
-    from baselines.milp import backend as milp  # _solve_once calls its _run_highs
+    from baselines.milp import solve_once as milp  # solve_once calls its _run_highs
 
     seed = next(s for s in range(500) if oracle(s).status == Status.OPTIMAL
                 and _worse_plan(tiny(s), oracle(s).plan) is not None)
@@ -401,16 +331,12 @@ def test_write_lp_and_mps(tmp_path: Path) -> None:
     assert "ROWS" in mps.read_text()
 
 
-def _run(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "baselines", *args], cwd=ROOT, capture_output=True, text=True, timeout=120)
-
-
-def test_cli_solve_json(tmp_path: Path) -> None:
+def test_cli_solve_json(tmp_path: Path, cli: RunCommand) -> None:
     seed = _feasible_seed()
     path = tmp_path / "w.json"
     path.write_text(json.dumps(tiny(seed).to_dict()))
     for solver in ("milp", "milp-highs", "cpsat", "brute"):
-        out = _run("solve", "--solver", solver, str(path), "--threads", "2", "--time-limit", "30", "--json")
+        out = cli("baselines", "solve", "--solver", solver, str(path), "--threads", "2", "--time-limit", "30", "--json")
         assert out.returncode == 0, out.stderr
         obj = json.loads(out.stdout)
         assert obj["status"] == "optimal"
@@ -419,7 +345,7 @@ def test_cli_solve_json(tmp_path: Path) -> None:
         assert obj["plan"]["stages"]
 
 
-def test_cli_user_errors_exit_2(tmp_path: Path) -> None:
+def test_cli_user_errors_exit_2(tmp_path: Path, cli: RunCommand) -> None:
     path = tmp_path / "w.json"
     path.write_text(json.dumps(tiny(_feasible_seed()).to_dict()))
     for args in (
@@ -429,7 +355,7 @@ def test_cli_user_errors_exit_2(tmp_path: Path) -> None:
         ("solve", "--devices", "0", str(path)),
         ("export", str(path), str(tmp_path / "m.txt")),
     ):
-        out = _run(*args)
+        out = cli("baselines", *args)
         assert out.returncode == 2, (args, out.stderr)
         assert out.stderr.count("\n") == 1 and "Traceback" not in out.stderr
 
@@ -541,30 +467,6 @@ def repeated(seed: int) -> Problem:
     return repeated_layers(base, seed)
 
 
-def _random_assignment(data, rng: random.Random):
-    """A random slot assignment: the topological order cut into 1-3 groups, each with a
-    random option every one of its layers has, random TMPCs (None if the draw needs more
-    devices or data parallelism than there is; memory is not checked)."""
-    order = data.problem.topological_order
-    s = rng.randint(1, min(3, len(order), data.slots))
-    cuts = sorted(rng.sample(range(1, len(order)), s - 1))
-    groups = [order[a:b] for a, b in zip([0, *cuts], [*cuts, len(order)])]
-    assign = {}
-    for i, group in enumerate(groups, start=1):
-        common = set(data.slot_opts[i])
-        for v in group:
-            common &= {c.opt for c in data.choices[v]}
-        if not common:
-            return None
-        o = rng.choice(sorted(common))
-        for v in group:
-            assign[v] = (i, rng.choice([c for c in data.choices[v] if c.opt == o]))
-    used = {i: data.opts[c.opt] for i, c in assign.values()}
-    if sum(o.t * o.d for o in used.values()) > data.problem.devices or sum(o.d for o in used.values()) > data.s_max:
-        return None
-    return assign
-
-
 def test_tmpc_exchange_keeps_memory_and_edges_and_never_slows_a_stage() -> None:
     """The soundness claim of ModelData.tmpc_exclusions, checked with the evaluator:
     re-sorting a plan's TMPCs (ModelData.canonical) leaves every stage's memory, edge and
@@ -578,7 +480,7 @@ def test_tmpc_exchange_keeps_memory_and_edges_and_never_slows_a_stage() -> None:
         if data.infeasible_reason is not None or not excl:
             continue
         for _ in range(10):
-            assign = _random_assignment(data, rng)
+            assign = random_assignment(data, rng)
             if assign is None:
                 continue
             canon = data.canonical(assign)
@@ -628,12 +530,11 @@ def test_tmpc_exchange_rule_proves_bert_without_it_cannot() -> None:
     assert res.stats["symmetry_clauses"] > 0
 
 
-def test_bench_exact_workloads_runs_and_agrees(tmp_path: Path) -> None:
+def test_bench_exact_workloads_runs_and_agrees(tmp_path: Path, cli: RunCommand) -> None:
     """The workloads benchmark on its GNMT case (CP-SAT proves the DP's plan with and
     without the exchange rule and split, about 12 s), and its exit status 2 on bad --cases."""
     out = tmp_path / "runs.jsonl"
-    proc = subprocess.run([sys.executable, "-m", "experiments.bench_exact_workloads", "--cases", "5", "--out",
-                           str(out)], capture_output=True, text=True, cwd=ROOT, timeout=600)
+    proc = cli("experiments.bench_exact_workloads", "--cases", "5", "--out", str(out))
     assert proc.returncode == 0, proc.stderr
     row = json.loads(out.read_text().splitlines()[-1])
     assert row["case"].startswith("GNMT") and row["dp_status"] == "optimal"
@@ -643,8 +544,7 @@ def test_bench_exact_workloads_runs_and_agrees(tmp_path: Path) -> None:
     assert row["split"]["status"] == "optimal" and row["split"]["tps"] == pytest.approx(row["dp_tps"], rel=1e-9)
     assert row["split"]["refuted"] == row["split"]["sequences"]
     assert "| GNMT k=4" in proc.stdout
-    bad = subprocess.run([sys.executable, "-m", "experiments.bench_exact_workloads", "--cases", "9"],
-                         capture_output=True, text=True, cwd=ROOT, timeout=60)
+    bad = cli("experiments.bench_exact_workloads", "--cases", "9")
     assert bad.returncode == 2 and "--cases" in bad.stderr and "Traceback" not in bad.stderr
 
 

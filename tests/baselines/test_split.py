@@ -1,13 +1,11 @@
 """The proof search split over option sequences (``params["split"] = "sequences"``,
-:mod:`baselines.exact.split`): its pruning never drops a plan the models accept, and the
+:mod:`baselines.exact.sequences`): its pruning never drops a plan the models accept, and the
 split MILP (CBC, HiGHS) and CP-SAT agree with brute force, from the optimum and from
 worse warm starts."""
 
 from __future__ import annotations
 
 import random
-import subprocess
-import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -15,16 +13,17 @@ import pytest
 
 from baselines.cpsat.model import CpsatModel
 from baselines.exact.model_data import build_model_data
-from baselines.exact.split import option_sequences, sequence_y
+from baselines.exact.sequences import option_sequences, sequence_y
 from piper import Options, SolverError, Status, evaluate, load_problem
 from piper.io.workload import dump_problem
-from tests.baselines.test_exact_models import (
+from tests.commands import RunCommand
+from tests.exact_oracle import (
     ABLATIONS,
     SOLVERS,
-    _random_assignment,
     check_against_oracle,
     oracle,
     other_cluster,
+    random_plans,
     tiny,
 )
 
@@ -32,25 +31,12 @@ ROOT = Path(__file__).resolve().parents[2]
 SPLIT = {"split": "sequences"}
 
 
-def _random_plans(problem, rng: random.Random, tries: int = 20):
-    """Random memory-feasible plans of ``problem`` as slot assignments."""
-    data = build_model_data(problem, Options())
-    if data.infeasible_reason is not None:
-        return data, []
-    out = []
-    for _ in range(tries):
-        assign = _random_assignment(data, rng)
-        if assign is not None and not evaluate(problem, data.plan_from_slots(assign)).oom:
-            out.append(assign)
-    return data, out
-
-
 def test_sequence_y_is_the_evaluators_y() -> None:
     rng = random.Random(3)
     checked = 0
     for seed in range(150):
         problem = other_cluster(seed) if seed % 2 else tiny(seed)
-        data, plans = _random_plans(problem, rng, tries=10)
+        data, plans = random_plans(problem, rng, tries=10)
         for assign in plans:
             plan = data.plan_from_slots(assign)
             warm = data.slots_from_plan(plan)
@@ -69,7 +55,7 @@ def test_pruning_keeps_every_plan_at_or_below_the_cutoff() -> None:
     checked = pruned_somewhere = 0
     for seed in range(200):
         problem = other_cluster(seed) if seed % 3 == 0 else tiny(seed)
-        data, plans = _random_plans(problem, rng)
+        data, plans = random_plans(problem, rng)
         if not plans:
             continue
         model = CpsatModel(data)
@@ -129,7 +115,7 @@ def test_split_from_a_worse_plan_finds_the_optimum(solver: str) -> None:
         if best.status != Status.OPTIMAL:
             continue
         problem = tiny(seed)
-        data, plans = _random_plans(problem, rng, tries=10)
+        data, plans = random_plans(problem, rng, tries=10)
         worse = [data.plan_from_slots(a) for a in plans]
         worse = [p for p in worse if evaluate(problem, p).tps > best.tps * (1 + 1e-3)]
         if not worse:
@@ -174,7 +160,6 @@ def test_split_proves_resnet50_k8() -> None:
     assert res.bound <= res.tps and res.bound >= res.tps - res.stats["tolerance"]
 
 
-@pytest.mark.slow
 def test_cbc_split_proves_16_branchy_k8() -> None:
     """The issue's CBC goal: the 16-layer branchy row of ``experiments.bench_exact`` at
     k = 8, which unsplit CBC did not prove in 150 s; split (287 sequences, probing at
@@ -192,51 +177,52 @@ def test_cbc_split_proves_16_branchy_k8() -> None:
     assert "probing forceOn" in res.stats["split"]["cbc_options"]
 
 
-def _run(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "baselines", *args], capture_output=True, text=True, cwd=ROOT)
-
-
-def test_cli_split(tmp_path: Path) -> None:
+def test_cli_split(tmp_path: Path, cli: RunCommand) -> None:
     seed = _first_feasible()
     wl = tmp_path / "w.json"
     dump_problem(tiny(seed), wl)
     plan = tmp_path / "plan.json"
     oracle(seed).plan.dump(plan)
-    ok = _run("solve", "--solver", "cpsat", str(wl), "--warm-start", str(plan), "--split", "sequences", "--json")
+    ok = cli("baselines", "solve", "--solver", "cpsat", str(wl), "--warm-start", str(plan), "--split", "sequences", "--json")
     assert ok.returncode == 0, ok.stderr
     assert '"status": "optimal"' in ok.stdout
     for args, words in [
         (("--solver", "cpsat", str(wl), "--split", "sequences"), "--warm-start"),
         (("--solver", "dp", str(wl), "--warm-start", str(plan), "--split", "sequences"), "milp"),
     ]:
-        bad = _run("solve", *args)
+        bad = cli("baselines", "solve", *args)
         assert bad.returncode == 2 and words in bad.stderr and "Traceback" not in bad.stderr
         assert len(bad.stderr.strip().splitlines()) == 1
 
 
 @pytest.mark.parametrize("workers", [1, 2, 3])
 def test_solve_sequences_records_everything_and_raises_worker_errors(workers: int) -> None:
-    from baselines.exact.split import solve_sequences
+    from baselines.exact.answer import SequenceAnswer
+    from baselines.exact.split_threads import solve_sequences
 
+    refuted = SequenceAnswer("refuted", None)
     seqs = [(i,) for i in range(20)]
     seen: list[tuple[int, ...]] = []
-    found, stopped = solve_sequences(seqs, lambda w, s: ("refuted", None), lambda s, o, p: seen.append(s), workers)
+    run = solve_sequences(seqs, lambda w, s: refuted, lambda s, a: seen.append(s), workers)
+    found, stopped = run.found, run.stopped
     assert sorted(seen) == seqs and found == [] and not stopped
     # a plan found stops new work; the ones running finish and are recorded
     seen.clear()
-    found, stopped = solve_sequences(
-        seqs, lambda w, s: ("found", s) if s == (3,) else ("refuted", None), lambda s, o, p: seen.append(s), workers)
+    run = solve_sequences(seqs, lambda w, s: SequenceAnswer("found", None, plan=s) if s == (3,) else refuted,
+                          lambda s, a: seen.append(s), workers)
+    found, stopped = [a.plan for a in run.found], run.stopped
     assert found == [(3,)] and not stopped and (3,) in seen and len(seen) < 20
-    found, stopped = solve_sequences(seqs, lambda w, s: ("stop", None), lambda s, o, p: None, workers)
+    run = solve_sequences(seqs, lambda w, s: SequenceAnswer("stop", None), lambda s, a: None, workers)
+    found, stopped = run.found, run.stopped
     assert stopped and found == []
 
-    def boom(w: int, s: tuple[int, ...]):
+    def boom(w: int, s: tuple[int, ...]) -> SequenceAnswer:
         if s == (5,):
             raise RuntimeError("solver crashed on (5,)")
-        return "refuted", None
+        return refuted
 
     with pytest.raises(RuntimeError, match=r"\(5,\)"):  # never a silent gap in the proof
-        solve_sequences(seqs, boom, lambda s, o, p: None, workers)
+        solve_sequences(seqs, boom, lambda s, a: None, workers)
 
 
 @pytest.mark.parametrize("solver", list(SOLVERS))
@@ -249,7 +235,7 @@ def test_split_one_worker_at_a_time(solver: str) -> None:
         best = oracle(seed)
         if best.status != Status.OPTIMAL:
             continue
-        data, plans = _random_plans(tiny(seed), rng, tries=10)
+        data, plans = random_plans(tiny(seed), rng, tries=10)
         worse = [p for p in (data.plan_from_slots(a) for a in plans)
                  if evaluate(tiny(seed), p).tps > best.tps * (1 + 1e-3)]
         if not worse:
@@ -263,15 +249,14 @@ def test_split_one_worker_at_a_time(solver: str) -> None:
     pytest.fail(f"only {checked} instances with a worse plan")
 
 
-def test_bench_exact_split_mode(tmp_path: Path) -> None:
+def test_bench_exact_split_mode(tmp_path: Path, cli: RunCommand) -> None:
     """``python -m experiments.bench_exact --split``: the exact solvers run split below the
     DP's plan, agree with it, and the runs say so; k = 16 is refused, not an error."""
     import json
 
     out = tmp_path / "runs.jsonl"
-    proc = subprocess.run([sys.executable, "-m", "experiments.bench_exact", "--sizes", "8", "--shapes", "chain",
-                           "--ks", "4,16", "--solvers", "dp,cpsat,milp-highs", "--split", "--time-limit", "30",
-                           "--out", str(out)], capture_output=True, text=True, cwd=ROOT, timeout=600)
+    proc = cli("experiments.bench_exact", "--sizes", "8", "--shapes", "chain", "--ks", "4,16",
+               "--solvers", "dp,cpsat,milp-highs", "--split", "--time-limit", "30", "--out", str(out))
     assert proc.returncode == 0, proc.stderr
     runs = [json.loads(line) for line in out.read_text().splitlines()]
     by = {(r["k"], r["solver"]): r for r in runs}

@@ -1,26 +1,16 @@
 """``python -m piper model``: --json, --list, --out, and exit 2 with one line on user errors."""
 
 import json
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
 from piper import evaluate, load_problem, plan_from_dict
 from piper.cli.model import main
 
-ROOT = Path(__file__).resolve().parents[2]
 
-
-def run(*args):
-    return subprocess.run([sys.executable, "-m", "piper", "model", *args], capture_output=True, text=True,
-                          cwd=ROOT, timeout=300)
-
-
-def test_json_summary_and_workload(tmp_path):
+def test_json_summary_and_workload(cli, tmp_path):
     out = tmp_path / "w.json"
-    r = run("megatron-1.7b", "--global-batch", "512", "--out", str(out), "--json")
+    r = cli("piper", "model", "megatron-1.7b", "--global-batch", "512", "--out", str(out), "--json")
     assert r.returncode == 0, r.stderr
     s = json.loads(r.stdout)  # one JSON object, nothing else
     assert s["params"] == 1_652_230_656
@@ -47,8 +37,8 @@ def test_text_summary_with_overrides(tmp_path, capsys):
     assert "16 x h100-sxm-80gb" in text and "not written" in text
 
 
-def test_list():
-    r = run("--list")
+def test_list(cli):
+    r = cli("piper", "model", "--list")
     assert r.returncode == 0, r.stderr
     for name in ("megatron-1.7b", "megatron-1t", "gpt3-175b", "llama2-70b", "llama3-405b", "h100-sxm-80gb"):
         assert name in r.stdout
@@ -62,19 +52,19 @@ def test_list():
     (["missing/config.json"], "cannot read"),
     ([], "preset name or a config.json"),
 ])
-def test_user_errors_exit_2_with_one_line(args, message):
-    r = run(*args)
+def test_user_errors_exit_2_with_one_line(cli, args, message):
+    r = cli("piper", "model", *args)
     assert r.returncode == 2
     assert r.stdout == ""
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and message in lines[0] and "Traceback" not in r.stderr
 
 
-def test_bad_config_file_exit_2(tmp_path):
+def test_bad_config_file_exit_2(cli, tmp_path):
     cfg = tmp_path / "config.json"
     cfg.write_text(json.dumps({"hidden_size": 64, "num_attention_heads": 3, "num_hidden_layers": 2,
                                "vocab_size": 100, "max_position_embeddings": 64}))
-    r = run(str(cfg))
+    r = cli("piper", "model", str(cfg))
     assert r.returncode == 2
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and "attention_heads (3) must divide hidden_size (64)" in lines[0]

@@ -4,24 +4,17 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 from piper import evaluate, load_problem, plan_from_dict
 from piper.frontend.costs import hardware_flops_per_iteration, model_flops_per_iteration
 from piper.frontend.presets import preset
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def run(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "piper", *args], capture_output=True, text=True, cwd=ROOT, timeout=300)
+from tests.commands import RunCommand
 
 
-def test_plan_json_predicts_speed_from_the_evaluators_batch_time(tmp_path: Path) -> None:
+def test_plan_json_predicts_speed_from_the_evaluators_batch_time(cli: RunCommand, tmp_path: Path) -> None:
     work, plan_path = tmp_path / "w.json", tmp_path / "p.json"
-    proc = run("plan", "megatron-1.7b", "--nodes", "1", "--global-batch", "64", "--json",
+    proc = cli("piper", "plan", "megatron-1.7b", "--nodes", "1", "--global-batch", "64", "--json",
                "--out", str(work), "--plan-out", str(plan_path))
     assert proc.returncode == 0, proc.stderr[-400:]
     out = json.loads(proc.stdout)
@@ -40,13 +33,13 @@ def test_plan_json_predicts_speed_from_the_evaluators_batch_time(tmp_path: Path)
     assert lo <= out["hardware_flops_per_iteration"] <= hi
 
 
-def test_plan_uniform_has_one_degree_pair() -> None:
-    proc = run("plan", "megatron-1.7b", "--nodes", "1", "--global-batch", "64", "--uniform", "--json")
+def test_plan_uniform_has_one_degree_pair(cli: RunCommand) -> None:
+    proc = cli("piper", "plan", "megatron-1.7b", "--nodes", "1", "--global-batch", "64", "--uniform", "--json")
     assert proc.returncode == 0, proc.stderr[-400:]
     stages = json.loads(proc.stdout)["plan"]["stages"]
     assert len({(s["dataParallelDegree"], s["tensorParallelDegree"]) for s in stages}) == 1
 
 
-def test_plan_bad_model_is_one_line_exit_2() -> None:
-    proc = run("plan", "nope-model")
+def test_plan_bad_model_is_one_line_exit_2(cli: RunCommand) -> None:
+    proc = cli("piper", "plan", "nope-model")
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "unknown model preset" in proc.stderr

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import json
 import math
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -14,35 +12,11 @@ import pytest
 from experiments.lib.instances import random_problem
 from piper import Options, Status, load_problem, solve
 from piper.core.result import Result
+from tests.commands import run_python_module
+from tests.helpers import two_layer_workload, write_json
 
 ROOT = Path(__file__).resolve().parents[2]
 REPRO = str(ROOT / "experiments" / "workloads" / "bert-op-slice-n10-k8.json")
-
-
-def run(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", *args], capture_output=True, text=True, cwd=ROOT, timeout=300)
-
-
-@pytest.mark.parametrize("solver", ["cpsat", "milp-highs"])
-def test_json_stdout_is_one_object_even_with_the_solver_log(solver: str) -> None:
-    """CP-SAT and HiGHS print their logs on stdout from native code; --json must still be
-    one JSON object on stdout, the log (asked for with --log) on stderr."""
-    proc = run("piper", "solve", REPRO, "--solver", solver, "--json", "--log")
-    assert proc.returncode == 0, proc.stderr[-500:]
-    out = json.loads(proc.stdout)
-    assert out["status"] == "optimal" and out["solver"] == solver
-    assert proc.stdout.count("\n") == 1
-    assert proc.stderr.strip(), "the log goes to stderr"
-
-
-def test_alias_runs_the_same_code_and_prints_the_same_json() -> None:
-    a = json.loads(run("piper", "solve", REPRO, "--solver", "dp", "--json").stdout)
-    b = json.loads(run("baselines", "solve", REPRO, "--solver", "dp", "--json").stdout)
-    for out in (a, b):
-        out.pop("time_s")
-        out["stats"].pop("time_s", None)
-    assert a.keys() == b.keys()
-    assert a["plan"] == b["plan"] and a["tps"] == b["tps"] and a["status"] == b["status"]
 
 
 @pytest.mark.parametrize("args, fragment", [
@@ -57,8 +31,8 @@ def test_alias_runs_the_same_code_and_prints_the_same_json() -> None:
       "--ray-address", "h:6379"], "--ray-address needs --split-backend ray"),
     (["--solver", "dp", "--split-backend", "ray"], "--split-backend applies to milp"),
 ])
-def test_flags_for_another_solver_exit_2_with_one_line(args: list[str], fragment: str) -> None:
-    proc = run("piper", "solve", REPRO, *args)
+def test_flags_for_another_solver_exit_2_with_one_line(cli, args: list[str], fragment: str) -> None:
+    proc = cli("piper", "solve", REPRO, *args)
     assert proc.returncode == 2
     assert fragment in proc.stderr and proc.stderr.count("\n") == 1 and not proc.stdout
 
@@ -86,18 +60,19 @@ def test_result_json_round_trip_with_infinities() -> None:
 
 def test_split_proof_on_ray_from_the_command_line(tmp_path: Path) -> None:
     """--split sequences --split-backend ray proves the DP's plan optimal, as the threads do
-    (a local Ray instance, started by the command)."""
+    (a local Ray instance, started by the command: a separate process each, so that the
+    instance ends with it)."""
     pytest.importorskip("ray")  # the extra .[ray]; CI installs it
     from piper import dump_problem
 
     workload = tmp_path / "w.json"
     dump_problem(random_problem(3, n=6, devices=4), workload)
     plan = tmp_path / "dp.json"
-    assert run("piper", "solve", str(workload), "--out", str(plan), "--quiet").returncode == 0
+    assert run_python_module("piper", "solve", str(workload), "--out", str(plan), "--quiet").returncode == 0
     answers = []
     for backend in ("threads", "ray"):
-        proc = run("piper", "solve", str(workload), "--solver", "cpsat", "--warm-start", str(plan),
-                   "--split", "sequences", "--split-backend", backend, "--json", "--quiet")
+        proc = run_python_module("piper", "solve", str(workload), "--solver", "cpsat", "--warm-start", str(plan),
+                                 "--split", "sequences", "--split-backend", backend, "--json", "--quiet")
         assert proc.returncode == 0, proc.stderr[-800:]
         answers.append(json.loads(proc.stdout))
     dp = load_problem(workload)
@@ -105,3 +80,26 @@ def test_split_proof_on_ray_from_the_command_line(tmp_path: Path) -> None:
     for out in answers:
         assert out["status"] == "optimal" and out["tps"] == pytest.approx(best, rel=1e-9)
     assert answers[1]["stats"]["split"]["backend"] == "ray"
+
+
+def test_solve_refuses_cluster_keys_for_a_solver_without_the_features(cli, tmp_path):
+    from piper.solvers.registry import SolverInfo, register, unregister
+
+    register(SolverInfo("v1-only", "piper.dp:solve_dp", True, "the DP without features", {"knapsack": "exact"}))
+    try:
+        path = write_json(tmp_path, two_layer_workload(devicesPerNode=2, intraNodeBandwidth=4.0))
+        code, out, err = cli("piper", "solve", path, "-q", "--solver", "v1-only")
+        lines = err.strip().splitlines()
+        assert code == 2 and len(lines) == 1
+        assert lines[0].startswith("piper: error: solver 'v1-only' does not support devicesPerNode (G=2 < k=8)")
+        # the flags give a file without the cluster keys the features as well
+        code, _, err = cli("piper", "solve", write_json(tmp_path, two_layer_workload(), "v1.json"), "-q",
+                           "--solver", "v1-only", "--allreduce-factor", "2")
+        assert code == 2 and "does not support allReduceFactor (f=2 != 4)" in err
+    finally:
+        unregister("v1-only")
+    # every shipped solver honours the cluster keys: dp and brute agree
+    code, out, _ = cli("piper", "solve", path, "-q", "--solver", "brute", "--json")
+    assert code == 0 and json.loads(out)["status"] == "optimal"
+    code, out2, _ = cli("piper", "solve", path, "-q", "--json")
+    assert code == 0 and json.loads(out2)["tps"] == json.loads(out)["tps"]

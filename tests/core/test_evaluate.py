@@ -1,11 +1,20 @@
-"""The evaluator on hand-computed examples, one term at a time, and every structural rule."""
+"""The evaluator on hand-computed examples, one term at a time (clusters of nodes included:
+docs/problem.md §2), and every structural rule."""
 
+import json
 import math
 
 import pytest
 
-from piper import PlanError, evaluate
-from tests.helpers import plan, problem, tmpc
+from piper import PlanError, evaluate, problem_from_dict
+from tests.evaluator_cases import (
+    CLUSTER_KEYS,
+    FITS,
+    SPANS,
+    cluster_chain,
+    with_sharded_state,
+)
+from tests.helpers import plan, problem, tmpc, workload
 
 
 def chain3(**kw):
@@ -209,3 +218,118 @@ def test_oom_score_fields():
     assert math.isinf(s.tps) and math.isinf(s.batch_time) and s.throughput == 0.0 and s.bottleneck == 0
     d = s.to_dict()
     assert d["tps"] is None and d["batch_time"] is None and d["stages"][0]["tps"] == 4.0
+
+
+# ---- nodes of devices, intra-node bandwidth, all-reduce factor, sharded state (docs/problem.md §2) --
+
+def test_plan_spanning_nodes_by_hand():
+    p = problem_from_dict(with_sharded_state(cluster_chain(**CLUSTER_KEYS)))
+    s = evaluate(p, SPANS)
+    assert not s.fits_in_node and not s.oom
+    s1, s2, s3 = s.stages
+    # stage 1: d = 2, y = ceil(4 / 2) = 2; fits in a node (2 * 1 <= 4): resync at B_in = 10,
+    # edges at B = 2 (the plan spans nodes)
+    assert (s1.y, s1.fits_in_node, s1.edge_bandwidth, s1.resync_bandwidth) == (2, True, 2.0, 10.0)
+    assert s1.memory == 1 * 2 + 2 + 16 / 2                       # a y + b + s / d = 12
+    x1, r1 = 2 * (3 + 1), 2 * (2 - 1) * 8 / (2 * 4)              # X = 8, R = f (d-1) w / (d N) = 2
+    assert s1.edge == x1 / (2 * 2) and s1.resync == r1 / 10 and s1.compute == 4 / 2
+    assert s1.tps == pytest.approx(8 / 4 + 2 / 10 + 4 / 2)      # 4.2
+    assert s1.tau == 4 + 8 / 2                                   # P + X / B_edge = 8
+    # stage 2: d = 1, y = 2; in-edge 2 (3 + 2), out-edge 2 (5 + 0): X = 20; R = 0
+    assert s2.memory == 2 * 2 + 1 + 8 / 1 and s2.tps == 20 / 2 + 0 + 6 == 16.0 and s2.tau == 6 + 20 / 2
+    # stage 3: d = 1, t = 2, y = 1; 2 * 1 <= 4 fits; X = 2 (5 + 1) = 12
+    assert s3.memory == 1 + 0 + 4 and s3.tps == 12 / 2 + 3 == 9.0 and s3.tau == 3 + 12 / 2
+    assert s.tps == 16.0
+    # batch time: N TPS + sum tau - max tau = 4 * 16 + (8 + 16 + 9) - 16 = 81
+    assert s.batch_time == 81.0
+
+
+def test_plan_inside_one_node_by_hand():
+    p = problem_from_dict(with_sharded_state(cluster_chain(**CLUSTER_KEYS)))
+    s = evaluate(p, FITS)
+    assert s.fits_in_node and s.devices_used == 4
+    s1, s2 = s.stages
+    # stage 1: {0, 1}, d = 2, y = ceil(3 / 2) = 2; edges and resync both at B_in = 10
+    assert (s1.edge_bandwidth, s1.resync_bandwidth, s1.fits_in_node) == (10.0, 10.0, True)
+    assert s1.memory == (1 * 2 + 2 + 16 / 2) + (2 * 2 + 1 + 8 / 2)  # 21
+    x1, r1 = 2 * (5 + 0), 2 * (2 - 1) * (8 + 4) / (2 * 4)           # X = 10, R = 3
+    assert s1.tps == pytest.approx(x1 / (2 * 10) + r1 / 10 + 10 / 2)  # 5.8
+    assert s1.tau == 10 + 10 / 10
+    assert s2.tps == pytest.approx(12 / 10 + 3) and s2.tau == pytest.approx(3 + 12 / 10)
+    assert s.tps == pytest.approx(5.8)
+    assert s.batch_time == pytest.approx(4 * 5.8 + (11 + 4.2) - 11)  # 27.4
+
+
+def test_stage_fits_but_plan_spans_and_stage_spans():
+    p = problem_from_dict(with_sharded_state(cluster_chain(**CLUSTER_KEYS))).with_cluster(devices_per_node=2)
+    s = evaluate(p, FITS)  # 4 devices > G = 2; each stage has 2 <= 2 devices
+    assert not s.fits_in_node and [st.fits_in_node for st in s.stages] == [True, True]
+    assert s.stages[0].tps == pytest.approx(10 / (2 * 2) + 3 / 10 + 5)  # 7.8: edges at B, resync at B_in
+    assert s.stages[1].tps == 12 / 2 + 3 == s.tps == 9.0
+    assert s.batch_time == 4 * 9 + (10 + 10 / 2) + (3 + 12 / 2) - 15  # 45
+    q = p.with_cluster(devices_per_node=1)  # every stage spans nodes: all at B = 2
+    s = evaluate(q, FITS)
+    assert [st.fits_in_node for st in s.stages] == [False, False]
+    assert [st.resync_bandwidth for st in s.stages] == [2.0, 2.0]
+    assert s.stages[0].tps == (10 / 2 + 3) / 2 + 10 / 2 == 9.0
+
+
+def test_allreduce_factor_scales_the_resync_only():
+    nodes = {0: {1: [tmpc(p=0.0, w=8.0)]}, 1: {1: [tmpc(p=0.0, w=16.0)]}}
+    raw = workload(nodes, [(0, 1, 0.0)], N=4, B=2.0)
+    one = plan(([0, 1], 2, 1, "vanilla"))
+    for f in (1, 2, 4, 6.5):
+        p = problem_from_dict({**raw, "allReduceFactor": f})
+        # f (2 - 1) (8 + 16) / (2 * 4) = 3 f bytes, / B
+        assert evaluate(p, one).stages[0].resync == 3 * f / 2.0
+    assert evaluate(problem_from_dict(raw), one).stages[0].resync == 6.0
+
+
+def test_sharded_state_is_split_over_d_replicas():
+    nodes = {0: {1: [{**tmpc(p=1.0, a=1.0, b=2.0), "memoryUsageShardedB": 24.0}]}}
+    raw = workload(nodes, [], N=8, k=8, M=100.0)
+    p = problem_from_dict(raw)
+    for d in (1, 2, 4, 8):
+        # a y + b + s / d with y = 1
+        assert evaluate(p, plan(([0], d, 1, "vanilla"))).stages[0].memory == 1 + 2 + 24 / d
+    # the memory limit sees s / d: 27 bytes at d = 1 are OOM under M = 10, 6 at d = 8 fit
+    tight = problem_from_dict({**raw, "maxMemoryPerDevice": 10.0})
+    assert evaluate(tight, plan(([0], 1, 1, "vanilla"))).oom
+    assert not evaluate(tight, plan(([0], 8, 1, "vanilla"))).oom
+
+
+def test_intra_node_bandwidth_is_used_by_a_one_node_cluster():
+    # G not given: one node of k devices, so every plan fits: edges and resync at B_in
+    nodes = {0: {1: [tmpc(p=2.0, w=4.0, bw={"1": 0.0})]}, 1: {1: [tmpc(p=2.0, w=4.0, fw={"0": 0.0})]}}
+    raw = workload(nodes, [(0, 1, 6.0)], N=4, B=1.0)
+    p = problem_from_dict({**raw, "intraNodeBandwidth": 4.0})
+    s = evaluate(p, plan(([0], 2, 1, "vanilla"), ([1], 1, 1, "vanilla")))
+    # stage 1: X = 12, R = 4 (1) 4 / (2 * 4) = 2: (12 / 2 + 2) / 4 + 2 / 2 = 3
+    assert s.stages[0].tps == 3.0 and s.stages[0].edge_bandwidth == 4.0 == s.stages[0].resync_bandwidth
+    assert s.stages[1].tps == 12 / 4 + 2 == 5.0 and s.tps == 5.0
+
+
+def test_batch_time_of_equal_stages_is_the_1f1b_formula():
+    # L = 3 equal stages with one d: batch time = (N / d + L - 1) tau
+    nodes = {v: {1: [tmpc(p=6.0)]} for v in range(3)}
+    prob = problem_from_dict(workload(nodes, [(0, 1, 0.0), (1, 2, 0.0)], N=8, k=8))
+    s = evaluate(prob, plan(([0], 2, 1, "vanilla"), ([1], 2, 1, "vanilla"), ([2], 2, 1, "vanilla")))
+    assert s.tps == 3.0 and all(st.tau == 6.0 for st in s.stages)
+    assert s.batch_time == (8 / 2 + 3 - 1) * 6.0
+
+
+def test_batch_time_is_inf_and_null_when_oom():
+    nodes = {0: {1: [tmpc(p=1.0, a=3.0, b=4.0)]}}
+    oom = evaluate(problem_from_dict(workload(nodes, [], M=6.0)), plan(([0], 1, 1, "vanilla")))
+    assert oom.oom and math.isinf(oom.batch_time)
+    d = oom.to_dict()
+    assert d["batch_time"] is None and d["tps"] is None
+
+
+def test_to_dict_carries_the_new_fields():
+    p = problem_from_dict(with_sharded_state(cluster_chain(**CLUSTER_KEYS)))
+    d = evaluate(p, SPANS).to_dict()
+    assert d["batch_time"] == 81.0 and d["fits_in_node"] is False
+    st = d["stages"][0]
+    assert (st["fits_in_node"], st["edge_bandwidth"], st["resync_bandwidth"], st["tau"]) == (True, 2.0, 10.0, 8.0)
+    json.dumps(d)

@@ -1,11 +1,11 @@
-"""Plan JSON in and out (both TMPCids forms) and the readable table."""
+"""Plan JSON in and out (both TMPCids forms)."""
 
 import json
 
 import pytest
 
-from piper import PlanFormatError, evaluate, load_plan, plan_from_dict, render_plan
-from tests.helpers import plan, problem, tmpc
+from piper import PlanFormatError, load_plan, plan_from_dict
+from tests.helpers import plan
 
 
 def test_round_trip_reference_shape(tmp_path):
@@ -38,13 +38,3 @@ def test_tmpcids_as_list_of_pairs_like_the_authors_code():
 def test_malformed_plans_raise_plan_format_error(raw, message):
     with pytest.raises(PlanFormatError, match=message):
         plan_from_dict(raw)
-
-
-def test_render_shows_ranges_degrees_tps_and_memory():
-    nodes = {v: {1: [tmpc(p=1.0, a=2.0 ** 30)]} for v in range(5)}
-    prob = problem(nodes, [(v, v + 1, 0.0) for v in range(4)], M=2.0 ** 33)
-    p = plan(([0, 1, 2], 1, 1, "vanilla"), ([3, 4], 1, 1, "vanilla"))
-    text = render_plan(prob, p, evaluate(prob, p))
-    assert "0-2" in text and "3-4" in text and "3x vanilla" in text
-    # stage 1: y = ceil(2/1) = 2, 3 layers x 1 GiB x 2
-    assert "6.00 GiB / 8.00 GiB" in text and "TPS 3" in text and "bottleneck stage 1" in text

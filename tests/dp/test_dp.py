@@ -295,11 +295,9 @@ def test_curve_points_option() -> None:
 
 
 @pytest.mark.slow
-def test_exact_equals_brute_force_wide_sweep(request: pytest.FixtureRequest) -> None:
+def test_exact_equals_brute_force_wide_sweep() -> None:
     """2000 more instances, and as many of the table engine's sweep (~30 s); runs only when
-    selected with -m slow."""
-    if "slow" not in (request.config.getoption("markexpr") or "") or "not slow" in request.config.getoption("markexpr"):
-        pytest.skip("long sweep: run with -m slow")
+    selected with -m slow (or --runslow)."""
     for seed in range(1000, 3000):
         problem = random_problem(seed, n=3 + seed % 6, degrees=(1, 2, 4), max_tmpcs=3,
                                  devices=1 + seed % 8, microbatches=(1, 2, 4, 6, 8)[seed % 5])

@@ -1,12 +1,11 @@
 """Uniform plans (docs/problem.md §2.5): every stage has the same (d, t).
 
-The DP runs once per allowed (t, d) (both version-2 edge runs each); brute force filters;
+The DP runs once per allowed (t, d) (both edge runs each: inside one node and across nodes); brute force filters;
 equi's plans are uniform already.
 """
 
 from __future__ import annotations
 
-import argparse
 import math
 import random
 
@@ -15,23 +14,18 @@ import pytest
 import piper.dp.entry as dp_module
 from experiments.lib.instances import random_problem
 from piper import Options, Problem, SolverError, check_plan, solve
-from piper.cli.common import add_ablation_args, options_from_args
-from tests.dp.test_v2_dp import tiny_cases
+from tests.helpers import random_cluster_cases, same_tps
 
 
 def mixed_cases(count: int, seed: int) -> list[Problem]:
-    """Half version 1, half version 2 (G, B_in >= B, f, sharded memory)."""
+    """Half without cluster keys, half with them (G, B_in >= B, f, sharded memory)."""
     rng = random.Random(seed)
-    v1 = [random_problem(seed * 1000 + i, n=rng.choice((2, 3, 4)), devices=rng.choice((2, 4, 6, 8)),
-                         microbatches=rng.choice((1, 2, 4, 8)), degrees=(1, 2)) for i in range(count // 2)]
-    return v1 + tiny_cases(count - count // 2, seed=seed + 1)
+    plain = [random_problem(seed * 1000 + i, n=rng.choice((2, 3, 4)), devices=rng.choice((2, 4, 6, 8)),
+                            microbatches=rng.choice((1, 2, 4, 8)), degrees=(1, 2)) for i in range(count // 2)]
+    return plain + random_cluster_cases(count - count // 2, seed=seed + 1)
 
 
 CASES = mixed_cases(180, seed=41)
-
-
-def same(a: float, b: float) -> bool:
-    return (math.isinf(a) and math.isinf(b)) or math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12)
 
 
 def pairs(res) -> set[tuple[int, int]]:
@@ -49,7 +43,7 @@ def test_uniform_dp_equals_uniform_brute_force():
         else:
             optimal += 1
             multi_stage += len(dp.plan.stages) > 1
-            ok = dp.status.value == "optimal" and same(dp.tps, brute.tps) and len(pairs(dp)) == 1
+            ok = dp.status.value == "optimal" and same_tps(dp.tps, brute.tps) and len(pairs(dp)) == 1
             ok = ok and len(pairs(brute)) == 1
             check_plan(p, dp.plan)
         if not ok:
@@ -79,7 +73,7 @@ def test_uniform_greedy_dp_gives_uniform_plans_no_better_than_exact():
 def test_uniform_with_the_table_engine_and_linearized():
     for p in CASES[:40]:
         want = solve(p, Options(uniform=True), solver="dp").tps
-        assert same(solve(p, Options(uniform=True, params={"engine": "table"}), solver="dp").tps, want)
+        assert same_tps(solve(p, Options(uniform=True, params={"engine": "table"}), solver="dp").tps, want)
         lin = solve(p, Options(uniform=True, linearize=True), solver="dp")
         assert lin.tps >= want * (1 - 1e-9) or math.isinf(want)
 
@@ -97,10 +91,3 @@ def test_too_many_uniform_dps_is_a_clear_error(monkeypatch):
     p = CASES[0]
     with pytest.raises(SolverError, match=r"uniform plans need one DP per \(t, d\) pair: .* ideal pairs each"):
         solve(p, Options(uniform=True), solver="dp")
-
-
-def test_cli_flag_sets_the_option():
-    parser = argparse.ArgumentParser()
-    add_ablation_args(parser)
-    assert options_from_args(parser.parse_args(["--uniform"])).uniform is True
-    assert options_from_args(parser.parse_args([])).uniform is False

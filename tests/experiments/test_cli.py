@@ -82,8 +82,7 @@ BAD = [
     ("bench", ["nope"], "COMMAND"),
     ("bench_exact_workloads", ["--cases", "9"], "--cases"),
     ("bench_exact_workloads", ["--cases", "x"], "--cases"),
-    ("megatron", ["--calibrate-on", "megatron-2t"], "--calibrate-on"),
-    ("megatron", ["--jobs", "x"], "--jobs"),
+    ("megatron", ["--quick", "--loo"], "--loo"),
 ]
 
 
@@ -103,7 +102,7 @@ def test_an_out_that_cannot_be_a_directory_is_exit_2(name: str, tmp_path: Path,
                                                     capsys: pytest.CaptureFixture[str]) -> None:
     blocker = tmp_path / "a-file"
     blocker.write_text("")
-    argv = {"paper": ["fig1"], "bench_exact": [], "megatron": ["--no-planner"]}[name]
+    argv = {"paper": ["fig1"], "bench_exact": [], "megatron": ["--quick", "--no-loo"]}[name]
     assert COMMANDS[name].main([*argv, "--out", str(blocker / "sub")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--out" in err[0], err

@@ -3,14 +3,13 @@
 Expected values come from the stated plan (stage sizes, d, t, TMPCs), the workload's setup
 and, for the SC'21 configurations, from the published table (experiments/data) and the
 paper's script examples/sc21/run_table_1.sh (t, p, micro-batch, global batch, full
-recomputation with ``--recompute-method uniform``) -- never from the export code."""
+recomputation with ``--recompute-method uniform``) -- never from the export code. The
+``export`` command: tests/cli/test_export.py."""
 
 from __future__ import annotations
 
 import csv
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -22,48 +21,15 @@ from piper.frontend import hardware, preset
 from piper.frontend.config import TransformerConfig
 from piper.frontend.workload import TrainingSetup, build_workload
 from piper.io.workload import load_problem
+from tests.export_cases import SETUP, TINY, chain_plan, tiny_problem
 
 ROOT = Path(__file__).resolve().parents[2]
 SC21 = ROOT / "experiments" / "data" / "megatron_sc21_table1.csv"
 BERT = ROOT / "experiments" / "workloads" / "bert32a100.json"
 
-TINY = TransformerConfig(name="tiny", layers=8, hidden_size=64, attention_heads=4, kv_heads=4, ffn_hidden_size=256,
-                         vocab_size=1000, seq_length=128, micro_batch=2)
 TINY_LLAMA = TransformerConfig(name="tiny-llama", layers=8, hidden_size=64, attention_heads=4, kv_heads=2,
                                ffn_hidden_size=160, vocab_size=1000, seq_length=256, ffn_kind="swiglu", norm="rmsnorm",
                                linear_bias=False, learned_positions=False, tied_embeddings=False, micro_batch=1)
-#: 1 node of 8 A100s, 32 sequences per batch: N = 32 / b micro-batches
-SETUP = TrainingSetup(nodes=1, global_batch=32)
-
-
-def tiny_problem(cfg: TransformerConfig = TINY, setup: TrainingSetup = SETUP):
-    return load_problem(build_workload(cfg, hardware("a100-80gb"), setup), strict=True)
-
-
-def chain_plan(problem, sizes, d, t, tmpc="none", *, other="none", embedding_alone=False, head_alone=False):
-    """Stages of ``sizes`` transformer layers in order; the embedding joins the first stage
-    (or is a stage of its own), final norm and head the last (or a stage of their own).
-    ``tmpc``: one id for every layer, or a list per layer; ``other``: the non-layer nodes' id.
-    ``d`` / ``t``: one value, or a list per stage (in the order the stages come out)."""
-    kind = {nd.id: nd.kind for nd in problem.nodes}
-    layers = sorted((v for v in kind if kind[v] == "transformer"), key=lambda v: problem.node_by_id[v].layer_index)
-    pre = [v for v in kind if kind[v] == "embedding"]
-    post = [v for v in kind if kind[v] in ("final_norm", "output_head")]
-    per_layer = tmpc if isinstance(tmpc, list) else [tmpc] * len(layers)
-    groups, at = [], 0
-    for n in sizes:
-        groups.append(layers[at:at + n])
-        at += n
-    assert at == len(layers)
-    groups = [pre] + groups if embedding_alone else [pre + groups[0]] + groups[1:]
-    groups = groups + [post] if head_alone else groups[:-1] + [groups[-1] + post]
-    ds = d if isinstance(d, list) else [d] * len(groups)
-    ts = t if isinstance(t, list) else [t] * len(groups)
-    pos = {v: i for i, v in enumerate(layers)}
-    stages = []
-    for g, dd, tt in zip(groups, ds, ts):
-        stages.append(Stage(tuple(g), dd, tt, {v: (per_layer[pos[v]] if v in pos else other) for v in g}))
-    return Plan(tuple(stages))
 
 
 def args_dict(argv):
@@ -359,77 +325,6 @@ def test_torchtitan_refusals():
         export_plan(problem, chain_plan(problem, [4, 4], 1, 1, tm), "torchtitan")
     with pytest.raises(ExportError, match=r"rule E3.*--uniform"):
         export_plan(problem, chain_plan(problem, [4, 4], 1, [1, 2]), "torchtitan")
-
-
-# ---------------------------------------------------------------------------------
-# the command line
-# ---------------------------------------------------------------------------------
-
-
-def run(*args):
-    return subprocess.run([sys.executable, "-m", "piper", *args], capture_output=True, text=True, cwd=ROOT, timeout=300)
-
-
-@pytest.fixture()
-def files(tmp_path):
-    problem = tiny_problem()
-    w = tmp_path / "w.json"
-    w.write_text(json.dumps(build_workload(TINY, hardware("a100-80gb"), SETUP)))
-    good = tmp_path / "good.json"
-    chain_plan(problem, [3, 5], 2, 1, "full").dump(good)
-    bad = tmp_path / "bad.json"
-    chain_plan(problem, [4, 4], [2, 1], 1).dump(bad)
-    return tmp_path, w, good, bad
-
-
-def test_cli_exports_and_writes(files):
-    tmp, w, good, _ = files
-    r = run("export", str(good), str(w), "--to", "megatron")
-    assert r.returncode == 0, r.stderr
-    assert "--decoder-first-pipeline-num-layers 3 \\" in r.stdout and r.stdout.startswith("# Megatron-LM")
-    r = run("export", str(good), str(w), "--to", "deepspeed", "--json")
-    assert r.returncode == 0, r.stderr
-    doc = json.loads(r.stdout)  # exactly one object
-    assert doc["target"] == "deepspeed" and doc["pipeline"]["parts"] == [0, 4, 10]
-    out = tmp / "ds_config.json"
-    r = run("export", str(good), str(w), "--to", "deepspeed", "--out", str(out))
-    assert r.returncode == 0, r.stderr
-    assert json.loads(out.read_text())["gradient_accumulation_steps"] == 8
-    assert json.loads((tmp / "ds_config.pipeline.json").read_text())["parts"] == [0, 4, 10]
-    r = run("export", str(good), str(w), "--to", "torchtitan")
-    assert r.returncode == 0 and "[parallelism]" in r.stdout
-
-
-@pytest.mark.parametrize("case", ["bad target", "refused plan", "missing plan"])
-def test_cli_errors_are_one_line_exit_2(files, case):
-    tmp, w, good, bad = files
-    argv = {
-        "bad target": [str(good), str(w), "--to", "jax"],
-        "refused plan": [str(bad), str(w), "--to", "megatron"],
-        "missing plan": [str(tmp / "nope.json"), str(w), "--to", "torchtitan"],
-    }[case]
-    r = run("export", *argv)
-    assert r.returncode == 2 and r.stdout == ""
-    assert len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
-    if case == "refused plan":
-        assert "stage 2" in r.stderr and "rule E3" in r.stderr and "--uniform" in r.stderr
-
-
-def test_cli_checks_the_plan_record(files):
-    """A plan made for another cluster: a warning line; --strict refuses."""
-    from piper.io.provenance import plan_document
-
-    tmp, w, good, _ = files
-    problem = tiny_problem()
-    other = problem.with_cluster(memory=40e9)
-    doc = plan_document(chain_plan(problem, [3, 5], 2, 1, "full"), other)
-    rec = tmp / "recorded.json"
-    rec.write_text(json.dumps(doc))
-    r = run("export", str(rec), str(w), "--to", "megatron", "--json")
-    assert r.returncode == 0 and json.loads(r.stdout)["target"] == "megatron"
-    assert "warning" in r.stderr and "M=" in r.stderr
-    r = run("export", str(rec), str(w), "--to", "megatron", "--strict")
-    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1
 
 
 # ---------------------------------------------------------------------------------

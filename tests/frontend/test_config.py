@@ -123,11 +123,12 @@ def test_hf_unreadable(tmp_path):
 
 def test_hardware_catalog():
     a100 = hardware("a100-80gb")
-    assert (a100.peak_flops, a100.memory_bytes, a100.devices_per_node) == (312e12, 80e9, 8)
+    # memory: nvidia-smi's memory.total of an A100 80 GB, 81,920 MiB (issue 30)
+    assert (a100.peak_flops, a100.memory_bytes, a100.devices_per_node) == (312e12, 81920 * 2**20, 8)
     assert (a100.nvlink_bandwidth, a100.network_bandwidth) == (300e9, 25e9)  # DGX A100: 200 Gb/s per GPU
     h100 = hardware("h100")
     assert h100.name == "h100-sxm-80gb" and h100.network_bandwidth == 50e9  # DGX H100: 400 Gb/s per GPU
-    assert hardware("h200").memory_bytes == 141e9
+    assert hardware("h200").memory_bytes == 143771 * 2**20
     assert hardware("a100-40gb", memory_bytes=None, peak_flops=1e12).peak_flops == 1e12
     with pytest.raises(HardwareError, match="known GPUs"):
         hardware("v100")

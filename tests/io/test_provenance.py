@@ -1,13 +1,12 @@
-"""Plan provenance (issue 22): a saved plan records the workload hash and the cluster it was
-made for; evaluate warns, naming each difference, and --strict refuses."""
+"""Plan provenance (issue 22, piper.io.provenance): a saved plan records the workload hash
+and the cluster it was made for; the check names each difference, and strict mode refuses.
+The commands that write and check the record: tests/cli/test_plan_records.py."""
 
 from __future__ import annotations
 
 import copy
 import json
 import random
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -28,10 +27,6 @@ from piper.solvers.registry import get_solver
 ROOT = Path(__file__).resolve().parents[2]
 BERT = ROOT / "experiments" / "workloads" / "bert32a100.json"
 SMALL = ROOT / "experiments" / "workloads" / "bert-op-slice-n10-k8.json"
-
-
-def run(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "piper", *args], capture_output=True, text=True, cwd=ROOT, timeout=300)
 
 
 def raw(path: Path = BERT) -> dict[str, Any]:
@@ -291,56 +286,3 @@ def test_a_broken_record_names_the_field(solved) -> None:
     assert check_plan_record({**doc, RECORD_KEY: [1, 2]}, problem, strict=False)[0].startswith("the plan's 'madeFor'")
     with pytest.raises(PlanRecordMismatch):
         check_plan_record(broken, problem, strict=True)
-
-
-# ---------------------------------------------------------------------------------
-# the commands
-# ---------------------------------------------------------------------------------
-
-
-def test_solve_writes_the_record_and_evaluate_warns_or_refuses(tmp_path: Path) -> None:
-    plan_path = tmp_path / "plan.json"
-    proc = run("solve", str(SMALL), "-G", "4", "--out", str(plan_path), "-q")
-    assert proc.returncode == 0, proc.stderr[-400:]
-    doc = json.loads(plan_path.read_text())
-    problem = load_problem(SMALL).with_cluster(devices_per_node=4)
-    assert doc[RECORD_KEY] == json.loads(json.dumps(plan_record(problem)))
-    # the same workload and cluster: no warning
-    same = run("evaluate", str(SMALL), str(plan_path), "-G", "4", "--json", "--strict")
-    assert same.returncode == 0 and same.stderr == "" and json.loads(same.stdout)["tps"] > 0
-    # another cluster: one warning line per difference, the plan is still scored
-    warn = run("evaluate", str(SMALL), str(plan_path), "-G", "2", "--allreduce-factor", "2", "--json")
-    assert warn.returncode == 0, warn.stderr
-    lines = warn.stderr.splitlines()
-    assert len(lines) == 2 and all(line.startswith("piper: warning: plan was made for") for line in lines)
-    assert "G=4" in lines[0] and "G=2" in lines[0] and "f=4" in lines[1] and "f=2" in lines[1]
-    assert json.loads(warn.stdout)["tps"] > 0
-    # --strict: exit 2, one line, nothing on stdout
-    strict = run("evaluate", str(SMALL), str(plan_path), "-G", "2", "--allreduce-factor", "2", "--json", "--strict")
-    assert strict.returncode == 2 and strict.stdout == ""
-    assert strict.stderr.count("\n") == 1 and strict.stderr.startswith("piper: error:")
-    assert "G=2" in strict.stderr and "f=2" in strict.stderr
-    # the same plan without its record: accepted as before, even with --strict
-    plan_path.write_text(json.dumps({"stages": doc["stages"]}))
-    bare = run("evaluate", str(SMALL), str(plan_path), "-G", "2", "--allreduce-factor", "2", "--json", "--strict")
-    assert bare.returncode == 0 and bare.stderr == ""
-
-
-def test_solve_out_unwritable_is_one_line_exit_2(tmp_path: Path) -> None:
-    proc = run("solve", str(SMALL), "--out", str(tmp_path / "no" / "such" / "plan.json"), "-q")
-    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "--out" in proc.stderr and not proc.stdout
-    proc = run("solve", str(SMALL), "--out", str(tmp_path), "-q")
-    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "is a directory" in proc.stderr
-
-
-def test_frontend_plan_records_the_workload_it_wrote(tmp_path: Path) -> None:
-    work, plan_path = tmp_path / "w.json", tmp_path / "p.json"
-    proc = run("plan", "megatron-1.7b", "--nodes", "1", "--global-batch", "64", "--json",
-               "--out", str(work), "--plan-out", str(plan_path))
-    assert proc.returncode == 0, proc.stderr[-400:]
-    doc = json.loads(plan_path.read_text())
-    assert doc[RECORD_KEY]["workloadSha256"] == workload_hash(load_problem(work))
-    ok = run("evaluate", str(work), str(plan_path), "--strict", "--json")
-    assert ok.returncode == 0 and ok.stderr == ""
-    bad = run("evaluate", str(work), str(plan_path), "--strict", "--json", "-M", "40GB")
-    assert bad.returncode == 2 and "M=" in bad.stderr and bad.stderr.count("\n") == 1

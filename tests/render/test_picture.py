@@ -1,62 +1,18 @@
-"""A picture of a plan (issue 22): ``python -m piper show`` and ``solve --png``. The layout
-the drawing reports (stages, device -> stage, node boundaries, the bottleneck marked) is
-checked against the plan and the evaluator, and the PNG against its signature and size."""
+"""A picture of a plan (issue 22, piper.render.picture). The layout the drawing reports
+(stages, device -> stage, node boundaries, the bottleneck marked) is checked against the
+plan and the evaluator, and the PNG against its signature and size. The commands that draw
+it (``show``, ``solve --png``): tests/cli/test_show.py."""
 
 from __future__ import annotations
 
-import json
 import random
-import struct
-import subprocess
-import sys
 from pathlib import Path
-from typing import Any
 
 import numpy as np
-import pytest
 
 from piper import Plan, Stage, evaluate, load_problem
-from piper.io.provenance import plan_document
 from piper.render.picture import PlanPicture, draw_plan, place_stages, stage_colours
-
-ROOT = Path(__file__).resolve().parents[2]
-SMALL = ROOT / "experiments" / "workloads" / "bert-op-slice-n10-k8.json"
-PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
-
-
-def run(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "piper", *args], capture_output=True, text=True, cwd=ROOT, timeout=300)
-
-
-def chain_workload(layers: int, *, k: int, G: int | None, N: int, hot: int, M: float = 80e9) -> dict[str, Any]:
-    """A chain of ``layers`` layers, degrees 1..8; layer ``hot`` computes 5x longer than any
-    other, and the network is fast, so the stage holding it is the bottleneck."""
-    nodes, edges = [], []
-    for v in range(layers):
-        tm = {}
-        for t in (1, 2, 4, 8):
-            p = (5.0 if v == hot else 1.0 + 0.1 * (v % 3)) / t
-            tm[str(t)] = [{"id": "vanilla", "timePerSample": p, "parameterSize": 1e6 / t,
-                           "memoryUsageA": 1e8 * (1 + v % 3), "memoryUsageB": 1e9 / t,
-                           "syncTimeFw": {str(v - 1): 0.0} if v else {},
-                           "syncTimeBw": {str(v + 1): 0.0} if v < layers - 1 else {}}]
-        nodes.append({"id": v, "TMPCs": tm})
-        if v:
-            edges.append({"sourceId": v - 1, "destId": v, "communicationCost": 1e3})
-    out = {"maxDevices": k, "maxMemoryPerDevice": M, "mbsInBatch": N, "bandwidth": 1e15, "nodes": nodes, "edges": edges}
-    if G is not None:
-        out["devicesPerNode"] = G
-    return out
-
-
-def one_layer_per_stage(layers: int, d: int, t: int) -> Plan:
-    return Plan(tuple(Stage((v,), d, t, {v: "vanilla"}) for v in range(layers)))
-
-
-def png_size(path: Path) -> tuple[int, int]:
-    data = path.read_bytes()
-    assert data[:8] == PNG_SIGNATURE and data[12:16] == b"IHDR"
-    return struct.unpack(">II", data[16:24])
+from tests.picture_cases import chain_workload, one_layer_per_stage, png_size
 
 
 def check_layout(picture: PlanPicture, plan: Plan, k: int, G: int) -> None:
@@ -90,7 +46,7 @@ def test_four_stages_on_nodes_of_8(tmp_path: Path) -> None:
     assert picture.straddling == () and picture.oom_stages == ()
     assert picture.bottleneck == 2 == evaluate(problem, plan).bottleneck  # the hot layer's stage
     assert picture.labelled_stages == (0, 1, 2, 3)
-    assert png_size(out) == (1320, 1012)
+    assert png_size(out) == (1320, 1298)
     # the device map (top left of the picture) shows every stage's colour
     import matplotlib.image
 
@@ -118,7 +74,7 @@ def test_sixty_four_stages_on_2048_devices_in_nodes_of_8(tmp_path: Path) -> None
     for i in (0, 37, 63):
         assert {dev // 8 for dev, st in enumerate(picture.device_stage) if st == i} == set(range(4 * i, 4 * i + 4))
     assert picture.straddling == ()
-    assert png_size(out) == (1320, 1012)
+    assert png_size(out) == (1320, 1298)
     # 64 stage colours, neighbours distinct
     colours = stage_colours(64)
     assert all(colours[i] != colours[i + 1] for i in range(63))
@@ -175,76 +131,3 @@ def test_one_node_cluster_has_no_boundaries(tmp_path: Path) -> None:
     picture = draw_plan(problem, plan, tmp_path / "one.png")
     assert picture.node_boundaries == () and picture.node_size == 8 and picture.stages == 2
     assert picture.bottleneck == 0 and picture.device_stage.count(-1) == 2
-
-
-# ---------------------------------------------------------------------------------
-# the commands
-# ---------------------------------------------------------------------------------
-
-
-@pytest.fixture()
-def saved(tmp_path: Path) -> tuple[Path, Path, Plan]:
-    """A 4-stage workload file and its plan file, with the plan's madeFor record."""
-    raw = chain_workload(4, k=64, G=8, N=64, hot=1)
-    work = tmp_path / "w.json"
-    work.write_text(json.dumps(raw))
-    plan = one_layer_per_stage(4, d=2, t=8)
-    plan_path = tmp_path / "p.json"
-    plan_path.write_text(json.dumps(plan_document(plan, load_problem(raw))))
-    return work, plan_path, plan
-
-
-def test_show_cli_writes_the_png_and_reports_the_layout(saved, tmp_path: Path) -> None:
-    work, plan_path, plan = saved
-    out = tmp_path / "plan.png"
-    proc = run("show", str(plan_path), str(work), "--out", str(out), "--json")
-    assert proc.returncode == 0, proc.stderr
-    assert proc.stderr == "" and proc.stdout.count("\n") == 1
-    summary = json.loads(proc.stdout)
-    assert summary["stages"] == 4 and summary["bottleneck_stage"] == 2 and summary["nodes"] == 8
-    assert summary["devices_per_stage"] == [s.d * s.t for s in plan.stages]
-    assert png_size(out) == (1320, 1012)
-    text = run("show", str(plan_path), str(work), "--out", str(out))
-    assert text.returncode == 0 and "bottleneck stage 2" in text.stdout
-
-
-def test_show_cli_warns_on_a_record_mismatch_and_strict_refuses(saved, tmp_path: Path) -> None:
-    work, plan_path, _ = saved
-    out = tmp_path / "plan.png"
-    warn = run("show", str(plan_path), str(work), "--out", str(out), "-G", "4")
-    assert warn.returncode == 0 and out.exists()
-    assert warn.stderr.count("\n") == 1 and "G=8" in warn.stderr and "G=4" in warn.stderr
-    out.unlink()
-    strict = run("show", str(plan_path), str(work), "--out", str(out), "-G", "4", "--strict")
-    assert strict.returncode == 2 and strict.stderr.count("\n") == 1 and not out.exists() and not strict.stdout
-
-
-def test_show_cli_bad_plan_or_unwritable_out_is_one_line_exit_2(saved, tmp_path: Path) -> None:
-    work, plan_path, plan = saved
-    out = tmp_path / "plan.png"
-    # rule 1: a layer in no stage
-    bad = tmp_path / "bad.json"
-    bad.write_text(json.dumps({"stages": [s.to_dict() for s in plan.stages[:3]]}))
-    proc = run("show", str(bad), str(work), "--out", str(out))
-    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "rule 1" in proc.stderr and not out.exists()
-    # not a plan at all
-    bad.write_text("{")
-    proc = run("show", str(bad), str(work), "--out", str(out))
-    assert proc.returncode == 2 and proc.stderr.count("\n") == 1
-    # an --out that cannot be written
-    for target in (tmp_path / "missing" / "p.png", tmp_path):
-        proc = run("show", str(plan_path), str(work), "--out", str(target))
-        assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "--out" in proc.stderr
-
-
-def test_solve_png(tmp_path: Path) -> None:
-    out, plan_path = tmp_path / "solve.png", tmp_path / "plan.json"
-    proc = run("solve", str(SMALL), "--png", str(out), "--out", str(plan_path), "--json")
-    assert proc.returncode == 0, proc.stderr[-400:]
-    result = json.loads(proc.stdout)
-    assert png_size(out) == (1320, 1012) and len(result["plan"]["stages"]) >= 1
-    again = run("show", str(plan_path), str(SMALL), "--out", str(tmp_path / "again.png"), "--json", "--strict")
-    assert again.returncode == 0, again.stderr
-    assert json.loads(again.stdout)["stages"] == len(result["plan"]["stages"])
-    bad = run("solve", str(SMALL), "--png", str(tmp_path / "missing" / "x.png"), "-q")
-    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "--png" in bad.stderr

@@ -8,16 +8,14 @@ from __future__ import annotations
 import os
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from piper.core.errors import PoolClosed, UsageError
-from piper.solvers.execution import ExecutionOptions, WorkerPool, init_ray
-from tests.experiments.test_compare import fakes, read_report, run, workload  # noqa: F401  (fixtures)
-
-__all__ = ["fakes", "workload"]  # fixtures used by the tests below
+from piper.solvers.execution import ExecutionOptions, WorkerPool
+from tests.commands import RunCompare
+from tests.compare_fakes import read_report
 
 
 def value(x: int) -> int:
@@ -39,16 +37,6 @@ def die(code: int) -> None:
 
 def boom() -> None:
     raise ZeroDivisionError("boom")
-
-
-@pytest.fixture(scope="module")
-def ray_instance() -> Iterator[None]:
-    ray = pytest.importorskip("ray")
-    init_ray(None, num_cpus=2)
-    try:
-        yield
-    finally:
-        ray.shutdown()
 
 
 @pytest.fixture(params=["local", "ray"])
@@ -116,17 +104,17 @@ def _strip(rows: list[dict]) -> list[dict]:
 
 @pytest.mark.usefixtures("ray_instance")
 def test_compare_gives_the_same_report_on_ray(
-    fakes: None, workload: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]  # noqa: F811
+    fake_solvers: None, two_layer_file: Path, tmp_path: Path, compare_cli: RunCompare
 ) -> None:
     """Fakes (a failing one, one that hangs, one that dies) and the real exact solvers on
     the tiny suite: the same rows, checks and exit status on both backends."""
-    args = [str(workload)] * 2 + ["--solvers", "fake-good,fake-heuristic,fake-liar,fake-hang,fake-die",
-                                  "--time-limit", "0.5", "--hard-timeout", "2"]
+    args = [str(two_layer_file)] * 2 + ["--solvers", "fake-good,fake-heuristic,fake-liar,fake-hang,fake-die",
+                                        "--time-limit", "0.5", "--hard-timeout", "2"]
     # the watchdog counts the call only, not a Ray actor's start (which made a dying solver
     # 'killed' instead of 'error' once on a loaded machine, when it counted both)
     local, on_ray = tmp_path / "local", tmp_path / "ray"
-    code_local, _, _ = run([*args, "--jobs", "2", "--out", str(local)], capsys)
-    code_ray, _, err = run([*args, "--backend", "ray", "--jobs", "2", "--out", str(on_ray)], capsys)
+    code_local, _, _ = compare_cli([*args, "--jobs", "2", "--out", str(local)])
+    code_ray, _, err = compare_cli([*args, "--backend", "ray", "--jobs", "2", "--out", str(on_ray)])
     assert code_local == code_ray == 1, err
     rows_local, rows_ray = _strip(read_report(local)[1]), _strip(read_report(on_ray)[1])
     for rows in (rows_local, rows_ray):  # the dying worker's message names the backend's way to tell
@@ -147,8 +135,8 @@ def test_compare_gives_the_same_report_on_ray(
     from piper import Options, get_solver
 
     warm_up(get_solver("dp"), Options(threads=1))
-    code_local, _, _ = run([*args, "--out", str(local)], capsys)
-    code_ray, _, _ = run([*args, "--backend", "ray", "--out", str(on_ray)], capsys)
+    code_local, _, _ = compare_cli([*args, "--out", str(local)])
+    code_ray, _, _ = compare_cli([*args, "--backend", "ray", "--out", str(on_ray)])
     assert code_local == code_ray == 0
     doc_local, rows_local = read_report(local)
     doc_ray, rows_ray = read_report(on_ray)
@@ -158,16 +146,16 @@ def test_compare_gives_the_same_report_on_ray(
 
 
 def test_the_ray_backend_without_ray_is_exit_2_with_one_line(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, compare_cli: RunCompare, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setitem(sys.modules, "ray", None)  # "import ray" raises ImportError, installed or not
-    code, stdout, err = run(["--suite", "tiny", "--backend", "ray", "--out", str(tmp_path / "o")], capsys)
+    code, stdout, err = compare_cli(["--suite", "tiny", "--backend", "ray", "--out", str(tmp_path / "o")])
     assert code == 2 and stdout == ""
     assert err.count("\n") == 1 and 'pip install -e ".[ray]"' in err and "Traceback" not in err
 
 
-def test_address_without_the_ray_backend_is_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code, stdout, err = run(["--suite", "tiny", "--address", "auto", "--out", str(tmp_path / "o")], capsys)
+def test_address_without_the_ray_backend_is_exit_2(tmp_path: Path, compare_cli: RunCompare) -> None:
+    code, stdout, err = compare_cli(["--suite", "tiny", "--address", "auto", "--out", str(tmp_path / "o")])
     assert code == 2 and stdout == "" and "--address" in err and err.count("\n") == 1
 
 

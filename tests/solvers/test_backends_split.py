@@ -1,4 +1,4 @@
-"""The split proof on Ray (baselines.exact.split.solve_sequences_ray): sequences as tasks, the
+"""The split proof on Ray (baselines.exact.split_ray.solve_sequences_ray): sequences as tasks, the
 cutoff shared by an actor, stale tasks stopped and queued again, failures never a silent
 gap; and the exact solvers' split on Ray gives the thread path's answers. A local Ray
 instance (2 CPUs) is started once for the module; without Ray these tests skip."""
@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from baselines.exact.split import SequenceAnswer, solve_sequences_ray
+from baselines.exact.answer import SequenceAnswer
+from baselines.exact.split_ray import solve_sequences_ray
 from piper.core.errors import SolverError
-from tests.solvers.test_backends import ray_instance  # noqa: F401  (fixture)
 
 pytestmark = pytest.mark.usefixtures("ray_instance")
 
@@ -110,7 +110,7 @@ def test_the_split_proof_on_ray_gives_the_thread_answer(solver: str, n: int) -> 
 
     from experiments.lib.instances import bench_instance
     from piper import Options, Status, evaluate, solve
-    from tests.baselines.test_split import _random_plans
+    from tests.exact_oracle import random_plans
 
     problem = bench_instance(n, "branchy", 8)
     dp = solve(problem, Options(), solver="dp")
@@ -119,7 +119,7 @@ def test_the_split_proof_on_ray_gives_the_thread_answer(solver: str, n: int) -> 
     done = "refuted" if solver == "cpsat" else "done"  # CP-SAT's and the MILP's name of it
     assert ray.stats["split"]["backend"] == "ray" and ray.stats["split"][done] == threads.stats["split"][done] > 0
 
-    data, plans = _random_plans(problem, random.Random(3), tries=40)
+    data, plans = random_plans(problem, random.Random(3), tries=40)
     worse = max((data.plan_from_slots(a) for a in plans), key=lambda p: evaluate(problem, p).tps)
     assert evaluate(problem, worse).tps > dp.tps * 1.05
     threads, ray = _split_both_ways(solver, problem, worse)

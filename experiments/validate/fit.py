@@ -1,0 +1,98 @@
+"""The constants fitted on the published rows, and leave-one-out (LOO) errors.
+
+Per accelerator two constants of its matrix-product efficiency curve are fitted
+(``piper/frontend/operations.py``): e_max (``gemm_efficiency``) and d0 (``gemm_half_dim``),
+minimizing the mean squared log error of the predicted iteration times over that
+accelerator's fitting rows (Nelder-Mead from the catalog's values, e_max in [0.3, 1],
+d0 in [0, 2048]). Every other constant is the catalog's (sources in
+``piper/frontend/hardware.py``). A row's LOO error is its error under constants fitted
+without it. The machinery is generic: :func:`fit` and :func:`leave_one_out` take any
+``predict(case, params) -> seconds`` and rows with ``published_time_s``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from typing import Any
+
+__all__ = ["PARAM_BOUNDS", "fit", "leave_one_out", "log_error", "predict_time_s"]
+
+#: (e_max, d0) bounds
+PARAM_BOUNDS = ((0.3, 1.0), (0.0, 2048.0))
+#: Nelder-Mead's scale per parameter (the simplex moves in units of these)
+PARAM_SCALE = (1.0, 1000.0)
+
+
+def predict_time_s(case: Any, params: Sequence[float]) -> float:
+    """The iteration time of ``case`` (a :class:`~experiments.validate.rows.Case`) with the matrix
+    products' (e_max, d0) = ``params``; the least recomputation that fits when its own OOMs
+    (``case.layout.recompute`` first). inf when nothing fits."""
+    from piper.frontend.score import score_layout
+
+    e_max, d0 = params
+    hw = case.hw.with_changes(gemm_efficiency=e_max, gemm_half_dim=d0)
+    order = ("none", "selective", "full")
+    for rc in order[order.index(case.layout.recompute):]:
+        r = score_layout(case.cfg, hw, case.setup, replace(case.layout, recompute=rc))
+        if r["batch_time_s"] is not None:
+            return r["batch_time_s"]
+    return math.inf
+
+
+def log_error(pred: float, published: float) -> float:
+    return math.log(pred / published) if math.isfinite(pred) and pred > 0 else 10.0
+
+
+class _OutOfTime(Exception):
+    pass
+
+
+def fit(rows: Sequence[Any], predict: Callable[[Any, Sequence[float]], float], start: Sequence[float],
+        bounds: Sequence[tuple[float, float]] = PARAM_BOUNDS, time_limit_s: float | None = None) -> tuple[float, ...]:
+    """Parameters minimizing the mean squared log error of ``predict`` over ``rows`` (the best
+    found so far when ``time_limit_s`` runs out)."""
+    import time
+
+    from scipy.optimize import minimize
+
+    deadline = None if time_limit_s is None else time.perf_counter() + time_limit_s
+    best: list[Any] = [math.inf, list(start)]
+
+    scale = PARAM_SCALE[:len(start)] if len(start) <= len(PARAM_SCALE) else (1.0,) * len(start)
+
+    def clip(z) -> list[float]:
+        return [min(max(v * sc, lo), hi) for v, sc, (lo, hi) in zip(z, scale, bounds)]
+
+    def loss(z) -> float:
+        if deadline is not None and time.perf_counter() > deadline:
+            raise _OutOfTime
+        x = clip(z)
+        value = sum(log_error(predict(r, x), r.published_time_s) ** 2 for r in rows) / len(rows)
+        if value < best[0]:
+            best[:] = [value, x]
+        return value
+
+    try:
+        res = minimize(loss, [v / sc for v, sc in zip(start, scale)], method="Nelder-Mead",
+                       options={"xatol": 2e-3, "fatol": 1e-6, "maxiter": 120})
+        return tuple(clip(res.x))
+    except _OutOfTime:
+        return tuple(best[1])
+
+
+def leave_one_out(rows: Sequence[Any], predict: Callable[[Any, Sequence[float]], float], start: Sequence[float],
+                  bounds: Sequence[tuple[float, float]] = PARAM_BOUNDS, log=None,
+                  time_limit_s: float | None = None) -> list[dict[str, Any]]:
+    """For each row: the constants fitted on the other rows and its predicted time under them."""
+    out = []
+    for i, row in enumerate(rows):
+        rest = [r for j, r in enumerate(rows) if j != i]
+        params = fit(rest, predict, start, bounds, time_limit_s)
+        pred = predict(row, params)
+        out.append({"row": row, "params": params, "predicted_time_s": pred,
+                    "error_percent": 100 * (pred / row.published_time_s - 1)})
+        if log:
+            log(f"LOO {getattr(row, 'name', i)}: {out[-1]['error_percent']:+.1f}% with {params}")
+    return out

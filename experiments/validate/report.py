@@ -1,0 +1,86 @@
+"""CSV, PNG and Markdown of a validation run."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+from typing import Any
+
+__all__ = ["markdown", "write_csv", "write_png"]
+
+TABLE_TITLES = {"sc21": "SC'21 Table 1 (A100)", "readme": "Megatron-LM README, H100 weak scaling",
+                "llama3": "Llama 3 405B, Table 4 (H100)"}
+
+
+def write_csv(res: dict[str, Any], path: Path) -> None:
+    rows = res["rows"]
+    keys = list(dict.fromkeys(k for r in rows for k in r))
+    with open(path, "w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=keys)
+        w.writeheader()
+        for r in rows:
+            w.writerow(r)
+
+
+def write_png(res: dict[str, Any], path: Path) -> None:
+    from piper.render.headless import headless_pyplot
+
+    plt = headless_pyplot()
+    fig, ax = plt.subplots(figsize=(6.5, 6))
+    marks = {"sc21": "o", "readme": "s", "llama3": "^"}
+    lo, hi = float("inf"), 0.0
+    for table, mark in marks.items():
+        pts = [(r["published_time_s"], r["predicted_time_s"]) for r in res["rows"]
+               if r["table"] == table and r["predicted_time_s"] is not None]
+        if not pts:
+            continue
+        xs, ys = zip(*pts)
+        ax.scatter(xs, ys, marker=mark, label=TABLE_TITLES[table])
+        lo, hi = min(lo, *xs, *ys), max(hi, *xs, *ys)
+    ax.plot([lo, hi], [lo, hi], "k-", lw=0.8)
+    for f in (0.95, 1.05):
+        ax.plot([lo, hi], [lo * f, hi * f], "k:", lw=0.6)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("published iteration time (s)")
+    ax.set_ylabel("predicted iteration time (s), in-sample constants")
+    ax.set_title("piper score vs published runs (dotted: +-5%)")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{x:+.1f}%"
+
+
+def markdown(res: dict[str, Any]) -> str:
+    lines = ["## Iteration time: predicted vs published", ""]
+    for gpu, f in res["fitted"].items():
+        lines.append(f"- {gpu}: e_max = {f['e_max']:.4f}, d0 = {f['d0']:.1f} (fitted on {TABLE_TITLES[f['table']]})")
+    lines.append("")
+    for table, title in TABLE_TITLES.items():
+        mine = [r for r in res["rows"] if r["table"] == table]
+        if not mine:
+            continue
+        s = res["summary"][table]
+        lines += [f"### {title}", "",
+                  "| row | GPUs | t | p | d | v | b | TMPC | memory GB | published s | predicted s | in-sample | LOO |",
+                  "|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|"]
+        for r in mine:
+            pred = "OOM" if r["predicted_time_s"] is None else f"{r['predicted_time_s']:.3f}"
+            lines.append(f"| {r['row']} | {r['gpus']} | {r['tp']} | {r['pp']} | {r['dp']} | {r['vp']} | "
+                         f"{r['micro_batch']} | {r['tmpc']} | {r['max_memory_gb']:.1f} | {r['published_time_s']:.3f} | "
+                         f"{pred} | {_pct(r['in_sample_error_percent'])} | {_pct(r['loo_error_percent'])} |")
+        lines += ["", f"Mean absolute error: LOO **{s['loo_mae_percent']:.1f}%** (worst {s['loo_max_abs_percent']:.1f}%), "
+                      f"in-sample {s['in_sample_mae_percent']:.1f}%.", ""]
+        for a in res["assumptions"].get(table, []):
+            lines.append(f"- assumed: {a}")
+        lines.append("")
+    lines += ["## Memory: [K22] Figure 1's four models (first stage, per GPU)", "",
+              "| model | quantity | paper's formula GB | planner GB | difference |", "|---|---|---:|---:|---:|"]
+    for m in res["memory"]:
+        lines.append(f"| {m['model']} | {m['quantity']} | {m['paper_gb']:.2f} | {m['planner_gb']:.2f} | "
+                     f"{m['difference_percent']:+.2f}% |")
+    return "\n".join(lines)

@@ -1,0 +1,98 @@
+"""``python -m piper score MODEL --gpu G --nodes N --tp T --pp P [--dp D] [--vp V] --micro-batch B
+--global-batch GB [--seq S] --recompute none|selective|full [--sequence-parallel]
+[--no-distributed-optimizer] [--precision bf16|fp8] [--json]``: the layout a user runs today (their
+Megatron-LM command line) scored by the one evaluator.
+
+The scoring is :func:`piper.frontend.score.score_layout` (layers split evenly, Megatron's rule;
+``--vp V`` the interleaved schedule, docs/problem.md §9). Prints the iteration time, tokens/s
+(all GPUs and per GPU), model TFLOP/s per GPU and MFU (Megatron-LM's FLOP count, full attention;
+the causal-half variant too), memory per GPU against the limit, and the bottleneck; ``--json``
+prints one JSON object. An impossible layout is one line naming the flag (exit 2).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from piper.cli.common import positive_int
+from piper.cli.model import add_model_arguments, model_from_args
+from piper.core.errors import UsageError
+from piper.core.json_values import jsonable
+from piper.frontend.score import Layout, score_layout
+
+__all__ = ["add_score_parser", "cmd_score"]
+
+
+def add_score_parser(subparsers: Any) -> argparse.ArgumentParser:
+    p = subparsers.add_parser("score", help="score a Megatron-LM layout (t, p, d, v, recomputation) of a model")
+    add_model_arguments(p)
+    p.set_defaults(recompute="none")
+    g = p.add_argument_group("layout (Megatron-LM's flags)")
+    g.add_argument("--tp", type=positive_int, required=False, metavar="T", help="tensor-parallel size")
+    g.add_argument("--pp", type=positive_int, default=1, metavar="P", help="pipeline-parallel size (default 1)")
+    g.add_argument("--dp", type=positive_int, metavar="D", help="data-parallel size (default: GPUs / (T P))")
+    g.add_argument("--vp", type=positive_int, default=1, metavar="V",
+                   help="virtual stages per pipeline stage: the interleaved schedule (default 1: 1F1B)")
+    g.add_argument("--sequence-parallel", action="store_true", help="sequence parallelism (with T > 1)")
+    g.add_argument("--no-flash-attention", action="store_true", help="unfused attention (s^2 scores kept)")
+    g.add_argument("--tp-comm-overlap", action="store_true", help="overlap sequence-parallel collectives with products")
+    g.add_argument("--overlap-grad-reduce", action="store_true", help="gradient reduce during the last backward pass")
+    g.add_argument("--overlap-param-gather", action="store_true", help="weight all-gather during the first forward pass")
+    g.add_argument("--shard-gradients", action="store_true", help="shard gradients too (ZeRO-2)")
+    return p
+
+
+def _text(m: dict[str, Any]) -> str:
+    gb = 1e9
+    lines = [
+        f"layout        {m['model']} on {m['gpus']} x {m['gpu']}: t={m['tp']} p={m['pp']} d={m['dp']}"
+        + (f" v={m['vp']} (interleaved)" if m["vp"] > 1 else " (1F1B)")
+        + f", micro-batch {m['micro_batch']}, global batch {m['global_batch']} x {m['seq_length']} tokens, "
+        f"{m['tmpc']}, {m['precision']}",
+    ]
+    if not m["fits"]:
+        lines.append(f"memory        {m['max_memory_bytes'] / gb:.2f} GB per GPU > limit {m['memory_limit_bytes'] / gb:.2f} GB "
+                     f"(device less a reserve of {m['memory_reserve_bytes'] / gb:.2f} GB): does not fit")
+        return "\n".join(lines)
+    b = m["bottleneck"]
+    parts = ", ".join(f"{k.replace('_', ' ')} {v:.3g} s" for k, v in b["seconds"].items() if v > 0)
+    lines += [
+        f"iteration     {m['batch_time_s']:.4g} s",
+        f"throughput    {m['tokens_per_s']:.4g} tokens/s, {m['tokens_per_s_per_gpu']:.4g} tokens/s per GPU",
+        f"model FLOPs   {m['model_tflops_per_gpu']:.4g} TFLOP/s per GPU, MFU {100 * m['mfu']:.1f}% "
+        f"(Megatron's count: full attention; {100 * m['mfu_causal']:.1f}% with its causal half)",
+        f"memory        {m['max_memory_bytes'] / gb:.2f} GB per GPU of {m['memory_limit_bytes'] / gb:.2f} GB "
+        f"(device less a reserve of {m['memory_reserve_bytes'] / gb:.2f} GB)",
+        f"bottleneck    stage {b['stage']}: {b['largest'].replace('_', ' ')} ({parts})",
+    ]
+    return "\n".join(lines)
+
+
+def cmd_score(args: argparse.Namespace) -> int:
+    if args.list:
+        from piper.cli.model import cmd_model
+
+        return cmd_model(args)
+    if args.tp is None:
+        raise UsageError("score: --tp is required (see python -m piper score --help)")
+    cfg, hw, setup = model_from_args(
+        args, flash_attention=not args.no_flash_attention, tp_comm_overlap=args.tp_comm_overlap,
+        overlap_grad_reduce=args.overlap_grad_reduce, overlap_param_gather=args.overlap_param_gather,
+        shard_gradients=args.shard_gradients)
+    gpus = setup.nodes * hw.devices_per_node
+    dp = args.dp
+    if dp is None:
+        if gpus % (args.tp * args.pp):
+            raise UsageError(f"--tp {args.tp} x --pp {args.pp} does not divide the {gpus} GPUs of --nodes {setup.nodes}")
+        dp = gpus // (args.tp * args.pp)
+    layout = Layout(tp=args.tp, pp=args.pp, dp=dp, recompute=args.recompute,
+                    sequence_parallel=bool(args.sequence_parallel), vp=args.vp)
+    m = score_layout(cfg, hw, setup, layout)
+    public = {k: v for k, v in m.items() if k not in ("problem", "plan", "score")}
+    if args.json:
+        print(json.dumps(jsonable(public)))
+    else:
+        print(_text(public))
+    return 0

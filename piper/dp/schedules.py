@@ -1,0 +1,147 @@
+"""The DP under version 3's options (docs/problem.md §9): the batch-time objective and interleaved
+plans, for both objectives; each schedule's best plan, then the best of them.
+
+* 1F1B, TPS: Piper's DP as ever (the caller's function, :mod:`piper.dp.entry`).
+* 1F1B, batch time: on an identical chain (:mod:`piper.dp.chain`) the uniform plans by counts
+  (:mod:`piper.dp.groups`, v = 1) are exact and fast; free plans then run the front DP over ideals
+  (:mod:`piper.dp.batch`) below that plan's value.  Any other graph: the front DP (free, or one per
+  (t, d) when uniform).
+* interleaved (v >= 2), either objective: exact by counts on an identical chain; otherwise a
+  heuristic with a proven bound (:mod:`piper.dp.interleaved_any`).
+
+Status: "optimal" only when every part searched its whole space exactly (exact knapsack, no time
+limit, batch time exact in tau) and the best plan meets the least proven bound; otherwise
+"feasible" with that bound, "infeasible" when every part proved it has no plan, else "unknown".
+``objective``, ``bound`` are in the objective's units (``Result.objective_kind``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import replace
+
+from piper.core.evaluate import evaluate
+from piper.core.options import BATCH_TIME, Options, candidates
+from piper.core.plan import ONE_F_ONE_B
+from piper.core.problem import Problem
+from piper.core.result import Result, Status, make_result
+from piper.dp.batch import solve_batch_1f1b
+from piper.dp.chain import identical_chain
+from piper.dp.compile_clock import solve_clock
+from piper.dp.groups import solve_groups
+from piper.dp.interleaved_any import interleaved_heuristic
+from piper.dp.knapsack import EXACT, GREEDY
+from piper.dp.limits import with_slack
+from piper.dp.outcome import Outcome
+
+__all__ = ["solve_schedules"]
+
+
+def _from_result(res: Result) -> Outcome:
+    """A TPS Result of Piper's 1F1B DP as an Outcome (its TPS, its bound)."""
+    complete = "time limit" not in res.message and res.status != Status.UNKNOWN
+    return Outcome(res.plan, res.tps, res.bound, complete, dict(res.stats), res.message)
+
+
+def _one_f_one_b_batch(problem: Problem, options: Options, cand, chain, mode: int, deadline: float | None,
+                       ub: float) -> Outcome:
+    """The best 1F1B plan for the batch time below ``ub`` (a known plan's value; inf: none)."""
+    if chain is not None and not options.linearize:
+        # uniform plans by counts: exact for them, and an upper bound that prunes the free search
+        uni = solve_groups(problem, chain, cand, (1,), True, mode, ub=ub, deadline=deadline)
+        if options.uniform or not uni.complete:
+            return uni
+        cap = min(ub, uni.value)
+        free = solve_batch_1f1b(problem, options, cand, ub=cap, deadline=deadline, chain=chain)
+        stats = {"uniform_by_counts": uni.stats, **free.stats}
+        if free.plan is not None and free.value <= uni.value:
+            return replace(free, stats=stats)
+        return Outcome(uni.plan, uni.value, min(free.lower, uni.lower, cap), free.complete, stats)
+    return solve_batch_1f1b(problem, options, cand, ub=ub, deadline=deadline)
+
+
+def solve_schedules(problem: Problem, options: Options, tps_1f1b: Callable[[Problem, Options], Result]) -> Result:
+    """The best plan over the schedules and objective ``options`` ask for (module docstring);
+    ``tps_1f1b`` is Piper's 1F1B DP for the TPS."""
+    start = solve_clock()
+    name = "dp" if options.knapsack == "exact" else "dp-greedy"
+    mode = EXACT if options.knapsack == "exact" else GREEDY
+    batch = options.objective == BATCH_TIME
+    kind = options.objective
+    kinds = options.virtual_stage_choices()
+    deadline = None if options.time_limit_s is None else start + options.time_limit_s
+    cand = candidates(problem, options)
+    if cand.infeasible_reason is not None:
+        return make_result(problem, name, Status.INFEASIBLE, None, time_s=solve_clock() - start,
+                           message=cand.infeasible_reason, objective_kind=kind)
+    chain = identical_chain(problem, cand)
+    parts: list[tuple[str, Outcome]] = []
+    inter = tuple(v for v in kinds if v >= 2)
+    interleaved = None
+    if inter and batch:
+        # the interleaved search is fast (by counts) and its plan often prunes the 1F1B search
+        interleaved = _interleaved(problem, cand, chain, inter, batch, mode, math.inf, deadline, options.linearize)
+    if 1 in kinds:
+        if batch:
+            known = _value(problem, interleaved, kind)
+            ub = with_slack(known) if math.isfinite(known) else math.inf
+            parts.append((ONE_F_ONE_B, _one_f_one_b_batch(problem, options, cand, chain, mode, deadline, ub)))
+        else:
+            one = replace(options, max_virtual_stages=1, schedule=ONE_F_ONE_B)
+            parts.append((ONE_F_ONE_B, _from_result(tps_1f1b(problem, one))))
+    if inter:
+        if interleaved is None:
+            known = min((_value(problem, oc, kind) for _, oc in parts), default=math.inf)
+            ub = with_slack(known) if math.isfinite(known) else math.inf
+            interleaved = _interleaved(problem, cand, chain, inter, batch, mode, ub, deadline, options.linearize)
+        parts.append(("interleaved", interleaved))
+    return _combine(problem, name, kind, mode, parts, chain is not None, solve_clock() - start)
+
+
+def _value(problem: Problem, oc: Outcome | None, kind: str) -> float:
+    """The evaluator's value of an outcome's plan (inf without one)."""
+    return math.inf if oc is None or oc.plan is None else evaluate(problem, oc.plan).value(kind)
+
+
+def _interleaved(problem: Problem, cand, chain, kinds: tuple[int, ...], batch: bool, mode: int, ub: float,
+                 deadline: float | None, linearize: bool) -> Outcome:
+    """The best interleaved plan (v in ``kinds``) below ``ub``: exact by counts on an identical chain,
+    else the heuristic."""
+    if chain is not None:
+        return solve_groups(problem, chain, cand, kinds, batch, mode, ub=ub, deadline=deadline)
+    return interleaved_heuristic(problem, cand, kinds, batch, mode, deadline=deadline, linearize=linearize)
+
+
+def _combine(problem: Problem, name: str, kind: str, mode: int, parts: list[tuple[str, Outcome]], on_chain: bool,
+             elapsed: float) -> Result:
+    best_plan, best = None, math.inf
+    for _, oc in parts:
+        if oc.plan is not None:
+            got = evaluate(problem, oc.plan).value(kind)
+            if got < best:
+                best_plan, best = oc.plan, got
+    lower = min(oc.lower for _, oc in parts)
+    complete = all(oc.complete for _, oc in parts)
+    stats = {"identical_chain": on_chain, "parts": {label: oc.stats for label, oc in parts}}
+    message = "; ".join(oc.message for _, oc in parts if oc.message)
+    if best_plan is None:
+        status = Status.INFEASIBLE if complete and math.isinf(lower) else Status.UNKNOWN
+        if status == Status.INFEASIBLE and not message:
+            message = "no plan fits in memory on the available devices"
+        if status == Status.UNKNOWN and not message:
+            message = ("time limit hit before any plan was found" if not complete else
+                       "no plan found, and no proof that none exists (interleaved plans of a graph that is not a "
+                       "chain of identical layers are searched by a heuristic)")
+        bound = lower if status == Status.UNKNOWN and complete and mode == EXACT and math.isfinite(lower) else None
+        return make_result(problem, name, status, None, time_s=elapsed, bound=bound, stats=stats, message=message,
+                           objective_kind=kind)
+    bound = min(lower, best)
+    exact = mode == EXACT and complete and best <= with_slack(lower)
+    status = Status.OPTIMAL if exact else Status.FEASIBLE
+    if mode != EXACT:
+        bound = 0.0
+    elif not exact and not message:
+        message = f"best plan {best:.6g}, proven bound {bound:.6g}"
+    return make_result(problem, name, status, best_plan, time_s=elapsed, objective=best, bound=bound, stats=stats,
+                       message=message, objective_kind=kind)

@@ -1,0 +1,209 @@
+"""Score the layout a user runs today (their Megatron-LM command line) with the one evaluator.
+
+:func:`score_layout` builds the front end's workload for the layout's degree t and TMPC only,
+the plan Megatron-LM runs (:func:`layout_plan`: layers split evenly over the p pipeline stages,
+or the p v chunks of the interleaved schedule, the first stage also holding the embedding and
+the last the final norm and output head) and scores it with :func:`piper.core.evaluate.evaluate`:
+its ``batch_time`` is the predicted iteration time. The workload carries the optimizer step
+(``stepTime`` / ``stepTimeSharded``) and, with ``--overlap-grad-reduce`` /
+``--overlap-param-gather``, the resync's overlap (``resyncOverlapTime``): docs/problem.md §10.
+
+Reported (units in the keys): iteration time; tokens/s in all and per GPU; model TFLOP/s per
+GPU and MFU with Megatron-LM's FLOP count (6 x matrix-product parameters x tokens + the full
+non-causal attention 12 l s^2 h per sequence, i.e. :func:`~piper.frontend.costs.model_flops_per_iteration`)
+and with attention's causal half only (``mfu_causal``); MFU against the BF16 peak; memory per
+GPU (the fullest stage) against the limit (the device's memory less the reserve); the bottleneck.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import Any
+
+from piper.core.errors import FrontendError
+from piper.core.evaluate import Score, evaluate
+from piper.core.plan import Plan, Schedule, Stage
+from piper.core.problem import Problem
+from piper.frontend import costs
+from piper.frontend.config import TransformerConfig
+from piper.frontend.hardware import Hardware
+from piper.frontend.tmpc import tmpc_id
+from piper.frontend.workload import (
+    TrainingSetup,
+    build_workload,
+    tensor_parallel_degrees,
+)
+
+__all__ = ["Layout", "check_layout", "even_split", "layout_plan", "model_flops", "score_layout"]
+
+
+@dataclass(frozen=True)
+class Layout:
+    """A Megatron-LM layout: degrees, schedule, recomputation and sequence parallelism.
+
+    ``stage_layers`` (optional) gives the transformer layers of each pipeline stage (p entries)
+    or of each chunk (p v entries, interleaved), e.g. Llama 3's 7, 8 x 14, 7; default: even."""
+
+    tp: int
+    pp: int
+    dp: int
+    recompute: str = "selective"
+    sequence_parallel: bool = False
+    vp: int = 1
+    stage_layers: tuple[int, ...] | None = None
+
+    @property
+    def gpus(self) -> int:
+        return self.tp * self.pp * self.dp
+
+    @property
+    def tmpc(self) -> str:
+        """The transformer layers' TMPC id (sequence parallelism only when t > 1, as in Megatron)."""
+        return tmpc_id(self.recompute, self.sequence_parallel and self.tp > 1)
+
+
+def even_split(layers: int, parts: int) -> list[int]:
+    """Megatron-LM's rule: ``layers`` split evenly into ``parts`` (an error when it does not divide)."""
+    if layers % parts:
+        raise FrontendError(f"{layers} layers do not split evenly into {parts} pipeline chunks")
+    return [layers // parts] * parts
+
+
+def check_layout(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup, layout: Layout) -> list[int]:
+    """The layers of each stage (or chunk); a :class:`FrontendError` naming the flag when the
+    layout is impossible."""
+    gpus = setup.nodes * hw.devices_per_node
+    for name, value in (("--tp", layout.tp), ("--pp", layout.pp), ("--dp", layout.dp), ("--vp", layout.vp)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise FrontendError(f"{name} must be a whole number >= 1, got {value!r}")
+    if layout.gpus != gpus:
+        raise FrontendError(f"--tp {layout.tp} x --pp {layout.pp} x --dp {layout.dp} = {layout.gpus} GPUs, but "
+                            f"--nodes {setup.nodes} x {hw.devices_per_node} = {gpus}")
+    if layout.tp not in tensor_parallel_degrees(cfg, hw):
+        raise FrontendError(f"--tp {layout.tp}: must divide the attention heads ({cfg.attention_heads}), the key/value "
+                            f"heads ({cfg.kv_heads}), the FFN width ({cfg.ffn_hidden_size}) and the GPUs per node "
+                            f"({hw.devices_per_node})")
+    if layout.vp > 1 and layout.pp < 2:
+        raise FrontendError(f"--vp {layout.vp}: the interleaved schedule needs --pp >= 2")
+    chunks = layout.pp * layout.vp
+    if layout.stage_layers is not None:
+        sizes = list(layout.stage_layers)
+        if len(sizes) != chunks or sum(sizes) != cfg.layers or min(sizes) < 1:
+            raise FrontendError(f"stage layers {sizes}: need {chunks} positive counts summing to {cfg.layers} layers")
+    else:
+        if cfg.layers % chunks:
+            raise FrontendError(f"--pp {layout.pp}" + (f" x --vp {layout.vp}" if layout.vp > 1 else "")
+                                + f": {cfg.layers} layers do not split evenly into {chunks} "
+                                + ("chunks" if layout.vp > 1 else "stages"))
+        sizes = even_split(cfg.layers, chunks)
+    per_replica = setup.global_batch / (cfg.micro_batch * layout.dp)
+    if not float(per_replica).is_integer():
+        raise FrontendError(f"--global-batch {setup.global_batch} is not a multiple of --micro-batch "
+                            f"{cfg.micro_batch} x --dp {layout.dp}")
+    if layout.vp > 1 and int(per_replica) % layout.pp:
+        raise FrontendError(f"--vp {layout.vp}: the micro-batches per replica ({int(per_replica)}) must be a "
+                            f"multiple of --pp {layout.pp} (Megatron-LM's interleaved schedule)")
+    return sizes
+
+
+def layout_plan(problem: Problem, sizes: list[int], layout: Layout) -> Plan:
+    """The plan Megatron runs: chunk j holds ``sizes[j]`` transformer layers in order, the
+    embedding sits in the first chunk, the final norm and output head in the last; every
+    transformer layer uses the layout's TMPC, every other node ``none`` (``none+sp``)."""
+    kinds = {nd.id: nd.kind for nd in problem.nodes}
+    layer_ids = sorted(v for v, k in kinds.items() if k == "transformer")
+    first = [v for v, k in kinds.items() if k == "embedding"]
+    last = sorted(v for v, k in kinds.items() if k in ("final_norm", "output_head"))
+    other = tmpc_id("none", layout.sequence_parallel and layout.tp > 1)
+    stages, at = [], 0
+    for i, n in enumerate(sizes):
+        nodes = layer_ids[at:at + n]
+        at += n
+        if i == 0:
+            nodes = first + nodes
+        if i == len(sizes) - 1:
+            nodes = nodes + last
+        tm = {v: (layout.tmpc if kinds[v] == "transformer" else other) for v in nodes}
+        stages.append(Stage(tuple(nodes), layout.dp, layout.tp, tm))
+    schedule = Schedule("interleaved", layout.vp) if layout.vp > 1 else Schedule()
+    return Plan(tuple(stages), schedule)
+
+
+def model_flops(cfg: TransformerConfig, global_batch: int, causal: bool = False) -> float:
+    """Model FLOPs of one iteration (no recomputation): Megatron-LM's count with the full
+    attention (``causal=False``), or with the causal half of the attention products."""
+    full = costs.model_flops_per_iteration(cfg, global_batch)
+    if not causal:
+        return full
+    return full - global_batch * cfg.layers * 3 * costs.attention_core_forward_flops(cfg) / 2
+
+
+def _bottleneck(score: Score, problem: Problem, comm_share: float) -> dict[str, Any]:
+    """What bounds the iteration: per-sample terms of the slowest stage, and the pipeline's fill and drain."""
+    i = score.bottleneck
+    st = score.stages[i]
+    n = problem.microbatches
+    parts = {
+        "compute": st.compute * n * (1 - comm_share),
+        "tensor_parallel_communication": st.compute * n * comm_share,
+        "pipeline_communication": st.edge * n,
+        "data_parallel_resync": st.resync * n,
+        "optimizer_step": st.step * n,
+        "pipeline_bubble": max(0.0, score.batch_time - n * score.tps),
+    }
+    return {"stage": i + 1, "largest": max(parts, key=parts.__getitem__), "seconds": parts}
+
+
+def score_layout(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup, layout: Layout) -> dict[str, Any]:
+    """Score ``layout`` (module docstring). Returns the metrics (units in the keys) plus
+    ``problem``, ``plan`` and ``score`` (objects, not JSON)."""
+    sizes = check_layout(cfg, hw, setup, layout)
+    from piper.io.workload import load_problem
+
+    setup = replace(setup, optimizer_step=True)
+    recompute = (layout.recompute,)
+    workload = build_workload(cfg, hw, setup, degrees=(layout.tp,), recompute=recompute)
+    problem = load_problem(workload, strict=True)
+    plan = layout_plan(problem, sizes, layout)
+    score = evaluate(problem, plan)
+    gpus = layout.gpus
+    tokens = setup.global_batch * cfg.seq_length
+    ok = not score.oom and math.isfinite(score.batch_time) and score.batch_time > 0
+    bt = score.batch_time if ok else math.inf
+    flops = model_flops(cfg, setup.global_batch)
+    flops_causal = model_flops(cfg, setup.global_batch, causal=True)
+    # the share of the transformer layers' time that is exposed tensor-parallel communication
+    layer = next(nd for nd in problem.nodes if nd.kind == "transformer")
+    tm = layer.tmpc(layout.tp, layout.tmpc)
+    from piper.frontend.workload import node_costs
+
+    cost = next(c for c in node_costs(cfg, hw, setup, "transformer", layout.tp) if c.tmpc_id == layout.tmpc)
+    comm_share = cost.communication_s / cost.time_per_sample_s if cost.time_per_sample_s > 0 else 0.0
+    peak = hw.peak_flops
+    max_mem = max(s.memory for s in score.stages)
+    return {
+        "model": cfg.name, "gpu": hw.name, "gpus": gpus, "tp": layout.tp, "pp": layout.pp, "dp": layout.dp,
+        "vp": layout.vp, "micro_batch": cfg.micro_batch, "global_batch": setup.global_batch,
+        "seq_length": cfg.seq_length, "recompute": layout.recompute,
+        "sequence_parallel": layout.sequence_parallel and layout.tp > 1, "precision": cfg.precision,
+        "tmpc": layout.tmpc, "stage_layers": sizes,
+        "microbatches_per_replica": setup.global_batch // (cfg.micro_batch * layout.dp),
+        "batch_time_s": bt if ok else None,
+        "tokens_per_s": tokens / bt if ok else None,
+        "tokens_per_s_per_gpu": tokens / bt / gpus if ok else None,
+        "model_flops_per_iteration": flops,
+        "model_tflops_per_gpu": flops / bt / gpus / 1e12 if ok else None,
+        "mfu": flops / bt / (gpus * peak) if ok else None,
+        "mfu_causal": flops_causal / bt / (gpus * peak) if ok else None,
+        "flop_count": "Megatron-LM: 6 x matmul params x tokens + full (non-causal) attention; mfu_causal halves attention",
+        "max_memory_bytes": max_mem,
+        "memory_limit_bytes": problem.memory_per_device,
+        "memory_reserve_bytes": setup.reserve_bytes(hw),
+        "fits": not score.oom,
+        "layer_time_per_microbatch_s": tm.time_per_sample if tm is not None else None,
+        "layer_tp_communication_s": cost.communication_s,
+        "bottleneck": _bottleneck(score, problem, comm_share) if ok else {"stage": (score.bottleneck or 0) + 1,
+                                                                           "largest": "memory"},
+        "problem": problem, "plan": plan, "score": score,
+    }

@@ -1,0 +1,121 @@
+"""The shared command-line plumbing (piper.cli.common): sizes, the cluster and ablation
+flags, the workload's warnings and --strict, and the error contract: a user error is exit
+status 2 and one line on stderr, whatever the command."""
+
+import argparse
+import json
+from pathlib import Path
+
+import pytest
+
+from piper.cli.common import add_ablation_args, options_from_args, parse_size
+from piper.core.errors import UsageError
+from tests.helpers import TWO_STAGE_PLAN, two_layer_workload, write_json
+
+ROOT = Path(__file__).resolve().parents[2]
+BERT = str(ROOT / "experiments" / "workloads" / "bert32a100.json")
+
+
+@pytest.mark.parametrize("text, value", [
+    ("8GiB", 8 * 2**30), ("8 GiB", 8 * 2**30), ("25GiB/s", 25 * 2**30), ("80e9", 80e9), ("1.5GB", 1.5e9),
+    ("512MiB", 512 * 2**20), ("1024", 1024.0), ("2KB", 2000.0), ("3kib", 3072.0),
+])
+def test_parse_size(text, value):
+    assert parse_size(text) == value
+
+
+@pytest.mark.parametrize("text", ["", "GiB", "8XB", "-1GiB", "0", "8 G i B"])
+def test_parse_size_rejects(text):
+    with pytest.raises(UsageError):
+        parse_size(text)
+
+
+def test_uniform_flag_sets_the_option():
+    parser = argparse.ArgumentParser()
+    add_ablation_args(parser)
+    assert options_from_args(parser.parse_args(["--uniform"])).uniform is True
+    assert options_from_args(parser.parse_args([])).uniform is False
+
+
+@pytest.mark.parametrize("args, fragment", [
+    (("piper", "info", "missing.json"), "cannot read"),
+    (("piper", "info", BERT, "--memory", "lots"), "bad size"),
+    (("piper", "info", BERT, "--devices", "0"), "must be >= 1"),
+    (("piper", "frobnicate"), "invalid choice"),
+    (("piper", "evaluate", BERT, "missing-plan.json"), "cannot read plan"),
+    (("piper", "solve", BERT, "--solver", "nonesuch"), "unknown solver"),
+])
+def test_user_errors_exit_2_with_one_line(cli, args, fragment):
+    r = cli(*args)
+    assert r.returncode == 2
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and fragment in lines[0] and "Traceback" not in r.stderr
+
+
+def test_invalid_problem_and_plan_exit_2(cli, tmp_path):
+    bad = tmp_path / "w.json"
+    raw = json.loads(Path(BERT).read_text())
+    raw["edges"].append({"sourceId": 36, "destId": 0, "communicationCost": 1.0})
+    bad.write_text(json.dumps(raw))
+    r = cli("piper", "info", str(bad))
+    assert r.returncode == 2 and "cycle" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    plan = tmp_path / "p.json"
+    plan.write_text(json.dumps({"stages": [{"nodes": [0], "dataParallelDegree": 1, "tensorParallelDegree": 1,
+                                            "TMPCids": {"0": "vanilla"}}]}))
+    r = cli("piper", "evaluate", BERT, str(plan))
+    assert r.returncode == 2 and "rule 1" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("flags, fragment", [
+    (("--devices-per-node", "0"), "--devices-per-node/-G: must be >= 1"),
+    (("--devices-per-node", "2.5"), "--devices-per-node/-G: expected a whole number"),
+    (("-G", "x"), "expected a whole number"),
+    (("--intra-node-bandwidth", "0"), "--intra-node-bandwidth: bad size '0': must be > 0"),
+    (("--intra-node-bandwidth", "fast"), "--intra-node-bandwidth: bad size"),
+    (("--allreduce-factor", "0"), "--allreduce-factor: must be a finite number > 0"),
+    (("--allreduce-factor", "-4"), "--allreduce-factor"),
+    (("--allreduce-factor", "nan"), "--allreduce-factor: must be a finite number > 0"),
+    (("--allreduce-factor", "four"), "--allreduce-factor: expected a number"),
+])
+@pytest.mark.parametrize("command", ["info", "evaluate", "solve"])
+def test_bad_cluster_flag_values_exit_2_with_one_line(cli, tmp_path, flags, fragment, command):
+    path = write_json(tmp_path, two_layer_workload())
+    plan = [write_json(tmp_path, TWO_STAGE_PLAN, "p.json")] if command == "evaluate" else []
+    args = [command, path, *plan, *flags]
+    code, out, err = cli("piper", *args)
+    assert code == 2 and out == ""
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and fragment in lines[0], err
+
+
+def test_unknown_keys_warn_one_line_each_and_strict_makes_them_errors(cli, tmp_path):
+    raw = two_layer_workload(intraNodeBandwith=20.0)
+    raw["nodes"][0]["flops"] = 3
+    path = write_json(tmp_path, raw)
+    plan = write_json(tmp_path, TWO_STAGE_PLAN, "p.json")
+    for args in (["info", path], ["evaluate", path, plan], ["solve", path, "-q"]):
+        code, out, err = cli("piper", *args)
+        assert code == 0, err
+        lines = err.strip().splitlines()
+        assert len(lines) == 2
+        assert lines[0].startswith("piper: warning: unknown key 'intraNodeBandwith' at top level (known: ")
+        assert lines[1].startswith("piper: warning: unknown key 'flops' at node 0 (known: ")
+        code, out, err = cli("piper", *args, "--strict")
+        assert code == 2 and out == ""
+        lines = err.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("piper: error: unknown key 'intraNodeBandwith' at top level")
+    # a clean file: no warnings, and --strict is fine
+    clean = write_json(tmp_path, two_layer_workload(devicesPerNode=8), "clean.json")
+    code, out, err = cli("piper", "info", clean, "--strict")
+    assert code == 0 and err == ""
+
+
+def test_slow_intra_node_bandwidth_warns(cli, tmp_path):
+    path = write_json(tmp_path, two_layer_workload(intraNodeBandwidth=1.0))
+    code, _, err = cli("piper", "info", path)
+    assert code == 0
+    assert err.strip().splitlines() == [
+        "piper: warning: intraNodeBandwidth 1 bytes/s is below bandwidth 2 bytes/s (inside a node is usually faster)"]
+    plain = write_json(tmp_path, two_layer_workload(), "v1.json")
+    code, _, err = cli("piper", "info", plain, "--intra-node-bandwidth", "1")
+    assert code == 0 and "below bandwidth" in err
