@@ -56,7 +56,7 @@ register(SolverInfo("brute", "baselines.brute:solve_brute", True, "exhaustive en
 register(SolverInfo("equi", "baselines.equi:solve_equi", False, "PipeDream-2BW-like equi-partition baseline",
                     features=_ALL, params={"equi_mode": STR, "equi_separate": BOOL}, objectives=frozenset(OBJECTIVES)))
 register(SolverInfo("aggregate", "baselines.aggregate.solver:solve_aggregate", True,
-                    "exact CP-SAT model over layer counts (docs/formulations.md §9); only for chains whose inner "
+                    "exact CP-SAT model over layer counts (docs/formulations.md §10); only for chains whose inner "
                     "layers are identical (at most 8 other nodes at the ends): any other graph is refused",
                     features=_ALL, params=AGGREGATE_PARAMS, flags=frozenset({"--warm-start"}),
                     objectives=frozenset(OBJECTIVES)))

@@ -14,10 +14,12 @@
    value plus twice the largest rounding error of a model (docs/formulations.md §9.6) of the
    bound.
 
-Knobs (``Options.params``): ``rel_gap`` (default 1e-6: a part counts as refuted when it holds
-no plan better than (1 - rel_gap) times the incumbent), ``precision_bits`` (default 36: a
+Knobs (``Options.params``): ``rel_gap`` (default 1e-4: a part counts as refuted when it holds
+no plan better than (1 - rel_gap) times the incumbent), ``precision_bits`` (default: the least
+that keeps twice a model's rounding error within rel_gap / 4 of the value, at least 16; a
 model's unit of time is the incumbent's value / 2^bits), ``slice_s`` (seconds a model is
-optimized before it is cut off below its best plan and solved again, default 10),
+optimized before it is cut off below its best plan and solved again; default 0: every model
+stops at its first plan),
 ``num_workers`` (CP-SAT workers, default ``options.threads``), ``msg`` (CP-SAT's log),
 ``cp_params`` (any CP-SAT parameter), ``max_sequences`` (free plans: split the space by the
 sequence of stage options (t, d) when there are at most this many, default 2000; else one
