@@ -7,6 +7,7 @@ runs in CI; the sweeps (a few hundred instances) with ``-m slow``."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import pytest
 
@@ -24,11 +25,11 @@ def _options(objective: str, uniform: bool, **kw) -> Options:
     return Options(objective=objective, uniform=uniform, threads=1, **kw)
 
 
-def aggregate_disagreement(problem: Problem, options: Options) -> str | None:
-    """Why ``aggregate`` disagrees with brute force and the DP (None when it agrees): the same
-    status; an optimal plan within the result's tolerance of brute's optimum (and of the DP's);
-    its claim and bound consistent (check_result with brute's optimum)."""
-    agg = solve(problem, options, solver="aggregate")
+def aggregate_disagreement(problem: Problem, options: Options, **params) -> str | None:
+    """Why ``aggregate`` (with the knobs ``params``) disagrees with brute force and the DP (None
+    when it agrees): the same status; an optimal plan within the result's tolerance of brute's
+    optimum (and of the DP's); its claim and bound consistent (check_result with brute's optimum)."""
+    agg = solve(problem, replace(options, params=params), solver="aggregate")
     brute = solve(problem, options, solver="brute")
     dp = solve(problem, options, solver="dp")
     name = problem.extra.get("name", "instance")
@@ -63,6 +64,14 @@ def test_agrees_with_brute_force_and_dp(seed: int) -> None:
     assert aggregate_disagreement(problem, _options(objective, uniform)) is None
 
 
+@pytest.mark.parametrize("seed", range(2, 18, 2))
+def test_free_model_agrees(seed: int) -> None:
+    """max_sequences = 0: free plans by one model that chooses each stage's (t, d) and y,
+    instead of one model per sequence of options."""
+    problem, objective, _ = _case(seed + 1)
+    assert aggregate_disagreement(problem, _options(objective, False), max_sequences=0) is None
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("seed", range(20, 220))
 @pytest.mark.parametrize("uniform", (False, True))
@@ -70,6 +79,8 @@ def test_agrees_with_brute_force_and_dp(seed: int) -> None:
 def test_agrees_sweep(seed: int, objective: str, uniform: bool) -> None:
     problem, _, _ = _case(seed)
     assert aggregate_disagreement(problem, _options(objective, uniform)) is None
+    if not uniform and seed % 4 == 0:
+        assert aggregate_disagreement(problem, _options(objective, False), max_sequences=0) is None
 
 
 def test_worked_check() -> None:
