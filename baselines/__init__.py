@@ -35,7 +35,7 @@ CPSAT_PARAMS = {
 }
 #: the aggregated model's knobs (``solve_aggregate``'s docstring)
 AGGREGATE_PARAMS = {"msg": BOOL, "num_workers": INT, "precision_bits": INT, "rel_gap": NUMBER, "slice_s": NUMBER,
-                    "cp_params": DICT, "max_sequences": INT}
+                    "cp_params": DICT, "max_sequences": INT, "probe_parts": INT, "probe_s": NUMBER}
 #: the solver-specific ``solve`` flags of the exact models
 EXACT_FLAGS = frozenset({"--warm-start", "--split", "--verify", "--split-backend", "--ray-address"})
 _ALL = frozenset(VERSION2_FEATURES)

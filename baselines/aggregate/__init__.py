@@ -1,2 +1,2 @@
 """The aggregated exact model for chains of identical layers (solver ``aggregate``,
-docs/formulations.md §9): CP-SAT over layer counts per stage instead of one variable per layer."""
+docs/formulations.md §10): CP-SAT over layer counts per stage instead of one variable per layer."""

@@ -1,4 +1,4 @@
-"""A cheap lower bound on every plan of a uniform part (docs/formulations.md §9.5): parts
+"""A cheap lower bound on every plan of a uniform part (docs/formulations.md §10.4): parts
 whose bound is no better than the best plan known are refuted without a model.
 
 For one option (t, d), L stages and B_edge, with kappa_min(v) the least stage-time share of

@@ -1,4 +1,4 @@
-"""Detection of a chain of identical layers (docs/formulations.md §9.1), from the numbers only.
+"""Detection of a chain of identical layers (docs/formulations.md §10.1), from the numbers only.
 
 A workload qualifies when its graph is a chain v_0 -> v_1 -> ... -> v_{n-1} (every node at
 most one in-edge and one out-edge, connected) whose *inner* nodes, a run of consecutive

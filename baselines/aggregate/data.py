@@ -1,5 +1,5 @@
 """The parts of the plan space the aggregated model solves one at a time, and the per-choice
-numbers it needs (docs/formulations.md §9.2).
+numbers it needs (docs/formulations.md §10.2).
 
 A :class:`Space` is one model: a set of options o = (t, d) (one option for a uniform part:
 then every stage has it), a range of devices used (Σ d t), and the edge bandwidth B_edge
@@ -40,6 +40,8 @@ class Space:
     #: a fixed option per stage, slot 1 (the last stage) first (indices into ``options``): the
     #: part holds the plans of exactly these stages; None: any stage count and options
     sequence: tuple[int, ...] | None = None
+    #: a uniform part of exactly this many stages (None: any count in the part's range)
+    stages: int | None = None
 
     @property
     def single(self) -> bool:
@@ -72,6 +74,8 @@ class Space:
         dev_hi (L d <= N is in ``slots``); else 1..slots."""
         if self.sequence is not None:
             return len(self.sequence), len(self.sequence)
+        if self.stages is not None:
+            return self.stages, self.stages
         if not self.single:
             return 1, self.slots
         t, d = self.options[0]
@@ -82,7 +86,8 @@ class Space:
             opts = " ".join(f"{self.options[o][0]}x{self.options[o][1]}" for o in reversed(self.sequence))
             return f"stages t x d: {opts} {self.part}"
         opts = f"t={self.options[0][0]} d={self.options[0][1]}" if self.single else f"{len(self.options)} options"
-        return f"{opts} {self.part}"
+        count = "" if self.stages is None else f" L={self.stages}"
+        return f"{opts}{count} {self.part}"
 
 
 @dataclass(frozen=True)
@@ -119,17 +124,20 @@ def _usable_ts(cand: Candidates, chain: Chain) -> list[int]:
 
 
 def uniform_spaces(problem: Problem, cand: Candidates, chain: Chain) -> list[Space]:
-    """One space per (t, d) usable by every node and per part that has a stage count for it."""
+    """One space per (t, d) usable by every node, part and stage count L (L d t in the part's
+    devices, L d <= N, L <= n): each model then has its L slots all used, and the cheap bound
+    of :mod:`bounds` refutes most L without a model."""
     n_mb = problem.microbatches
     out = []
     for part, lo, hi, bw in _parts(problem):
         for t in _usable_ts(cand, chain):
             for d in cand.ds:
                 slots = min(chain.n, n_mb // d, hi // (d * t))
-                space = Space(((t, d),), bw, lo, hi, part, slots)
-                least, most = space.stage_range()
-                if slots >= 1 and least <= most:
-                    out.append(space)
+                if slots < 1:
+                    continue
+                least, most = Space(((t, d),), bw, lo, hi, part, slots).stage_range()
+                out.extend(Space(((t, d),), bw, lo, hi, part, stages, stages=stages)
+                           for stages in range(least, most + 1))
     return out
 
 

@@ -1,4 +1,4 @@
-"""The aggregated CP-SAT model of one part of the plan space (docs/formulations.md §9.2-§9.4).
+"""The aggregated CP-SAT model of one part of the plan space (docs/formulations.md §10.3).
 
 Slots j = 1..J are the stages counted from the back (slot 1 is the last stage), so that a
 uniform part has y_j = j exactly. Per slot: ``used``, the option ``z`` (t, d), integer counts

@@ -1,20 +1,20 @@
 """``solve_aggregate``: the aggregated exact model for chains of identical layers (solver
-``aggregate``; docs/formulations.md §9).
+``aggregate``; docs/formulations.md §10).
 
 1. The chain is detected from the numbers (:func:`detect_chain`); any other graph is refused
    with one line (a :class:`SolverError`).
 2. The plan space is cut into parts, each solved with CP-SAT models over layer counts
    (:class:`AggregateModel`): per edge bandwidth (plans inside a node / spanning nodes) and,
-   for uniform plans, per option (t, d). Parts are taken in the order of a cheap lower bound
+   for uniform plans, per option (t, d) and stage count L. Parts are taken in the order of a cheap lower bound
    (:func:`part_lower_bound`); a part whose bound is no better than the incumbent is refuted
    without a model, every other one is solved down to the incumbent (:func:`solve_part`).
 3. Plans are expanded from the counts (:func:`expand_plan`) and scored by the evaluator
    (``make_result``). The status is "optimal" only when every part is refuted or solved with
-   exact memory, and then the plan's value is within ``Result.tolerance`` = rel_gap times the
-   value plus twice the largest rounding error of a model (docs/formulations.md §9.6) of the
-   bound.
+   exact memory; ``Result.tolerance`` is then the certified gap, value - bound (at most rel_gap
+   times the value plus twice the largest rounding error of a model, docs/formulations.md
+   §10.4), or the model's error on its claim if larger.
 
-Knobs (``Options.params``): ``rel_gap`` (default 1e-4: a part counts as refuted when it holds
+Knobs (``Options.params``): ``rel_gap`` (default 7.5e-6: a part counts as refuted when it holds
 no plan better than (1 - rel_gap) times the incumbent), ``precision_bits`` (default: the least
 that keeps twice a model's rounding error within rel_gap / 4 of the value, at least 16; a
 model's unit of time is the incumbent's value / 2^bits), ``slice_s`` (seconds a model is
@@ -23,7 +23,9 @@ stops at its first plan),
 ``num_workers`` (CP-SAT workers, default ``options.threads``), ``msg`` (CP-SAT's log),
 ``cp_params`` (any CP-SAT parameter), ``max_sequences`` (free plans: split the space by the
 sequence of stage options (t, d) when there are at most this many, default 2000; else one
-model chooses the options). ``Options.warm_start``: a plan to beat (the first
+model chooses the options), ``probe_parts`` and ``probe_s`` (before the proofs, the 8 parts
+of least cheap bound are each searched for a plan for at most 2 s, so that the proofs start
+from a good incumbent). ``Options.warm_start``: a plan to beat (the first
 incumbent).
 """
 
@@ -36,7 +38,7 @@ from typing import Any
 from baselines.aggregate.bounds import part_lower_bound
 from baselines.aggregate.chain import Chain, detect_chain
 from baselines.aggregate.data import choices, free_spaces, uniform_spaces
-from baselines.aggregate.search import DEFAULT_REL_GAP, Incumbent, Part, solve_part
+from baselines.aggregate.search import DEFAULT_REL_GAP, PROBE_PARTS, PROBE_S, Incumbent, Part, probe_part, solve_part
 from piper.core.errors import PlanError, SolverError
 from piper.core.evaluate import evaluate
 from piper.core.options import BATCH_TIME, Candidates, Options, candidates
@@ -140,6 +142,13 @@ def solve_aggregate(problem: Problem, options: Options | None = None) -> Result:
     elif why:
         inc.notes.append(why)
     limit = _model_limit(problem, chain)
+    probe_s = float(options.params.get("probe_s", PROBE_S))
+    for p in [p for p in parts if math.isfinite(p.cheap)][:int(options.params.get("probe_parts", PROBE_PARTS))]:
+        left = None if deadline is None else deadline - time.perf_counter()
+        if left is not None and left <= 0:
+            break
+        if p.cheap * (1 - 1e-12) < inc.value and probe_s > 0:
+            probe_part(problem, chain, p, inc, options, crude, limit, probe_s if left is None else min(probe_s, left))
     for p in parts:
         if math.isinf(p.cheap) or p.cheap * (1 - 1e-12) >= inc.value:
             p.verdict, p.bound, p.proven = "refuted by bound", p.cheap, True
@@ -158,9 +167,16 @@ def solve_aggregate(problem: Problem, options: Options | None = None) -> Result:
         return make_result(problem, NAME, status, None, time_s=elapsed, bound=math.inf if proven else max(0.0, bound),
                            stats=stats, objective_kind=kind,
                            message="; ".join(inc.notes + ([] if proven else ["time limit"])))
-    tolerance = rel_gap * inc.value + 2 * inc.eps_max
     bound = max(0.0, min(bound, inc.value))
-    status = Status.OPTIMAL if proven and inc.value <= bound + tolerance else Status.FEASIBLE
+    # the claim's own error (a model's value of its plan is within its epsilon of the evaluator's)
+    claim_error = 0.0 if inc.claim is None else abs(inc.claim - inc.value)
+    if proven:
+        # certified: the optimum lies in [bound, value]; the tolerance is that gap (at most
+        # rel_gap value + 2 epsilon by docs/formulations.md §10.4), or the claim's error if larger
+        tolerance = max(inc.value - bound, claim_error)
+    else:
+        tolerance = max(rel_gap * inc.value + 2 * inc.eps_max, claim_error)
+    status = Status.OPTIMAL if proven else Status.FEASIBLE
     if not proven:
         inc.notes.append("time limit: not every part is refuted")
     return make_result(problem, NAME, status, inc.plan, time_s=elapsed, objective=inc.claim, bound=bound,

@@ -18,8 +18,11 @@ the same problems on every machine). Suites:
 * ``models``: tiny transformers built by the model front end (``piper.frontend``).
 * ``version2``: tiny DAGs with version-2 cluster keys (nodes of G devices, sharded
   optimizer state, both) and with uniform plans.
+* ``identical-chains``: chains of identical layers (1 head, 3-5 identical, 2 tail layers)
+  under TPS and the batch time, free and uniform: solver ``aggregate`` against the others.
 * ``default``: what ``python -m experiments.compare`` runs with no arguments:
-  tiny + small + paper-slices + infeasible + 8 of version2 + 2 of models, sized to finish well within 3 minutes
+  tiny + small + paper-slices + infeasible + 8 of version2 + 2 of models + 4 of schedules + 3 of
+  identical-chains, sized to finish well within 3 minutes
   on 2 cores with every solver.
 
 A slice (:func:`slice_problem`, the one slicing function of the project) is the induced
@@ -41,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from experiments.lib.instances import (
+    identical_chain_problem,
     operator_graph_problem,
     random_problem,
     witness_memory,
@@ -411,16 +415,40 @@ def schedules_suite(count: int = len(SCHEDULE_SEEDS)) -> list[Instance]:
     return out
 
 
+#: (seed, inner layers, devices, micro-batches, memory) of :func:`identical_chains_suite`, the
+#: memory chosen (by brute force) so that it binds: the optimum is worse than with unlimited memory
+IDENTICAL_CHAIN_CASES = ((7, 4, 4, 4, 0.3), (2, 5, 4, 8, 0.25), (3, 3, 6, 4, 0.35), (4, 4, 3, 2, 0.35))
+
+
+def identical_chains_suite(count: int = len(IDENTICAL_CHAIN_CASES)) -> list[Instance]:
+    """Chains of identical layers (1 head, 3-5 identical, 2 tail layers; k in 3..6; memory binds)
+    for solver ``aggregate`` (docs/formulations.md §10), each under TPS with free plans, under
+    the batch time with free plans and under the batch time with uniform plans, so that compare
+    holds the aggregated model against brute force, the DP and the per-layer exact models."""
+    out = []
+    for seed, n_inner, devices, n_mb, memory in IDENTICAL_CHAIN_CASES[:count]:
+        problem = identical_chain_problem(seed, n_inner=n_inner, devices=devices, microbatches=n_mb, memory=memory)
+        name = problem_name(problem, f"identical-chain-seed{seed}")
+        out.append(Instance(f"{name}-tps", problem, "identical-chains", "identical chain, TPS", objective="tps"))
+        out.append(Instance(f"{name}-batch", problem, "identical-chains", "identical chain, batch time",
+                            objective="batch-time"))
+        out.append(Instance(f"{name}-batch-uniform", problem, "identical-chains",
+                            "identical chain, batch time, uniform plans", uniform=True, objective="batch-time"))
+    return out
+
+
 def default_suite() -> list[Instance]:
     """The embedded default: tiny + small + paper-slices + infeasible + two rounds of the
-    version-2 families + two model front end workloads + 4 seeds of the schedules suite (44
-    instances, all proven by the exact solvers within seconds each)."""
+    version-2 families + two model front end workloads + 4 seeds of the schedules suite + one
+    identical chain in three settings (47 instances, all proven by the exact solvers within
+    seconds each)."""
     return [*tiny_suite(), *small_suite(), *paper_slices_suite(), *infeasible_suite(), *version2_suite(2),
-            *models_suite(2), *schedules_suite(4)]
+            *models_suite(2), *schedules_suite(4), *identical_chains_suite(1)]
 
 
 SUITES: dict[str, tuple[str, Callable[[], list[Instance]]]] = {
-    "default": ("the embedded default: tiny + small + paper-slices + infeasible + 8 version-2 + 2 models + 10 schedules",
+    "default": ("the embedded default: tiny + small + paper-slices + infeasible + 8 version-2 + 2 models + 10 schedules "
+                "+ 3 identical-chains",
                 default_suite),
     "tiny": ("12 random DAGs, 3-7 layers, k <= 6", tiny_suite),
     "small": ("4 random DAGs, 8-10 layers, k = 4, N = 8, t in {1,2,4}", small_suite),
@@ -431,6 +459,8 @@ SUITES: dict[str, tuple[str, Callable[[], list[Instance]]]] = {
     "version2": ("16 tiny DAGs: nodes of G devices, sharded optimizer state, both, and uniform plans", version2_suite),
     "schedules": ("12 tiny chains and DAGs with N in {2, 4}: batch time, 1F1B and interleaved (v <= 3), and TPS "
                   "with interleaved plans", schedules_suite),
+    "identical-chains": ("4 chains of identical layers (6-8 layers) x {TPS free, batch time free, batch time "
+                         "uniform}: the aggregated model against the others", identical_chains_suite),
     "real-magnitudes": ("issue 18's reproducer + 11 operator-like graphs with real magnitudes, 6-12 layers; "
                         "real-magnitudes:COUNT[:FIRST[:MAXN]] for more", _real_magnitudes_named),
 }
