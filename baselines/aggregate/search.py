@@ -105,7 +105,7 @@ def _solver(options: Options, time_limit: float | None, stop_first: bool) -> cp_
 
 
 def probe_part(problem: Problem, chain: Chain, part: Part, inc: Incumbent, options: Options, crude: float,
-               limit: float, seconds: float) -> None:
+               limit: float, seconds: float, deadline: float | None = None) -> None:
     """Look for a plan of ``part`` better than the incumbent for at most ``seconds`` (CP-SAT
     optimizing, no proof asked): a plan found becomes the incumbent when the evaluator scores it
     better. Proves nothing and changes no verdict; it only gives the proving pass
@@ -119,6 +119,10 @@ def probe_part(problem: Problem, chain: Chain, part: Part, inc: Incumbent, optio
     eps = AggregateModel.epsilon_for(chain, part.space, kind, unit)
     cutoff = math.floor((inc.value + eps) / unit) if fine else None
     model = AggregateModel(problem.microbatches, limit, chain, part.space, part.inner, part.ends, kind, unit, cutoff)
+    if deadline is not None:
+        seconds = min(seconds, deadline - time.perf_counter())
+        if seconds <= 0:
+            return
     solver = _solver(options, max(0.01, seconds), False)
     code = solver.Solve(model.model)
     if code not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
@@ -172,6 +176,11 @@ def solve_part(problem: Problem, chain: Chain, part: Part, inc: Incumbent, optio
         model = AggregateModel(problem.microbatches, limit, chain, part.space, part.inner, part.ends, kind, unit,
                                cutoff)
         exact = exact and model.memory_exact
+        if deadline is not None:  # building a large model takes time too
+            left = deadline - time.perf_counter()
+            if left <= 0:
+                part.verdict = "time limit"
+                break
         # stop at the first plan (then cut off below it) unless asked to optimize for a slice
         stop_first = slice_s <= 0
         budget = left if stop_first else (slice_s if left is None else min(left, slice_s))

@@ -148,7 +148,7 @@ def solve_aggregate(problem: Problem, options: Options | None = None) -> Result:
         if left is not None and left <= 0:
             break
         if p.cheap * (1 - 1e-12) < inc.value and probe_s > 0:
-            probe_part(problem, chain, p, inc, options, crude, limit, probe_s if left is None else min(probe_s, left))
+            probe_part(problem, chain, p, inc, options, crude, limit, probe_s, deadline)
     for p in parts:
         if math.isinf(p.cheap) or p.cheap * (1 - 1e-12) >= inc.value:
             p.verdict, p.bound, p.proven = "refuted by bound", p.cheap, True
