@@ -28,12 +28,12 @@ __all__ = ["part_lower_bound"]
 def part_lower_bound(chain: Chain, space: Space, inner: list[Choice], ends: dict[int, list[Choice]],
                      n_mb: int, objective: str) -> float:
     """The bound of the module docstring for a part with one option or a fixed sequence of
-    options (kappa_min over the part's options, d the largest d); 0 for a free part; +inf when
-    some node has no choice in it."""
-    if space.free:
-        return 0.0
+    options (kappa_min over the part's options, d the largest d); +inf when some node has no choice in it (no plan);
+    else 0 for a free part."""
     if not inner or any(not lst for lst in ends.values()):
         return float("inf")
+    if space.free:
+        return 0.0
     d = max(d for _, d in space.options)
     k_in = min(c.kappa for c in inner)
     k_ends = [min(c.kappa for c in lst) for lst in ends.values()]

@@ -104,6 +104,13 @@ def _solver(options: Options, time_limit: float | None, stop_first: bool) -> cp_
     return solver
 
 
+def _unit(value: float, bits: int) -> float:
+    """value / 2^bits; 1 when the value is 0 (every time coefficient is then 0 too) or too
+    small for a positive unit."""
+    unit = value / 2.0**bits
+    return unit if unit > 1e-300 else 1.0
+
+
 def probe_part(problem: Problem, chain: Chain, part: Part, inc: Incumbent, options: Options, crude: float,
                limit: float, seconds: float, deadline: float | None = None) -> None:
     """Look for a plan of ``part`` better than the incumbent for at most ``seconds`` (CP-SAT
@@ -115,7 +122,7 @@ def probe_part(problem: Problem, chain: Chain, part: Part, inc: Incumbent, optio
     kind = options.objective
     fine = math.isfinite(inc.value)
     bits = int(dict(options.params).get("precision_bits", default_bits(chain, part.space, kind, rel_gap)))
-    unit = max((inc.value if fine else crude) / 2.0 ** (bits if fine else CRUDE_BITS), 1e-300)
+    unit = _unit(inc.value if fine else crude, bits if fine else CRUDE_BITS)
     eps = AggregateModel.epsilon_for(chain, part.space, kind, unit)
     cutoff = math.floor((inc.value + eps) / unit) if fine else None
     model = AggregateModel(problem.microbatches, limit, chain, part.space, part.inner, part.ends, kind, unit, cutoff)
@@ -165,7 +172,7 @@ def solve_part(problem: Problem, chain: Chain, part: Part, inc: Incumbent, optio
             part.verdict = "time limit"
             break
         fine = math.isfinite(inc.value)
-        unit = max((inc.value if fine else crude) / 2.0 ** (bits if fine else CRUDE_BITS), 1e-300)
+        unit = _unit(inc.value if fine else crude, bits if fine else CRUDE_BITS)
         eps = AggregateModel.epsilon_for(chain, part.space, kind, unit)
         cutoff = None
         if fine:
