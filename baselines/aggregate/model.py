@@ -27,15 +27,19 @@ __all__ = ["MEMORY_GRID_BITS", "Y_ROWS_MAX", "AggregateModel", "SlotValue", "mem
 
 #: free parts: one memory row per value of y (else a product A y) when S = min(N, k) is at most this
 Y_ROWS_MAX = 64
-#: memory that cannot be scaled to exact integers of at most 2^53 is rounded onto a grid of M / 2^this
-#: (a and b up, M down: a restriction of the plan space, so no proof)
+#: memory that cannot be scaled to exact integers of at most 2^53 is rounded onto a grid of
+#: M / 2^this: the coefficients down, the limit exactly 2^this, so that every plan within the
+#: limit stays within it in integers (a relaxation: bounds and refutations stay proofs; a plan
+#: the model accepts may be out of memory by less than a grid step per term, which the
+#: evaluator then finds, and that part is left unproven)
 MEMORY_GRID_BITS = 40
 
 
 def memory_integers(values: list[Fraction], limit: Fraction, headroom: int = 1) -> tuple[list[int], int, bool]:
     """Integers for the memory coefficients ``values`` and the limit: exact (times the common
     denominator, divided by the gcd) when the limit times ``headroom`` stays below 2^62 and
-    the limit below 2^53; else rounded onto a grid (``exact`` False). Returns (ints, limit, exact)."""
+    the limit below 2^53; else rounded down onto a grid (``exact`` False; still a relaxation,
+    :data:`MEMORY_GRID_BITS`). Returns (ints, limit, exact)."""
     allv = [*values, limit]
     den = 1
     for x in allv:
@@ -49,7 +53,7 @@ def memory_integers(values: list[Fraction], limit: Fraction, headroom: int = 1) 
     if ints[-1] < 2**53 and ints[-1] * headroom < 2**62:
         return ints[:-1], ints[-1], True
     unit = limit / 2**MEMORY_GRID_BITS
-    return [math.ceil(x / unit) for x in values], 2**MEMORY_GRID_BITS, False
+    return [math.floor(x / unit) for x in values], 2**MEMORY_GRID_BITS, False
 
 
 @dataclass(frozen=True)

@@ -229,10 +229,8 @@ def solve_part(problem: Problem, chain: Chain, part: Part, inc: Incumbent, optio
             break
         part.verdict = "slice without a plan"
         slice_s *= 2
-    if part.proven and not exact:
-        part.proven = False
-        part.verdict += " (memory rounded: no proof)"
-        part.bound = part.cheap
+    if not exact:
+        part.verdict += " (memory on a grid, rounded down)"
     if not part.proven:
         part.bound = max(part.bound, part.cheap) if part.verdict == "time limit" else part.cheap
     part.seconds = time.perf_counter() - start
