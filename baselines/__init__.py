@@ -1,5 +1,6 @@
 """The baselines register their solvers in the one registry (:mod:`piper.solvers.registry`):
-the exact MILP (CBC, HiGHS), CP-SAT, brute force and the paper's equi baseline. Each entry
+the exact MILP (CBC, HiGHS), CP-SAT, brute force, the paper's equi baseline and the aggregated
+model for chains of identical layers. Each entry
 declares, in one place, what the rest of the project needs to know: its knobs
 (``Options.params``) and their types, the ``python -m piper solve`` flags it takes, its
 size limit and the cluster features it honours.
@@ -18,7 +19,7 @@ from piper.core.problem import CLUSTER_FEATURES, EXPERT_FEATURES, VERSION2_FEATU
 from piper.solvers.params import BOOL, DICT, INT, LIST, NUMBER, STR
 from piper.solvers.registry import SolverInfo, register
 
-__all__ = ["EXACT_PARAMS", "EXACT_FLAGS", "MILP_PARAMS", "CPSAT_PARAMS"]
+__all__ = ["EXACT_PARAMS", "EXACT_FLAGS", "MILP_PARAMS", "CPSAT_PARAMS", "AGGREGATE_PARAMS"]
 
 #: knobs shared by the MILP and CP-SAT (the split over option sequences, logs, verification)
 EXACT_PARAMS: dict[str, tuple[type, ...]] = {
@@ -32,6 +33,9 @@ CPSAT_PARAMS = {
     **EXACT_PARAMS, "num_workers": INT, "precision_bits": INT, "cp_params": DICT, "strict_cutoff": BOOL,
     "proof_portfolio": BOOL, "device_products": BOOL, "prefix_rows": BOOL, "prefix_cut_edges": BOOL,
 }
+#: the aggregated model's knobs (``solve_aggregate``'s docstring)
+AGGREGATE_PARAMS = {"msg": BOOL, "num_workers": INT, "precision_bits": INT, "rel_gap": NUMBER, "slice_s": NUMBER,
+                    "cp_params": DICT, "max_sequences": INT, "probe_parts": INT, "probe_s": NUMBER}
 #: the solver-specific ``solve`` flags of the exact models
 EXACT_FLAGS = frozenset({"--warm-start", "--split", "--verify", "--split-backend", "--ray-address", "--max-model-size"})
 _ALL = frozenset(VERSION2_FEATURES)
@@ -53,3 +57,8 @@ register(SolverInfo("brute", "baselines.brute:solve_brute", True, "exhaustive en
                     schedules=frozenset(SCHEDULE_KINDS)))
 register(SolverInfo("equi", "baselines.equi:solve_equi", False, "PipeDream-2BW-like equi-partition baseline",
                     features=_EXACT, params={"equi_mode": STR, "equi_separate": BOOL}, objectives=frozenset(OBJECTIVES)))
+register(SolverInfo("aggregate", "baselines.aggregate.solver:solve_aggregate", True,
+                    "exact CP-SAT model over layer counts (docs/formulations.md §11); only for chains whose inner "
+                    "layers are identical (at most 8 other nodes at the ends): any other graph is refused",
+                    features=_ALL, params=AGGREGATE_PARAMS, flags=frozenset({"--warm-start"}),
+                    objectives=frozenset(OBJECTIVES)))

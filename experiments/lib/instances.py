@@ -17,7 +17,8 @@ from piper.core.plan import Plan, Stage
 from piper.core.problem import ACTIVATION_RECOMP, VANILLA, Problem, problem_to_dict
 from piper.io.workload import problem_from_dict
 
-__all__ = ["random_problem", "random_moe_problem", "with_expert_keys", "random_dag", "repeated_layers", "witness_memory", "operator_graph_problem", "SHAPES"]
+__all__ = ["random_problem", "random_moe_problem", "with_expert_keys", "random_dag", "repeated_layers", "witness_memory",
+           "operator_graph_problem", "SHAPES", "identical_chain_problem"]
 
 SHAPES = ("chain", "branchy")
 
@@ -403,3 +404,46 @@ def operator_graph_problem(seed: int, n: int | None = None, shape: str | None = 
     if fitted is None:  # pragma: no cover - every operator has t = 1, so a witness exists
         raise ValueError(f"operator_graph_problem({seed}): no witness plan")
     return fitted
+
+
+def identical_chain_problem(seed: int, *, n_inner: int = 4, head: int = 1, tail: int = 2,
+                            devices: int = 4, microbatches: int = 4, memory: float = 0.6) -> Problem:
+    """A chain of ``head`` + ``n_inner`` + ``tail`` layers whose ``n_inner`` inner layers are
+    identical (one random TMPC list at t = 1 and 2, a vanilla and a recomputing TMPC, one edge
+    cost between them), as a transformer's workload is; the end layers (an embedding, a head)
+    are random. The memory limit is ``memory`` times the least memory of one stage holding every
+    layer with y = N; for solver ``aggregate`` (docs/formulations.md §10) and the
+    solvers it is cross-checked against (brute force needs at most 8 layers)."""
+    rng = random.Random(seed)
+    n = head + n_inner + tail
+
+    def tmpcs() -> dict[int, list[dict[str, Any]]]:
+        p, w, a, b = rng.randint(2, 9), rng.randint(0, 6), rng.randint(2, 6), rng.randint(1, 4)
+        return {t: [{"id": VANILLA, "timePerSample": float(p) / t, "parameterSize": float(w) / t,
+                     "memoryUsageA": float(a) / t, "memoryUsageB": float(b) / t},
+                    {"id": ACTIVATION_RECOMP, "timePerSample": float(p + rng.randint(1, 3)) / t,
+                     "parameterSize": float(w) / t, "memoryUsageA": 1.0 / t, "memoryUsageB": float(b) / t}]
+                for t in (1, 2)}
+
+    inner = tmpcs()
+    specs = [tmpcs() for _ in range(head)] + [inner] * n_inner + [tmpcs() for _ in range(tail)]
+    c_inner = float(rng.randint(0, 3))
+    costs = [c_inner if head <= i < head + n_inner - 1 else float(rng.randint(0, 3)) for i in range(n - 1)]
+    nodes = []
+    for v, spec in enumerate(specs):
+        per_t = {}
+        for t, lst in spec.items():
+            items = []
+            for c in lst:
+                item = dict(c)
+                item["syncTimeFw"] = {str(v - 1): 1.0} if v > 0 else {}
+                item["syncTimeBw"] = {str(v + 1): 0.0} if v < n - 1 else {}
+                items.append(item)
+            per_t[str(t)] = items
+        nodes.append({"id": v, "name": f"layer{v}", "TMPCs": per_t})
+    least = sum(min(c["memoryUsageA"] * microbatches + c["memoryUsageB"] for c in spec[1]) for spec in specs)
+    raw = {"maxDevices": devices, "maxMemoryPerDevice": float(max(4, round(memory * least))), "bandwidth": 2.0,
+           "mbsInBatch": microbatches, "nodes": nodes,
+           "edges": [{"sourceId": i, "destId": i + 1, "communicationCost": costs[i]} for i in range(n - 1)],
+           "name": f"identical-chain-seed{seed}"}
+    return problem_from_dict(raw)

@@ -20,8 +20,11 @@ the same problems on every machine). Suites:
   optimizer state, both) and with uniform plans.
 * ``moe``: tiny random DAGs with MoE layers (expert parallelism, docs/problem.md §11): TPS and
   batch time, free and uniform plans, a few with interleaved plans.
+* ``identical-chains``: chains of identical layers (1 head, 3-5 identical, 2 tail layers)
+  under TPS and the batch time, free and uniform: solver ``aggregate`` against the others.
 * ``default``: what ``python -m experiments.compare`` runs with no arguments:
-  tiny + small + paper-slices + infeasible + 8 of version2 + 2 of models, sized to finish well within 3 minutes
+  tiny + small + paper-slices + infeasible + 8 of version2 + 2 of models + 4 of schedules + 3 of
+  identical-chains, sized to finish well within 3 minutes
   on 2 cores with every solver.
 
 A slice (:func:`slice_problem`, the one slicing function of the project) is the induced
@@ -43,6 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from experiments.lib.instances import (
+    identical_chain_problem,
     operator_graph_problem,
     random_moe_problem,
     random_problem,
@@ -470,18 +474,40 @@ def moe_suite(count: int = len(MOE_SEEDS)) -> list[Instance]:
     return out
 
 
+#: (seed, inner layers, devices, micro-batches, memory) of :func:`identical_chains_suite`, the
+#: memory chosen (by brute force) so that it binds: the optimum is worse than with unlimited memory
+IDENTICAL_CHAIN_CASES = ((7, 4, 4, 4, 0.3), (2, 5, 4, 8, 0.25), (3, 3, 6, 4, 0.35), (4, 4, 3, 2, 0.35))
+
+
+def identical_chains_suite(count: int = len(IDENTICAL_CHAIN_CASES)) -> list[Instance]:
+    """Chains of identical layers (1 head, 3-5 identical, 2 tail layers; k in 3..6; memory binds)
+    for solver ``aggregate`` (docs/formulations.md §10), each under TPS with free plans, under
+    the batch time with free plans and under the batch time with uniform plans, so that compare
+    holds the aggregated model against brute force, the DP and the per-layer exact models."""
+    out = []
+    for seed, n_inner, devices, n_mb, memory in IDENTICAL_CHAIN_CASES[:count]:
+        problem = identical_chain_problem(seed, n_inner=n_inner, devices=devices, microbatches=n_mb, memory=memory)
+        name = problem_name(problem, f"identical-chain-seed{seed}")
+        out.append(Instance(f"{name}-tps", problem, "identical-chains", "identical chain, TPS", objective="tps"))
+        out.append(Instance(f"{name}-batch", problem, "identical-chains", "identical chain, batch time",
+                            objective="batch-time"))
+        out.append(Instance(f"{name}-batch-uniform", problem, "identical-chains",
+                            "identical chain, batch time, uniform plans", uniform=True, objective="batch-time"))
+    return out
+
+
 def default_suite() -> list[Instance]:
     """The embedded default: tiny + small + paper-slices + infeasible + two rounds of the
     version-2 families + two model front end workloads + 4 seeds of the schedules suite + 4 MoE
-    instances + the front end's tiny MoE and long-context workloads (51 instances, all proven by
-    the exact solvers within seconds each)."""
+    instances + the front end's tiny MoE and long-context workloads + one identical chain in three
+    settings (54 instances, all proven by the exact solvers within seconds each)."""
     return [*tiny_suite(), *small_suite(), *paper_slices_suite(), *infeasible_suite(), *version2_suite(2),
-            *models_suite(2), *schedules_suite(4), *moe_suite(4), *frontier_models_suite()]
+            *models_suite(2), *schedules_suite(4), *moe_suite(4), *frontier_models_suite(), *identical_chains_suite(1)]
 
 
 SUITES: dict[str, tuple[str, Callable[[], list[Instance]]]] = {
     "default": ("the embedded default: tiny + small + paper-slices + infeasible + 8 version-2 + 2 models + 10 schedules"
-                " + 4 MoE + 3 front-end MoE / long-context", default_suite),
+                " + 4 MoE + 3 front-end MoE / long-context + 3 identical-chains", default_suite),
     "tiny": ("12 random DAGs, 3-7 layers, k <= 6", tiny_suite),
     "small": ("4 random DAGs, 8-10 layers, k = 4, N = 8, t in {1,2,4}", small_suite),
     "paper-slices": ("5 slices: first 6-12 layers of BERT-32, GNMT, ResNet-50; k = 4, memory binds", paper_slices_suite),
@@ -495,6 +521,8 @@ SUITES: dict[str, tuple[str, Callable[[], list[Instance]]]] = {
             moe_suite),
     "frontier-models": ("3 front-end workloads: a tiny MoE transformer at expert-parallel sizes 2 and 4, a "
                         "2-layer transformer at sequence 8,192 with context-parallel size 2", frontier_models_suite),
+    "identical-chains": ("4 chains of identical layers (6-8 layers) x {TPS free, batch time free, batch time "
+                         "uniform}: the aggregated model against the others", identical_chains_suite),
     "real-magnitudes": ("issue 18's reproducer + 11 operator-like graphs with real magnitudes, 6-12 layers; "
                         "real-magnitudes:COUNT[:FIRST[:MAXN]] for more", _real_magnitudes_named),
 }

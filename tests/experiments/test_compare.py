@@ -357,6 +357,22 @@ def test_suite_claims_hold_by_brute_force() -> None:
         assert brute.solve_brute(inst.problem, Options()).status == Status.INFEASIBLE, inst.name
 
 
+def test_identical_chains_suite_is_what_it_says() -> None:
+    """Each chain's inner layers are found identical by the aggregated model's detection (3-5 of
+    them, 1 head and 2 tail layers), brute force can solve it, and memory binds."""
+    from baselines import brute
+    from baselines.aggregate.chain import detect_chain
+    instances = build_suite("identical-chains")
+    assert {i.objective for i in instances} == {"tps", "batch-time"} and any(i.uniform for i in instances)
+    for inst in instances[::3]:
+        p = inst.problem
+        chain = detect_chain(p)
+        assert (chain.head, chain.tail) == (1, 2) and 3 <= chain.n_inner <= 5 and p.n <= brute.MAX_NODES
+        tight = brute.solve_brute(p, Options())
+        loose = brute.solve_brute(p.with_cluster(memory=1e30), Options())
+        assert tight.status == Status.OPTIMAL and tight.tps > loose.tps * (1 + 1e-9), inst.name
+
+
 def test_an_interrupted_run_keeps_the_finished_instances(
     fake_solvers: None, tmp_path: Path, compare_cli: RunCompare
 ) -> None:

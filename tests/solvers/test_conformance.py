@@ -303,10 +303,25 @@ CHECKS = tuple(CHECK_FUNCS)
 SOLVERS = solver_names()
 
 
+def graph_refused(solver: str, case: str) -> bool:
+    """Whether ``solver`` takes only some graphs and not ``case``'s: ``aggregate`` plans chains
+    of identical layers (at most 8 other end nodes, docs/formulations.md §10), not DAGs; it
+    must refuse the others with one line (:func:`test_other_graphs_are_refused`)."""
+    if solver != "aggregate":
+        return False
+    from baselines.aggregate.chain import detect_chain
+
+    try:
+        detect_chain(base_problem(CASES[case][0]))
+    except SolverError:
+        return True
+    return False
+
+
 def declared(solver: str, case: str) -> bool:
     """Whether ``solver`` declares the objective and schedules of ``case``'s options (the
-    others must refuse them: :func:`test_undeclared_options_are_refused`)."""
-    return get_solver(solver).refusal(OPTIONS[CASES[case][1]]) is None
+    others must refuse them: :func:`test_undeclared_options_are_refused`) and takes its graph."""
+    return get_solver(solver).refusal(OPTIONS[CASES[case][1]]) is None and not graph_refused(solver, case)
 
 
 @pytest.mark.parametrize("solver, case, check", [
@@ -317,7 +332,19 @@ def test_check(solver, case, check):
 
 
 @pytest.mark.parametrize("solver, case", [
-    pytest.param(s, c, id=f"{s}-{c}") for s, c in itertools.product(SOLVERS, CASES) if not declared(s, c)])
+    pytest.param(s, c, id=f"{s}-{c}") for s, c in itertools.product(SOLVERS, CASES)
+    if graph_refused(s, c) and get_solver(s).refusal(OPTIONS[CASES[c][1]]) is None])
+def test_other_graphs_are_refused(solver, case):
+    """A solver for some graphs only refuses the others with one line."""
+    with pytest.raises(SolverError) as err:
+        get_solver(solver)(*build(case))
+    message = str(err.value)
+    assert "\n" not in message and "chain" in message, message
+
+
+@pytest.mark.parametrize("solver, case", [
+    pytest.param(s, c, id=f"{s}-{c}") for s, c in itertools.product(SOLVERS, CASES)
+    if get_solver(s).refusal(OPTIONS[CASES[c][1]]) is not None])
 def test_undeclared_options_are_refused(solver, case):
     """A solver asked for an objective or schedule it does not declare refuses with one line
     naming it, instead of answering another question."""
