@@ -318,10 +318,20 @@ def graph_refused(solver: str, case: str) -> bool:
     return False
 
 
+@functools.cache
+def features_refused(solver: str, case: str) -> bool:
+    """Whether ``solver`` does not declare a workload feature of ``case``'s instance (e.g.
+    ``aggregate`` and the expert-parallel keys): it must refuse it with one line
+    (:func:`test_undeclared_features_are_refused`)."""
+    return bool(get_solver(solver).unsupported(build(case)[0]))
+
+
 def declared(solver: str, case: str) -> bool:
     """Whether ``solver`` declares the objective and schedules of ``case``'s options (the
-    others must refuse them: :func:`test_undeclared_options_are_refused`) and takes its graph."""
-    return get_solver(solver).refusal(OPTIONS[CASES[case][1]]) is None and not graph_refused(solver, case)
+    others must refuse them: :func:`test_undeclared_options_are_refused`), the features of its
+    instance, and takes its graph."""
+    return (get_solver(solver).refusal(OPTIONS[CASES[case][1]]) is None and not features_refused(solver, case)
+            and not graph_refused(solver, case))
 
 
 @pytest.mark.parametrize("solver, case, check", [
@@ -333,7 +343,7 @@ def test_check(solver, case, check):
 
 @pytest.mark.parametrize("solver, case", [
     pytest.param(s, c, id=f"{s}-{c}") for s, c in itertools.product(SOLVERS, CASES)
-    if graph_refused(s, c) and get_solver(s).refusal(OPTIONS[CASES[c][1]]) is None])
+    if graph_refused(s, c) and get_solver(s).refusal(OPTIONS[CASES[c][1]]) is None and not features_refused(s, c)])
 def test_other_graphs_are_refused(solver, case):
     """A solver for some graphs only refuses the others with one line."""
     with pytest.raises(SolverError) as err:
@@ -343,8 +353,19 @@ def test_other_graphs_are_refused(solver, case):
 
 
 @pytest.mark.parametrize("solver, case", [
+    pytest.param(s, c, id=f"{s}-{c}") for s, c in itertools.product(SOLVERS, CASES) if features_refused(s, c)])
+def test_undeclared_features_are_refused(solver, case):
+    """A solver given a workload feature it does not declare refuses with one line naming the key."""
+    with pytest.raises(SolverError) as err:
+        get_solver(solver)(*build(case))
+    message = str(err.value)
+    missing = get_solver(solver).unsupported(build(case)[0])
+    assert "\n" not in message and "does not support" in message and all(key in message for key in missing), message
+
+
+@pytest.mark.parametrize("solver, case", [
     pytest.param(s, c, id=f"{s}-{c}") for s, c in itertools.product(SOLVERS, CASES)
-    if get_solver(s).refusal(OPTIONS[CASES[c][1]]) is not None])
+    if get_solver(s).refusal(OPTIONS[CASES[c][1]]) is not None and not features_refused(s, c)])
 def test_undeclared_options_are_refused(solver, case):
     """A solver asked for an objective or schedule it does not declare refuses with one line
     naming it, instead of answering another question."""
