@@ -15,7 +15,7 @@ from __future__ import annotations
 from baselines.brute import MAX_NODES as BRUTE_MAX_NODES
 from piper.core.options import OBJECTIVES
 from piper.core.plan import SCHEDULE_KINDS
-from piper.core.problem import CLUSTER_FEATURES, EXPERT_FEATURES, VERSION2_FEATURES
+from piper.core.problem import WORKLOAD_FEATURES, EXPERT_FEATURES, CLUSTER_FEATURES
 from piper.solvers.params import BOOL, DICT, INT, LIST, NUMBER, STR
 from piper.solvers.registry import SolverInfo, register
 
@@ -38,9 +38,9 @@ AGGREGATE_PARAMS = {"msg": BOOL, "num_workers": INT, "precision_bits": INT, "rel
                     "cp_params": DICT, "max_sequences": INT, "probe_parts": INT, "probe_s": NUMBER}
 #: the solver-specific ``solve`` flags of the exact models
 EXACT_FLAGS = frozenset({"--warm-start", "--split", "--verify", "--split-backend", "--ray-address", "--max-model-size"})
-_ALL = frozenset(VERSION2_FEATURES)
+_ALL = frozenset(CLUSTER_FEATURES)
 #: the exact models and equi also honour expert parallelism (docs/problem.md §11, rule 6)
-_EXACT = frozenset(VERSION2_FEATURES + EXPERT_FEATURES)
+_EXACT = frozenset(CLUSTER_FEATURES + EXPERT_FEATURES)
 #: the exact models minimize both objectives over 1F1B plans (docs/formulations.md §9); they
 #: do not model interleaved plans, so the registry refuses options that allow them
 _EXACT_OBJECTIVES = frozenset(OBJECTIVES)
@@ -53,7 +53,7 @@ register(SolverInfo("milp-highs", "baselines.milp.solver:solve_milp", True, "exa
 register(SolverInfo("cpsat", "baselines.cpsat.solver:solve_cpsat", True, "exact CP-SAT model (OR-Tools)",
                     features=_EXACT, params=CPSAT_PARAMS, flags=EXACT_FLAGS, objectives=_EXACT_OBJECTIVES))
 register(SolverInfo("brute", "baselines.brute:solve_brute", True, "exhaustive enumeration (tiny graphs)",
-                    max_nodes=BRUTE_MAX_NODES, features=frozenset(CLUSTER_FEATURES), params={}, objectives=frozenset(OBJECTIVES),
+                    max_nodes=BRUTE_MAX_NODES, features=frozenset(WORKLOAD_FEATURES), params={}, objectives=frozenset(OBJECTIVES),
                     schedules=frozenset(SCHEDULE_KINDS)))
 register(SolverInfo("equi", "baselines.equi:solve_equi", False, "PipeDream-2BW-like equi-partition baseline",
                     features=_EXACT, params={"equi_mode": STR, "equi_separate": BOOL}, objectives=frozenset(OBJECTIVES)))

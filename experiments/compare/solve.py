@@ -219,13 +219,13 @@ def warm_up(info: SolverInfo, options: Options) -> float | None:
         return None
     _WARMED.add(info.name)
     from experiments.lib.instances import random_problem
-    from experiments.lib.suites import version2_variant
+    from experiments.lib.suites import cluster_variant
 
     problem = random_problem(3, n=4, shape="branchy", devices=4, microbatches=4, degrees=(1, 2), memory_tightness=4.0)
     # version 1, then nodes + sharded state (the DP compiles other kernel variants for those)
     start = time.perf_counter()
-    for p in (problem, version2_variant(problem, 3, nodes=True, sharded=False),
-              version2_variant(problem, 3, nodes=False, sharded=True), version2_variant(problem, 3)):
+    for p in (problem, cluster_variant(problem, 3, nodes=True, sharded=False),
+              cluster_variant(problem, 3, nodes=False, sharded=True), cluster_variant(problem, 3)):
         try:
             info(p, replace(options, time_limit_s=max(options.time_limit_s or 0.0, 60.0)))
         except Exception:

@@ -16,14 +16,14 @@ the same problems on every machine). Suites:
 * ``real-magnitudes``: issue 18's reproducer and operator-like graphs with real
   magnitudes; ``real-magnitudes:COUNT[:FIRST[:MAXN]]`` for more (``real_magnitude_suite``).
 * ``models``: tiny transformers built by the model front end (``piper.frontend``).
-* ``version2``: tiny DAGs with version-2 cluster keys (nodes of G devices, sharded
+* ``cluster``: tiny DAGs with version-2 cluster keys (nodes of G devices, sharded
   optimizer state, both) and with uniform plans.
 * ``moe``: tiny random DAGs with MoE layers (expert parallelism, docs/problem.md §11): TPS and
   batch time, free and uniform plans, a few with interleaved plans.
 * ``identical-chains``: chains of identical layers (1 head, 3-5 identical, 2 tail layers)
   under TPS and the batch time, free and uniform: solver ``aggregate`` against the others.
 * ``default``: what ``python -m experiments.compare`` runs with no arguments:
-  tiny + small + paper-slices + infeasible + 8 of version2 + 2 of models + 4 of schedules + 3 of
+  tiny + small + paper-slices + infeasible + 8 of cluster + 2 of models + 4 of schedules + 3 of
   identical-chains, sized to finish well within 3 minutes
   on 2 cores with every solver.
 
@@ -317,7 +317,7 @@ def _real_magnitudes_named() -> list[Instance]:
     return [Instance("bert-op-slice-n10-k8", repro, "real-magnitudes", note), *real_magnitude_suite()]
 
 
-def version2_variant(problem: Problem, seed: int, *, nodes: bool = True, sharded: bool = True) -> Problem:
+def cluster_variant(problem: Problem, seed: int, *, nodes: bool = True, sharded: bool = True) -> Problem:
     """``problem`` with version-2 cluster keys (docs/problem.md §2), drawn from ``seed``:
     with ``nodes``, G in {2, 4, 8} (below k when k allows), B_in = B x {4..20} and f in
     {2, 4}; with ``sharded``, about 60% of the TMPCs get a sharded state s of 1/16..8/16 of
@@ -343,7 +343,7 @@ def version2_variant(problem: Problem, seed: int, *, nodes: bool = True, sharded
     return problem_from_dict(raw)
 
 
-def version2_suite(count: int = 4, first_seed: int = 40) -> list[Instance]:
+def cluster_suite(count: int = 4, first_seed: int = 40) -> list[Instance]:
     """Random tiny DAGs (``random_problem``) in three version-2 families: nodes of G devices
     with a faster intra-node link, sharded optimizer state, and both; plus uniform plans
     (every stage the same (d, t)) on the version-1 instance."""
@@ -352,10 +352,10 @@ def version2_suite(count: int = 4, first_seed: int = 40) -> list[Instance]:
         base = random_problem(seed, shape=("chain", "branchy")[seed % 2], devices=4 + seed % 5)
         base = witness_memory(base, seed) or base
         for nodes, sharded in ((True, False), (False, True), (True, True)):
-            p = version2_variant(base, seed, nodes=nodes, sharded=sharded)
+            p = cluster_variant(base, seed, nodes=nodes, sharded=sharded)
             p = witness_memory(p, seed) or p  # feasible by construction, memory binds
-            out.append(Instance(problem_name(p), p, "version2", "version-2 keys (docs/problem.md §2), memory binds"))
-        out.append(Instance(f"{problem_name(base)}-uniform", base, "version2", "uniform plans", uniform=True))
+            out.append(Instance(problem_name(p), p, "cluster", "version-2 keys (docs/problem.md §2), memory binds"))
+        out.append(Instance(f"{problem_name(base)}-uniform", base, "cluster", "uniform plans", uniform=True))
     return out
 
 
@@ -501,7 +501,7 @@ def default_suite() -> list[Instance]:
     version-2 families + two model front end workloads + 4 seeds of the schedules suite + 4 MoE
     instances + the front end's tiny MoE and long-context workloads + one identical chain in three
     settings (54 instances, all proven by the exact solvers within seconds each)."""
-    return [*tiny_suite(), *small_suite(), *paper_slices_suite(), *infeasible_suite(), *version2_suite(2),
+    return [*tiny_suite(), *small_suite(), *paper_slices_suite(), *infeasible_suite(), *cluster_suite(2),
             *models_suite(2), *schedules_suite(4), *moe_suite(4), *frontier_models_suite(), *identical_chains_suite(1)]
 
 
@@ -514,7 +514,7 @@ SUITES: dict[str, tuple[str, Callable[[], list[Instance]]]] = {
     "infeasible": ("3 provably infeasible instances", infeasible_suite),
     "medium": ("4 random DAGs, 12-16 layers, k = 8, N = 16 (exact solvers may time out)", medium_suite),
     "models": ("6 tiny transformers from the model front end, 1-2 nodes, up to 16 devices", models_suite),
-    "version2": ("16 tiny DAGs: nodes of G devices, sharded optimizer state, both, and uniform plans", version2_suite),
+    "cluster": ("16 tiny DAGs: nodes of G devices, sharded optimizer state, both, and uniform plans", cluster_suite),
     "schedules": ("12 tiny chains and DAGs with N in {2, 4}: batch time, 1F1B and interleaved (v <= 3), and TPS "
                   "with interleaved plans", schedules_suite),
     "moe": ("16 tiny MoE DAGs (expert parallelism, rule 6): TPS and batch time, free and uniform, 4 interleaved",

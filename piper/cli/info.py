@@ -46,7 +46,7 @@ def cmd_info(args) -> int:
         "devices_per_node": problem.node_size,
         "intra_node_bandwidth_bytes_per_s": problem.bandwidth_intra,
         "allreduce_factor": problem.resync_factor,
-        "version2_features": list(problem.version2_features()),
+        "active_features": list(problem.active_features()),
         "unknown_keys": list(problem.unknown_keys),
     }
     if args.json:
@@ -71,6 +71,6 @@ def cmd_info(args) -> int:
         f"cluster shape {problem.devices} devices in nodes of {problem.node_size}, network {problem.bandwidth:.6g} bytes/s, "
         f"intra-node {problem.bandwidth_intra:.6g} bytes/s, all-reduce factor {problem.resync_factor:.6g}"
     )
-    features = problem.version2_feature_notes()
+    features = problem.active_feature_notes()
     print(f"version 2     {'; '.join(f'{k} ({v})' for k, v in features.items()) if features else 'none (a version-1 instance)'}")
     return 0

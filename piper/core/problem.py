@@ -45,10 +45,10 @@ __all__ = [
     "validate_cluster_shape",
     "ACTIVATION_RECOMP",
     "VANILLA",
-    "VERSION2_FEATURES",
+    "CLUSTER_FEATURES",
     "ITERATION_FEATURES",
     "EXPERT_FEATURES",
-    "CLUSTER_FEATURES",
+    "WORKLOAD_FEATURES",
     "DEFAULT_ALLREDUCE_FACTOR",
 ]
 
@@ -56,8 +56,8 @@ ACTIVATION_RECOMP = "activation recomp"
 VANILLA = "vanilla"
 
 #: the version-2 extensions (docs/problem.md §2), named by their JSON key;
-#: :meth:`Problem.version2_features` lists the active ones, and a solver says which it honours
-VERSION2_FEATURES = ("devicesPerNode", "intraNodeBandwidth", "allReduceFactor", "memoryUsageShardedB")
+#: :meth:`Problem.active_features` lists the active ones, and a solver says which it honours
+CLUSTER_FEATURES = ("devicesPerNode", "intraNodeBandwidth", "allReduceFactor", "memoryUsageShardedB")
 #: the iteration-time keys of docs/problem.md §10 (TMPC keys): the part of a stage's resync
 #: hidden behind its compute, and the optimizer step's time; a solver that does not declare
 #: them refuses an instance that uses them
@@ -66,8 +66,8 @@ ITERATION_FEATURES = ("resyncOverlapTime", "stepTime", "stepTimeSharded")
 #: ``expertParallel``, ``expertTensorParallel``, ``expertParameterSize`` and
 #: ``memoryUsageShardedExpertB``; a solver that does not declare it refuses an instance that uses them
 EXPERT_FEATURES = ("expertParallel",)
-#: every feature a solver may have to declare (:meth:`Problem.version2_feature_notes`)
-CLUSTER_FEATURES = VERSION2_FEATURES + ITERATION_FEATURES + EXPERT_FEATURES
+#: every feature a solver may have to declare (:meth:`Problem.active_feature_notes`)
+WORKLOAD_FEATURES = CLUSTER_FEATURES + ITERATION_FEATURES + EXPERT_FEATURES
 
 #: f when ``allReduceFactor`` is not given: bytes moved per weight byte in the
 #: data-parallel resync (Piper's PipeDream rule, 4 (d - 1) w / (d N))
@@ -266,7 +266,7 @@ class Problem:
         """f: bytes moved per weight byte in the data-parallel resync (``allReduceFactor``; 4 when not given)."""
         return DEFAULT_ALLREDUCE_FACTOR if self.allreduce_factor is None else self.allreduce_factor
 
-    def version2_feature_notes(self) -> dict[str, str]:
+    def active_feature_notes(self) -> dict[str, str]:
         """The active version-2 extensions, JSON key -> why it is active (e.g. "G=8 < k=64").
 
         A key counts as active only when it is given and changes some score:
@@ -301,13 +301,13 @@ class Problem:
             out["expertParallel"] = f"{expert} TMPC(s) with expert parallelism (e*e_t > 1, w_x > 0 or s_x > 0)"
         return out
 
-    def version2_features(self) -> tuple[str, ...]:
-        """The active version-2 extensions and iteration keys by JSON key, in :data:`CLUSTER_FEATURES` order.
+    def active_features(self) -> tuple[str, ...]:
+        """The active version-2 extensions and iteration keys by JSON key, in :data:`WORKLOAD_FEATURES` order.
 
         Empty for a version-1 instance: then every score is exactly the version-1 score.
-        See :meth:`version2_feature_notes` for when a key counts as active.
+        See :meth:`active_feature_notes` for when a key counts as active.
         """
-        return tuple(self.version2_feature_notes())
+        return tuple(self.active_feature_notes())
 
     @property
     def max_stage_sum_d(self) -> int:

@@ -27,7 +27,7 @@ from typing import Any
 from piper.core.errors import SolverError
 from piper.core.options import BATCH_TIME, TPS, Options
 from piper.core.plan import INTERLEAVED, ONE_F_ONE_B
-from piper.core.problem import EXPERT_FEATURES, VERSION2_FEATURES, Problem
+from piper.core.problem import EXPERT_FEATURES, CLUSTER_FEATURES, Problem
 from piper.core.result import Result, Status, make_result
 from piper.solvers.params import BOOL, INT, LIST, NUMBER, STR, KnobTypes, check_params
 
@@ -67,8 +67,8 @@ class SolverInfo:
     fixed: dict[str, Any] = field(default_factory=dict)
     #: largest graph (layers) the solver accepts; None = any
     max_nodes: int | None = None
-    #: the version-2 extensions (JSON keys, see ``piper.core.problem.VERSION2_FEATURES``) the solver
-    #: honours; an instance using any other (``Problem.version2_features()``) is refused
+    #: the version-2 extensions (JSON keys, see ``piper.core.problem.CLUSTER_FEATURES``) the solver
+    #: honours; an instance using any other (``Problem.active_features()``) is refused
     features: frozenset[str] = frozenset()
     #: the knobs (``Options.params``) it understands, knob -> accepted types; a misspelt knob or a
     #: value of another type is an error. None: not declared (nothing is checked)
@@ -96,7 +96,7 @@ class SolverInfo:
 
     def unsupported(self, problem: Problem) -> dict[str, str]:
         """The problem's active version-2 features this solver does not honour: key -> why active."""
-        return {key: why for key, why in problem.version2_feature_notes().items() if key not in self.features}
+        return {key: why for key, why in problem.active_feature_notes().items() if key not in self.features}
 
     def load(self) -> SolverFunc:
         module, func = self.target.split(":")
@@ -184,8 +184,8 @@ DP_OBJECTIVES = frozenset({TPS, BATCH_TIME})
 DP_SCHEDULES = frozenset({ONE_F_ONE_B, INTERLEAVED})
 
 register(SolverInfo("dp", "piper.dp:solve_dp", True, "Piper's two-level DP, exact knapsack", {"knapsack": "exact"},
-                    features=frozenset(VERSION2_FEATURES + EXPERT_FEATURES), params=DP_PARAMS, flags=DP_FLAGS,
+                    features=frozenset(CLUSTER_FEATURES + EXPERT_FEATURES), params=DP_PARAMS, flags=DP_FLAGS,
                     objectives=DP_OBJECTIVES, schedules=DP_SCHEDULES))
 register(SolverInfo("dp-greedy", "piper.dp:solve_dp", False, "Piper's DP with the reference greedy knapsack",
-                    {"knapsack": "greedy"}, features=frozenset(VERSION2_FEATURES + EXPERT_FEATURES), params=DP_PARAMS, flags=DP_FLAGS,
+                    {"knapsack": "greedy"}, features=frozenset(CLUSTER_FEATURES + EXPERT_FEATURES), params=DP_PARAMS, flags=DP_FLAGS,
                     objectives=DP_OBJECTIVES, schedules=DP_SCHEDULES))

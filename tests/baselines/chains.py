@@ -26,13 +26,13 @@ def _tmpcs(rng: random.Random, degrees: list[int], sharded: bool, sync: bool) ->
     return out
 
 
-def identical_chain(seed: int, *, max_nodes: int = 8, version2: bool | None = None, sync: bool | None = None,
+def identical_chain(seed: int, *, max_nodes: int = 8, cluster_keys: bool | None = None, sync: bool | None = None,
                     head: int | None = None, tail: int | None = None) -> Problem:
     """A random chain of at most ``max_nodes`` nodes: ``head`` and ``tail`` random end nodes
-    (0-2 each by default) around identical inner nodes. ``version2``: random G, B_in, f and
+    (0-2 each by default) around identical inner nodes. ``cluster_keys``: random G, B_in, f and
     sharded state s; ``sync``: nonzero sync bytes (then the inner TMPCs' sync bytes differ)."""
     rng = random.Random(seed)
-    version2 = rng.random() < 0.4 if version2 is None else version2
+    cluster_keys = rng.random() < 0.4 if cluster_keys is None else cluster_keys
     sync = rng.random() < 0.4 if sync is None else sync
     head = rng.randint(0, 2) if head is None else head
     tail = rng.randint(0, 2) if tail is None else tail
@@ -41,10 +41,10 @@ def identical_chain(seed: int, *, max_nodes: int = 8, version2: bool | None = No
     degrees = [1, 2] if rng.random() < 0.5 else [1]
     k = rng.randint(1, 6)
     n_mb = rng.choice((1, 2, 4, 6))
-    inner = _tmpcs(rng, degrees, version2, sync)
-    specs = [_tmpcs(rng, degrees, version2, sync) for _ in range(head)]
+    inner = _tmpcs(rng, degrees, cluster_keys, sync)
+    specs = [_tmpcs(rng, degrees, cluster_keys, sync) for _ in range(head)]
     specs += [inner] * n_inner
-    specs += [_tmpcs(rng, degrees, version2, sync) for _ in range(tail)]
+    specs += [_tmpcs(rng, degrees, cluster_keys, sync) for _ in range(tail)]
     inner_cost = float(rng.randint(0, 4))
     costs = [inner_cost if head <= i < head + n_inner - 1 else float(rng.randint(0, 4)) for i in range(n - 1)]
     nodes = []
@@ -68,7 +68,7 @@ def identical_chain(seed: int, *, max_nodes: int = 8, version2: bool | None = No
                            "edges": [{"sourceId": i, "destId": i + 1, "communicationCost": costs[i]}
                                      for i in range(n - 1)],
                            "name": f"chain-{seed}"}
-    if version2:
+    if cluster_keys:
         raw["devicesPerNode"] = rng.choice((1, 2, 4))
         raw["intraNodeBandwidth"] = raw["bandwidth"] * rng.choice((0.5, 2.0, 4.0))
         raw["allReduceFactor"] = float(rng.choice((2, 4)))

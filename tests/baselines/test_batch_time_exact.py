@@ -84,7 +84,7 @@ def test_the_cases_exercise_shapes_keys_uniform_and_the_objective():
                                                for v in p.node_by_id)
 
     assert sum(chain(p) for p, _ in cases) >= 20 and sum(not chain(p) for p, _ in cases) >= 20
-    assert sum(bool(p.version2_features()) for p, _ in cases) >= 15
+    assert sum(bool(p.active_features()) for p, _ in cases) >= 15
     assert sum(len(node_parts(p)) == 2 for p, _ in cases) >= 8
     assert sum(o.uniform for _, o in cases) >= 15
     statuses = [oracle(i).status for i in range(80)]

@@ -12,7 +12,7 @@ import pytest
 
 from experiments.lib.instances import random_problem
 from piper import Plan, Problem, Stage, evaluate, problem_from_dict, solve
-from piper.core.problem import VERSION2_FEATURES
+from piper.core.problem import CLUSTER_FEATURES
 from tests.helpers import ordered_partitions, tmpc, with_random_cluster_keys, workload
 
 
@@ -53,10 +53,10 @@ CASES = list(tiny_cluster_cases(300))
 def test_the_random_cases_exercise_every_extension():
     spans = fits = 0
     for p in CASES:
-        assert set(p.version2_features()) <= set(VERSION2_FEATURES)
+        assert set(p.active_features()) <= set(CLUSTER_FEATURES)
         spans += p.node_size < p.devices
         fits += p.node_size >= p.devices
-    counts = {f: sum(f in p.version2_features() for p in CASES) for f in VERSION2_FEATURES}
+    counts = {f: sum(f in p.active_features() for p in CASES) for f in CLUSTER_FEATURES}
     assert all(n >= 40 for n in counts.values()), counts
     assert spans >= 40 and fits >= 40
 
@@ -76,7 +76,7 @@ def test_brute_force_equals_the_evaluators_optimum_on_tiny_cluster_instances():
             # its own objective is the evaluator's score of its plan
             ok = ok and math.isclose(res.objective, res.tps, rel_tol=1e-9, abs_tol=1e-12)
         if not ok:
-            disagreements.append((p.extra.get("name"), p.version2_features(), res.status.value, res.tps, want))
+            disagreements.append((p.extra.get("name"), p.active_features(), res.status.value, res.tps, want))
     assert not disagreements, disagreements[:5]
     assert optimal >= 150 and infeasible >= 5, (optimal, infeasible)
 

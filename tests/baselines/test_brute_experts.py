@@ -82,7 +82,7 @@ def _without_keys(problem):
 
 
 def test_the_random_cases_use_the_keys():
-    assert sum("expertParallel" in random_moe_problem(seed).version2_features() for seed in range(12)) >= 10
+    assert sum("expertParallel" in random_moe_problem(seed).active_features() for seed in range(12)) >= 10
 
 
 @pytest.mark.parametrize("seed", range(12))

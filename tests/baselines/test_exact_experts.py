@@ -64,7 +64,7 @@ def oracle(i: int) -> Result:
 def check(solver: str, i: int) -> None:
     p, opts = case(i)
     best, res = oracle(i), solve(p, opts, solver=solver)
-    what = f"{solver} case {i} ({opts.objective}, uniform={opts.uniform}, features={p.version2_features()})"
+    what = f"{solver} case {i} ({opts.objective}, uniform={opts.uniform}, features={p.active_features()})"
     optimum = best.value if best.status == Status.OPTIMAL else math.inf
     assert res.status == best.status, (what, res.status, res.message)
     issues = check_result(p, opts, res, optimum=optimum)
@@ -79,7 +79,7 @@ FAST = 10
 
 def test_the_cases_use_the_keys():
     cases = [case(i) for i in range(FAST)]
-    assert sum("expertParallel" in p.version2_features() for p, _ in cases) >= 8
+    assert sum("expertParallel" in p.active_features() for p, _ in cases) >= 8
     statuses = [oracle(i).status for i in range(FAST)]
     assert statuses.count(Status.OPTIMAL) >= 6
     assert {o.objective for _, o in cases} == {TPS, BATCH_TIME}

@@ -36,7 +36,7 @@ from piper import (
     problem_to_dict,
     solve,
 )
-from piper.core.problem import VERSION2_FEATURES
+from piper.core.problem import CLUSTER_FEATURES
 from piper.core.result import Result, Status
 from tests.helpers import ordered_partitions, with_random_cluster_keys
 
@@ -79,13 +79,13 @@ def check_claim(problem: Problem, res: Result, best: Result, what: str) -> None:
 
 def run(solver: str, i: int, options: Options | None = None) -> None:
     p = case(i)
-    what = f"{solver} case {i} (G={p.node_size}, k={p.devices}, features={p.version2_features()})"
+    what = f"{solver} case {i} (G={p.node_size}, k={p.devices}, features={p.active_features()})"
     check_claim(p, solve(p, options or Options(), solver=solver), brute(i), what)
 
 
 def test_the_cases_exercise_every_extension_and_both_parts():
     cases = [case(i) for i in range(max(FAST.values()))]
-    counts = {f: sum(f in p.version2_features() for p in cases) for f in VERSION2_FEATURES}
+    counts = {f: sum(f in p.active_features() for p in cases) for f in CLUSTER_FEATURES}
     assert all(n >= 15 for n in counts.values()), counts
     two_parts = sum(len(node_parts(p)) == 2 for p in cases)
     assert two_parts >= 30 and len(cases) - two_parts >= 10

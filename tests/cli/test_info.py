@@ -27,7 +27,7 @@ def test_info_shows_the_cluster_shape(cli, tmp_path):
     code, out, _ = cli("piper", "info", path, "--json")
     info = json.loads(out)
     assert (info["devices_per_node"], info["intra_node_bandwidth_bytes_per_s"], info["allreduce_factor"]) == (4, 20.0, 2.0)
-    assert info["version2_features"] == ["devicesPerNode", "intraNodeBandwidth", "allReduceFactor"]
+    assert info["active_features"] == ["devicesPerNode", "intraNodeBandwidth", "allReduceFactor"]
     assert info["unknown_keys"] == []
 
 
@@ -36,7 +36,7 @@ def test_info_json_of_a_workload_without_cluster_keys_has_the_defaults(cli):
     info = json.loads(out)
     assert code == 0 and err == ""
     assert (info["devices_per_node"], info["intra_node_bandwidth_bytes_per_s"]) == (64, info["bandwidth_bytes_per_s"])
-    assert info["allreduce_factor"] == 4.0 and info["version2_features"] == [] and info["unknown_keys"] == []
+    assert info["allreduce_factor"] == 4.0 and info["active_features"] == [] and info["unknown_keys"] == []
 
 
 def test_cluster_flags_override_the_file(cli, tmp_path):
@@ -47,4 +47,4 @@ def test_cluster_flags_override_the_file(cli, tmp_path):
     assert code == 0
     assert (info["devices_per_node"], info["intra_node_bandwidth_bytes_per_s"], info["allreduce_factor"]) == (2, 1000.0, 2.5)
     code, out, _ = cli("piper", "info", path, "--json", "-G", "8")
-    assert json.loads(out)["version2_features"] == []  # G = k: one node
+    assert json.loads(out)["active_features"] == []  # G = k: one node

@@ -62,7 +62,7 @@ def assert_single_node_numbers(problem: Problem, plan_: Plan) -> None:
             for c in lst:
                 c["memoryUsageShardedB"] = 0.0
     same = problem_from_dict(raw)
-    assert same.version2_features() == ()
+    assert same.active_features() == ()
     again = evaluate(same, plan_)
     assert [(s.tps, s.compute, s.edge, s.resync, s.memory, s.y) for s in again.stages] == want
     assert again.tps == score.tps and again.batch_time == score.batch_time and again.oom == score.oom

@@ -36,7 +36,7 @@ def test_by_hand():
     base = evaluate(load_problem(_workload()), plan_from_dict(PLAN))
     assert base.tps == pytest.approx(7.0)
     p = load_problem(_workload(h=3.0, o=1.0, o_s=2.0))
-    assert set(p.version2_features()) >= {"resyncOverlapTime", "stepTime", "stepTimeSharded"}
+    assert set(p.active_features()) >= {"resyncOverlapTime", "stepTime", "stepTimeSharded"}
     s = evaluate(p, plan_from_dict(PLAN))
     # H = 6: exposed resync (20 - 6) / 4 = 3.5; O = 2 * (1 + 2 / 2) = 4 -> 1 per sample
     assert s.stages[0].resync == pytest.approx(3.5)

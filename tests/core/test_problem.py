@@ -44,22 +44,22 @@ def test_with_cluster_sets_and_validates_the_new_numbers():
 ])
 def test_a_feature_is_active_only_when_given_and_changing_a_score(top, active):
     p = problem_from_dict(three_layer_chain(**top))
-    assert p.version2_features() == active
-    assert tuple(p.version2_feature_notes()) == active
+    assert p.active_features() == active
+    assert tuple(p.active_feature_notes()) == active
 
 
 def test_sharded_memory_is_active_only_when_positive():
     raw = three_layer_chain()
     raw["nodes"][0]["TMPCs"]["1"][0]["memoryUsageShardedB"] = 0
-    assert problem_from_dict(raw).version2_features() == ()
+    assert problem_from_dict(raw).active_features() == ()
     raw["nodes"][0]["TMPCs"]["1"][0]["memoryUsageShardedB"] = 1e-3
     p = problem_from_dict(raw)
-    assert p.version2_features() == ("memoryUsageShardedB",)
-    assert p.version2_feature_notes()["memoryUsageShardedB"] == "1 TMPC(s) with s > 0"
+    assert p.active_features() == ("memoryUsageShardedB",)
+    assert p.active_feature_notes()["memoryUsageShardedB"] == "1 TMPC(s) with s > 0"
 
 
 def test_feature_note_names_the_numbers():
-    notes = problem_from_dict(three_layer_chain(maxDevices=64, devicesPerNode=8)).version2_feature_notes()
+    notes = problem_from_dict(three_layer_chain(maxDevices=64, devicesPerNode=8)).active_feature_notes()
     assert notes == {"devicesPerNode": "G=8 < k=64"}
 
 

@@ -16,7 +16,7 @@ import pytest
 
 from experiments.lib.instances import random_problem
 from piper import Options, Problem, evaluate, problem_from_dict, problem_to_dict, solve
-from piper.core.problem import VERSION2_FEATURES
+from piper.core.problem import CLUSTER_FEATURES
 from tests.helpers import (
     random_cluster_cases,
     same_tps,
@@ -30,7 +30,7 @@ CASES = random_cluster_cases(260, seed=17)
 
 
 def test_the_cases_exercise_every_extension():
-    counts = {f: sum(f in p.version2_features() for p in CASES) for f in VERSION2_FEATURES}
+    counts = {f: sum(f in p.active_features() for p in CASES) for f in CLUSTER_FEATURES}
     assert all(n >= 40 for n in counts.values()), counts
     assert sum(p.node_size < p.devices for p in CASES) >= 40
 
@@ -48,7 +48,7 @@ def test_dp_equals_brute_force_on_tiny_cluster_instances():
             spanning += not brute.score.fits_in_node
             ok = dp.status.value == "optimal" and same_tps(dp.tps, brute.tps) and same_tps(dp.objective, dp.tps)
         if not ok:
-            bad.append((p.version2_features(), dp.status.value, dp.tps, brute.tps))
+            bad.append((p.active_features(), dp.status.value, dp.tps, brute.tps))
     assert not bad, bad[:5]
     assert optimal >= 150 and infeasible >= 5 and spanning >= 20, (optimal, infeasible, spanning)
 
@@ -163,14 +163,14 @@ ONE_NODE_ROWS = [r for r in rows() if r["variant"] == "piper" and r["config_id"]
 @pytest.mark.parametrize("row", ONE_NODE_ROWS, ids=[r["config_id"] for r in ONE_NODE_ROWS])
 def test_paper_configurations_without_cluster_keys_keep_their_numbers(row):
     p = problem_of(row)
-    assert p.version2_features() == ()
+    assert p.active_features() == ()
     res = solve(p, solver="dp-greedy")
     assert res.tps == pytest.approx(row["tps"], rel=1e-9)
     assert len(res.plan.stages) == row["num_stages"] and res.plan.devices_used == row["devices_used"]
     # the default values given explicitly (G = k, B_in = B, f = 4) or a larger node change nothing, bit for bit
     for g in (p.devices, 2 * p.devices):
         q = p.with_cluster(devices_per_node=g, intra_node_bandwidth=p.bandwidth, allreduce_factor=4.0)
-        assert q.version2_features() == ()
+        assert q.active_features() == ()
         again = solve(q, solver="dp-greedy")
         assert again.tps == res.tps and again.objective == res.objective and again.plan == res.plan
 

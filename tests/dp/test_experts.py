@@ -62,7 +62,7 @@ def test_agrees_with_brute_force(objective: str, uniform: bool) -> None:
 
 def test_the_fast_cases_use_the_keys() -> None:
     found = [solve(p, Options(), solver="brute") for p in FAST]
-    assert sum("expertParallel" in p.version2_features() for p in FAST) >= 8
+    assert sum("expertParallel" in p.active_features() for p in FAST) >= 8
     assert sum(r.plan is not None for r in found) >= 6
     used = [r for p, r in zip(FAST, found) if r.plan is not None and any(
         p.node(v).tmpc(s.t, s.tmpcs[v]).expert_width > 1 for s in r.plan.stages for v in s.nodes)]
@@ -78,7 +78,7 @@ def test_interleaved_and_identical_chains() -> None:
                 bad.append(why)
     chains = [moe_chain(seed) for seed in range(6)]
     assert sum(identical_chain(p, candidates(p, Options())) is not None
-               and "expertParallel" in p.version2_features() for p in chains) >= 3
+               and "expertParallel" in p.active_features() for p in chains) >= 3
     for p in chains:
         for objective in (TPS, BATCH_TIME):
             for uniform, v in ((True, 1), (False, 2)):

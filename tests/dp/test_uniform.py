@@ -47,7 +47,7 @@ def test_uniform_dp_equals_uniform_brute_force():
             ok = ok and len(pairs(brute)) == 1
             check_plan(p, dp.plan)
         if not ok:
-            bad.append((p.version2_features(), dp.status.value, dp.tps, brute.tps))
+            bad.append((p.active_features(), dp.status.value, dp.tps, brute.tps))
     assert not bad, bad[:5]
     assert optimal >= 100 and multi_stage >= 20, (optimal, multi_stage)
 

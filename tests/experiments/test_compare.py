@@ -427,7 +427,7 @@ def test_moe_suite_uses_the_expert_keys_and_its_first_four_are_in_the_default(tm
     the default suite, and on the first two compare's cross-check passes with the DP, CP-SAT and
     brute force (each proves its optimum; they agree)."""
     moe = build_suite("moe")
-    assert all("expertParallel" in inst.problem.version2_features() for inst in moe)
+    assert all("expertParallel" in inst.problem.active_features() for inst in moe)
     assert [i.name for i in build_suite("default") if i.suite == "moe"] == [i.name for i in moe[:4]]
     out = tmp_path / "out"
     files = []

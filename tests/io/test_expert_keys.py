@@ -24,7 +24,7 @@ def test_known_and_defaults():
     p = load_problem(_workload())
     c = p.nodes[0].tmpcs[1][0]
     assert (c.expert_parallel, c.expert_tensor_parallel, c.expert_parameter_size, c.memory_sharded_expert) == (1, 1, 0.0, 0.0)
-    assert "expertParallel" not in p.version2_features()
+    assert "expertParallel" not in p.active_features()
     assert not p.unknown_keys
     # nothing written back when not given
     assert not set(KEYS) & set(p.to_dict()["nodes"][0]["TMPCs"]["1"][0])
@@ -38,7 +38,7 @@ def test_values_round_trip_and_feature():
     assert isinstance(c.expert_tensor_parallel, int)
     assert c.expert_width == 8
     assert c.expert_copies(4, 4) == 2 and c.expert_copies(2, 2) is None
-    assert "expertParallel" in p.version2_features()
+    assert "expertParallel" in p.active_features()
     back = load_problem(p.to_dict())
     assert back.nodes[0].tmpcs[1][0] == c
     assert workload_hash(back) == workload_hash(p)
@@ -48,12 +48,12 @@ def test_values_round_trip_and_feature():
 @pytest.mark.parametrize("keys", [{"expertParallel": 2}, {"expertTensorParallel": 2}, {"expertParameterSize": 1.0},
                                   {"memoryUsageShardedExpertB": 1.0}])
 def test_each_key_alone_is_active(keys):
-    assert "expertParallel" in load_problem(_workload(**keys)).version2_features()
+    assert "expertParallel" in load_problem(_workload(**keys)).active_features()
 
 
 def test_defaults_given_explicitly_are_not_active_and_hash_is_unchanged():
     p = load_problem(_workload(expertParallel=1, expertTensorParallel=1, expertParameterSize=0, memoryUsageShardedExpertB=0))
-    assert "expertParallel" not in p.version2_features()
+    assert "expertParallel" not in p.active_features()
     assert workload_hash(p) == workload_hash(load_problem(_workload()))
 
 

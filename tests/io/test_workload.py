@@ -10,7 +10,7 @@ import pytest
 
 from experiments.lib.instances import random_problem
 from piper import ProblemError, dump_problem, load_problem, problem_from_dict, problem_to_dict
-from piper.core.problem import VERSION2_FEATURES
+from piper.core.problem import CLUSTER_FEATURES
 from tests.helpers import three_layer_chain, tmpc, workload
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -107,7 +107,7 @@ def test_defaults_without_the_cluster_keys():
     p = problem_from_dict(three_layer_chain())
     assert (p.devices_per_node, p.intra_node_bandwidth, p.allreduce_factor) == (None, None, None)
     assert p.node_size == 8 and p.bandwidth_intra == 1.0 and p.resync_factor == 4.0
-    assert p.version2_features() == () and p.unknown_keys == ()
+    assert p.active_features() == () and p.unknown_keys == ()
     assert all(c.memory_sharded == 0.0 for nd in p.nodes for lst in nd.tmpcs.values() for c in lst)
     assert all(nd.kind is None and nd.layer_index is None for nd in p.nodes)
     out = problem_to_dict(p)
@@ -128,7 +128,7 @@ def test_cluster_keys_load_into_fields_and_effective_values():
     assert n1.tmpc(1, "vanilla").memory_sharded == 12.0 and n1.tmpc(1, "activation recomp").memory_sharded == 0.0
     assert n1.kind == "transformer" and n1.layer_index == 0 and p.node(0).kind is None
     assert p.unknown_keys == ()
-    assert p.version2_features() == VERSION2_FEATURES  # all four, in this order
+    assert p.active_features() == CLUSTER_FEATURES  # all four, in this order
 
 
 def test_float_whole_devices_per_node_is_accepted():
@@ -242,7 +242,7 @@ def _project_files():
 @pytest.mark.parametrize("path", _project_files(), ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_the_projects_own_workloads_have_no_unknown_keys(path):
     p = load_problem(path, strict=True)
-    assert p.unknown_keys == () and p.version2_features() == ()
+    assert p.unknown_keys == () and p.active_features() == ()
 
 
 def test_generated_instances_have_no_unknown_keys():

@@ -386,7 +386,7 @@ def test_suite_has_both_feasible_and_infeasible_instances():
     assert sum(math.isinf(v) for v in values) >= 10 and sum(math.isfinite(v) for v in values) >= 20
     assert sum(math.isfinite(optimum(c)) for c in CASES if c.endswith(("-cluster", "-uniform"))) >= 4
     moe = [c for c in CASES if c.endswith("-moe")]
-    assert all("expertParallel" in build(c)[0].version2_features() for c in moe)
+    assert all("expertParallel" in build(c)[0].active_features() for c in moe)
     assert sum(math.isfinite(optimum(c)) for c in moe) >= 3 and sum(math.isinf(optimum(c)) for c in moe) >= 1
 
 

@@ -5,7 +5,7 @@ state) refuses an instance that uses it, naming the feature; every shipped solve
 import pytest
 
 from piper import Options, SolverError, problem_from_dict, problem_to_dict, solve
-from piper.core.problem import CLUSTER_FEATURES, EXPERT_FEATURES, VERSION2_FEATURES
+from piper.core.problem import WORKLOAD_FEATURES, EXPERT_FEATURES, CLUSTER_FEATURES
 from piper.solvers.registry import SOLVERS, SolverInfo, get_solver, register, unregister
 from tests.helpers import tmpc, workload
 
@@ -20,19 +20,19 @@ def two_layers(**top):
 
 def test_solver_infos_declare_their_features():
     # brute force scores every plan with the evaluator, so it honours the iteration keys too
-    assert get_solver("brute").features == frozenset(CLUSTER_FEATURES)
+    assert get_solver("brute").features == frozenset(WORKLOAD_FEATURES)
     for name, info in SOLVERS.items():
-        assert info.features <= frozenset(CLUSTER_FEATURES), name
+        assert info.features <= frozenset(WORKLOAD_FEATURES), name
 
 
 def test_dp_and_dp_greedy_and_equi_declare_every_cluster_feature():
     for name in ("dp", "dp-greedy", "equi"):
-        assert SOLVERS[name].features == frozenset(VERSION2_FEATURES + EXPERT_FEATURES), name
+        assert SOLVERS[name].features == frozenset(CLUSTER_FEATURES + EXPERT_FEATURES), name
 
 
 def test_the_exact_models_declare_every_cluster_feature():
     for name in ("milp-highs", "cpsat", "milp"):
-        assert SOLVERS[name].features == frozenset(VERSION2_FEATURES + EXPERT_FEATURES)
+        assert SOLVERS[name].features == frozenset(CLUSTER_FEATURES + EXPERT_FEATURES)
 
 
 @pytest.fixture
@@ -54,7 +54,7 @@ def test_a_solver_without_the_features_refuses_and_dp_solves(solver_without_feat
     assert "intraNodeBandwidth" in msg and "use --solver brute or drop the keys" in msg
     assert solve(p, solver="dp").tps == solve(p, solver="brute").tps  # dp honours the cluster keys
     plain = two_layers()
-    assert plain.version2_features() == ()
+    assert plain.active_features() == ()
     res = solve(plain, solver="v1-only")
     assert res.status.value == "optimal" and res.tps == solve(plain, solver="brute").tps
 
@@ -62,7 +62,7 @@ def test_a_solver_without_the_features_refuses_and_dp_solves(solver_without_feat
 @pytest.mark.parametrize("key, value", [("allReduceFactor", 2), ("devicesPerNode", 2), ("intraNodeBandwidth", 3.0)])
 def test_every_solver_without_a_feature_refuses_it(key, value, solver_without_features):
     p = two_layers(**{key: value})
-    assert p.version2_features() == (key,)
+    assert p.active_features() == (key,)
     refused = []
     for name, info in SOLVERS.items():
         if key in info.features:
@@ -77,7 +77,7 @@ def test_every_solver_without_a_feature_refuses_it(key, value, solver_without_fe
 
 def test_inactive_keys_do_not_trigger_the_guard():
     p = two_layers(devicesPerNode=8, intraNodeBandwidth=1.0, allReduceFactor=4)
-    assert p.version2_features() == ()
+    assert p.active_features() == ()
     assert solve(p, solver="dp").tps == solve(two_layers(), solver="dp").tps
 
 
