@@ -146,6 +146,7 @@ def _first_feasible() -> int:
     return next(s for s in range(100) if oracle(s).status == Status.OPTIMAL and tiny(s).n >= 4)
 
 
+@pytest.mark.slow  # 35 s on 2 cores; the split's proof is covered in CI by test_bench_exact_split_mode and the DAG cases
 def test_split_proves_resnet50_k8() -> None:
     """The case the split is for: CP-SAT's proof search on ResNet-50 (k = 8, 16 GiB) had
     no proof after 300 s as one model; split over its 126 sequences it took 11-12 s."""
