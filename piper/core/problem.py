@@ -431,6 +431,20 @@ def validate_cluster_shape(g: Any, b_in: Any, f: Any) -> tuple[int | None, float
     )
 
 
+#: the optional TMPC keys :func:`problem_to_dict` writes only away from their default, in
+#: output order: (JSON key, TMPC attribute, default)
+_OPTIONAL_TMPC_KEYS = (
+    ("memoryUsageShardedB", "memory_sharded", 0),
+    ("resyncOverlapTime", "resync_overlap_time", 0),
+    ("stepTime", "step_time", 0),
+    ("stepTimeSharded", "step_time_sharded", 0),
+    ("expertParallel", "expert_parallel", 1),
+    ("expertTensorParallel", "expert_tensor_parallel", 1),
+    ("expertParameterSize", "expert_parameter_size", 0),
+    ("memoryUsageShardedExpertB", "memory_sharded_expert", 0),
+)
+
+
 def problem_to_dict(problem: Problem) -> dict[str, Any]:
     """The reference JSON structure (round-trips through :func:`problem_from_dict`)."""
 
@@ -444,22 +458,10 @@ def problem_to_dict(problem: Problem) -> dict[str, Any]:
             "syncTimeFw": {str(k): v for k, v in c.sync_fw.items()},
             "syncTimeBw": {str(k): v for k, v in c.sync_bw.items()},
         }
-        if c.memory_sharded != 0:
-            d["memoryUsageShardedB"] = c.memory_sharded
-        if c.resync_overlap_time != 0:
-            d["resyncOverlapTime"] = c.resync_overlap_time
-        if c.step_time != 0:
-            d["stepTime"] = c.step_time
-        if c.step_time_sharded != 0:
-            d["stepTimeSharded"] = c.step_time_sharded
-        if c.expert_parallel != 1:
-            d["expertParallel"] = c.expert_parallel
-        if c.expert_tensor_parallel != 1:
-            d["expertTensorParallel"] = c.expert_tensor_parallel
-        if c.expert_parameter_size != 0:
-            d["expertParameterSize"] = c.expert_parameter_size
-        if c.memory_sharded_expert != 0:
-            d["memoryUsageShardedExpertB"] = c.memory_sharded_expert
+        for key, attr, default in _OPTIONAL_TMPC_KEYS:
+            value = getattr(c, attr)
+            if value != default:
+                d[key] = value
         d.update(c.extra)
         return d
 
