@@ -223,19 +223,20 @@ class Problem:
     def node_by_id(self) -> dict[int, Node]:
         return {n.id: n for n in self.nodes}
 
-    @cached_property
-    def in_edges(self) -> dict[int, tuple[Edge, ...]]:
+    def _edges_by(self, end: str) -> dict[int, tuple[Edge, ...]]:
+        """Node id -> the edges whose ``end`` ("u" or "v") it is, in file order."""
         res: dict[int, list[Edge]] = {n.id: [] for n in self.nodes}
         for e in self.edges:
-            res[e.v].append(e)
+            res[getattr(e, end)].append(e)
         return {k: tuple(v) for k, v in res.items()}
 
     @cached_property
+    def in_edges(self) -> dict[int, tuple[Edge, ...]]:
+        return self._edges_by("v")
+
+    @cached_property
     def out_edges(self) -> dict[int, tuple[Edge, ...]]:
-        res: dict[int, list[Edge]] = {n.id: [] for n in self.nodes}
-        for e in self.edges:
-            res[e.u].append(e)
-        return {k: tuple(v) for k, v in res.items()}
+        return self._edges_by("u")
 
     @cached_property
     def topological_order(self) -> tuple[int, ...]:
