@@ -234,14 +234,8 @@ class CpsatModel:
                 rows = self._edge_rows(xs_vio, j, i, lambda c: c.gin, lambda c: c.gout)
                 if not rows:
                     continue
-                top = max(g for terms, _ in rows for g, _ in terms)
-                edge_top[j] = max(edge_top.get(j, 0), top)
-                rv = r[(j, i)] = m.NewIntVar(0, top, f"r_{j}_{i}")
+                r[(j, i)] = self._charge_var(rows, j, i, edge_top, inv, f"r_{j}_{i}")
                 self.r_rows[(j, i)] = rows
-                for terms, other in rows:
-                    ct = m.Add(rv >= sum(g * var for g, var in terms))
-                    if (other, i) in inv:
-                        ct.OnlyEnforceIf(inv[(other, i)].Not())
         self.r = r
         # objective
         # no stage is slower than all layers' slowest terms plus every edge's largest charge
@@ -314,14 +308,8 @@ class CpsatModel:
                 rows = self._edge_rows(xs_vio, j, i, lambda c: c.sin, lambda c: c.sout)
                 if not rows:
                     continue
-                top = max(g for terms, _ in rows for g, _ in terms)
-                edge_top[j] = max(edge_top.get(j, 0), top)
-                rv = self.rho[(j, i)] = m.NewIntVar(0, top, f"rho_{j}_{i}")
+                rv = self.rho[(j, i)] = self._charge_var(rows, j, i, edge_top, inv, f"rho_{j}_{i}")
                 rho_i.setdefault(i, []).append(rv)
-                for terms, other in rows:
-                    ct = m.Add(rv >= sum(g * var for g, var in terms))
-                    if (other, i) in inv:
-                        ct.OnlyEnforceIf(inv[(other, i)].Not())
                 self._exact_charge(rv, rows, a, b, i, inv)
         for (j, i), rows in self.r_rows.items():
             self._exact_charge(self.r[(j, i)], rows, *d.edges[j], i, inv)
@@ -372,6 +360,20 @@ class CpsatModel:
         if terms:
             rows.append((terms, b))
         return rows
+
+    def _charge_var(self, rows: list, j: int, i: int, edge_top: dict[int, int],
+                    inv: dict[tuple[int, int], cp_model.IntVar], name: str) -> cp_model.IntVar:
+        """A new charge variable (0 .. its largest term, raising ``edge_top[j]`` to that) at
+        least each of ``rows``' sums, a row enforced only while its other end is not in slot i."""
+        m = self.m
+        top = max(g for terms, _ in rows for g, _ in terms)
+        edge_top[j] = max(edge_top.get(j, 0), top)
+        rv = m.NewIntVar(0, top, name)
+        for terms, other in rows:
+            ct = m.Add(rv >= sum(g * var for g, var in terms))
+            if (other, i) in inv:
+                ct.OnlyEnforceIf(inv[(other, i)].Not())
+        return rv
 
     def _exact_charge(self, rv: cp_model.IntVar, rows: list, a: int, b: int, i: int,
                       inv: dict[tuple[int, int], cp_model.IntVar]) -> None:
