@@ -432,8 +432,8 @@ def validate_cluster_shape(g: Any, b_in: Any, f: Any) -> tuple[int | None, float
     )
 
 
-#: the optional TMPC keys :func:`problem_to_dict` writes only away from their default, in
-#: output order: (JSON key, TMPC attribute, default)
+#: the optional keys :func:`problem_to_dict` writes only away from their default, in output
+#: order: (JSON key, attribute, default), of a TMPC, a node and the cluster
 _OPTIONAL_TMPC_KEYS = (
     ("memoryUsageShardedB", "memory_sharded", 0),
     ("resyncOverlapTime", "resync_overlap_time", 0),
@@ -444,6 +444,21 @@ _OPTIONAL_TMPC_KEYS = (
     ("expertParameterSize", "expert_parameter_size", 0),
     ("memoryUsageShardedExpertB", "memory_sharded_expert", 0),
 )
+_OPTIONAL_NODE_KEYS = (("name", "name", None), ("kind", "kind", None), ("layerIndex", "layer_index", None))
+_OPTIONAL_CLUSTER_KEYS = (
+    ("devicesPerNode", "devices_per_node", None),
+    ("intraNodeBandwidth", "intra_node_bandwidth", None),
+    ("allReduceFactor", "allreduce_factor", None),
+)
+
+
+def _put_optional(d: dict[str, Any], obj: Any, keys: tuple[tuple[str, str, Any], ...]) -> None:
+    """Set each of ``keys`` (JSON key, attribute, default) in ``d`` whose value on ``obj`` is
+    not its default (``None``: is not None)."""
+    for key, attr, default in keys:
+        value = getattr(obj, attr)
+        if (value is not None) if default is None else (value != default):
+            d[key] = value
 
 
 def problem_to_dict(problem: Problem) -> dict[str, Any]:
@@ -459,22 +474,14 @@ def problem_to_dict(problem: Problem) -> dict[str, Any]:
             "syncTimeFw": {str(k): v for k, v in c.sync_fw.items()},
             "syncTimeBw": {str(k): v for k, v in c.sync_bw.items()},
         }
-        for key, attr, default in _OPTIONAL_TMPC_KEYS:
-            value = getattr(c, attr)
-            if value != default:
-                d[key] = value
+        _put_optional(d, c, _OPTIONAL_TMPC_KEYS)
         d.update(c.extra)
         return d
 
     nodes = []
     for nd in problem.nodes:
         d: dict[str, Any] = {"id": nd.id}
-        if nd.name is not None:
-            d["name"] = nd.name
-        if nd.kind is not None:
-            d["kind"] = nd.kind
-        if nd.layer_index is not None:
-            d["layerIndex"] = nd.layer_index
+        _put_optional(d, nd, _OPTIONAL_NODE_KEYS)
         d["TMPCs"] = {str(t): [tmpc(c) for c in lst] for t, lst in nd.tmpcs.items()}
         d.update(nd.extra)
         nodes.append(d)
@@ -489,12 +496,7 @@ def problem_to_dict(problem: Problem) -> dict[str, Any]:
         "bandwidth": problem.bandwidth,
         "mbsInBatch": problem.microbatches,
     }
-    if problem.devices_per_node is not None:
-        out["devicesPerNode"] = problem.devices_per_node
-    if problem.intra_node_bandwidth is not None:
-        out["intraNodeBandwidth"] = problem.intra_node_bandwidth
-    if problem.allreduce_factor is not None:
-        out["allReduceFactor"] = problem.allreduce_factor
+    _put_optional(out, problem, _OPTIONAL_CLUSTER_KEYS)
     out.update(problem.extra)
     out["nodes"] = nodes
     out["edges"] = edges
