@@ -63,6 +63,7 @@ import time
 from functools import lru_cache
 
 from piper.core.errors import SolverError
+from piper.core.evaluate import add_cut_bytes
 from piper.core.options import Options, candidates
 from piper.core.plan import INTERLEAVED, Plan, Schedule, Stage
 from piper.core.problem import Problem
@@ -134,12 +135,7 @@ def solve_brute(problem: Problem, options: Options | None = None) -> Result:
         member_set = set(members)
         edge = 0.0
         for v, c in zip(members, combo):
-            for e in problem.in_edges[v]:
-                if e.u not in member_set:
-                    edge += 2.0 * (e.communication_cost + c.sync_fw[e.u])
-            for e in problem.out_edges[v]:
-                if e.v not in member_set:
-                    edge += 2.0 * (e.communication_cost + c.sync_bw[e.v])
+            edge = add_cut_bytes(edge, problem, v, c, member_set)
         return sum(c.time_per_sample for c in combo), edge
 
     def front(points: list[tuple[float, float, tuple[str, ...]]]) -> list[tuple[float, float, tuple[str, ...]]]:

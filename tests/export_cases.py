@@ -45,3 +45,16 @@ def chain_plan(problem, sizes, d, t, tmpc="none", *, other="none", embedding_alo
     for g, dd, tt in zip(groups, ds, ts):
         stages.append(Stage(tuple(g), dd, tt, {v: (per_layer[pos[v]] if v in pos else other) for v in g}))
     return Plan(tuple(stages))
+
+
+def args_dict(argv: list[str]) -> dict[str, str | None]:
+    """--flag value pairs (None for switches)."""
+    out, i = {}, 0
+    while i < len(argv):
+        if i + 1 < len(argv) and not argv[i + 1].startswith("--"):
+            out[argv[i]] = argv[i + 1]
+            i += 2
+        else:
+            out[argv[i]] = None
+            i += 1
+    return out

@@ -1,6 +1,7 @@
 """Small builders for test workloads (plain dicts in the reference JSON format), random
 cluster keys and tiny random instances with them, the ordered partitions of a graph (for
-naive oracles), and the comparison of two TPS values."""
+naive oracles), random plans for the brute-force oracle's checks, and the comparison of two
+TPS values."""
 
 from __future__ import annotations
 
@@ -13,7 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from experiments.lib.instances import random_problem
-from piper import Plan, Problem, Stage, problem_from_dict, problem_to_dict
+from piper import Options, Plan, Problem, Stage, evaluate, problem_from_dict, problem_to_dict
+from piper.core.errors import PlanError
+from piper.core.plan import INTERLEAVED, Schedule
 
 
 def tmpc(tid: str = "vanilla", p: float = 1.0, w: float = 0.0, a: float = 0.0, b: float = 0.0,
@@ -144,3 +147,44 @@ def ordered_partitions(problem: Problem, remaining: frozenset[int]):
                 continue
             for rest in ordered_partitions(problem, remaining - s):
                 yield [first, *rest]
+
+
+def random_plan(problem: Problem, rng: random.Random, v: int, d_choices: tuple[int, ...] = (1, 2)) -> Plan | None:
+    """A random plan on a random topological order: stages (v = 1) or L * v chunks, random
+    (d, t) (t from 1, 2; d from ``d_choices``) and TMPCs; None when the draw breaks a rule."""
+    order = list(problem.topological_order)
+    n = len(order)
+    parts = rng.randint(1, n) if v == 1 else v * rng.randint(2, max(2, n // v))
+    if parts > n:
+        return None
+    bounds = [0, *sorted(rng.sample(range(1, n), parts - 1)), n]
+    t, d = rng.choice([1, 2]), rng.choice(d_choices)
+    stages = []
+    for j in range(parts):
+        nodes = tuple(order[bounds[j]:bounds[j + 1]])
+        if v == 1:
+            t, d = rng.choice([1, 2]), rng.choice(d_choices)
+        tmpcs = {}
+        for u in nodes:
+            lst = problem.node(u).tmpcs.get(t)
+            if not lst:
+                return None
+            tmpcs[u] = rng.choice(lst).id
+        stages.append(Stage(nodes, d, t, tmpcs))
+    return Plan(tuple(stages), Schedule() if v == 1 else Schedule(INTERLEAVED, v))
+
+
+def assert_no_random_plan_beats(problem: Problem, options: Options, objective: str, v: int, best: float,
+                                rng: random.Random, tries: int, d_choices: tuple[int, ...] = (1, 2)) -> None:
+    """``tries`` random plans (:func:`random_plan`, v drawn from the options' choices): none that
+    evaluates and fits is better than ``best`` under ``objective``."""
+    for _ in range(tries):
+        plan = random_plan(problem, rng, rng.choice(options.virtual_stage_choices()), d_choices)
+        if plan is None:
+            continue
+        try:
+            score = evaluate(problem, plan)
+        except PlanError:
+            continue
+        if not score.oom:
+            assert score.value(objective) >= best - 1e-9 * abs(score.value(objective)), (objective, v, plan)

@@ -10,6 +10,7 @@ N·T + Σσ - max σ (:meth:`CpsatModel._batch_rows`, docs/formulations.md §9).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import replace
 from functools import reduce
 from typing import Any
@@ -227,29 +228,14 @@ class CpsatModel:
         # cut edges
         r: dict[tuple[int, int], cp_model.IntVar] = {}
         edge_top: dict[int, int] = {}
-        for j, (a, b) in enumerate(d.edges):
+        for j in range(len(d.edges)):
             checkpoint("building the CP-SAT model (cut-edge rows)")
             for i in range(1, L + 1):
-                rows = []
-                if i >= 2:
-                    terms = [(q(c.gin[j]), var) for o in d.slot_opts[i] for c, var in xs_vio.get((b, i, o), ())]
-                    terms = [(g, var) for g, var in terms if g > 0]
-                    if terms:
-                        rows.append((terms, a))
-                terms = [(q(c.gout[j]), var) for o in d.slot_opts[i] for c, var in xs_vio.get((a, i, o), ())]
-                terms = [(g, var) for g, var in terms if g > 0]
-                if terms:
-                    rows.append((terms, b))
+                rows = self._edge_rows(xs_vio, j, i, lambda c: c.gin, lambda c: c.gout)
                 if not rows:
                     continue
-                top = max(g for terms, _ in rows for g, _ in terms)
-                edge_top[j] = max(edge_top.get(j, 0), top)
-                rv = r[(j, i)] = m.NewIntVar(0, top, f"r_{j}_{i}")
+                r[(j, i)] = self._charge_var(rows, j, i, edge_top, inv, f"r_{j}_{i}")
                 self.r_rows[(j, i)] = rows
-                for terms, other in rows:
-                    ct = m.Add(rv >= sum(g * var for g, var in terms))
-                    if (other, i) in inv:
-                        ct.OnlyEnforceIf(inv[(other, i)].Not())
         self.r = r
         # objective
         # no stage is slower than all layers' slowest terms plus every edge's largest charge
@@ -319,26 +305,11 @@ class CpsatModel:
         edge_top: dict[int, int] = {}
         for j, (a, b) in enumerate(d.edges):
             for i in range(1, L + 1):
-                rows = []
-                if i >= 2:
-                    terms = [(q(c.sin[j]), var) for o in d.slot_opts[i] for c, var in xs_vio.get((b, i, o), ())]
-                    terms = [(g, var) for g, var in terms if g > 0]
-                    if terms:
-                        rows.append((terms, a))
-                terms = [(q(c.sout[j]), var) for o in d.slot_opts[i] for c, var in xs_vio.get((a, i, o), ())]
-                terms = [(g, var) for g, var in terms if g > 0]
-                if terms:
-                    rows.append((terms, b))
+                rows = self._edge_rows(xs_vio, j, i, lambda c: c.sin, lambda c: c.sout)
                 if not rows:
                     continue
-                top = max(g for terms, _ in rows for g, _ in terms)
-                edge_top[j] = max(edge_top.get(j, 0), top)
-                rv = self.rho[(j, i)] = m.NewIntVar(0, top, f"rho_{j}_{i}")
+                rv = self.rho[(j, i)] = self._charge_var(rows, j, i, edge_top, inv, f"rho_{j}_{i}")
                 rho_i.setdefault(i, []).append(rv)
-                for terms, other in rows:
-                    ct = m.Add(rv >= sum(g * var for g, var in terms))
-                    if (other, i) in inv:
-                        ct.OnlyEnforceIf(inv[(other, i)].Not())
                 self._exact_charge(rv, rows, a, b, i, inv)
         for (j, i), rows in self.r_rows.items():
             self._exact_charge(self.r[(j, i)], rows, *d.edges[j], i, inv)
@@ -370,6 +341,39 @@ class CpsatModel:
                     m.Add(self.sig[i] >= self.sig[j]).OnlyEnforceIf(self.h[i])
         self.obj = m.NewIntVar(0, N * max(1, self.t_ub) + L * sig_ub, "B")
         m.Add(self.obj == N * self.T + sum(self.w.values()))
+
+    def _edge_rows(self, xs_vio: dict[tuple[int, int, int], list[tuple[Choice, cp_model.IntVar]]], j: int, i: int,
+                   inn: Callable[[Choice], Any], out: Callable[[Choice], Any]) -> list:
+        """The charge rows of edge j = (a, b) at slot i: (terms, other) pairs, the in-side
+        (b's layers, i >= 2 only, when a is elsewhere) then the out-side (a's layers, when
+        b is elsewhere); ``inn``/``out`` pick a choice's per-edge charges (γ or σ)."""
+        d, q = self.data, self.q
+        a, b = d.edges[j]
+        rows = []
+        if i >= 2:
+            terms = [(q(inn(c)[j]), var) for o in d.slot_opts[i] for c, var in xs_vio.get((b, i, o), ())]
+            terms = [(g, var) for g, var in terms if g > 0]
+            if terms:
+                rows.append((terms, a))
+        terms = [(q(out(c)[j]), var) for o in d.slot_opts[i] for c, var in xs_vio.get((a, i, o), ())]
+        terms = [(g, var) for g, var in terms if g > 0]
+        if terms:
+            rows.append((terms, b))
+        return rows
+
+    def _charge_var(self, rows: list, j: int, i: int, edge_top: dict[int, int],
+                    inv: dict[tuple[int, int], cp_model.IntVar], name: str) -> cp_model.IntVar:
+        """A new charge variable (0 .. its largest term, raising ``edge_top[j]`` to that) at
+        least each of ``rows``' sums, a row enforced only while its other end is not in slot i."""
+        m = self.m
+        top = max(g for terms, _ in rows for g, _ in terms)
+        edge_top[j] = max(edge_top.get(j, 0), top)
+        rv = m.NewIntVar(0, top, name)
+        for terms, other in rows:
+            ct = m.Add(rv >= sum(g * var for g, var in terms))
+            if (other, i) in inv:
+                ct.OnlyEnforceIf(inv[(other, i)].Not())
+        return rv
 
     def _exact_charge(self, rv: cp_model.IntVar, rows: list, a: int, b: int, i: int,
                       inv: dict[tuple[int, int], cp_model.IntVar]) -> None:
@@ -458,6 +462,19 @@ class CpsatModel:
                       <= cutoff * sum(self.dev[j] for j in range(i + 1, L + 1)))
 
     # ------------------------------------------------------------------ hints
+    def _warm_charges(self, warm: WarmStart, i: int, inn: dict[int, float], out: dict[int, float],
+                      charged: dict[tuple[int, int], cp_model.IntVar], rvals: dict[tuple[int, int], int]) -> None:
+        """Add to ``rvals`` one layer's integer edge charges at slot i under the warm start:
+        ``inn`` for in-edges whose tail is elsewhere, ``out`` for out-edges whose head is,
+        each only where ``charged`` has its variable."""
+        q, d = self.q, self.data
+        for e, g in inn.items():
+            if warm.assign[d.edges[e][0]][0] != i and (e, i) in charged:
+                rvals[(e, i)] = rvals.get((e, i), 0) + q(g)
+        for e, g in out.items():
+            if warm.assign[d.edges[e][1]][0] != i and (e, i) in charged:
+                rvals[(e, i)] = rvals.get((e, i), 0) + q(g)
+
     def stage_int(self, warm: WarmStart) -> tuple[int, dict[tuple[int, int], int]]:
         """The warm start's scaled objective and r values, computed like the model does."""
         q, d = self.q, self.data
@@ -469,12 +486,7 @@ class CpsatModel:
                 if h != i:
                     continue
                 tot += q(c.kappa)
-                for e, g in c.gin.items():
-                    if warm.assign[d.edges[e][0]][0] != i and (e, i) in self.r:
-                        rvals[(e, i)] = rvals.get((e, i), 0) + q(g)
-                for e, g in c.gout.items():
-                    if warm.assign[d.edges[e][1]][0] != i and (e, i) in self.r:
-                        rvals[(e, i)] = rvals.get((e, i), 0) + q(g)
+                self._warm_charges(warm, i, c.gin, c.gout, self.r, rvals)
             tot += sum(val for (e, h), val in rvals.items() if h == i)
             worst = max(worst, tot)
         return worst, rvals
@@ -499,12 +511,7 @@ class CpsatModel:
                 if h != i:
                     continue
                 tot += q(c.sigma)
-                for e, g in c.sin.items():
-                    if warm.assign[d.edges[e][0]][0] != i and (e, i) in self.rho:
-                        rvals[(e, i)] = rvals.get((e, i), 0) + q(g)
-                for e, g in c.sout.items():
-                    if warm.assign[d.edges[e][1]][0] != i and (e, i) in self.rho:
-                        rvals[(e, i)] = rvals.get((e, i), 0) + q(g)
+                self._warm_charges(warm, i, c.sin, c.sout, self.rho, rvals)
             out[i] = (tot + sum(rvals.values()), rvals)
         return out
 

@@ -64,7 +64,7 @@ through (:func:`guarded_result`) are in ``baselines/exact/guards.py``, the plan-
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TypeVar
 
@@ -407,38 +407,35 @@ class ModelData:
         raise AssertionError("TMPC exchanges did not settle: model bug")
 
     # ------------------------------------------------------------------ stats
-    def stage_value(self, assign: dict[int, tuple[int, Choice]], i: int) -> tuple[float, dict[int, float]]:
-        """(scaled TPS of slot i, edge index -> scaled cut cost charged to slot i)."""
-        total = 0.0
-        r: dict[int, float] = {}
-        for v, (j, c) in assign.items():
-            if j != i:
-                continue
-            total += c.kappa
-            for e, g in c.gin.items():
-                if assign[self.edges[e][0]][0] != i:
-                    r[e] = r.get(e, 0.0) + g
-            for e, g in c.gout.items():
-                if assign[self.edges[e][1]][0] != i:
-                    r[e] = r.get(e, 0.0) + g
-        return total + sum(r.values()), r
-
-    def stage_sigma(self, assign: dict[int, tuple[int, Choice]], i: int) -> tuple[float, dict[int, float]]:
-        """(scaled σ of slot i, edge index -> scaled σ charge of slot i): σ_i = P_i + X_i/B_edge,
-        the time one replica of the stage spends on one microbatch (the evaluator's tau)."""
+    def _slot_total(self, assign: dict[int, tuple[int, Choice]], i: int,
+                    terms: Callable[[Choice], tuple[float, dict[int, float], dict[int, float]]]
+                    ) -> tuple[float, dict[int, float]]:
+        """(slot i's own terms plus its edge charges, edge index -> charge): ``terms`` gives a
+        choice's own value and its in- and out-edge charges (paid when the edge's tail, resp.
+        head, is in another slot)."""
         total = 0.0
         r: dict[int, float] = {}
         for j, c in assign.values():
             if j != i:
                 continue
-            total += c.sigma
-            for e, g in c.sin.items():
+            own, inn, out = terms(c)
+            total += own
+            for e, g in inn.items():
                 if assign[self.edges[e][0]][0] != i:
                     r[e] = r.get(e, 0.0) + g
-            for e, g in c.sout.items():
+            for e, g in out.items():
                 if assign[self.edges[e][1]][0] != i:
                     r[e] = r.get(e, 0.0) + g
         return total + sum(r.values()), r
+
+    def stage_value(self, assign: dict[int, tuple[int, Choice]], i: int) -> tuple[float, dict[int, float]]:
+        """(scaled TPS of slot i, edge index -> scaled cut cost charged to slot i)."""
+        return self._slot_total(assign, i, lambda c: (c.kappa, c.gin, c.gout))
+
+    def stage_sigma(self, assign: dict[int, tuple[int, Choice]], i: int) -> tuple[float, dict[int, float]]:
+        """(scaled σ of slot i, edge index -> scaled σ charge of slot i): σ_i = P_i + X_i/B_edge,
+        the time one replica of the stage spends on one microbatch (the evaluator's tau)."""
+        return self._slot_total(assign, i, lambda c: (c.sigma, c.sin, c.sout))
 
     def sigma_bound(self) -> float:
         """An upper bound on any stage's σ (model units): every layer's largest p and every

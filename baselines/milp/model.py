@@ -31,6 +31,23 @@ from piper.core.stopping import checkpoint
 CUTOFF_REL = 1e-6
 
 
+def _edge_terms(charge: Callable[..., tuple[list, list]], i: int, j: int, a: int, b: int,
+               inn: Callable[[Choice], dict[int, float]],
+               out: Callable[[Choice], dict[int, float]]) -> list[tuple[list, list, str]]:
+    """The rows (H) of edge j = (a, b) at slot i as (pos_terms, neg_terms, side): the
+    in-side, charged to the head b's slot when a is elsewhere (i >= 2 only), then the
+    out-side; ``inn``/``out`` pick a choice's per-edge charges (γ or σ)."""
+    terms = []
+    if i >= 2:
+        pos_terms, neg_terms = charge(i, j, b, a, inn)
+        if pos_terms:
+            terms.append((pos_terms, neg_terms, "in"))
+    pos_terms, neg_terms = charge(i, j, a, b, out)
+    if pos_terms:
+        terms.append((pos_terms, neg_terms, "out"))
+    return terms
+
+
 class MilpModel:
     """The PuLP problem and its variables for one instance (see the module docstring)."""
 
@@ -217,15 +234,7 @@ class MilpModel:
         for j, (a, b) in enumerate(d.edges):
             checkpoint("building the MILP (rows H)")
             for i in range(1, L + 1):
-                terms = []
-                # in-side: charged to the head b's slot when a is elsewhere (i >= 2 only)
-                if i >= 2:
-                    pos_terms, neg_terms = charge(i, j, b, a, lambda c: c.gin)
-                    if pos_terms:
-                        terms.append((pos_terms, neg_terms, "in"))
-                pos_terms, neg_terms = charge(i, j, a, b, lambda c: c.gout)
-                if pos_terms:
-                    terms.append((pos_terms, neg_terms, "out"))
+                terms = _edge_terms(charge, i, j, a, b, lambda c: c.gin, lambda c: c.gout)
                 if not terms:
                     continue
                 rv = r[(j, i)] = pulp.LpVariable(f"r_{j}_{i}", lowBound=0)
@@ -278,14 +287,7 @@ class MilpModel:
         for j in range(len(d.edges)):
             a, b = d.edges[j]
             for i in range(1, L + 1):
-                terms = []
-                if i >= 2:
-                    pos_terms, neg_terms = charge(i, j, b, a, lambda c: c.sin)
-                    if pos_terms:
-                        terms.append((pos_terms, neg_terms, "in"))
-                pos_terms, neg_terms = charge(i, j, a, b, lambda c: c.sout)
-                if pos_terms:
-                    terms.append((pos_terms, neg_terms, "out"))
+                terms = _edge_terms(charge, i, j, a, b, lambda c: c.sin, lambda c: c.sout)
                 if not terms:
                     continue
                 rv = self.rho[(j, i)] = pulp.LpVariable(f"rho_{j}_{i}", lowBound=0)

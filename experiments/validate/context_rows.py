@@ -18,12 +18,9 @@ import csv
 from dataclasses import replace
 from typing import Any
 
-from experiments.validate.rows import DATA_DIR, Case, llama3_layout
-from piper.frontend import costs
+from experiments.validate.rows import DATA_DIR, Case, llama3_layout, llama3_row
 from piper.frontend.hardware import hardware
-from piper.frontend.presets import preset
 from piper.frontend.score import Layout, check_layout, model_flops, score_layout
-from piper.frontend.workload import TrainingSetup
 
 __all__ = ["CONTEXT_ASSUMPTIONS", "context_variants", "llama3_context_cases"]
 
@@ -45,15 +42,7 @@ def llama3_context_cases() -> list[Case]:
         c = int(r["context_parallel"])
         if c == 1:
             continue
-        gpus, t, p, d = (int(r[k]) for k in ("gpus", "tensor_parallel", "pipeline_parallel", "data_parallel"))
-        seq = int(r["sequence_length"])
-        gb = d * int(r["batch_size_per_dp"])
-        cfg = preset("llama3-405b").with_changes(seq_length=seq, micro_batch=1)
-        setup = TrainingSetup(nodes=gpus // hw.devices_per_node, global_batch=gb, distributed_optimizer=True,
-                              grad_bytes=4, flash_attention=True, overlap_grad_reduce=True, overlap_param_gather=True,
-                              shard_gradients=True)
-        tflops = float(r["tflops_per_gpu"])
-        time_s = costs.model_flops_per_iteration(cfg, gb) / (tflops * 1e12 * gpus)
+        gpus, t, p, d, gb, cfg, setup, tflops, time_s = llama3_row(r, hw)
         layout = Layout(tp=t, cp=c, pp=p, dp=d, recompute="none", sequence_parallel=True,
                         stage_layers=llama3_layout(cfg.layers, p))
         check_layout(cfg, hw, setup, layout)

@@ -24,6 +24,7 @@ __all__ = [
     "all_cases",
     "llama3_cases",
     "llama3_layout",
+    "llama3_row",
     "readme_cases",
     "readme_flops_per_iteration",
     "readme_variants",
@@ -206,6 +207,23 @@ def readme_virtual_stages(cfg: TransformerConfig, hw: Hardware, setup: TrainingS
     return best[1]
 
 
+def llama3_row(r: dict[str, str], hw: Hardware) -> tuple[int, int, int, int, int, TransformerConfig,
+                                                           TrainingSetup, float, float]:
+    """One row of [L3] Table 4 on ``hw``: gpus, TP, PP, DP, the global batch (sequences), Llama 3
+    405B at the row's sequence length, the setup (the assumptions of every Llama 3 row), the
+    published TFLOP/s per GPU and the iteration time it gives (Megatron's FLOP count)."""
+    gpus, t, p, d = (int(r[k]) for k in ("gpus", "tensor_parallel", "pipeline_parallel", "data_parallel"))
+    seq = int(r["sequence_length"])
+    gb = d * int(r["batch_size_per_dp"])
+    cfg = preset("llama3-405b").with_changes(seq_length=seq, micro_batch=1)
+    setup = TrainingSetup(nodes=gpus // hw.devices_per_node, global_batch=gb, distributed_optimizer=True,
+                          grad_bytes=4, flash_attention=True, overlap_grad_reduce=True, overlap_param_gather=True,
+                          shard_gradients=True)
+    tflops = float(r["tflops_per_gpu"])
+    time_s = costs.model_flops_per_iteration(cfg, gb) / (tflops * 1e12 * gpus)
+    return gpus, t, p, d, gb, cfg, setup, tflops, time_s
+
+
 def llama3_cases() -> list[Case]:
     """[L3] Table 4's rows without context parallelism (8,192 and 16,384 GPUs)."""
     from piper.frontend.score import check_layout
@@ -215,15 +233,7 @@ def llama3_cases() -> list[Case]:
     for r in _read("llama3_table4.csv"):
         if int(r["context_parallel"]) != 1:
             continue
-        gpus, t, p, d = (int(r[k]) for k in ("gpus", "tensor_parallel", "pipeline_parallel", "data_parallel"))
-        seq = int(r["sequence_length"])
-        gb = d * int(r["batch_size_per_dp"])
-        cfg = preset("llama3-405b").with_changes(seq_length=seq, micro_batch=1)
-        setup = TrainingSetup(nodes=gpus // hw.devices_per_node, global_batch=gb, distributed_optimizer=True,
-                              grad_bytes=4, flash_attention=True, overlap_grad_reduce=True, overlap_param_gather=True,
-                              shard_gradients=True)
-        tflops = float(r["tflops_per_gpu"])
-        time_s = costs.model_flops_per_iteration(cfg, gb) / (tflops * 1e12 * gpus)
+        gpus, t, p, d, _gb, cfg, setup, tflops, time_s = llama3_row(r, hw)
         layouts = []
         for vp in LLAMA3_VIRTUAL_STAGES:
             lay = Layout(tp=t, pp=p, dp=d, recompute="none", sequence_parallel=True, vp=vp,

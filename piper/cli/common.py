@@ -60,6 +60,7 @@ __all__ = [
     "seconds_or_zero_arg",
     "threads_arg",
     "seed_arg",
+    "float_arg",
     "nonnegative_float",
     "write_plan",
 ]
@@ -187,27 +188,34 @@ threads_arg = bounded_int(1, MAX_THREADS, " threads")
 seed_arg = bounded_int(0, MAX_SEED)
 
 
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {str(text)[:60]!r}") from None
-    if not (value > 0 and math.isfinite(value)):
-        raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text!r}")
-    if not MIN_POSITIVE <= value <= MAX_MAGNITUDE:
-        raise argparse.ArgumentTypeError(f"must be between {MIN_POSITIVE:g} and {MAX_MAGNITUDE:g}, got {text!r}")
-    return value
+def float_arg(expected: str, *checks: tuple[Callable[[float], bool], str],
+              clip: bool = False) -> Callable[[str], float]:
+    """An argparse ``type`` for a float: text that is no number is "expected <expected>, got
+    '...'" (the text cut to 60 characters when ``clip``); then each ``(ok, message)`` check in
+    turn rejects a value ``ok`` refuses with "<message>, got '...'"."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            shown = str(text)[:60] if clip else text
+            raise argparse.ArgumentTypeError(f"expected {expected}, got {shown!r}") from None
+        for ok, message in checks:
+            if not ok(value):
+                raise argparse.ArgumentTypeError(f"{message}, got {text!r}")
+        return value
+
+    return parse
 
 
-def nonnegative_float(text: str) -> float:
-    """A finite number >= 0 (an argparse ``type``)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {str(text)[:60]!r}") from None
-    if not (value >= 0 and math.isfinite(value)):
-        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {text!r}")
-    return value
+_positive_float = float_arg(
+    "a number",
+    (lambda v: v > 0 and math.isfinite(v), "must be a finite number > 0"),
+    (lambda v: MIN_POSITIVE <= v <= MAX_MAGNITUDE, f"must be between {MIN_POSITIVE:g} and {MAX_MAGNITUDE:g}"),
+    clip=True)
+#: a finite number >= 0 (an argparse ``type``)
+nonnegative_float = float_arg("a number", (lambda v: v >= 0 and math.isfinite(v), "must be a finite number >= 0"),
+                              clip=True)
 
 
 def add_cluster_args(parser: argparse.ArgumentParser) -> None:

@@ -21,6 +21,7 @@ from piper.cli.common import (
     ArgumentParser,
     check_outputs,
     did_you_mean,
+    float_arg,
     positive_int,
     run_main,
     size_arg,
@@ -45,24 +46,9 @@ from piper.io.workload import load_problem
 __all__ = ["add_model_parser", "cmd_model", "main"]
 
 
-def _fraction(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number in (0, 1], got {text!r}") from None
-    if not 0 < value <= 1:
-        raise argparse.ArgumentTypeError(f"must be in (0, 1], got {text!r}")
-    return value
-
-
-def _flops(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected FLOP/s such as 312e12, got {text!r}") from None
-    if not (math.isfinite(value) and 0 < value <= MAX_MAGNITUDE):
-        raise argparse.ArgumentTypeError(f"must be > 0 and <= {MAX_MAGNITUDE:g} FLOP/s, got {text!r}")
-    return value
+_fraction = float_arg("a number in (0, 1]", (lambda v: 0 < v <= 1, "must be in (0, 1]"))
+_flops = float_arg("FLOP/s such as 312e12", (lambda v: math.isfinite(v) and 0 < v <= MAX_MAGNITUDE,
+                                             f"must be > 0 and <= {MAX_MAGNITUDE:g} FLOP/s"))
 
 
 def _reserve(text: str) -> float:

@@ -223,19 +223,20 @@ class Problem:
     def node_by_id(self) -> dict[int, Node]:
         return {n.id: n for n in self.nodes}
 
-    @cached_property
-    def in_edges(self) -> dict[int, tuple[Edge, ...]]:
+    def _edges_by(self, end: str) -> dict[int, tuple[Edge, ...]]:
+        """Node id -> the edges whose ``end`` ("u" or "v") it is, in file order."""
         res: dict[int, list[Edge]] = {n.id: [] for n in self.nodes}
         for e in self.edges:
-            res[e.v].append(e)
+            res[getattr(e, end)].append(e)
         return {k: tuple(v) for k, v in res.items()}
 
     @cached_property
+    def in_edges(self) -> dict[int, tuple[Edge, ...]]:
+        return self._edges_by("v")
+
+    @cached_property
     def out_edges(self) -> dict[int, tuple[Edge, ...]]:
-        res: dict[int, list[Edge]] = {n.id: [] for n in self.nodes}
-        for e in self.edges:
-            res[e.u].append(e)
-        return {k: tuple(v) for k, v in res.items()}
+        return self._edges_by("u")
 
     @cached_property
     def topological_order(self) -> tuple[int, ...]:
@@ -431,6 +432,35 @@ def validate_cluster_shape(g: Any, b_in: Any, f: Any) -> tuple[int | None, float
     )
 
 
+#: the optional keys :func:`problem_to_dict` writes only away from their default, in output
+#: order: (JSON key, attribute, default), of a TMPC, a node and the cluster
+_OPTIONAL_TMPC_KEYS = (
+    ("memoryUsageShardedB", "memory_sharded", 0),
+    ("resyncOverlapTime", "resync_overlap_time", 0),
+    ("stepTime", "step_time", 0),
+    ("stepTimeSharded", "step_time_sharded", 0),
+    ("expertParallel", "expert_parallel", 1),
+    ("expertTensorParallel", "expert_tensor_parallel", 1),
+    ("expertParameterSize", "expert_parameter_size", 0),
+    ("memoryUsageShardedExpertB", "memory_sharded_expert", 0),
+)
+_OPTIONAL_NODE_KEYS = (("name", "name", None), ("kind", "kind", None), ("layerIndex", "layer_index", None))
+_OPTIONAL_CLUSTER_KEYS = (
+    ("devicesPerNode", "devices_per_node", None),
+    ("intraNodeBandwidth", "intra_node_bandwidth", None),
+    ("allReduceFactor", "allreduce_factor", None),
+)
+
+
+def _put_optional(d: dict[str, Any], obj: Any, keys: tuple[tuple[str, str, Any], ...]) -> None:
+    """Set each of ``keys`` (JSON key, attribute, default) in ``d`` whose value on ``obj`` is
+    not its default (``None``: is not None)."""
+    for key, attr, default in keys:
+        value = getattr(obj, attr)
+        if (value is not None) if default is None else (value != default):
+            d[key] = value
+
+
 def problem_to_dict(problem: Problem) -> dict[str, Any]:
     """The reference JSON structure (round-trips through :func:`problem_from_dict`)."""
 
@@ -444,34 +474,14 @@ def problem_to_dict(problem: Problem) -> dict[str, Any]:
             "syncTimeFw": {str(k): v for k, v in c.sync_fw.items()},
             "syncTimeBw": {str(k): v for k, v in c.sync_bw.items()},
         }
-        if c.memory_sharded != 0:
-            d["memoryUsageShardedB"] = c.memory_sharded
-        if c.resync_overlap_time != 0:
-            d["resyncOverlapTime"] = c.resync_overlap_time
-        if c.step_time != 0:
-            d["stepTime"] = c.step_time
-        if c.step_time_sharded != 0:
-            d["stepTimeSharded"] = c.step_time_sharded
-        if c.expert_parallel != 1:
-            d["expertParallel"] = c.expert_parallel
-        if c.expert_tensor_parallel != 1:
-            d["expertTensorParallel"] = c.expert_tensor_parallel
-        if c.expert_parameter_size != 0:
-            d["expertParameterSize"] = c.expert_parameter_size
-        if c.memory_sharded_expert != 0:
-            d["memoryUsageShardedExpertB"] = c.memory_sharded_expert
+        _put_optional(d, c, _OPTIONAL_TMPC_KEYS)
         d.update(c.extra)
         return d
 
     nodes = []
     for nd in problem.nodes:
         d: dict[str, Any] = {"id": nd.id}
-        if nd.name is not None:
-            d["name"] = nd.name
-        if nd.kind is not None:
-            d["kind"] = nd.kind
-        if nd.layer_index is not None:
-            d["layerIndex"] = nd.layer_index
+        _put_optional(d, nd, _OPTIONAL_NODE_KEYS)
         d["TMPCs"] = {str(t): [tmpc(c) for c in lst] for t, lst in nd.tmpcs.items()}
         d.update(nd.extra)
         nodes.append(d)
@@ -486,12 +496,7 @@ def problem_to_dict(problem: Problem) -> dict[str, Any]:
         "bandwidth": problem.bandwidth,
         "mbsInBatch": problem.microbatches,
     }
-    if problem.devices_per_node is not None:
-        out["devicesPerNode"] = problem.devices_per_node
-    if problem.intra_node_bandwidth is not None:
-        out["intraNodeBandwidth"] = problem.intra_node_bandwidth
-    if problem.allreduce_factor is not None:
-        out["allReduceFactor"] = problem.allreduce_factor
+    _put_optional(out, problem, _OPTIONAL_CLUSTER_KEYS)
     out.update(problem.extra)
     out["nodes"] = nodes
     out["edges"] = edges

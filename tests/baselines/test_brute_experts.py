@@ -10,12 +10,10 @@ import random
 import pytest
 
 from experiments.lib.instances import random_moe_problem
-from piper import Options, evaluate, problem_from_dict, problem_to_dict, solve
+from piper import Options, problem_from_dict, problem_to_dict, solve
 from piper.core.checks import check_result
-from piper.core.errors import PlanError
-from piper.core.plan import INTERLEAVED, Plan, Schedule, Stage
 from piper.core.result import Status
-from tests.helpers import tmpc, workload
+from tests.helpers import assert_no_random_plan_beats, tmpc, workload
 
 EXPERT_KEYS = ("expertParallel", "expertTensorParallel", "expertParameterSize", "memoryUsageShardedExpertB")
 
@@ -48,29 +46,6 @@ def test_rule_6_decides():
     assert solve(p, Options(), solver="brute").status == Status.INFEASIBLE
 
 
-def _random_plan(problem, rng: random.Random, v: int) -> Plan | None:
-    order = list(problem.topological_order)
-    n = len(order)
-    parts = rng.randint(1, n) if v == 1 else v * rng.randint(2, max(2, n // v))
-    if parts > n:
-        return None
-    bounds = [0, *sorted(rng.sample(range(1, n), parts - 1)), n]
-    t, d = rng.choice([1, 2]), rng.choice([1, 2, 4])
-    stages = []
-    for j in range(parts):
-        nodes = tuple(order[bounds[j]:bounds[j + 1]])
-        if v == 1:
-            t, d = rng.choice([1, 2]), rng.choice([1, 2, 4])
-        names = {}
-        for u in nodes:
-            lst = problem.node(u).tmpcs.get(t)
-            if not lst:
-                return None
-            names[u] = rng.choice(lst).id
-        stages.append(Stage(nodes, d, t, names))
-    return Plan(tuple(stages), Schedule() if v == 1 else Schedule(INTERLEAVED, v))
-
-
 def _without_keys(problem):
     raw = problem_to_dict(problem)
     for nd in raw["nodes"]:
@@ -97,16 +72,7 @@ def test_no_random_plan_beats_brute_on_moe_instances(seed: int) -> None:
             if res.plan is not None:
                 assert res.objective == pytest.approx(res.value, rel=1e-12)
             best = res.value
-            for _ in range(120):
-                plan = _random_plan(problem, rng, rng.choice(options.virtual_stage_choices()))
-                if plan is None:
-                    continue
-                try:
-                    score = evaluate(problem, plan)
-                except PlanError:
-                    continue
-                if not score.oom:
-                    assert score.value(objective) >= best - 1e-9 * abs(score.value(objective)), (objective, v, plan)
+            assert_no_random_plan_beats(problem, options, objective, v, best, rng, 120, (1, 2, 4))
             # the keys only restrict layouts and add bytes: never cheaper than without them
             plain = solve(_without_keys(problem), options, solver="brute").value
             assert best >= plain - 1e-9 * abs(plain) or math.isinf(plain) and math.isinf(best)

@@ -11,11 +11,11 @@ import random
 import pytest
 
 from experiments.lib.instances import random_problem
-from piper import Options, evaluate, problem_from_dict, solve
+from piper import Options, problem_from_dict, solve
 from piper.core.checks import check_result
-from piper.core.errors import PlanError
-from piper.core.plan import INTERLEAVED, Plan, Schedule, Stage
+from piper.core.plan import INTERLEAVED, Schedule
 from piper.core.result import Status
+from tests.helpers import assert_no_random_plan_beats
 
 
 def chain(n: int, k: int = 2, N: int = 4):
@@ -40,33 +40,6 @@ def test_worked_check() -> None:
     assert only.objective == 9.0
 
 
-def random_plan(problem, rng: random.Random, v: int) -> Plan | None:
-    """A random plan on a random topological order: stages (v = 1) or L * v chunks, random
-    (d, t) and TMPCs; None when the draw breaks a rule."""
-    order = list(problem.topological_order)
-    n = len(order)
-    parts = rng.randint(1, n) if v == 1 else v * rng.randint(2, max(2, n // v))
-    if parts > n:
-        return None
-    cuts = sorted(rng.sample(range(1, n), parts - 1))
-    bounds = [0, *cuts, n]
-    t = rng.choice([1, 2])
-    d = rng.choice([1, 2])
-    stages = []
-    for j in range(parts):
-        nodes = tuple(order[bounds[j]:bounds[j + 1]])
-        if v == 1:
-            t, d = rng.choice([1, 2]), rng.choice([1, 2])
-        tmpcs = {}
-        for u in nodes:
-            lst = problem.node(u).tmpcs.get(t)
-            if not lst:
-                return None
-            tmpcs[u] = rng.choice(lst).id
-        stages.append(Stage(nodes, d, t, tmpcs))
-    return Plan(tuple(stages), Schedule() if v == 1 else Schedule(INTERLEAVED, v))
-
-
 @pytest.mark.parametrize("seed", range(30))
 def test_brute_is_optimal_under_both_objectives_and_schedules(seed: int) -> None:
     rng = random.Random(seed)
@@ -80,17 +53,8 @@ def test_brute_is_optimal_under_both_objectives_and_schedules(seed: int) -> None
             assert check_result(problem, options, res) == [], (objective, v)
             if res.plan is not None:
                 assert res.objective == pytest.approx(res.value, rel=1e-12)  # its own number is the evaluator's
-            best = res.value
-            for _ in range(150):  # no random valid plan beats the oracle
-                plan = random_plan(problem, rng, rng.choice(options.virtual_stage_choices()))
-                if plan is None:
-                    continue
-                try:
-                    score = evaluate(problem, plan)
-                except PlanError:
-                    continue
-                if not score.oom:
-                    assert score.value(objective) >= best - 1e-9 * abs(score.value(objective)), (objective, v, plan)
+            # no random valid plan beats the oracle
+            assert_no_random_plan_beats(problem, options, objective, v, res.value, rng, 150)
     for objective in ("tps", "batch-time"):  # more schedules never do worse
         values = [results[objective, v].value for v in (1, 2, 3)]
         assert values[0] >= values[1] >= values[2] or all(math.isinf(x) for x in values)

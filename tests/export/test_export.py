@@ -21,7 +21,7 @@ from piper.frontend import hardware, preset
 from piper.frontend.config import TransformerConfig
 from piper.frontend.workload import TrainingSetup, build_workload
 from piper.io.workload import load_problem
-from tests.export_cases import SETUP, TINY, chain_plan, tiny_problem
+from tests.export_cases import SETUP, TINY, args_dict, chain_plan, tiny_problem
 
 ROOT = Path(__file__).resolve().parents[2]
 SC21 = ROOT / "experiments" / "data" / "megatron_sc21_table1.csv"
@@ -30,20 +30,6 @@ BERT = ROOT / "experiments" / "workloads" / "bert32a100.json"
 TINY_LLAMA = TransformerConfig(name="tiny-llama", layers=8, hidden_size=64, attention_heads=4, kv_heads=2,
                                ffn_hidden_size=160, vocab_size=1000, seq_length=256, ffn_kind="swiglu", norm="rmsnorm",
                                linear_bias=False, learned_positions=False, tied_embeddings=False, micro_batch=1)
-
-
-def args_dict(argv):
-    """--flag value pairs (None for switches)."""
-    out, i = {}, 0
-    while i < len(argv):
-        key = argv[i]
-        if i + 1 < len(argv) and not argv[i + 1].startswith("--"):
-            out[key] = argv[i + 1]
-            i += 2
-        else:
-            out[key] = None
-            i += 1
-    return out
 
 
 # ---------------------------------------------------------------------------------

@@ -10,7 +10,7 @@ from piper.frontend import hardware
 from piper.frontend.config import TransformerConfig
 from piper.frontend.workload import TrainingSetup, build_workload
 from piper.io.workload import load_problem
-from tests.export_cases import chain_plan
+from tests.export_cases import args_dict, chain_plan
 
 # 8 layers, 4 heads, seq 256 (a multiple of 2c for c = 2), one node of 8 A100s, 32 sequences per batch
 LLAMA = TransformerConfig(name="tiny-llama", layers=8, hidden_size=64, attention_heads=4, kv_heads=2,
@@ -21,18 +21,6 @@ LLAMA = TransformerConfig(name="tiny-llama", layers=8, hidden_size=64, attention
 def cp_problem(c):
     w = build_workload(LLAMA, hardware("a100-80gb"), TrainingSetup(nodes=1, global_batch=32, context_parallel=c))
     return load_problem(w, strict=True)
-
-
-def args_dict(argv):
-    out, i = {}, 0
-    while i < len(argv):
-        if i + 1 < len(argv) and not argv[i + 1].startswith("--"):
-            out[argv[i]] = argv[i + 1]
-            i += 2
-        else:
-            out[argv[i]] = None
-            i += 1
-    return out
 
 
 def test_megatron_context_parallel_flags():

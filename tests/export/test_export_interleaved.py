@@ -14,6 +14,7 @@ from piper.frontend import hardware
 from piper.frontend.config import TransformerConfig
 from piper.frontend.workload import TrainingSetup, build_workload
 from piper.io.workload import load_problem
+from tests.export_cases import args_dict
 
 #: 8 transformer layers, 1 node of 8 A100s, 32 sequences per batch of micro-batches of 2: N = 16
 TINY = TransformerConfig(name="tiny", layers=8, hidden_size=64, attention_heads=4, kv_heads=4, ffn_hidden_size=256,
@@ -39,18 +40,6 @@ def interleaved(prob, sizes: list[int], v: int, d: int = 1, t: int = 1) -> Plan:
     chunks[0] = pre + chunks[0]
     chunks[-1] = chunks[-1] + post
     return Plan(tuple(Stage(tuple(c), d, t, {u: "none" for u in c}) for c in chunks), Schedule(INTERLEAVED, v))
-
-
-def args_dict(argv: list[str]) -> dict[str, str | None]:
-    out, i = {}, 0
-    while i < len(argv):
-        if i + 1 < len(argv) and not argv[i + 1].startswith("--"):
-            out[argv[i]] = argv[i + 1]
-            i += 2
-        else:
-            out[argv[i]] = None
-            i += 1
-    return out
 
 
 def test_equal_chunks_are_megatrons_layers_per_virtual_stage() -> None:
