@@ -52,6 +52,7 @@ def test_reproducer_optimum(reproducer, solver: str) -> None:
     assert res.status == Status.OPTIMAL
 
 
+@pytest.mark.slow  # 50 s on 2 cores; CI checks the reproducer's certificate with every exact solver in test_reproducer_optimum
 def test_reproducer_cbc_seed_that_certified_twice_the_optimum(reproducer) -> None:
     """CBC 2.10 with one thread and seed 1 proved a plan with TPS 7.2788 (1.99x the
     optimum) "optimal" before the fix; now the second proof refutes it, or the result is

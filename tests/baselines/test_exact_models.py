@@ -499,8 +499,8 @@ def test_tmpc_exchange_keeps_memory_and_edges_and_never_slows_a_stage() -> None:
     assert checked >= 1000 and swapped >= 300, (checked, swapped)
 
 
-#: CBC's run takes 35 s on 2 cores: with the slow sweeps (HiGHS and CP-SAT check the same rule in CI)
-@pytest.mark.parametrize("solver", [pytest.param(s, marks=pytest.mark.slow) if s == "milp" else s for s in SOLVERS])
+#: the MILP runs take 35-40 s each on 2 cores: with the slow sweeps (CP-SAT checks the same rule in CI)
+@pytest.mark.parametrize("solver", [pytest.param(s, marks=pytest.mark.slow) if s != "cpsat" else s for s in SOLVERS])
 def test_tmpc_exchange_rule_agrees_with_brute_force(solver: str) -> None:
     """The models with the exchange rule (default) on instances where it applies; every
     third feasible one also with the optimum as a plain hint / MIP start (which the
@@ -531,6 +531,7 @@ def test_tmpc_exchange_rule_proves_bert_without_it_cannot() -> None:
     assert res.stats["symmetry_clauses"] > 0
 
 
+@pytest.mark.slow  # 15 s; bench_exact's other modes run in CI (tests/experiments/test_cli.py, test_split.py)
 def test_bench_exact_workloads_runs_and_agrees(tmp_path: Path, cli: RunCommand) -> None:
     """The workloads benchmark on its GNMT case (CP-SAT proves the DP's plan with and
     without the exchange rule and split, about 12 s), and its exit status 2 on bad --cases."""

@@ -58,6 +58,7 @@ def test_result_json_round_trip_with_infinities() -> None:
     assert back.status == Status.INFEASIBLE and math.isinf(back.tps) and math.isinf(back.bound)
 
 
+@pytest.mark.slow  # 15 s (a Ray instance); the split on Ray is covered in CI by tests/solvers/test_backends_split.py
 def test_split_proof_on_ray_from_the_command_line(tmp_path: Path) -> None:
     """--split sequences --split-backend ray proves the DP's plan optimal, as the threads do
     (a local Ray instance, started by the command: a separate process each, so that the

@@ -19,10 +19,6 @@ BUDGET_S = float(os.environ.get("PIPER_FUZZ_SECONDS", "720"))
 SETTINGS = settings(max_examples=50, deadline=None, database=None, suppress_health_check=list(HealthCheck))
 
 
-def _slow_enabled(config: pytest.Config) -> bool:
-    return "slow" in (config.getoption("markexpr") or "")
-
-
 @SETTINGS
 @given(mutated(base_workload(), bodies.V2_KEYS))
 def _workload_dicts(raw):
@@ -97,9 +93,8 @@ RUNS = [(_workload_dicts, 1), (_workload_files, 1), (_plans, 1), (_hf_configs, 1
 
 @pytest.mark.slow
 @pytest.mark.parametrize("prop, share", RUNS, ids=[f.__name__.strip("_") for f, _ in RUNS])
-def test_fuzz_for_minutes(prop, share, request: pytest.FixtureRequest) -> None:
-    if not _slow_enabled(request.config):
-        pytest.skip("long fuzz run: python -m pytest -m slow tests/fuzz")
+def test_fuzz_for_minutes(prop, share) -> None:
+    """Skipped unless the slow tests are selected (--runslow or -m slow: tests/conftest.py)."""
     end = time.monotonic() + BUDGET_S * share / sum(s for _, s in RUNS)
     rounds = 0
     while time.monotonic() < end or rounds == 0:

@@ -83,7 +83,7 @@ CASES: dict[str, tuple[int, str, bool | str, bool]] = {
     **{f"r{s:02d}-uniform": (s, "uniform", False, False) for s in (4, 6, 11, 12)},
     **{f"r{s:02d}-cluster": (s, "default", True, False) for s in (4, 5, 6, 11, 12, 13)},
     **{f"r{s:02d}-warm": (s, "default", False, True) for s in (4, 6, 11, 12, 13)},
-    **{f"r{s:02d}-{o}": (s, o, s % 2 == 1, False) for s in (4, 5, 11, 12)
+    **{f"r{s:02d}-{o}": (s, o, s % 2 == 1, False) for s in (4, 5, 12)
        for o in ("batch", "batch-uniform", "any-v3", "batch-any-v3")},
     **{f"r{s:02d}-moe": (s, "default", "moe", False) for s in (0, 6, 12, 13)},
 }
