@@ -140,6 +140,7 @@ def test_cpsat_inexact_memory_scaling_proves_nothing() -> None:
     assert solve(problem, Options(), solver="cpsat").status == Status.OPTIMAL
 
 
+@pytest.mark.slow  # 10 s; the tolerance check of every result runs in CI in tests/solvers/test_conformance.py
 def test_milp_tolerance_is_stated_and_small(reproducer) -> None:
     """The MILP's stated tolerance follows from its solvers' tolerances: here about 1e-5
     relative (docs/formulations.md §7), never 0, never the size of the optimum."""

@@ -55,7 +55,8 @@ FAST = range(40)
 FULL = range(240)
 
 
-@pytest.mark.parametrize("solver", list(SOLVERS))
+#: CBC's run (10-15 s on 2 cores) with the slow sweeps; HiGHS and CP-SAT run it in CI
+@pytest.mark.parametrize("solver", [pytest.param("milp", marks=pytest.mark.slow) if s == "milp" else s for s in SOLVERS])
 def test_agrees_with_brute_force_fast(solver: str) -> None:
     for seed in FAST:
         check_against_oracle(tiny(seed), solver, ABLATIONS["default"], oracle(seed))
@@ -129,7 +130,8 @@ def test_warm_start_with_the_optimum(solver: str) -> None:
         assert "hinted" in hinted.stats["warm_start"]
 
 
-@pytest.mark.parametrize("solver", list(SOLVERS))
+#: CBC's run (10-15 s on 2 cores) with the slow sweeps; HiGHS and CP-SAT run it in CI
+@pytest.mark.parametrize("solver", [pytest.param("milp", marks=pytest.mark.slow) if s == "milp" else s for s in SOLVERS])
 def test_suboptimal_warm_start_is_improved(solver: str) -> None:
     """With a warm start the MILP and CP-SAT only search below it (cutoff / proof
     search): a worse plan must still lead to the optimum."""
@@ -157,7 +159,8 @@ def test_unusable_warm_start_is_ignored(solver: str) -> None:
     assert res.status == Status.OPTIMAL and "ignored" in res.stats["warm_start"]
 
 
-@pytest.mark.parametrize("solver", list(SOLVERS))
+#: CBC's run (10-15 s on 2 cores) with the slow sweeps; HiGHS and CP-SAT run it in CI
+@pytest.mark.parametrize("solver", [pytest.param("milp", marks=pytest.mark.slow) if s == "milp" else s for s in SOLVERS])
 def test_time_limit_keeps_status_and_bound_consistent(solver: str) -> None:
     """A row of experiments.bench_exact that no exact model proves in 1 s (CBC needs
     minutes): whatever each returns holds against the DP's optimum."""

@@ -18,7 +18,8 @@ ROOT = Path(__file__).resolve().parents[2]
 REPRO = str(ROOT / "experiments" / "workloads" / "bert-op-slice-n10-k8.json")
 
 
-@pytest.mark.parametrize("solver", ["cpsat", "milp-highs"])
+#: HiGHS's run takes 10 s on 2 cores: with the slow tests (CP-SAT checks the same contract in CI)
+@pytest.mark.parametrize("solver", ["cpsat", pytest.param("milp-highs", marks=pytest.mark.slow)])
 def test_json_stdout_is_one_object_even_with_the_solver_log(solver: str) -> None:
     """CP-SAT and HiGHS print their logs on stdout from native code; --json must still be
     one JSON object on stdout, the log (asked for with --log) on stderr."""

@@ -160,6 +160,7 @@ def test_address_without_the_ray_backend_is_exit_2(tmp_path: Path, compare_cli: 
     assert code == 2 and stdout == "" and "--address" in err and err.count("\n") == 1
 
 
+@pytest.mark.slow  # 10 s; the Ray backend stays in CI through the other tests of this file
 @pytest.mark.usefixtures("ray_instance")
 def test_paper_and_bench_exact_give_the_same_runs_on_ray(tmp_path: Path) -> None:
     import json
