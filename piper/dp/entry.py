@@ -46,12 +46,10 @@ def solve_dp(problem: Problem, options: Options | None = None) -> Result:
     if options.knapsack not in ("exact", "greedy"):
         raise SolverError(f"unknown knapsack mode {options.knapsack!r}; use 'exact' or 'greedy'")
     compiled_before = compile_seconds()
-    if options.objective == TPS and options.virtual_stage_choices() == (1,):
-        if options.params.get("upper_bound") is not None:
-            raise SolverError("the DP's upper_bound knob applies to the batch-time and interleaved searches, not to "
-                              "Piper's 1F1B DP for the TPS (use --schedule interleaved or --objective batch-time)")
+    plain = options.objective == TPS and options.virtual_stage_choices() == (1,)
+    if plain and options.params.get("upper_bound") is None:
         result = _solve_tps(problem, options)  # Piper's DP, exactly as before version 3
-    else:
+    else:  # version 3's options; solve_schedules also refuses the upper_bound knob for the TPS over 1F1B
         result = solve_schedules(problem, options, _solve_tps)
     compile_s = compile_seconds() - compiled_before
     return replace(result, stats={**result.stats, "compile_s": compile_s}) if compile_s > 0 else result

@@ -79,6 +79,11 @@ def solve_schedules(problem: Problem, options: Options, tps_1f1b: Callable[[Prob
     kind = options.objective
     kinds = options.virtual_stage_choices()
     deadline = None if options.time_limit_s is None else start + options.time_limit_s
+    # the knob is checked before anything else, so that it is never ignored (an infeasible instance included)
+    cutoff = upper_bound(options)
+    if math.isfinite(cutoff) and 1 in kinds and not batch:
+        raise SolverError("the DP's upper_bound knob applies to the batch-time and interleaved searches, not to "
+                          "Piper's 1F1B DP for the TPS (use --schedule interleaved or --objective batch-time)")
     cand = candidates(problem, options)
     if cand.infeasible_reason is not None:
         return make_result(problem, name, Status.INFEASIBLE, None, time_s=solve_clock() - start,
@@ -86,11 +91,7 @@ def solve_schedules(problem: Problem, options: Options, tps_1f1b: Callable[[Prob
     chain = identical_chain(problem, cand)
     parts: list[tuple[str, Outcome]] = []
     inter = tuple(v for v in kinds if v >= 2)
-    cutoff = upper_bound(options)
     prune = with_slack(cutoff)  # a plan at the cutoff computed a few ulps apart is still found
-    if math.isfinite(cutoff) and 1 in kinds and not batch:
-        raise SolverError("the DP's upper_bound knob applies to the batch-time and interleaved searches, not to "
-                          "Piper's 1F1B DP for the TPS (use --schedule interleaved or --objective batch-time)")
     interleaved = None
     if inter and batch:
         # the interleaved search is fast (by counts) and its plan often prunes the 1F1B search
