@@ -42,6 +42,9 @@ class CommandRun(NamedTuple):
 RunCommand = Callable[..., CommandRun]
 #: the ``compare_cli`` fixture: ``compare_cli(ARGS)``, ``python -m experiments.compare ARGS --no-plots``
 RunCompare = Callable[[list[str]], CommandRun]
+#: the ``compare_two`` fixture: ``compare_two(SOLVERS, *FLAGS)``, ``experiments.compare`` with fake
+#: solvers on the two-layer workload: exit status, stdout, stderr and the report's folder
+RunFakes = Callable[..., tuple[int, str, str, Path]]
 
 
 def call_entry_point(command: str, argv: Sequence[str]) -> int:

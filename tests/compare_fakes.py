@@ -192,3 +192,9 @@ def read_report(out: Path) -> tuple[dict, list[dict]]:
     with (out / "report.csv").open(newline="") as fh:
         rows = list(csv.DictReader(fh))
     return doc, rows
+
+
+def report_row(out: Path, solver: str) -> dict:
+    """The report.csv row of ``solver`` in the folder ``out`` (a one-instance run)."""
+    _, rows = read_report(out)
+    return next(r for r in rows if r["solver"] == solver)

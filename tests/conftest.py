@@ -3,7 +3,8 @@
 Slow sweeps (marked ``slow``) are skipped unless selected: ``pytest --runslow`` runs
 everything, ``pytest -m slow`` only the slow sweeps; plain ``pytest`` runs the rest.
 Fixtures: ``cli`` (a command run in process), ``compare_cli`` (``experiments.compare``
-in process), ``fake_solvers`` and ``two_layer_file`` (for compare's tests), and
+in process), ``fake_solvers`` and ``two_layer_file`` (for compare's tests), ``compare_two`` (compare
+with those solvers on that file), and
 ``ray_instance`` (a local Ray instance for a test module)."""
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests import compare_fakes
-from tests.commands import CommandRun, RunCommand, RunCompare, call_entry_point
+from tests.commands import CommandRun, RunCommand, RunCompare, RunFakes, call_entry_point
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -88,6 +89,20 @@ def two_layer_file(tmp_path: Path) -> Path:
     path = tmp_path / "two.json"
     dump_problem(compare_fakes.two_layer_problem(), path)
     return path
+
+
+@pytest.fixture()
+def compare_two(fake_solvers: None, two_layer_file: Path, tmp_path: Path, compare_cli: RunCompare) -> RunFakes:
+    """``compare_two(SOLVERS, *FLAGS)``: ``experiments.compare`` on ``two_layer_file`` with the
+    fake solvers SOLVERS (comma-separated) and FLAGS, its report in ``tmp_path / "out"``:
+    (exit status, stdout, stderr, that folder)."""
+    out = tmp_path / "out"
+
+    def run(solvers: str, *flags: str) -> tuple[int, str, str, Path]:
+        code, stdout, err = compare_cli([str(two_layer_file), "--solvers", solvers, "--out", str(out), *flags])
+        return code, stdout, err, out
+
+    return run
 
 
 # ---------------------------------------------------------------------------------

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import math
 import random
+from collections.abc import Iterable, Iterator
 from dataclasses import replace
+from typing import Any
 
 from baselines.brute import solve_brute
 from baselines.cpsat.solver import solve_cpsat
@@ -42,6 +44,14 @@ def oracle(seed: int, ablation: str = "default"):
     if key not in _ORACLE:
         _ORACLE[key] = solve_brute(tiny(seed), ABLATIONS[ablation])
     return _ORACLE[key]
+
+
+def optimal_seeds(seeds: Iterable[int]) -> Iterator[tuple[int, Any]]:
+    """(seed, brute force's Result) for each of ``seeds`` whose ``tiny(seed)`` has an optimum."""
+    for seed in seeds:
+        best = oracle(seed)
+        if best.status == Status.OPTIMAL:
+            yield seed, best
 
 
 #: the options of the ablations, by name

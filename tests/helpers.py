@@ -1,7 +1,8 @@
 """Small builders for test workloads (plain dicts in the reference JSON format), random
 cluster keys and tiny random instances with them, the ordered partitions of a graph (for
-naive oracles), random plans for the brute-force oracle's checks, and the comparison of two
-TPS values."""
+naive oracles), random plans for the brute-force oracle's checks, the comparison of two
+TPS values, and test skeletons that several modules share (a loader's refusal of unreadable
+and invalid JSON files, the first N qualifying cases of a sweep)."""
 
 from __future__ import annotations
 
@@ -10,11 +11,14 @@ import itertools
 import json
 import math
 import random
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+
+import pytest
 
 from experiments.lib.instances import random_problem
-from piper import Options, Plan, Problem, Stage, evaluate, problem_from_dict, problem_to_dict
+from piper import Options, Plan, Problem, Result, Stage, evaluate, problem_from_dict, problem_to_dict
 from piper.core.errors import PlanError
 from piper.core.plan import INTERLEAVED, Schedule
 
@@ -83,6 +87,45 @@ def write_json(folder: Path, value: Any, name: str = "w.json") -> str:
     path = folder / name
     path.write_text(json.dumps(value))
     return str(path)
+
+
+def assert_unreadable_and_invalid_json_refused(load: Any, error: type[Exception], folder: Path,
+                                               invalid: str = "{") -> Path:
+    """``load(path)`` raises ``error`` for a missing file ("cannot read") and for a file holding
+    ``invalid`` ("not valid JSON"); returns that file's path (``folder / "bad.json"``)."""
+    with pytest.raises(error, match="cannot read"):
+        load(folder / "missing.json")
+    bad = folder / "bad.json"
+    bad.write_text(invalid)
+    with pytest.raises(error, match="not valid JSON"):
+        load(bad)
+    return bad
+
+
+Case = TypeVar("Case")
+
+
+def first_cases(cases: Iterable[Case], count: int, what: str) -> Iterator[Case]:
+    """The first ``count`` of ``cases`` (the instances a test checks); when there are fewer, the
+    test fails with "only N ``what``" after checking them."""
+    taken = 0
+    for case in cases:
+        yield case
+        taken += 1
+        if taken == count:
+            return
+    pytest.fail(f"only {taken} {what}")
+
+
+def brute_force_sweep(count: int, check: Callable[[int], object], oracle: Callable[[int], Result]) -> dict[str, int]:
+    """A slow sweep: ``check(i)`` for each case i < ``count`` (a solver against brute force), and
+    how many of the cases brute force (``oracle(i)``) found optimal and infeasible (a status that
+    is neither is an error: the oracle runs without a time limit)."""
+    counts = {"optimal": 0, "infeasible": 0}
+    for i in range(count):
+        check(i)
+        counts[oracle(i).status.value] += 1
+    return counts
 
 
 def plan(*stages: tuple) -> Plan:

@@ -29,7 +29,8 @@ from piper.core.limits import (
 from piper.core.options import NO_AR, OBJECTIVES, SCHEDULE_CHOICES, TPS, Options
 from piper.core.plan import Plan
 from piper.core.problem import ACTIVATION_RECOMP, Problem
-from piper.io.provenance import plan_document
+from piper.io.plans import load_plan
+from piper.io.provenance import check_plan_record, plan_document
 from piper.io.workload import load_problem
 
 __all__ = [
@@ -41,6 +42,7 @@ __all__ = [
     "add_strict_arg",
     "problem_warnings",
     "load_workload",
+    "load_saved_plan",
     "add_ablation_args",
     "options_from_args",
     "add_objective_args",
@@ -278,6 +280,17 @@ def load_workload(path: str, args: argparse.Namespace, prog: str = "piper") -> P
     for line in problem_warnings(problem):
         print(f"{prog}: {line}", file=sys.stderr)
     return problem
+
+
+def load_saved_plan(path: str, problem: Problem, *, strict: bool, prog: str = "piper", flag: str = "") -> Plan:
+    """``load_plan(path)``, the plan to use with ``problem``: each difference between the plan's
+    ``madeFor`` record and ``problem`` is one warning line on stderr (``strict``: a
+    :class:`~piper.core.errors.PlanRecordMismatch` instead; :func:`piper.io.provenance.check_plan_record`),
+    after ``flag`` (e.g. ``--warm-start``) when given."""
+    plan = load_plan(path)
+    for line in check_plan_record(path, problem, strict=strict):
+        print(f"{prog}: warning: {flag + ' ' if flag else ''}{line}", file=sys.stderr)
+    return plan
 
 
 def check_excluded_tmpcs(problems: Sequence[Problem], ids: Iterable[str]) -> None:

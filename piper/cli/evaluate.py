@@ -3,13 +3,10 @@
 from __future__ import annotations
 
 import json
-import sys
 from typing import Any
 
-from piper.cli.common import ArgumentParser, add_cluster_args, add_strict_arg, load_workload
+from piper.cli.common import ArgumentParser, add_cluster_args, add_strict_arg, load_saved_plan, load_workload
 from piper.core.evaluate import evaluate
-from piper.io.plans import load_plan
-from piper.io.provenance import check_plan_record
 from piper.render.table import render_plan
 
 __all__ = ["add_evaluate_parser", "cmd_evaluate"]
@@ -27,10 +24,8 @@ def add_evaluate_parser(subparsers: Any) -> ArgumentParser:
 
 def cmd_evaluate(args) -> int:
     problem = load_workload(args.file, args)
-    plan = load_plan(args.plan)
     # a plan saved by the project records its workload and cluster (piper.io.provenance)
-    for line in check_plan_record(args.plan, problem, strict=bool(args.strict)):
-        print(f"piper: warning: {line}", file=sys.stderr)
+    plan = load_saved_plan(args.plan, problem, strict=bool(args.strict))
     score = evaluate(problem, plan)
     if args.json:
         print(json.dumps(score.to_dict()))

@@ -21,20 +21,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
-from piper.cli.common import (
-    add_cluster_args,
-    add_strict_arg,
-    check_outputs,
-    load_workload,
-    positive_int,
-)
+from piper.cli.common import add_cluster_args, add_strict_arg, check_outputs, load_saved_plan, load_workload, positive_int
 from piper.core.errors import UsageError
 from piper.export import TARGET_NAMES, TARGETS, Export, ExportError, export_plan
-from piper.io.plans import load_plan
 
 __all__ = ["add_export_parser", "cmd_export", "output_files"]
 
@@ -80,16 +72,12 @@ def _write(files: dict[str, str]) -> None:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from piper.io.provenance import check_plan_record
-
     outputs: list[tuple[str, str | None]] = [("--out", args.out)]
     if args.out and args.to == "deepspeed":  # and FILE's stem + .pipeline.json (output_files)
         outputs.append(("--out (its pipeline file)", str(Path(args.out).with_name(f"{Path(args.out).stem}.pipeline.json"))))
     check_outputs(outputs, [("the plan", args.plan), ("the workload", args.file)])
     problem = load_workload(args.file, args)
-    plan = load_plan(args.plan)
-    for line in check_plan_record(args.plan, problem, strict=bool(args.strict)):
-        print(f"piper: warning: {line}", file=sys.stderr)
+    plan = load_saved_plan(args.plan, problem, strict=bool(args.strict))
     try:
         export = export_plan(problem, plan, args.to, micro_batch=args.micro_batch, fit_recompute=args.fit_recompute)
     except ExportError as exc:

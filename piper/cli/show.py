@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -20,14 +19,13 @@ from piper.cli.common import (
     add_cluster_args,
     add_strict_arg,
     check_outputs,
+    load_saved_plan,
     load_workload,
 )
 from piper.core.errors import UsageError
 from piper.core.evaluate import Score, evaluate
 from piper.core.plan import Plan
 from piper.core.problem import Problem
-from piper.io.plans import load_plan
-from piper.io.provenance import check_plan_record
 from piper.render.picture import PlanPicture, default_time_unit, draw_plan
 
 __all__ = ["add_show_parser", "cmd_show", "write_picture", "picture_summary"]
@@ -85,9 +83,7 @@ def cmd_show(args: argparse.Namespace, prog: str = "piper") -> int:
     check_outputs([("--out", args.out)], [("the plan", args.plan), ("the workload", args.workload)],
                   formats={"--out": PICTURE_FORMATS})
     problem = load_workload(args.workload, args, prog)
-    plan = load_plan(args.plan)
-    for line in check_plan_record(args.plan, problem, strict=bool(args.strict)):
-        print(f"{prog}: warning: {line}", file=sys.stderr)
+    plan = load_saved_plan(args.plan, problem, strict=bool(args.strict), prog=prog)
     score = evaluate(problem, plan)
     title = args.title or str(problem.extra.get("name") or Path(args.workload).name)
     picture = write_picture(problem, plan, args.out, score=score, title=title, time_unit=args.time_unit)

@@ -29,6 +29,7 @@ from piper.cli.common import (
     check_outputs,
     check_virtual_stages,
     did_you_mean,
+    load_saved_plan,
     load_workload,
     options_from_args,
     positive_int,
@@ -40,18 +41,10 @@ from piper.core.errors import PlanError, SolverError, UsageError
 from piper.core.evaluate import evaluate
 from piper.core.result import Result
 from piper.core.stopping import Interrupted
-from piper.io.plans import load_plan
-from piper.io.provenance import check_plan_record
 from piper.render.table import render_plan
-from piper.solvers.registry import (
-    SolverInfo,
-    get_solver,
-    solver_names,
-    solvers_with_flag,
-)
+from piper.solvers.registry import SolverInfo, get_solver, solver_names, solvers_with_flag
 
 __all__ = ["add_solve_parser", "add_solve_args", "cmd_solve"]
-
 
 
 def add_solve_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -171,9 +164,8 @@ def cmd_solve(args: argparse.Namespace, prog: str = "piper") -> int:
     if args.max_ideals is not None:
         overrides["max_ideals"] = args.max_ideals
     if args.warm_start:
-        overrides["warm_start"] = warm = load_plan(args.warm_start)
-        for line in check_plan_record(args.warm_start, problem, strict=bool(args.strict)):
-            print(f"{prog}: warning: --warm-start {line}", file=sys.stderr)
+        overrides["warm_start"] = warm = load_saved_plan(args.warm_start, problem, strict=bool(args.strict),
+                                                         prog=prog, flag="--warm-start")
         # a plan that cannot be a warm start is refused here, not ignored by the solver
         try:
             warm_score = evaluate(problem, warm)

@@ -12,35 +12,11 @@ from __future__ import annotations
 from piper.core.errors import ExportError
 from piper.core.plan import Plan
 from piper.core.problem import Problem
-from piper.export.common import (
-    RULES,
-    TARGET_NAMES,
-    TARGETS,
-    Export,
-    ExportPlan,
-    LayerMap,
-    ModelInfo,
-    StageSpec,
-    map_layers,
-    model_info,
-    prepare,
-)
+from piper.export import common
+from piper.export.common import *  # noqa: F403  (the names of common.__all__, re-exported)
+from piper.export.common import Export, ExportPlan, prepare
 
-__all__ = [
-    "RULES",
-    "TARGETS",
-    "TARGET_NAMES",
-    "Export",
-    "ExportError",
-    "ExportPlan",
-    "LayerMap",
-    "ModelInfo",
-    "StageSpec",
-    "export_plan",
-    "map_layers",
-    "model_info",
-    "prepare",
-]
+__all__ = [*common.__all__, "export_plan"]
 
 
 def export_plan(problem: Problem, plan: Plan, target: str, *, micro_batch: int | None = None,

@@ -8,8 +8,8 @@ Data flows one way: a :class:`TransformerConfig` (a preset or a Hugging Face
 Modules: ``config`` (the model dataclass), ``moe`` (mixture of experts and MLA: description and parameter
 counts), ``moe_costs`` (their layers' costs and TMPCs), ``presets``, ``hf`` (config.json),
 ``hardware`` (catalog), ``costs`` (formulas, with their papers),
-``tmpc`` (TMPC ids), ``workload`` (the graph), ``context`` (context parallelism, docs/frontend.md),
-``summary``, ``cli``.
+``tmpc`` (TMPC ids), ``node_cost`` (a node's cost record), ``workload`` (the graph),
+``context`` (context parallelism, docs/frontend.md), ``summary``, ``cli``.
 """
 
 from piper.core.errors import FrontendError, HardwareError, ModelConfigError

@@ -184,7 +184,7 @@ def _flash_steps(ops: list[Op]) -> tuple[float, float]:
 
 def with_context(local: Any, whole: Any, ops: list[Op] | None, ring_of: Any, c: int, *, resync_s: float,
                  distributed_optimizer: bool) -> Any:
-    """A :class:`~piper.frontend.workload.NodeCost` at context-parallel degree c from the
+    """A :class:`~piper.frontend.node_cost.NodeCost` at context-parallel degree c from the
     tensor-parallel costs at s / c tokens (``local``: times, activations, pipeline bytes) and at the
     whole sequence (``whole``: parameters and state, which do not depend on s but for learned
     positions); ``ops`` are ``local``'s operations (None for nodes without attention) and

@@ -305,22 +305,11 @@ def hardware(gpu: str = "a100-80gb", node: str | None = None, **overrides: Any) 
     if node_key not in NODE_TYPES:
         raise HardwareError(f"unknown node type {node!r}; known: {', '.join(NODE_TYPES)}")
     nt = NODE_TYPES[node_key]
-    hw = Hardware(
-        name=acc.name,
-        peak_flops=acc.peak_flops,
-        memory_bytes=acc.memory_bytes,
-        devices_per_node=nt.devices_per_node,
-        nvlink_bandwidth=nt.nvlink_bandwidth,
-        network_bandwidth=nt.network_bandwidth,
-        peak_flops_fp8=acc.peak_flops_fp8,
-        memory_bandwidth=acc.memory_bandwidth,
-        memory_efficiency=acc.memory_efficiency,
-        gemm_efficiency=acc.gemm_efficiency,
-        gemm_half_dim=acc.gemm_half_dim,
-        flash_attention_efficiency=acc.flash_attention_efficiency,
-        kernel_overhead_s=KERNEL_OVERHEAD_S,
-        **_LINK_NUMBERS[nt.name],
-    )
+    # every field of the accelerator (but its default node) and of the node type (but its name)
+    # is the Hardware field of the same name
+    device = {f.name: getattr(acc, f.name) for f in fields(Accelerator) if f.name != "default_node"}
+    server = {f.name: getattr(nt, f.name) for f in fields(NodeType) if f.name != "name"}
+    hw = Hardware(**device, **server, kernel_overhead_s=KERNEL_OVERHEAD_S, **_LINK_NUMBERS[nt.name])
     return hw.with_changes(**overrides)
 
 

@@ -72,6 +72,7 @@ from piper.frontend import costs
 from piper.frontend.config import TransformerConfig
 from piper.frontend.hardware import Hardware
 from piper.frontend.moe import expert_params, is_moe_layer
+from piper.frontend.node_cost import NodeCost
 from piper.frontend.operations import (
     Kernels,
     Op,
@@ -110,23 +111,10 @@ _AMAX_BYTES = 4 * 3 * 4 * 1024 * 4
 
 
 @dataclass(frozen=True)
-class LayerCost:
-    """One TMPC of a layer (the fields of :class:`piper.frontend.workload.NodeCost` and the four
-    expert keys; seconds and bytes)."""
+class LayerCost(NodeCost):
+    """One TMPC of a layer: the fields of :class:`~piper.frontend.node_cost.NodeCost` and the four
+    expert keys (seconds and bytes)."""
 
-    tmpc_id: str
-    time_per_sample_s: float
-    compute_s: float
-    communication_s: float
-    params_per_device: float
-    activation_bytes: float
-    state_bytes: float
-    sharded_state_bytes: float
-    gradient_bytes: float
-    forward_s: float
-    backward_s: float
-    p2p_bytes: float
-    step_s: float
     #: e, e_t
     expert_parallel: int = 1
     expert_tensor_parallel: int = 1

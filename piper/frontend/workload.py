@@ -49,6 +49,7 @@ from piper.frontend import context, costs
 from piper.frontend.config import TransformerConfig
 from piper.frontend.hardware import Hardware
 from piper.frontend.moe_costs import layer_costs, layer_variant
+from piper.frontend.node_cost import NodeCost
 from piper.frontend.operations import (
     Kernels,
     node_ops,
@@ -200,28 +201,6 @@ def all_reduce_factor(cfg: TransformerConfig, setup: TrainingSetup) -> float:
     if setup.distributed_optimizer:
         return (setup.grad_bytes + cfg.precision_bytes) / setup.grad_bytes
     return 2.0
-
-
-@dataclass(frozen=True)
-class NodeCost:
-    """The numbers of one node at one degree t and TMPC (seconds, bytes)."""
-
-    tmpc_id: str
-    time_per_sample_s: float
-    compute_s: float
-    communication_s: float
-    params_per_device: float
-    activation_bytes: float
-    state_bytes: float
-    sharded_state_bytes: float
-    gradient_bytes: float
-    #: forward / backward (with recomputation) time of one micro-batch, seconds
-    forward_s: float = 0.0
-    backward_s: float = 0.0
-    #: bytes each device sends per pipeline transfer of this node's input or output
-    p2p_bytes: float = 0.0
-    #: the optimizer step over this node's parameters on one device, seconds per iteration (unsharded)
-    step_s: float = 0.0
 
 
 def effective_hardware(hw: Hardware, setup: TrainingSetup) -> Hardware:

@@ -29,7 +29,7 @@ from piper.core.errors import SolverError
 from piper.core.options import OBJECTIVES
 from piper.core.result import Result, Status
 from piper.solvers.registry import SOLVERS
-from tests.helpers import plan, problem, tmpc, with_random_cluster_keys
+from tests.helpers import brute_force_sweep, plan, problem, tmpc, with_random_cluster_keys
 
 EXACT = ("milp-highs", "cpsat", "milp")
 #: the fast set's cases per solver (cheap ones; CBC is the slow one): chains and DAGs,
@@ -236,9 +236,6 @@ def test_tps_is_still_the_default_objective():
 @pytest.mark.slow
 @pytest.mark.parametrize("solver", EXACT)
 def test_batch_time_full_sweep(solver: str) -> None:
-    counts = {"optimal": 0, "infeasible": 0}
-    for i in range(SLOW):
-        check(solver, i)
-        counts[oracle(i).status.value] += 1
+    counts = brute_force_sweep(SLOW, lambda i: check(solver, i), oracle)
     assert counts["optimal"] >= 100 and counts["infeasible"] >= 10, counts
     print(f"{solver}: {counts} agree with brute force on the batch time")

@@ -43,11 +43,13 @@ from tests.exact_oracle import (
     REL,
     SOLVERS,
     check_against_oracle,
+    optimal_seeds,
     oracle,
     other_cluster,
     random_assignment,
     tiny,
 )
+from tests.helpers import first_cases
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -135,19 +137,10 @@ def test_warm_start_with_the_optimum(solver: str) -> None:
 def test_suboptimal_warm_start_is_improved(solver: str) -> None:
     """With a warm start the MILP and CP-SAT only search below it (cutoff / proof
     search): a worse plan must still lead to the optimum."""
-    checked = 0
-    for seed in range(200):
-        best = oracle(seed)
-        if best.status != Status.OPTIMAL:
-            continue
-        worse = _worse_plan(tiny(seed), best.plan)
-        if worse is None:
-            continue
+    cases = ((seed, best, worse) for seed, best in optimal_seeds(range(200))
+             if (worse := _worse_plan(tiny(seed), best.plan)) is not None)
+    for seed, best, worse in first_cases(cases, 6, "instances with a worse plan found"):
         check_against_oracle(tiny(seed), solver, replace(ABLATIONS["default"], warm_start=worse), best)
-        checked += 1
-        if checked == 6:
-            return
-    pytest.fail(f"only {checked} instances with a worse plan found")
 
 
 @pytest.mark.parametrize("solver", list(SOLVERS))

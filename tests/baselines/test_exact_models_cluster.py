@@ -38,7 +38,7 @@ from piper import (
 )
 from piper.core.problem import CLUSTER_FEATURES
 from piper.core.result import Result, Status
-from tests.helpers import ordered_partitions, with_random_cluster_keys
+from tests.helpers import brute_force_sweep, ordered_partitions, with_random_cluster_keys
 
 EXACT = ("milp-highs", "cpsat", "milp")
 #: instances per solver in the fast set (CBC is the slow one)
@@ -227,10 +227,7 @@ def test_uniform_split_and_warm_start(solver: str) -> None:
 @pytest.mark.slow
 @pytest.mark.parametrize("solver", EXACT)
 def test_clusters_of_nodes_full_sweep(solver: str) -> None:
-    counts = {"optimal": 0, "infeasible": 0}
-    for i in range(SLOW):
-        run(solver, i)
-        counts["infeasible" if brute(i).status == Status.INFEASIBLE else "optimal"] += 1
+    counts = brute_force_sweep(SLOW, lambda i: run(solver, i), brute)
     for i in range(100):
         check_uniform(solver, i, uniform_options())
     assert counts["optimal"] >= 150 and counts["infeasible"] >= 10, counts

@@ -21,11 +21,13 @@ from tests.exact_oracle import (
     ABLATIONS,
     SOLVERS,
     check_against_oracle,
+    optimal_seeds,
     oracle,
     other_cluster,
     random_plans,
     tiny,
 )
+from tests.helpers import first_cases
 
 ROOT = Path(__file__).resolve().parents[2]
 SPLIT = {"split": "sequences"}
@@ -88,20 +90,12 @@ def test_sequences_respect_devices_batch_and_slots() -> None:
 
 @pytest.mark.parametrize("solver", list(SOLVERS))
 def test_split_proves_the_optimum_like_brute_force(solver: str) -> None:
-    checked = 0
-    for seed in range(60):
-        best = oracle(seed)
-        if best.status != Status.OPTIMAL:
-            continue
+    for seed, best in first_cases(optimal_seeds(range(60)), 8, "feasible instances"):
         options = replace(ABLATIONS["default"], warm_start=best.plan, params=SPLIT)
         res = check_against_oracle(tiny(seed), solver, options, best)
         split = res.stats["split"]
         assert split["mode"] == "sequences" and split["improved"] == 0
         assert split.get("refuted", split.get("done")) == split["sequences"]
-        checked += 1
-        if checked == 8:
-            return
-    pytest.fail(f"only {checked} feasible instances")
 
 
 @pytest.mark.parametrize("solver", list(SOLVERS))

@@ -119,3 +119,25 @@ def test_slow_intra_node_bandwidth_warns(cli, tmp_path):
     plain = write_json(tmp_path, two_layer_workload(), "v1.json")
     code, _, err = cli("piper", "info", plain, "--intra-node-bandwidth", "1")
     assert code == 0 and "below bandwidth" in err
+
+
+def test_load_saved_plan_warns_once_per_difference_after_prog_and_flag(tmp_path: Path, capsys) -> None:
+    """evaluate, export, show and solve --warm-start load a saved plan through load_saved_plan:
+    one warning line per difference from its madeFor record, --strict an error instead."""
+    from piper import problem_from_dict
+    from piper.cli.common import load_saved_plan
+    from piper.core.errors import PlanRecordMismatch
+    from piper.core.plan import plan_from_dict
+    from piper.io.provenance import plan_document
+
+    problem = problem_from_dict(two_layer_workload())
+    plan = plan_from_dict(TWO_STAGE_PLAN)
+    path = write_json(tmp_path, plan_document(plan, problem), "plan.json")
+    assert load_saved_plan(path, problem, strict=True) == plan  # the cluster it was made for
+    assert capsys.readouterr().err == ""
+    other = problem.with_cluster(devices=16)
+    assert load_saved_plan(path, other, strict=False, prog="solve", flag="--warm-start") == plan
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("solve: warning: --warm-start plan was made for k=8")
+    with pytest.raises(PlanRecordMismatch, match="k=16"):
+        load_saved_plan(path, other, strict=True)

@@ -17,8 +17,8 @@ from piper.core.options import Options
 from piper.core.result import Status, make_result
 from piper.io.workload import dump_problem, load_problem
 from piper.solvers.registry import get_solver
-from tests.commands import RunCompare
-from tests.compare_fakes import fake_result, one_stage, read_report, two_layer_problem
+from tests.commands import RunCompare, RunFakes
+from tests.compare_fakes import fake_result, one_stage, read_report, report_row, two_layer_problem
 
 # ---------------------------------------------------------------------------------
 # end to end through the command line
@@ -52,10 +52,9 @@ def test_agreeing_solvers_exit_0_and_reports_have_one_row_per_instance_and_solve
 
 
 def test_suboptimal_plan_claimed_optimal_exits_1_names_the_solver_and_dumps_the_instance(
-    fake_solvers: None, two_layer_file: Path, tmp_path: Path, compare_cli: RunCompare
+    compare_two: RunFakes, tmp_path: Path, compare_cli: RunCompare
 ) -> None:
-    out = tmp_path / "out"
-    code, stdout, err = compare_cli([str(two_layer_file), "--solvers", "fake-good,fake-suboptimal", "--out", str(out)])
+    code, stdout, err, out = compare_two("fake-good,fake-suboptimal")
     assert code == 1
     assert "FAIL fake-suboptimal: optimality" in stdout
     _, rows = read_report(out)
@@ -69,59 +68,42 @@ def test_suboptimal_plan_claimed_optimal_exits_1_names_the_solver_and_dumps_the_
     assert code2 == 1 and "FAIL fake-suboptimal: optimality" in stdout2
 
 
-def test_wrong_claimed_objective_exits_1(
-    fake_solvers: None, two_layer_file: Path, tmp_path: Path, compare_cli: RunCompare
-) -> None:
-    code, stdout, _ = compare_cli([str(two_layer_file), "--solvers", "fake-liar", "--out", str(tmp_path / "o")])
+def test_wrong_claimed_objective_exits_1(compare_two: RunFakes) -> None:
+    code, stdout, _, _ = compare_two("fake-liar")
     assert code == 1
     assert "FAIL fake-liar: objective" in stdout
 
 
-def test_plans_are_rescored_by_the_evaluator(
-    fake_solvers: None, two_layer_file: Path, tmp_path: Path, compare_cli: RunCompare
-) -> None:
-    out = tmp_path / "out"
-    code, stdout, _ = compare_cli([str(two_layer_file), "--solvers", "fake-good,fake-bypass,fake-invalid", "--out", str(out)])
+def test_plans_are_rescored_by_the_evaluator(compare_two: RunFakes) -> None:
+    code, stdout, _, out = compare_two("fake-good,fake-bypass,fake-invalid")
     assert code == 1
     assert "FAIL fake-bypass: tps: Result.tps 4.0 is not the evaluator's 6.0" in stdout
     assert "FAIL fake-bypass: optimality" in stdout  # its plan (6) is worse than fake-good's (4)
     assert "FAIL fake-invalid: exception: invalid plan: PlanError: rule 1" in stdout
-    _, rows = read_report(out)
-    bypass = next(r for r in rows if r["solver"] == "fake-bypass")
+    bypass = report_row(out, "fake-bypass")
     assert (float(bypass["tps"]), float(bypass["reported_tps"])) == (6.0, 4.0)
 
 
-def test_time_limited_solver_is_reported_with_its_bound_not_as_disagreeing(
-    fake_solvers: None, two_layer_file: Path, tmp_path: Path, compare_cli: RunCompare
-) -> None:
-    out = tmp_path / "out"
-    code, stdout, _ = compare_cli([str(two_layer_file), "--solvers", "fake-good,fake-slow", "--out", str(out), "--time-limit", "1"])
+def test_time_limited_solver_is_reported_with_its_bound_not_as_disagreeing(compare_two: RunFakes) -> None:
+    code, stdout, _, out = compare_two("fake-good,fake-slow", "--time-limit", "1")
     assert code == 0, stdout
-    _, rows = read_report(out)
-    slow = next(r for r in rows if r["solver"] == "fake-slow")
+    slow = report_row(out, "fake-slow")
     assert slow["status"] == "feasible" and slow["limit"] == "True" and slow["check"] == "ok"
     assert float(slow["bound"]) == 1.0 and float(slow["gap"]) == pytest.approx(0.5)
     assert "feasible (limit)" in stdout and "bound 1" in stdout
     assert "hit the time limit 1x" in stdout
 
 
-def test_an_exact_solver_stopping_early_without_proof_is_flagged_not_failed(
-    fake_solvers: None, two_layer_file: Path, tmp_path: Path, compare_cli: RunCompare
-) -> None:
-    out = tmp_path / "out"
-    code, stdout, _ = compare_cli([str(two_layer_file), "--solvers", "fake-good,fake-give-up", "--out", str(out)])
+def test_an_exact_solver_stopping_early_without_proof_is_flagged_not_failed(compare_two: RunFakes) -> None:
+    code, stdout, _, out = compare_two("fake-good,fake-give-up")
     assert code == 0, stdout
-    _, rows = read_report(out)
-    row = next(r for r in rows if r["solver"] == "fake-give-up")
+    row = report_row(out, "fake-give-up")
     assert (row["status"], row["limit"], row["early"], row["check"]) == ("unknown", "False", "True", "ok")
     assert "unknown (early)" in stdout and "gave up" in stdout and "stopped early without a proof 1x" in stdout
 
 
-def test_bound_above_the_best_plan_and_exceptions_fail_without_crashing(
-    fake_solvers: None, two_layer_file: Path, tmp_path: Path, compare_cli: RunCompare
-) -> None:
-    solvers = "fake-good,fake-bad-bound,fake-crash"
-    code, stdout, _ = compare_cli([str(two_layer_file), "--solvers", solvers, "--out", str(tmp_path / "o")])
+def test_bound_above_the_best_plan_and_exceptions_fail_without_crashing(compare_two: RunFakes) -> None:
+    code, stdout, _, _ = compare_two("fake-good,fake-bad-bound,fake-crash")
     assert code == 1
     assert "FAIL fake-bad-bound: bound" in stdout
     assert "FAIL fake-crash: exception: ZeroDivisionError: boom" in stdout
@@ -134,8 +116,7 @@ def test_a_solve_that_ignores_its_time_limit_is_killed_and_a_dying_one_fails(
     args = [str(two_layer_file), "--time-limit", "0.1", "--hard-timeout", "1", "--out", str(out)]
     code, stdout, _ = compare_cli([*args, "--solvers", "fake-good,fake-hang"])
     assert code == 0, stdout
-    _, rows = read_report(out)
-    hang = next(r for r in rows if r["solver"] == "fake-hang")
+    hang = report_row(out, "fake-hang")
     assert hang["status"] == "killed" and hang["limit"] == "True" and hang["check"] == "ok"
     assert "not honoured" in hang["message"]
     code, stdout, _ = compare_cli([*args, "--solvers", "fake-good,fake-die"])
@@ -336,8 +317,7 @@ def test_time_limit_and_ablations_reach_the_solvers_and_the_rerun_hint(
     args = [str(two_layer_file), "--solvers", "fake-echo,fake-liar", "--time-limit", "3", "--no-ar", "--no-dp", "--out", str(out)]
     code, _, err = compare_cli(args)
     assert code == 1
-    _, rows = read_report(out)
-    echo = next(r for r in rows if r["solver"] == "fake-echo")
+    echo = report_row(out, "fake-echo")
     assert echo["message"] == "time_limit_s=3.0 exclude=['activation recomp'] dp=False"
     assert "--solvers fake-echo,fake-liar --time-limit 3 --no-dp --no-ar" in err
 

@@ -16,6 +16,7 @@ from piper.frontend import (
     model_params,
     preset,
 )
+from tests.helpers import assert_unreadable_and_invalid_json_refused
 
 BASE = dict(name="m", layers=2, hidden_size=8, attention_heads=2, kv_heads=2, ffn_hidden_size=32,
             vocab_size=16, seq_length=4)
@@ -114,12 +115,7 @@ def test_hf_bad_config(raw, field):
 
 
 def test_hf_unreadable(tmp_path):
-    with pytest.raises(ModelConfigError, match="cannot read"):
-        load_hf_config(tmp_path / "missing.json")
-    bad = tmp_path / "bad.json"
-    bad.write_text("{")
-    with pytest.raises(ModelConfigError, match="not valid JSON"):
-        load_hf_config(bad)
+    assert_unreadable_and_invalid_json_refused(load_hf_config, ModelConfigError, tmp_path)
 
 
 def test_hardware_catalog():

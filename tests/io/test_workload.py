@@ -11,7 +11,7 @@ import pytest
 from experiments.lib.instances import random_problem
 from piper import ProblemError, dump_problem, load_problem, problem_from_dict, problem_to_dict
 from piper.core.problem import CLUSTER_FEATURES
-from tests.helpers import three_layer_chain, tmpc, workload
+from tests.helpers import assert_unreadable_and_invalid_json_refused, three_layer_chain, tmpc, workload
 
 ROOT = Path(__file__).resolve().parents[2]
 WORKLOADS = ROOT / "experiments" / "workloads"
@@ -90,12 +90,7 @@ def test_max_batch_size_alias_accepted_and_equal_values_ok():
 
 
 def test_load_errors_are_problem_errors(tmp_path):
-    with pytest.raises(ProblemError, match="cannot read"):
-        load_problem(tmp_path / "missing.json")
-    bad = tmp_path / "bad.json"
-    bad.write_text("{ nope")
-    with pytest.raises(ProblemError, match="not valid JSON"):
-        load_problem(bad)
+    bad = assert_unreadable_and_invalid_json_refused(load_problem, ProblemError, tmp_path, "{ nope")
     bad.write_text("[1, 2]")
     with pytest.raises(ProblemError, match="JSON object"):
         load_problem(bad)

@@ -56,9 +56,17 @@ SEEDS = st.integers(min_value=0, max_value=10**6)
 SETTINGS = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
-@pytest.mark.parametrize("solver", EXACT)
-@SETTINGS
-@given(seed=SEEDS)
+def exact_property(test):
+    """``test(solver, seed)`` as a property: for every solver of EXACT, on 25 seeds drawn by hypothesis."""
+    return pytest.mark.parametrize("solver", EXACT)(SETTINGS(given(seed=SEEDS)(test)))
+
+
+def small_problem(seed: int) -> Problem:
+    """3-6 layers, t in {1, 2}, at most 2 TMPCs: cheap enough to solve several times per seed."""
+    return random_problem(seed, n=3 + seed % 4, degrees=(1, 2), max_tmpcs=2)
+
+
+@exact_property
 def test_optimum_beats_random_plans(solver, seed):
     problem = random_problem(seed, n=3 + seed % 4, degrees=(1, 2, 4), max_tmpcs=3)
     best = opt(problem, solver)
@@ -69,22 +77,18 @@ def test_optimum_beats_random_plans(solver, seed):
             assert le(best, evaluate(problem, plan).tps)
 
 
-@pytest.mark.parametrize("solver", EXACT)
-@SETTINGS
-@given(seed=SEEDS)
+@exact_property
 def test_more_resources_never_hurt(solver, seed):
-    p = random_problem(seed, n=3 + seed % 4, degrees=(1, 2), max_tmpcs=2)
+    p = small_problem(seed)
     base = opt(p, solver)
     assert le(opt(p.with_cluster(memory=p.memory_per_device * 1.5), solver), base)
     assert le(opt(p.with_cluster(devices=p.devices + 1), solver), base)
     assert le(opt(p.with_cluster(bandwidth=p.bandwidth * 2), solver), base)
 
 
-@pytest.mark.parametrize("solver", EXACT)
-@SETTINGS
-@given(seed=SEEDS)
+@exact_property
 def test_ablations_never_help(solver, seed):
-    p = random_problem(seed, n=3 + seed % 4, degrees=(1, 2), max_tmpcs=2)
+    p = small_problem(seed)
     base = opt(p, solver)
     for o in (Options(data_parallel=False), Options(tensor_parallel=False), Options(exclude_tmpcs=NO_AR)):
         assert le(base, opt(p, solver, o))
