@@ -47,13 +47,14 @@ Sources (vendor datasheets, by name):
   combine over NVLink, i.e. 0.77 of H800's 200 GB/s each way; internode EP 16 43 GB/s of the
   ~50 GB/s CX7 400 Gb/s link (0.86). The same fractions are assumed on every node type (no
   published nccl-tests alltoall figure for DGX H100 was found); not fitted.
-* MoE block (``expert_gemm_half_dim``, ``expert_overhead_s``, ``moe_layer_overhead_s``): FITTED on
-  Megatron-Bridge's H100 MoE rows by ``python -m experiments.validate.moe_rows --fit``
-  (docs/results/validation.md), recorded in :data:`FITTED_MOE` with the rows and their
-  leave-one-out error: the d0 of the experts' grouped products (their shapes, m = a few thousand
-  rows, are far from the dense rows d0 is fitted on), and the fixed time per local expert and per
-  MoE layer of each pass (router, token counts, permutation, per-expert kernels: what the
-  operation list does not price). Other devices: d0 of the dense products, no fixed time.
+* MoE block (``expert_gemm_half_dim``, ``moe_layer_overhead_s``): FITTED on Megatron-Bridge's
+  H100 MoE rows by ``python -m experiments.validate.moe_rows --fit`` (docs/results/validation.md),
+  recorded in :data:`FITTED_MOE` with the rows and their leave-one-out error: the d0 of the
+  experts' grouped products (their shapes, m = a few thousand rows, are far from the dense rows
+  d0 is fitted on) and a fixed time per MoE layer and pass (router, token counts, permutation
+  bookkeeping, load balancing: what the operation list does not price). ``expert_overhead_s``
+  (a fixed time per local expert and pass) is 0: fitted as a third constant its leave-one-out
+  errors were worse. Other devices: d0 of the dense products, no fixed time.
 
 Pass your own numbers with a JSON file (:func:`hardware_from_file`, any field of
 :class:`Hardware`; a bad field is one line naming it) or overrides.
@@ -164,7 +165,12 @@ class FittedMoE:
 
 
 #: per accelerator: the fitted MoE-block constants, where fitted (module docstring, "MoE block")
-FITTED_MOE: dict[str, FittedMoE] = {}
+FITTED_MOE: dict[str, FittedMoE] = {
+    # fitted on Megatron-Bridge's H100 MoE rows (10 of 11: 26.02 Qwen3 excluded, superseded by 26.02.01 of the
+    # same layout; docs/results/validation.md), LOO MAE 7.8%, worst -32.0% (qwen3-30b-a3b 25.11's time)
+    "h100-sxm-80gb": FittedMoE(504.3, 0.0, 1.771e-3, "Megatron-Bridge H100 MoE rows (Qwen3 30B-A3B, GPT-OSS 120B), "
+                               "10 rows", 7.8, -32.0),
+}
 
 
 @dataclass(frozen=True)

@@ -28,13 +28,26 @@ A transformer layer of a model with :class:`~piper.frontend.moe.MoEConfig` or
   total routed work per device, c T_d k (2 or 3) h F, does not depend on (e, e_t), only the
   product shapes and the communication do.
 
-**All-to-all** (:func:`all_to_all_time_s`): each of n devices keeps 1/n of its message and sends
-(n - 1)/n. Inside a node (n <= G, the expert group on consecutive ranks as Megatron-Core's
-rank order tp-ep-dp puts it) at the NVLink bandwidth with the point-to-point bus efficiency of the
-catalog (an all-to-all is n - 1 simultaneous sends; nccl-tests' alltoall busbw = (n - 1)/n x
-algbw, NVIDIA/nccl-tests doc/PERFORMANCE.md); across nodes the (G - 1)/n to the device's own node
-goes over NVLink and the (n - G)/n to other nodes over its network link, concurrently: the time
-is the slower of the two plus the network latency. With e_t > 1 the e members of an expert-parallel
+**All-to-all** (:func:`all_to_all_time_s`, Megatron-Core's default ``alltoall`` dispatcher, k
+copies of each token): each of n devices keeps 1/n of its message and sends (n - 1)/n. Inside a
+node (n <= G, the expert group on consecutive ranks as Megatron-Core's rank order tp-ep-dp puts
+it) at the NVLink bandwidth with the all-to-all's own bus efficiency
+(``Hardware.nvlink_all_to_all_efficiency``; nccl-tests' alltoall busbw = (n - 1)/n x algbw,
+NVIDIA/nccl-tests doc/PERFORMANCE.md; the catalog's figures are DeepEP's, piper/frontend/hardware.py);
+across nodes the (G - 1)/n to the device's own node goes over NVLink and the (n - G)/n to other
+nodes over its network link (``network_all_to_all_efficiency``), concurrently: the time is the
+slower of the two plus the network latency. With ``TrainingSetup.token_dispatcher = "flex"``
+(``--moe-token-dispatcher-type flex``: DeepEP or HybridEP, which forward each token once per
+destination node over the network and once per destination device over NVLink) the copies are
+those expected under balanced uniform routing (:func:`flex_dispatch_time_s`,
+:func:`expected_destinations`: a group of E / P experts holds one of a token's k experts with
+probability 1 - C(E - E / P, k) / C(E, k)).
+
+**Fitted terms** (``Hardware.expert_gemm_half_dim``, ``moe_layer_overhead_s``,
+``expert_overhead_s``; the catalog's values and their rows: ``FITTED_MOE`` in
+piper/frontend/hardware.py): the experts' grouped products use their own d0 in the shape factor
+(None: the dense products'), and each pass (forward, backward, recomputation) of an MoE layer
+pays a fixed time plus one per local expert (E / e of them). With e_t > 1 the e members of an expert-parallel
 group sit e_t apart (the expert-tensor-parallel group innermost), so the group spans e e_t devices
 and a node holds G / e_t of its members once e e_t > G.
 
