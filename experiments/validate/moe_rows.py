@@ -10,9 +10,13 @@ weight gather overlapped, flash attention, balanced routing (the benchmarks forc
 dropless (capacity factor: the documented default), FP8 for the FP8 / FP8-CS rows. The 25.09 row
 ("tokendrop", precision not stated) is left out: its capacity factor and precision are unknown.
 
-``python -m experiments.validate.moe_rows [--json]`` prints the rows with the catalog's H100
-constants and with the constants ``python -m experiments.validate`` fits on the Megatron-LM README
-table (out of sample either way: nothing is fitted on these rows).
+The MoE block's constants (:data:`MOE_PARAMS`: the experts' grouped products' d0 and a fixed time
+per MoE layer and pass) are fitted on these rows (:func:`fit_moe`, with
+:func:`experiments.validate.fit.fit`), all but those :data:`EXCLUSION_SPREAD`'s rule leaves out
+(:func:`excluded_rows`), with each row's leave-one-out error; the catalog holds the result
+(``piper.frontend.hardware.FITTED_MOE``). ``python -m experiments.validate.moe_rows [--fit] [--json]``
+prints the rows with the catalog's H100 constants, and with ``--fit`` the fit and the LOO errors
+(docs/results/validation.md).
 """
 
 from __future__ import annotations
@@ -47,7 +51,7 @@ MOE_BOUNDS = ((0.0, 2048.0), (0.0, 1e-2))
 #: Nelder-Mead's unit per constant, and its start
 MOE_SCALE = (1000.0, 1e-3)
 MOE_START = (500.0, 5e-4)
-#: EXCLUSION_RULE: a row is left out of the fit (and reported) when a later release of the same
+#: the exclusion rule: a row is left out of the fit (and reported) when a later release of the same
 #: layout (model, precision, b, B, dispatcher, t, p, d, v, e) differs from it by more than the 10%
 #: target: by the source's own evidence the earlier run was not representative of that layout
 EXCLUSION_SPREAD = 0.10
@@ -62,7 +66,9 @@ MOE_ASSUMPTIONS = [
      "distributed optimizer (on), fp32 gradient reduction, --overlap-grad-reduce / --overlap-param-gather (on), "
      "flash attention (on); sequence parallelism is moot (t = 1 in every row)"),
     "balanced routing (the benchmarks force-balance the expert load), dropless; FP8 and FP8-CS rows: FP8 products",
-    "GPT-OSS: full causal attention on every layer (its alternating 128-token sliding window is not modelled)",
+    ("the token dispatcher: flex (HybridEP) for the Qwen3 e = 16 rows, as Megatron-Bridge's H100 recipe sets it; "
+     "alltoall (Megatron-Core's default) for the others (:data:`FLEX_LAYOUTS`)"),
+    "GPT-OSS: the 128-token sliding window on the even layers (HF layer_types), full causal attention on the odd ones",
     "the 25.09 'tokendrop' row is left out (capacity factor and precision not stated)",
 ]
 
@@ -103,7 +109,7 @@ def moe_cases() -> list[Case]:
 
 
 def excluded_rows(cases: list[Case]) -> dict[str, str]:
-    """The rows left out of the MoE fit, with the reason (:data:`EXCLUSION_RULE`): name -> reason."""
+    """The rows left out of the MoE fit, with the reason (:data:`EXCLUSION_SPREAD`): name -> reason."""
     out = {}
     for c in cases:
         for later in cases:
