@@ -17,6 +17,7 @@ Two families are covered, told apart by a few switches:
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
@@ -141,7 +142,7 @@ class TransformerConfig:
             raise ModelConfigError(f"{self.name}: sliding_window_layers needs sliding_window (the window in tokens)")
         if w is not None and not where:
             raise ModelConfigError(f"{self.name}: sliding_window = {w} needs sliding_window_layers (the windowed layers)")
-        if any(not 0 <= i < self.layers for i in where) or any(a >= b for a, b in zip(where, where[1:])):
+        if any(not 0 <= i < self.layers for i in where) or any(a >= b for a, b in itertools.pairwise(where)):
             raise ModelConfigError(f"{self.name}: sliding_window_layers must be increasing indices in [0, "
                                    f"{self.layers}), got {list(where)!r:.80}")
         if where and self.mla is not None:

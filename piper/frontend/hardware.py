@@ -330,7 +330,7 @@ class Hardware:
 #: (deepseek-ai/DeepEP docs/legacy.md, "Normal kernels with NVLink and RDMA forwarding"): intranode EP 8
 #: dispatch 153 GB/s of the 200 GB/s NVLink each way (0.77; combine 158, 0.79), internode EP 16 43 GB/s
 #: of the ~50 GB/s CX7 400 Gb/s link (0.86, dispatch and combine); the lower of each pair
-ALL_TO_ALL_EFFICIENCY = dict(nvlink_all_to_all_efficiency=0.77, network_all_to_all_efficiency=0.86)
+ALL_TO_ALL_EFFICIENCY = {"nvlink_all_to_all_efficiency": 0.77, "network_all_to_all_efficiency": 0.86}
 #: per node type: NCCL bus-bandwidth efficiencies and latencies (module docstring, "Collectives")
 _LINK_NUMBERS: dict[str, dict[str, float]] = {
     "dgx-a100": dict(

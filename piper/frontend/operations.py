@@ -60,8 +60,8 @@ from piper.frontend.hardware import Hardware
 __all__ = [
     "ADAM_STEP_BYTES_PER_PARAM",
     "Kernels",
-    "attention_score_fraction",
     "Op",
+    "attention_score_fraction",
     "collective_time_s",
     "elementwise_time_s",
     "embedding_ops",

@@ -59,8 +59,8 @@ from piper.frontend.tmpc import parse_tmpc_id, tmpc_ids
 
 __all__ = [
     "DEFAULT_MEMORY_RESERVE_FRACTION",
-    "NodeCost",
     "TOKEN_DISPATCHERS",
+    "NodeCost",
     "TrainingSetup",
     "all_reduce_factor",
     "build_workload",

@@ -46,7 +46,12 @@ def test_catalog_moe_constants_are_the_fits_optimum():
     d0 by 10, a fixed time by 2% of its value makes the loss larger (a drift after a model change
     fails here; ``python -m experiments.validate.moe_rows --fit`` then reports the new values)."""
     from experiments.validate.fit import log_error
-    from experiments.validate.moe_rows import MOE_PARAMS, catalog_params, fit_cases, predict_moe_time_s
+    from experiments.validate.moe_rows import (
+        MOE_PARAMS,
+        catalog_params,
+        fit_cases,
+        predict_moe_time_s,
+    )
 
     rows = fit_cases()
     at = catalog_params()

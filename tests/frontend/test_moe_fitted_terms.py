@@ -11,7 +11,11 @@ import pytest
 
 from piper.core.errors import FrontendError, HardwareError
 from piper.frontend.hardware import FITTED_MOE, hardware, hardware_from_file
-from piper.frontend.moe_costs import expected_destinations, flex_dispatch_time_s, special_layer_ops
+from piper.frontend.moe_costs import (
+    expected_destinations,
+    flex_dispatch_time_s,
+    special_layer_ops,
+)
 from piper.frontend.operations import gemm_time_s
 from piper.frontend.presets import PRESETS
 from piper.frontend.workload import TrainingSetup
