@@ -158,7 +158,7 @@ class FittedMoE:
     #: the worst row's leave-one-out error, percent (signed)
     loo_worst_percent: float
 
-    def fields(self) -> dict[str, float]:
+    def hardware_fields(self) -> dict[str, float]:
         """The :class:`Hardware` fields."""
         return {"expert_gemm_half_dim": self.expert_gemm_half_dim, "expert_overhead_s": self.expert_overhead_s,
                 "moe_layer_overhead_s": self.moe_layer_overhead_s}
@@ -384,7 +384,7 @@ def hardware(gpu: str = "a100-80gb", node: str | None = None, **overrides: Any) 
         flash_attention_efficiency=acc.flash_attention_efficiency,
         kernel_overhead_s=KERNEL_OVERHEAD_S,
         **_LINK_NUMBERS[nt.name],
-        **(FITTED_MOE[acc.name].fields() if acc.name in FITTED_MOE else {}),
+        **(FITTED_MOE[acc.name].hardware_fields() if acc.name in FITTED_MOE else {}),
     )
     return hw.with_changes(**overrides)
 
