@@ -72,9 +72,11 @@ class _OutOfTime(Exception):
 
 
 def fit(rows: Sequence[Any], predict: Callable[[Any, Sequence[float]], float], start: Sequence[float],
-        bounds: Sequence[tuple[float, float]] = PARAM_BOUNDS, time_limit_s: float | None = None) -> tuple[float, ...]:
+        bounds: Sequence[tuple[float, float]] = PARAM_BOUNDS, time_limit_s: float | None = None,
+        scale: Sequence[float] | None = None) -> tuple[float, ...]:
     """Parameters minimizing the mean squared log error of ``predict`` over ``rows`` (the best
-    found so far when ``time_limit_s`` runs out)."""
+    found so far when ``time_limit_s`` runs out). ``scale``: Nelder-Mead's unit per parameter
+    (default :data:`PARAM_SCALE`, for (e_max, d0))."""
     import time
 
     from scipy.optimize import minimize
@@ -82,7 +84,8 @@ def fit(rows: Sequence[Any], predict: Callable[[Any, Sequence[float]], float], s
     deadline = None if time_limit_s is None else time.perf_counter() + time_limit_s
     best: list[Any] = [math.inf, list(start)]
 
-    scale = PARAM_SCALE[:len(start)] if len(start) <= len(PARAM_SCALE) else (1.0,) * len(start)
+    if scale is None:
+        scale = PARAM_SCALE[:len(start)] if len(start) <= len(PARAM_SCALE) else (1.0,) * len(start)
 
     def clip(z) -> list[float]:
         return [min(max(v * sc, lo), hi) for v, sc, (lo, hi) in zip(z, scale, bounds)]
@@ -106,12 +109,12 @@ def fit(rows: Sequence[Any], predict: Callable[[Any, Sequence[float]], float], s
 
 def leave_one_out(rows: Sequence[Any], predict: Callable[[Any, Sequence[float]], float], start: Sequence[float],
                   bounds: Sequence[tuple[float, float]] = PARAM_BOUNDS, log=None,
-                  time_limit_s: float | None = None) -> list[dict[str, Any]]:
+                  time_limit_s: float | None = None, scale: Sequence[float] | None = None) -> list[dict[str, Any]]:
     """For each row: the constants fitted on the other rows and its predicted time under them."""
     out = []
     for i, row in enumerate(rows):
         rest = [r for j, r in enumerate(rows) if j != i]
-        params = fit(rest, predict, start, bounds, time_limit_s)
+        params = fit(rest, predict, start, bounds, time_limit_s, scale)
         pred = predict(row, params)
         out.append({"row": row, "params": params, "predicted_time_s": pred,
                     "error_percent": 100 * (pred / row.published_time_s - 1)})

@@ -10,16 +10,23 @@ weight gather overlapped, flash attention, balanced routing (the benchmarks forc
 dropless (capacity factor: the documented default), FP8 for the FP8 / FP8-CS rows. The 25.09 row
 ("tokendrop", precision not stated) is left out: its capacity factor and precision are unknown.
 
-``python -m experiments.validate.moe_rows [--json]`` prints the rows with the catalog's H100
-constants and with the constants ``python -m experiments.validate`` fits on the Megatron-LM README
-table (out of sample either way: nothing is fitted on these rows).
+The MoE block's constants (:data:`MOE_PARAMS`: the experts' grouped products' d0 and a fixed time
+per MoE layer and pass) are fitted on these rows (:func:`fit_moe`, with
+:func:`experiments.validate.fit.fit`), all but those :data:`EXCLUSION_SPREAD`'s rule leaves out
+(:func:`excluded_rows`), with each row's leave-one-out error; the catalog holds the result
+(``piper.frontend.hardware.FITTED_MOE``). ``python -m experiments.validate.moe_rows [--fit] [--json]``
+prints the rows with the catalog's H100 constants, and with ``--fit`` the fit and the LOO errors
+(docs/results/validation.md).
 """
 
 from __future__ import annotations
 
 import csv
+import functools
 import json
+import math
 import sys
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -29,19 +36,46 @@ from piper.frontend.presets import preset
 from piper.frontend.score import Layout, score_layout
 from piper.frontend.workload import TrainingSetup
 
-__all__ = ["MOE_ASSUMPTIONS", "MOE_FILE", "markdown", "moe_cases", "moe_records"]
+__all__ = ["MOE_ASSUMPTIONS", "MOE_FILE", "MOE_PARAMS", "catalog_params", "dispatcher", "excluded_rows", "fit_cases",
+           "fit_moe", "markdown", "moe_cases", "moe_records", "predict_moe_time_s"]
 
 MOE_FILE = "megatron_bridge_h100_moe.csv"
 #: the CSV's model names -> presets
 MODELS = {"Qwen3_30B_a3B": "qwen3-30b-a3b", "GPT OSS 120B": "gpt-oss-120b"}
+#: the MoE block's fitted constants (Hardware fields; piper/frontend/hardware.py FITTED_MOE): the
+#: experts' grouped products' d0 and the seconds per MoE layer and pass. A third, the seconds per
+#: local expert and pass (``expert_overhead_s``), was tried: its leave-one-out errors were worse
+#: (MAE 9.3% against 7.8%, docs/results/validation.md), so it stays 0 in the catalog
+MOE_PARAMS = ("expert_gemm_half_dim", "moe_layer_overhead_s")
+MOE_BOUNDS = ((0.0, 2048.0), (0.0, 1e-2))
+#: Nelder-Mead's unit per constant, and its start
+MOE_SCALE = (1000.0, 1e-3)
+MOE_START = (500.0, 5e-4)
+#: the exclusion rule: a row is left out of the fit (and reported) when a later release of the same
+#: layout (model, precision, b, B, dispatcher, t, p, d, v, e) differs from it by more than the 10%
+#: target: by the source's own evidence the earlier run was not representative of that layout
+EXCLUSION_SPREAD = 0.10
+#: (preset, e) of the layouts whose Megatron-Bridge H100 recipe sets the flex dispatcher:
+#: scripts/performance/configs/qwen/qwen3_workload_base_configs.py (commit 01b2977),
+#: QWEN3_30B_A3B_PRETRAIN_CONFIG_H100_FP8_CS_V1: expert_model_parallel_size=16,
+#: moe_flex_dispatcher_backend="hybridep". GPT-OSS's H100 recipe (gpt_oss_workload_base_configs.py)
+#: sets no dispatcher; the Qwen3 e = 8 rows come from older recipes: "alltoall" for both.
+FLEX_LAYOUTS = {("qwen3-30b-a3b", 16)}
 MOE_ASSUMPTIONS = [
     ("Megatron-Bridge does not state: recomputation (none when it fits, else selective, else full), the "
      "distributed optimizer (on), fp32 gradient reduction, --overlap-grad-reduce / --overlap-param-gather (on), "
      "flash attention (on); sequence parallelism is moot (t = 1 in every row)"),
     "balanced routing (the benchmarks force-balance the expert load), dropless; FP8 and FP8-CS rows: FP8 products",
-    "GPT-OSS: full causal attention on every layer (its alternating 128-token sliding window is not modelled)",
+    ("the token dispatcher: flex (HybridEP) for the Qwen3 e = 16 rows, as Megatron-Bridge's H100 recipe sets it; "
+     "alltoall (Megatron-Core's default) for the others (:data:`FLEX_LAYOUTS`)"),
+    "GPT-OSS: the 128-token sliding window on the even layers (HF layer_types), full causal attention on the odd ones",
     "the 25.09 'tokendrop' row is left out (capacity factor and precision not stated)",
 ]
+
+
+def dispatcher(model: str, ep: int) -> str:
+    """The row's token dispatcher (:data:`FLEX_LAYOUTS`; else Megatron-Core's default "alltoall")."""
+    return "flex" if (model, ep) in FLEX_LAYOUTS else "alltoall"
 
 
 def moe_cases() -> list[Case]:
@@ -63,7 +97,8 @@ def moe_cases() -> list[Case]:
         precision = "fp8" if r["precision"].upper().startswith("FP8") else "bf16"
         cfg = preset(MODELS[model]).with_changes(micro_batch=mb, seq_length=seq, precision=precision)
         setup = TrainingSetup(nodes=gpus // hw.devices_per_node, global_batch=gb, distributed_optimizer=True,
-                              grad_bytes=4, flash_attention=True, overlap_grad_reduce=True, overlap_param_gather=True)
+                              grad_bytes=4, flash_attention=True, overlap_grad_reduce=True, overlap_param_gather=True,
+                              token_dispatcher=dispatcher(MODELS[model], e))
         layout = Layout(tp=t, pp=p, dp=gpus // (t * p), recompute="none", sequence_parallel=t > 1, vp=vp, ep=e)
         tokens_per_gpu = float(r["tokens_per_s_per_gpu"])
         time_s = gb * seq / (tokens_per_gpu * gpus)
@@ -73,12 +108,92 @@ def moe_cases() -> list[Case]:
     return out
 
 
-def moe_records(params: tuple[float, float] | None = None) -> list[dict[str, Any]]:
-    """Every row scored (with ``params`` = (e_max, d0) replacing the catalog's, when given): the
-    predicted tokens/s per GPU and its error against the published figure."""
+def excluded_rows(cases: list[Case]) -> dict[str, str]:
+    """The rows left out of the MoE fit, with the reason (:data:`EXCLUSION_SPREAD`): name -> reason."""
+    out = {}
+    for c in cases:
+        for later in cases:
+            if (later.name != c.name and _layout_key(later) == _layout_key(c)
+                    and _release(later) > _release(c)
+                    and abs(c.published_time_s / later.published_time_s - 1) > EXCLUSION_SPREAD):
+                out[c.name] = (f"superseded by {later.name} (same layout, "
+                               f"{later.extra['published_tokens_per_s_per_gpu']:.0f} vs "
+                               f"{c.extra['published_tokens_per_s_per_gpu']:.0f} tokens/s per GPU)")
+                break
+    return out
+
+
+def _layout_key(c: Case) -> tuple[Any, ...]:
+    return (c.cfg.name, c.cfg.precision, c.cfg.micro_batch, c.setup.global_batch, c.setup.token_dispatcher,
+            c.layout.tp, c.layout.pp, c.layout.dp, c.layout.vp, c.layout.ep)
+
+
+def _release(c: Case) -> tuple[int, ...]:
+    return tuple(int(x) for x in c.name.split()[-1].split("."))
+
+
+def fit_cases() -> list[Case]:
+    """The rows the MoE constants are fitted on: every row but :func:`excluded_rows`."""
+    cases = moe_cases()
+    out = excluded_rows(cases)
+    return [c for c in cases if c.name not in out]
+
+
+@functools.lru_cache(maxsize=8192)
+def _moe_time_s(case: Case, params: tuple[float, ...]) -> float:
+    hw = case.hw.with_changes(**dict(zip(MOE_PARAMS, params)))
+    for rc in ("none", "selective", "full"):
+        m = score_layout(case.cfg, hw, case.setup, replace(case.layout, recompute=rc))
+        if m["batch_time_s"] is not None:
+            return m["batch_time_s"]
+    return math.inf
+
+
+def predict_moe_time_s(case: Case, params: Sequence[float]) -> float:
+    """The iteration time of ``case`` with the MoE constants (:data:`MOE_PARAMS`) = ``params``
+    (the least recomputation that fits; inf when nothing fits); memoized."""
+    return _moe_time_s(case, tuple(float(x) for x in params))
+
+
+def catalog_params(gpu: str = "h100-sxm-80gb") -> tuple[float, ...]:
+    """The catalog's MoE constants of ``gpu`` (:data:`piper.frontend.hardware.FITTED_MOE`), in
+    :data:`MOE_PARAMS` order; the unfitted defaults when it has none."""
+    hw = hardware(gpu)
+    return tuple(float(hw.gemm_half_dim if getattr(hw, n) is None else getattr(hw, n)) for n in MOE_PARAMS)
+
+
+def fit_moe(rows: list[Case] | None = None, loo: bool = True, log=None) -> dict[str, Any]:
+    """The MoE constants fitted on ``rows`` (default :func:`fit_cases`) with
+    :func:`experiments.validate.fit.fit`, and each row's leave-one-out prediction."""
+    from experiments.validate.fit import fit, leave_one_out
+
+    rows = fit_cases() if rows is None else rows
+    params = fit(rows, predict_moe_time_s, MOE_START, MOE_BOUNDS, scale=MOE_SCALE)
+    out: dict[str, Any] = {"params": dict(zip(MOE_PARAMS, (float(x) for x in params))),
+                           "rows": [c.name for c in rows]}
+    if loo:
+        res = leave_one_out(rows, predict_moe_time_s, MOE_START, MOE_BOUNDS, log=log, scale=MOE_SCALE)
+        out["loo"] = {r["row"].name: {"predicted_time_s": r["predicted_time_s"],
+                                      "time_error_percent": r["error_percent"],
+                                      "tokens_error_percent": 100 * (r["row"].published_time_s / r["predicted_time_s"] - 1),
+                                      "params": [float(x) for x in r["params"]]} for r in res}
+        errs = [abs(v["time_error_percent"]) for v in out["loo"].values()]
+        worst = max(out["loo"].values(), key=lambda v: abs(v["time_error_percent"]))
+        out["loo_mae_percent"] = sum(errs) / len(errs)
+        out["loo_worst_percent"] = worst["time_error_percent"]
+    return out
+
+
+def moe_records(params: tuple[float, float] | None = None,
+                moe_params: Sequence[float] | None = None) -> list[dict[str, Any]]:
+    """Every row scored (with ``params`` = (e_max, d0) and ``moe_params`` (:data:`MOE_PARAMS`)
+    replacing the catalog's, when given): the predicted tokens/s per GPU and its error against the
+    published figure."""
     out = []
     for case in moe_cases():
         hw = case.hw if params is None else case.hw.with_changes(gemm_efficiency=params[0], gemm_half_dim=params[1])
+        if moe_params is not None:
+            hw = hw.with_changes(**dict(zip(MOE_PARAMS, moe_params)))
         m: dict[str, Any] = {}
         for rc in ("none", "selective", "full"):
             m = score_layout(case.cfg, hw, case.setup, replace(case.layout, recompute=rc))
@@ -91,7 +206,8 @@ def moe_records(params: tuple[float, float] | None = None) -> list[dict[str, Any
             "table": case.table, "row": case.name, "gpus": case.layout.gpus, "tp": case.layout.tp,
             "pp": case.layout.pp, "dp": case.layout.dp, "vp": case.layout.vp, "ep": case.layout.ep,
             "micro_batch": case.cfg.micro_batch, "global_batch": case.setup.global_batch,
-            "precision": case.cfg.precision, "tmpc": m["tmpc"] if pred is None else m.get("tmpc"),
+            "precision": case.cfg.precision, "dispatcher": case.setup.token_dispatcher,
+            "tmpc": m["tmpc"] if pred is None else m.get("tmpc"),
             "recompute": m["recompute"],
             "published_tokens_per_s_per_gpu": pub, "predicted_tokens_per_s_per_gpu": pred,
             "tokens_error_percent": None if pred is None else 100 * (pred / pub - 1),
@@ -102,35 +218,53 @@ def moe_records(params: tuple[float, float] | None = None) -> list[dict[str, Any
     return out
 
 
-def markdown(records: list[dict[str, Any]], title: str) -> str:
-    """The rows as a Markdown table."""
+def markdown(records: list[dict[str, Any]], title: str, loo: dict[str, Any] | None = None,
+             excluded: dict[str, str] | None = None) -> str:
+    """The rows as a Markdown table (with each row's leave-one-out tokens/s error when ``loo`` is given)."""
+    excluded = excluded or {}
     lines = [f"### {title}", "",
-             "| row | GPUs | t | p | v | e | b | B | prec | recompute | published tok/s/GPU | predicted | error |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| row | GPUs | t | p | v | e | b | B | prec | dispatcher | recompute | published tok/s/GPU | predicted "
+             "| error |" + (" LOO error |" if loo else ""),
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|" + ("---|" if loo else "")]
     for r in records:
         pred = "-" if r["predicted_tokens_per_s_per_gpu"] is None else f"{r['predicted_tokens_per_s_per_gpu']:.0f}"
         err = "-" if r["tokens_error_percent"] is None else f"{r['tokens_error_percent']:+.1f}%"
+        tail = ""
+        if loo:
+            tail = (f" {loo[r['row']]['tokens_error_percent']:+.1f}% |" if r["row"] in loo
+                    else " not fitted |" if r["row"] in excluded else " - |")
         lines.append(f"| {r['row']} | {r['gpus']} | {r['tp']} | {r['pp']} | {r['vp']} | {r['ep']} | {r['micro_batch']} "
-                     f"| {r['global_batch']} | {r['precision']} | {r['recompute']} | {r['published_tokens_per_s_per_gpu']:.0f} "
-                     f"| {pred} | {err} |")
+                     f"| {r['global_batch']} | {r['precision']} | {r['dispatcher']} | {r['recompute']} "
+                     f"| {r['published_tokens_per_s_per_gpu']:.0f} | {pred} | {err} |{tail}")
+    for name, why in excluded.items():
+        lines.append(f"\nExcluded from the fit: {name}: {why}.")
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
+    """``python -m experiments.validate.moe_rows [--fit] [--json]``: the rows with the catalog's H100
+    constants; ``--fit`` also fits the MoE constants (:data:`MOE_PARAMS`) on :func:`fit_cases`
+    with each row's leave-one-out error (a few minutes)."""
     argv = sys.argv[1:] if argv is None else argv
-    from experiments.validate.fit import fit, predict_time_s
-    from experiments.validate.rows import readme_cases
-
-    cases = readme_cases()
-    fitted = fit(cases, predict_time_s, (cases[0].hw.gemm_efficiency, cases[0].hw.gemm_half_dim))
-    res = {"catalog": moe_records(), "readme_fit": moe_records(fitted), "fitted": list(fitted),
-           "assumptions": MOE_ASSUMPTIONS}
+    cases = moe_cases()
+    res: dict[str, Any] = {"catalog": moe_records(), "catalog_params": dict(zip(MOE_PARAMS, catalog_params())),
+                           "excluded": excluded_rows(cases), "assumptions": MOE_ASSUMPTIONS}
+    if "--fit" in argv:
+        log = None if "--json" in argv else (lambda msg: print(msg, file=sys.stderr))
+        res["fit"] = fit_moe(log=log)
+        res["fitted"] = moe_records(moe_params=[res["fit"]["params"][n] for n in MOE_PARAMS])
     if "--json" in argv:
         print(json.dumps(res))
-    else:
-        print(markdown(res["catalog"], "catalog H100 constants (e_max 0.70, d0 48)"))
+        return 0
+    cat = ", ".join(f"{k} {v:.4g}" for k, v in res["catalog_params"].items())
+    print(markdown(res["catalog"], f"catalog H100 constants ({cat})", excluded=res["excluded"]))
+    if "fit" in res:
+        f = res["fit"]
+        fitted = ", ".join(f"{k} {v:.4g}" for k, v in f["params"].items())
         print()
-        print(markdown(res["readme_fit"], f"README-fitted constants (e_max {fitted[0]:.3f}, d0 {fitted[1]:.0f})"))
+        print(markdown(res["fitted"], f"fitted on {len(f['rows'])} rows ({fitted}); LOO MAE of the iteration "
+                                      f"times {f['loo_mae_percent']:.1f}%, worst {f['loo_worst_percent']:+.1f}%",
+                       f["loo"], res["excluded"]))
     return 0
 
 

@@ -17,6 +17,7 @@ Two families are covered, told apart by a few switches:
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
@@ -88,6 +89,12 @@ class TransformerConfig:
     moe: MoEConfig | None = None
     #: multi-head latent attention (:class:`~piper.frontend.moe.MLAConfig`, DeepSeek-V2/V3); None: MHA/GQA
     mla: MLAConfig | None = None
+    #: w, tokens of the sliding attention window (each query attends to the w latest keys, itself
+    #: included; HF ``sliding_window``) of the layers in ``sliding_window_layers``; None: no window
+    sliding_window: int | None = None
+    #: 0-based indices of the layers that attend within the window (HF ``layer_types`` "sliding_attention"),
+    #: increasing; the others attend to the whole causal prefix
+    sliding_window_layers: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
@@ -110,6 +117,7 @@ class TransformerConfig:
         if self.attention_head_dim is not None and (not _is_int(self.attention_head_dim) or self.attention_head_dim < 1):
             raise ModelConfigError(f"{self.name}: attention_head_dim must be a whole number >= 1 or null, "
                                    f"got {self.attention_head_dim!r}")
+        self._check_window()
         if self.moe is not None and not isinstance(self.moe, MoEConfig):
             raise ModelConfigError(f"{self.name}: moe must be an MoEConfig or null, got {self.moe!r}")
         if self.mla is not None and not isinstance(self.mla, MLAConfig):
@@ -122,6 +130,27 @@ class TransformerConfig:
             raise ModelConfigError(
                 f"{self.name}: kv_heads ({self.kv_heads}) must divide attention_heads ({self.attention_heads})"
             )
+
+    def _check_window(self) -> None:
+        w, where = self.sliding_window, self.sliding_window_layers
+        if w is not None and (not _is_int(w) or w < 1):
+            raise ModelConfigError(f"{self.name}: sliding_window must be a whole number >= 1 or null, got {w!r}")
+        if not isinstance(where, (tuple, list)) or not all(_is_int(i) for i in where):
+            raise ModelConfigError(f"{self.name}: sliding_window_layers must be a list of layer indices, got {where!r:.80}")
+        object.__setattr__(self, "sliding_window_layers", tuple(where))
+        if where and w is None:
+            raise ModelConfigError(f"{self.name}: sliding_window_layers needs sliding_window (the window in tokens)")
+        if w is not None and not where:
+            raise ModelConfigError(f"{self.name}: sliding_window = {w} needs sliding_window_layers (the windowed layers)")
+        if any(not 0 <= i < self.layers for i in where) or any(a >= b for a, b in itertools.pairwise(where)):
+            raise ModelConfigError(f"{self.name}: sliding_window_layers must be increasing indices in [0, "
+                                   f"{self.layers}), got {list(where)!r:.80}")
+        if where and self.mla is not None:
+            raise ModelConfigError(f"{self.name}: sliding_window with MLA is not modelled")
+
+    def attention_window(self, layer: int) -> int | None:
+        """The sliding window (tokens) of the 0-based transformer ``layer``; None: full causal attention."""
+        return self.sliding_window if layer in self.sliding_window_layers else None
 
     # ---- derived sizes ------------------------------------------------------------
     @property

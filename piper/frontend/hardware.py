@@ -41,6 +41,20 @@ Sources (vendor datasheets, by name):
   A100 (0.78) and 360 of 450 on DGX H100 (0.80); 0.90-0.92 of the InfiniBand links between
   nodes; latencies 15 us (NVLink) and 30 us (network) per collective. Approximate published
   figures, not fitted. ``kernel_overhead_s`` 5 us per kernel (launch and tail).
+* All-to-all (the MoE dispatch and combine, ``*_all_to_all_efficiency``): DeepEP's normal kernels
+  on H800 (deepseek-ai/DeepEP ``docs/legacy.md``, "Normal kernels with NVLink and RDMA
+  forwarding", DeepSeek-V3's pre-training shape): intranode EP 8 153 GB/s dispatch and 158 GB/s
+  combine over NVLink, i.e. 0.77 of H800's 200 GB/s each way; internode EP 16 43 GB/s of the
+  ~50 GB/s CX7 400 Gb/s link (0.86). The same fractions are assumed on every node type (no
+  published nccl-tests alltoall figure for DGX H100 was found); not fitted.
+* MoE block (``expert_gemm_half_dim``, ``moe_layer_overhead_s``): FITTED on Megatron-Bridge's
+  H100 MoE rows by ``python -m experiments.validate.moe_rows --fit`` (docs/results/validation.md),
+  recorded in :data:`FITTED_MOE` with the rows and their leave-one-out error: the d0 of the
+  experts' grouped products (their shapes, m = a few thousand rows, are far from the dense rows
+  d0 is fitted on) and a fixed time per MoE layer and pass (router, token counts, permutation
+  bookkeeping, load balancing: what the operation list does not price). ``expert_overhead_s``
+  (a fixed time per local expert and pass) is 0: fitted as a third constant its leave-one-out
+  errors were worse. Other devices: d0 of the dense products, no fixed time.
 
 Pass your own numbers with a JSON file (:func:`hardware_from_file`, any field of
 :class:`Hardware`; a bad field is one line naming it) or overrides.
@@ -64,8 +78,10 @@ __all__ = [
     "LINKS",
     "NODE_TYPES",
     "FITTED_GEMM",
+    "FITTED_MOE",
     "Accelerator",
     "FittedGemm",
+    "FittedMoE",
     "Hardware",
     "NodeType",
     "accelerator",
@@ -125,6 +141,39 @@ FITTED_GEMM: dict[str, FittedGemm] = {
 
 
 @dataclass(frozen=True)
+class FittedMoE:
+    """The mixture-of-experts block's constants fitted by ``python -m experiments.validate.moe_rows --fit``
+    (module docstring, "MoE block"): the :class:`Hardware` fields of the same names."""
+
+    #: d0 of the experts' grouped products
+    expert_gemm_half_dim: float
+    #: seconds per local expert, MoE layer and pass
+    expert_overhead_s: float
+    #: seconds per MoE layer and pass
+    moe_layer_overhead_s: float
+    #: the published rows they are fitted on
+    rows: str
+    #: mean absolute leave-one-out error of those rows' iteration times, percent
+    loo_mae_percent: float
+    #: the worst row's leave-one-out error, percent (signed)
+    loo_worst_percent: float
+
+    def hardware_fields(self) -> dict[str, float]:
+        """The :class:`Hardware` fields."""
+        return {"expert_gemm_half_dim": self.expert_gemm_half_dim, "expert_overhead_s": self.expert_overhead_s,
+                "moe_layer_overhead_s": self.moe_layer_overhead_s}
+
+
+#: per accelerator: the fitted MoE-block constants, where fitted (module docstring, "MoE block")
+FITTED_MOE: dict[str, FittedMoE] = {
+    # fitted on Megatron-Bridge's H100 MoE rows (10 of 11: 26.02 Qwen3 excluded, superseded by 26.02.01 of the
+    # same layout; docs/results/validation.md), LOO MAE 7.8%, worst -32.0% (qwen3-30b-a3b 25.11's time)
+    "h100-sxm-80gb": FittedMoE(504.3, 0.0, 1.771e-3, "Megatron-Bridge H100 MoE rows (Qwen3 30B-A3B, GPT-OSS 120B), "
+                               "10 rows", 7.8, -32.0),
+}
+
+
+@dataclass(frozen=True)
 class NodeType:
     """A server of identical devices joined by NVLink and linked out by a network."""
 
@@ -155,17 +204,18 @@ NODE_TYPES: dict[str, NodeType] = {
 }
 
 #: collectives priced per link: bus-bandwidth efficiency = achieved nccl-tests busbw / link bandwidth
-COLLECTIVES = ("all_reduce", "reduce_scatter", "all_gather", "p2p")
+COLLECTIVES = ("all_reduce", "reduce_scatter", "all_gather", "p2p", "all_to_all")
 #: link kinds
 LINKS = ("nvlink", "network")
 
 #: fields that may be absent (None) in a Hardware
-_OPTIONAL = {"peak_flops_fp8", "memory_bandwidth"}
+_OPTIONAL = {"peak_flops_fp8", "memory_bandwidth", "expert_gemm_half_dim"}
 #: fields that are fractions in (0, 1]
 _FRACTIONS = {"memory_efficiency", "gemm_efficiency", "flash_attention_efficiency",
               *(f"{link}_{c}_efficiency" for link in LINKS for c in COLLECTIVES)}
 #: fields that are >= 0 (latencies, a dimension)
-_NON_NEGATIVE = {"gemm_half_dim", "nvlink_latency_s", "network_latency_s", "kernel_overhead_s"}
+_NON_NEGATIVE = {"gemm_half_dim", "expert_gemm_half_dim", "nvlink_latency_s", "network_latency_s", "kernel_overhead_s", "expert_overhead_s",
+                 "moe_layer_overhead_s"}
 
 
 @dataclass(frozen=True)
@@ -210,6 +260,15 @@ class Hardware:
     network_reduce_scatter_efficiency: float = 1.0
     network_all_gather_efficiency: float = 1.0
     network_p2p_efficiency: float = 1.0
+    #: bus efficiency of the MoE dispatch / combine all-to-all (piper/frontend/moe_costs.py ``all_to_all_time_s``)
+    nvlink_all_to_all_efficiency: float = 1.0
+    network_all_to_all_efficiency: float = 1.0
+    #: d0 of the experts' grouped products' shape factor (None: ``gemm_half_dim``, the dense products')
+    expert_gemm_half_dim: float | None = None
+    #: fixed seconds per local expert, MoE layer and pass (forward, backward, recomputation) (0: none)
+    expert_overhead_s: float = 0.0
+    #: fixed seconds per MoE layer and pass: router, token counts, permutation bookkeeping (0: none)
+    moe_layer_overhead_s: float = 0.0
     #: time of one collective or send that moves no bytes, seconds, per link kind
     nvlink_latency_s: float = 0.0
     network_latency_s: float = 0.0
@@ -267,18 +326,23 @@ class Hardware:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
+#: the MoE all-to-all's bus efficiencies (module docstring, "All-to-all"): DeepEP's normal kernels on H800
+#: (deepseek-ai/DeepEP docs/legacy.md, "Normal kernels with NVLink and RDMA forwarding"): intranode EP 8
+#: dispatch 153 GB/s of the 200 GB/s NVLink each way (0.77; combine 158, 0.79), internode EP 16 43 GB/s
+#: of the ~50 GB/s CX7 400 Gb/s link (0.86, dispatch and combine); the lower of each pair
+ALL_TO_ALL_EFFICIENCY = {"nvlink_all_to_all_efficiency": 0.77, "network_all_to_all_efficiency": 0.86}
 #: per node type: NCCL bus-bandwidth efficiencies and latencies (module docstring, "Collectives")
 _LINK_NUMBERS: dict[str, dict[str, float]] = {
     "dgx-a100": dict(
         nvlink_all_reduce_efficiency=0.78, nvlink_reduce_scatter_efficiency=0.78, nvlink_all_gather_efficiency=0.78,
         nvlink_p2p_efficiency=0.75, network_all_reduce_efficiency=0.92, network_reduce_scatter_efficiency=0.92,
         network_all_gather_efficiency=0.92, network_p2p_efficiency=0.90, nvlink_latency_s=15e-6,
-        network_latency_s=30e-6),
+        network_latency_s=30e-6, **ALL_TO_ALL_EFFICIENCY),
     "dgx-h100": dict(
         nvlink_all_reduce_efficiency=0.80, nvlink_reduce_scatter_efficiency=0.80, nvlink_all_gather_efficiency=0.80,
         nvlink_p2p_efficiency=0.75, network_all_reduce_efficiency=0.90, network_reduce_scatter_efficiency=0.90,
         network_all_gather_efficiency=0.90, network_p2p_efficiency=0.90, nvlink_latency_s=15e-6,
-        network_latency_s=30e-6),
+        network_latency_s=30e-6, **ALL_TO_ALL_EFFICIENCY),
 }
 _LINK_NUMBERS["dgx-h200"] = _LINK_NUMBERS["dgx-h100"]
 _LINK_NUMBERS["dgx-b200"] = _LINK_NUMBERS["dgx-h100"]
@@ -309,7 +373,8 @@ def hardware(gpu: str = "a100-80gb", node: str | None = None, **overrides: Any) 
     # is the Hardware field of the same name
     device = {f.name: getattr(acc, f.name) for f in fields(Accelerator) if f.name != "default_node"}
     server = {f.name: getattr(nt, f.name) for f in fields(NodeType) if f.name != "name"}
-    hw = Hardware(**device, **server, kernel_overhead_s=KERNEL_OVERHEAD_S, **_LINK_NUMBERS[nt.name])
+    hw = Hardware(**device, **server, kernel_overhead_s=KERNEL_OVERHEAD_S, **_LINK_NUMBERS[nt.name],
+                  **(FITTED_MOE[acc.name].hardware_fields() if acc.name in FITTED_MOE else {}))
     return hw.with_changes(**overrides)
 
 

@@ -34,6 +34,12 @@ multi-token-prediction module (``num_nextn_predict_layers``) is not modelled (th
 excludes it). Refused with a clear error: a field of the wrong type (named); a count outside
 1..2^31 - 1. The file is read by :func:`piper.io.jsonfile.read_json` (size, UTF-8, depth,
 duplicate keys).
+Sliding-window attention (GPT-OSS, Gemma 3 style): ``layer_types``, one entry a layer,
+"sliding_attention" (the layer attends to the ``sliding_window`` latest tokens, a whole number
+>= 1) or "full_attention"; another entry, a list of the wrong length, or a sliding layer without
+``sliding_window`` is refused with the key named. Without ``layer_types`` ``sliding_window`` is
+not read (Qwen2/3 write it with ``use_sliding_window`` false; Mistral 7B v0.1's 4,096 is its
+training length: full causal attention).
 GPT-2 style: ``n_layer``, ``n_embd``, ``n_head``, ``n_inner`` (default 4h),
 ``n_positions`` (or ``n_ctx``), ``activation_function``.
 
@@ -210,6 +216,29 @@ def _mla_config(raw: Mapping[str, Any], name: str) -> MLAConfig | None:
     return MLAConfig(q_lora_rank=q_lora, **values)
 
 
+#: HF ``layer_types`` entries: a windowed layer, a full-attention layer
+LAYER_TYPES = ("sliding_attention", "full_attention")
+
+
+def _window(raw: Mapping[str, Any], name: str, layers: int) -> tuple[int | None, tuple[int, ...]]:
+    """(sliding_window, the windowed layers) from ``layer_types`` (module docstring)."""
+    types = raw.get("layer_types")
+    if types is None:
+        return None, ()
+    if not isinstance(types, list) or len(types) != layers:
+        raise ModelConfigError(f"{name}: layer_types must be a list of {layers} entries (num_hidden_layers), "
+                               f"got {_short(types)}")
+    bad = next((x for x in types if x not in LAYER_TYPES), None)
+    if bad is not None:
+        raise ModelConfigError(f"{name}: layer_types entry {_short(bad)} is not one of {', '.join(LAYER_TYPES)}")
+    where = tuple(i for i, x in enumerate(types) if x == "sliding_attention")
+    if not where:
+        return None, ()
+    if raw.get("sliding_window") is None:
+        raise ModelConfigError(f"{name}: layer_types has sliding_attention layers but sliding_window is not given")
+    return _int(raw["sliding_window"], "sliding_window", name), where
+
+
 def config_from_hf(raw: Mapping[str, Any], name: str = "hf-config", seq_length: int | None = None) -> TransformerConfig:
     """A :class:`TransformerConfig` from the parsed contents of a Hugging Face ``config.json``."""
     if not isinstance(raw, Mapping):
@@ -236,6 +265,7 @@ def config_from_hf(raw: Mapping[str, Any], name: str = "hf-config", seq_length: 
         head_dim = _int(head_dim, "head_dim", name)
         if head_dim * heads == hidden or mla is not None:
             head_dim = None
+    window, windowed = _window(raw, name, layers)
     tied = raw.get("tie_word_embeddings", not llama)
     if not isinstance(tied, bool):
         raise ModelConfigError(f"{name}: tie_word_embeddings must be true or false, got {_short(tied)}")
@@ -252,7 +282,7 @@ def config_from_hf(raw: Mapping[str, Any], name: str = "hf-config", seq_length: 
         ffn_hidden_size=ffn, vocab_size=vocab, seq_length=seq_length,
         ffn_kind="swiglu" if llama else "gelu", norm="rmsnorm" if llama else "layernorm",
         linear_bias=bias, learned_positions=not llama, tied_embeddings=tied, dropout=dropout,
-        attention_head_dim=head_dim, moe=moe, mla=mla,
+        attention_head_dim=head_dim, moe=moe, mla=mla, sliding_window=window, sliding_window_layers=windowed,
     )
 
 

@@ -28,13 +28,26 @@ A transformer layer of a model with :class:`~piper.frontend.moe.MoEConfig` or
   total routed work per device, c T_d k (2 or 3) h F, does not depend on (e, e_t), only the
   product shapes and the communication do.
 
-**All-to-all** (:func:`all_to_all_time_s`): each of n devices keeps 1/n of its message and sends
-(n - 1)/n. Inside a node (n <= G, the expert group on consecutive ranks as Megatron-Core's
-rank order tp-ep-dp puts it) at the NVLink bandwidth with the point-to-point bus efficiency of the
-catalog (an all-to-all is n - 1 simultaneous sends; nccl-tests' alltoall busbw = (n - 1)/n x
-algbw, NVIDIA/nccl-tests doc/PERFORMANCE.md); across nodes the (G - 1)/n to the device's own node
-goes over NVLink and the (n - G)/n to other nodes over its network link, concurrently: the time
-is the slower of the two plus the network latency. With e_t > 1 the e members of an expert-parallel
+**All-to-all** (:func:`all_to_all_time_s`, Megatron-Core's default ``alltoall`` dispatcher, k
+copies of each token): each of n devices keeps 1/n of its message and sends (n - 1)/n. Inside a
+node (n <= G, the expert group on consecutive ranks as Megatron-Core's rank order tp-ep-dp puts
+it) at the NVLink bandwidth with the all-to-all's own bus efficiency
+(``Hardware.nvlink_all_to_all_efficiency``; nccl-tests' alltoall busbw = (n - 1)/n x algbw,
+NVIDIA/nccl-tests doc/PERFORMANCE.md; the catalog's figures are DeepEP's, piper/frontend/hardware.py);
+across nodes the (G - 1)/n to the device's own node goes over NVLink and the (n - G)/n to other
+nodes over its network link (``network_all_to_all_efficiency``), concurrently: the time is the
+slower of the two plus the network latency. With ``TrainingSetup.token_dispatcher = "flex"``
+(``--moe-token-dispatcher-type flex``: DeepEP or HybridEP, which forward each token once per
+destination node over the network and once per destination device over NVLink) the copies are
+those expected under balanced uniform routing (:func:`flex_dispatch_time_s`,
+:func:`expected_destinations`: a group of E / P experts holds one of a token's k experts with
+probability 1 - C(E - E / P, k) / C(E, k)).
+
+**Fitted terms** (``Hardware.expert_gemm_half_dim``, ``moe_layer_overhead_s``,
+``expert_overhead_s``; the catalog's values and their rows: ``FITTED_MOE`` in
+piper/frontend/hardware.py): the experts' grouped products use their own d0 in the shape factor
+(None: the dense products'), and each pass (forward, backward, recomputation) of an MoE layer
+pays a fixed time plus one per local expert (E / e of them). With e_t > 1 the e members of an expert-parallel
 group sit e_t apart (the expert-tensor-parallel group innermost), so the group spans e e_t devices
 and a node holds G / e_t of its members once e e_t > G.
 
@@ -64,6 +77,7 @@ keeps only the layer input, as for a dense layer.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -90,7 +104,9 @@ __all__ = [
     "MLP_OP_PREFIXES",
     "LayerCost",
     "all_to_all_time_s",
+    "expected_destinations",
     "expert_layouts",
+    "flex_dispatch_time_s",
     "layer_costs",
     "layer_variant",
     "mla_activation_bytes",
@@ -162,11 +178,42 @@ def all_to_all_time_s(hw: Hardware, message_bytes: float, ranks: int, span: int 
     g = min(hw.devices_per_node * ranks // span, ranks) if span > hw.devices_per_node else ranks
 
     def share(link: str, fraction: float) -> float:
-        return fraction * message_bytes / (hw.link_bandwidth(link) * hw.collective_efficiency(link, "p2p"))
+        return fraction * message_bytes / (hw.link_bandwidth(link) * hw.collective_efficiency(link, "all_to_all"))
 
     if ranks <= g:  # the whole group inside one node
         return hw.link_latency_s("nvlink") + share("nvlink", (ranks - 1) / ranks)
     return hw.link_latency_s("network") + max(share("nvlink", (g - 1) / ranks), share("network", (ranks - g) / ranks))
+
+
+def expected_destinations(experts: int, top_k: int, parts: int) -> float:
+    """The expected number of the ``parts`` equal groups of experts (devices or nodes, each of
+    E / parts experts) that hold at least one of a token's k distinct experts under balanced
+    uniform routing: parts x (1 - C(E - E / parts, k) / C(E, k))."""
+    if parts <= 1:
+        return float(parts)
+    miss = math.comb(experts - experts // parts, top_k) / math.comb(experts, top_k)
+    return parts * (1.0 - miss)
+
+
+def flex_dispatch_time_s(hw: Hardware, token_bytes: float, ranks: int, experts: int, top_k: int) -> float:
+    """Seconds of one dispatch (or combine) of Megatron-Core's flex token dispatcher (DeepEP /
+    HybridEP, module docstring): ``token_bytes`` = the bytes of all T_d tokens of the device, each
+    sent once per node and per device holding one of its k experts. Over the network
+    (N - 1) P_node copies, over NVLink N (g - 1) P_dev (direct and forwarded; g devices of the
+    group per node, N = ranks / g nodes, P: :func:`expected_destinations` / parts), at the
+    all-to-all efficiencies; the slower of the two plus the latency."""
+    if ranks <= 1 or token_bytes <= 0:
+        return 0.0
+    g = min(ranks, hw.devices_per_node)
+    nodes = ranks // g
+    p_dev = expected_destinations(experts, top_k, ranks) / ranks
+    nvlink = token_bytes * nodes * (g - 1) * p_dev / (hw.link_bandwidth("nvlink")
+                                                       * hw.collective_efficiency("nvlink", "all_to_all"))
+    if nodes == 1:
+        return hw.link_latency_s("nvlink") + nvlink
+    network = token_bytes * (expected_destinations(experts, top_k, nodes) * (nodes - 1) / nodes) / (
+        hw.link_bandwidth("network") * hw.collective_efficiency("network", "all_to_all"))
+    return hw.link_latency_s("network") + max(nvlink, network)
 
 
 class _Ops:
@@ -192,6 +239,11 @@ class _Ops:
     def elementwise(self, name: str, nbytes: float) -> None:
         if nbytes > 0:
             self.ops.append(Op(name, self.phase, "elementwise", elementwise_time_s(self.hw, nbytes), bytes=nbytes))
+
+    def overhead(self, name: str, seconds: float) -> None:
+        """A fixed time (kernel launches and host work that move no counted FLOPs or bytes)."""
+        if seconds > 0:
+            self.ops.append(Op(name, self.phase, "elementwise", seconds))
 
     def comm(self, name: str, seconds: float, nbytes: float) -> None:
         if seconds > 0:
@@ -230,7 +282,8 @@ def _mla_ops(cfg: TransformerConfig, hw: Hardware, t: int, phase: str, core_only
     return o.ops
 
 
-def _moe_ops(cfg: TransformerConfig, hw: Hardware, t: int, e: int, et: int, phase: str) -> list[Op]:
+def _moe_ops(cfg: TransformerConfig, hw: Hardware, t: int, e: int, et: int, phase: str,
+             dispatcher: str = "alltoall") -> list[Op]:
     """The MoE block's operations of one phase for one micro-batch on one device (module docstring)."""
     m_cfg, h, p = cfg.moe, cfg.hidden_size, float(cfg.precision_bytes)
     assert m_cfg is not None
@@ -245,12 +298,18 @@ def _moe_ops(cfg: TransformerConfig, hw: Hardware, t: int, e: int, et: int, phas
     rows = c * td * k * et  # routed rows this device's experts process
     m = rows / (E / e)  # rows per local expert
     dispatch = td * k * h * p  # bytes each device sends into (and gets back from) the all-to-all
-    a2a = all_to_all_time_s(hw, dispatch, e, e * et)
+    if dispatcher == "flex":
+        a2a = flex_dispatch_time_s(hw, td * h * p, e, E, k)
+    else:
+        a2a = all_to_all_time_s(hw, dispatch, e, e * et)
     link = "nvlink" if e * et <= hw.devices_per_node else "network"
     gather = collective_time_s(hw, "all_gather", rows * h * p, et, link) if et > 1 else 0.0
     act_fwd = (3 if cfg.ffn_kind == "swiglu" else 2) * p * rows * F / et
     act_bwd = (5 if cfg.ffn_kind == "swiglu" else 3) * p * rows * F / et
     cast = (p + 2.0) if prec == "fp8" else 0.0
+    # fixed per-layer and per-expert kernel time (fitted constants, piper/frontend/hardware.py FITTED_MOE)
+    o.overhead("moe.layer_overhead", hw.moe_layer_overhead_s)
+    o.overhead("experts.overhead", hw.expert_overhead_s * E / e)
     # router (bf16 product, fp32 score and top-k), permutation, dispatch
     o.linear("router", td, E, h)
     o.elementwise("router.topk", ROUTER_BYTES_PER_LOGIT * td * E)
@@ -258,10 +317,14 @@ def _moe_ops(cfg: TransformerConfig, hw: Hardware, t: int, e: int, et: int, phas
     o.comm("a2a.dispatch" if not bwd else "a2a.dispatch.bwd", a2a, (e - 1) / e * dispatch)
     o.comm("ag.experts" if not bwd else "rs.experts.bwd", gather, (et - 1) / et * rows * h * p)
     o.elementwise("experts.fc1.cast", cast * rows * h)
-    o.linear("experts.fc1", m, width, h, prec, batch=E / e)
+    xo = _Ops(hw.with_changes(gemm_half_dim=hw.expert_gemm_half_dim), phase)  # None: the dense d0
+    xo.linear("experts.fc1", m, width, h, prec, batch=E / e)
+    o.ops += xo.ops
+    xo.ops = []
     o.elementwise("experts.act" + (".bwd" if bwd else ""), act_bwd if bwd else act_fwd)
     o.elementwise("experts.fc2.cast", cast * rows * F / et)
-    o.linear("experts.fc2", m, h, F / et, prec, batch=E / e)
+    xo.linear("experts.fc2", m, h, F / et, prec, batch=E / e)
+    o.ops += xo.ops
     o.comm("rs.experts" if not bwd else "ag.experts.bwd", gather, (et - 1) / et * rows * h * p)
     o.comm("a2a.combine" if not bwd else "a2a.combine.bwd", a2a, (e - 1) / e * dispatch)
     o.elementwise("unpermute", (k + 1) * p * td * h)
@@ -289,12 +352,14 @@ def _drop(ops: list[Op], prefixes: tuple[str, ...]) -> list[Op]:
 
 
 def special_layer_ops(cfg: TransformerConfig, hw: Hardware, t: int, recompute: str, sp: bool, variant: str,
-                      e: int = 1, et: int = 1, kernels: Kernels | None = None) -> list[Op]:
+                      e: int = 1, et: int = 1, kernels: Kernels | None = None, window: int | None = None,
+                      dispatcher: str = "alltoall") -> list[Op]:
     """The operations of one MoE or MLA layer ("moe" / "mla", :func:`layer_variant`) for one
-    micro-batch on one of t devices, expert layout (e, e_t)."""
+    micro-batch on one of t devices, expert layout (e, e_t); ``window``: the layer's sliding
+    attention window (tokens; :func:`piper.frontend.operations.layer_ops`)."""
     if variant not in ("moe", "mla"):
         raise FrontendError(f"layer variant must be moe or mla, got {variant!r}")
-    ops = layer_ops(cfg, hw, t, recompute, sp, kernels or Kernels())
+    ops = layer_ops(cfg, hw, t, recompute, sp, kernels or Kernels(), window)
     phases = ["forward", "backward"] + (["recompute"] if recompute == "full" else [])
     if cfg.mla is not None:
         ops = _drop(ops, ATTENTION_OP_PREFIXES)
@@ -305,7 +370,7 @@ def special_layer_ops(cfg: TransformerConfig, hw: Hardware, t: int, recompute: s
     if variant == "moe":
         ops = _drop(ops, MLP_OP_PREFIXES)
         for ph in phases:
-            ops += _moe_ops(cfg, hw, t, e, et, ph)
+            ops += _moe_ops(cfg, hw, t, e, et, ph, dispatcher)
     return ops
 
 
@@ -346,9 +411,10 @@ def moe_activation_bytes(cfg: TransformerConfig, t: int, e: int, et: int) -> flo
 
 
 def layer_costs(cfg: TransformerConfig, hw: Hardware, setup: Any, t: int, variant: str,
-                max_devices: int) -> list[LayerCost]:
+                max_devices: int, window: int | None = None) -> list[LayerCost]:
     """The TMPCs of an MoE or MLA transformer layer at degree t (ids: :func:`expert_tmpc_id` for MoE
-    layers, :func:`~piper.frontend.tmpc.tmpc_ids` for dense MLA layers). ``setup`` is the
+    layers, :func:`~piper.frontend.tmpc.tmpc_ids` for dense MLA layers); ``window``: its sliding
+    attention window (tokens), None for full causal attention. ``setup`` is the
     :class:`piper.frontend.workload.TrainingSetup` (not imported: workload imports this module)."""
     if setup.efficiency is not None:
         hw = hw.with_changes(gemm_efficiency=setup.efficiency)
@@ -378,7 +444,8 @@ def layer_costs(cfg: TransformerConfig, hw: Hardware, setup: Any, t: int, varian
         act = costs.layer_activation_bytes(cfg, t, recompute, sp, setup.flash_attention or cfg.mla is not None)
         for e, et in layouts:
             experts_here = one_expert * (cfg.moe.experts // e) / et if moe_layer else 0.0  # type: ignore[union-attr]
-            ops = special_layer_ops(cfg, hw, t, recompute, sp, variant, e, et, kernels)
+            ops = special_layer_ops(cfg, hw, t, recompute, sp, variant, e, et, kernels, window,
+                                    getattr(setup, "token_dispatcher", "alltoall"))
             keep = act
             if recompute != "full":
                 keep += mla_activation_bytes(cfg, t) + (moe_activation_bytes(cfg, t, e, et) if moe_layer else 0.0)

@@ -17,7 +17,11 @@ Every operation is one of four kinds, priced by the device's numbers (:class:`~p
   casts, cross-entropy): its bytes read + written / (HBM bandwidth x ``memory_efficiency``).
 * **fused attention** (flash attention; Dao et al., FlashAttention-2, 2023): the FLOPs it
   executes (causal: half of 4 b s^2 h / t forward; backward 2.5 x forward, FlashAttention-2
-  Section 3.1: five products against two) at ``peak x flash_attention_efficiency``.
+  Section 3.1: five products against two) at ``peak x flash_attention_efficiency``. A layer with
+  a sliding window of w tokens (GPT-OSS: w = 128 on every other layer; Mistral / Gemma style,
+  HF ``sliding_window`` and ``layer_types``) computes only the band of its w latest keys:
+  (w s - w^2 / 2) / s^2 of 4 b s^2 h / t (:func:`attention_score_fraction`). The unfused path
+  (no flash attention) materializes the whole s x s score tensor and masks it: no discount.
 * **collective** (NCCL, over NVLink inside a node): latency + the bus bytes / (link bandwidth
   x the collective's bus efficiency), with nccl-tests' bus-bandwidth convention
   (NVIDIA/nccl-tests ``doc/PERFORMANCE.md``): an all-reduce of S bytes over n ranks moves
@@ -57,6 +61,7 @@ __all__ = [
     "ADAM_STEP_BYTES_PER_PARAM",
     "Kernels",
     "Op",
+    "attention_score_fraction",
     "collective_time_s",
     "elementwise_time_s",
     "embedding_ops",
@@ -177,8 +182,11 @@ def optimizer_step_time_s(hw: Hardware, params: float, weight_bytes: float, grad
 class _Builder:
     """Collects the operations of one node for one micro-batch."""
 
-    def __init__(self, cfg: TransformerConfig, hw: Hardware, t: int, sp: bool, kernels: Kernels) -> None:
+    def __init__(self, cfg: TransformerConfig, hw: Hardware, t: int, sp: bool, kernels: Kernels,
+                 window: int | None = None) -> None:
         self.cfg, self.hw, self.t, self.sp, self.kernels = cfg, hw, t, sp, kernels
+        #: the layer's sliding attention window, tokens (None: full causal attention)
+        self.window = window
         self.ops: list[Op] = []
         self.p = float(cfg.precision_bytes)
         self.tokens = cfg.micro_batch * cfg.seq_length
@@ -224,6 +232,16 @@ def _fp8_cast(b: _Builder, name: str, phase: str, elements: float) -> None:
         b.elementwise(name + ".cast", phase, elements * (b.p + 2.0))
 
 
+def attention_score_fraction(s: int, window: int | None = None) -> float:
+    """The fraction of the s x s score matrix a causal fused-attention kernel computes: 1/2 (the
+    causal half) without a window; with a sliding window of w tokens the band of the w latest keys,
+    (w s - w^2 / 2) / s^2 with w = min(w, s) (= 1/2 at w = s). Useful pairs, as for the causal half:
+    the kernel's tiles that straddle the band's edges are not counted."""
+    if window is None or window >= s:
+        return 0.5
+    return window / s - window * window / (2.0 * s * s)
+
+
 def _core_attention(b: _Builder, phase: str) -> None:
     """QK^T, softmax, dropout, attention x V (or one flash kernel) for one micro-batch, forward (phase
     "forward" or "recompute") or backward."""
@@ -232,11 +250,12 @@ def _core_attention(b: _Builder, phase: str) -> None:
     heads = cfg.micro_batch * cfg.attention_heads / t  # query heads on this device, times b
     fwd_flops = 4.0 * cfg.micro_batch * s * s * cfg.q_dim / t
     if b.kernels.flash_attention:
-        # causal mask: the kernel skips the upper half
+        # causal mask: the kernel skips the upper half; a sliding window, all but a band
+        share = attention_score_fraction(s, b.window)
         if phase == "backward":
-            b.attention("flash.bwd", phase, 2.5 * 0.5 * fwd_flops)
+            b.attention("flash.bwd", phase, 2.5 * share * fwd_flops)
         else:
-            b.attention("flash", phase, 0.5 * fwd_flops)
+            b.attention("flash", phase, share * fwd_flops)
         return
     scores = heads * s * s  # elements of the score tensor
     drop = cfg.dropout
@@ -326,11 +345,12 @@ def _layer_backward(b: _Builder) -> None:
 
 
 def layer_ops(cfg: TransformerConfig, hw: Hardware, t: int, recompute: str, sp: bool,
-              kernels: Kernels = Kernels()) -> list[Op]:
-    """The operations of one transformer layer for one micro-batch on one of t devices."""
+              kernels: Kernels = Kernels(), window: int | None = None) -> list[Op]:
+    """The operations of one transformer layer for one micro-batch on one of t devices (``window``:
+    the layer's sliding attention window in tokens, :meth:`TransformerConfig.attention_window`)."""
     if recompute not in ("none", "selective", "full"):
         raise FrontendError(f"recompute must be one of none, selective, full, got {recompute!r}")
-    b = _Builder(cfg, hw, t, sp and t > 1, kernels)
+    b = _Builder(cfg, hw, t, sp and t > 1, kernels, window)
     _layer_forward(b, "forward")
     if recompute == "full":
         _layer_forward(b, "recompute")
@@ -389,10 +409,11 @@ def head_ops(cfg: TransformerConfig, hw: Hardware, t: int, sp: bool, kernels: Ke
 
 
 def node_ops(kind: str, cfg: TransformerConfig, hw: Hardware, t: int, recompute: str, sp: bool,
-             kernels: Kernels = Kernels()) -> list[Op]:
-    """The operations of a node of ``kind`` (embedding, transformer, final_norm, output_head)."""
+             kernels: Kernels = Kernels(), window: int | None = None) -> list[Op]:
+    """The operations of a node of ``kind`` (embedding, transformer, final_norm, output_head);
+    ``window``: a transformer layer's sliding attention window (tokens)."""
     if kind == "transformer":
-        return layer_ops(cfg, hw, t, recompute, sp, kernels)
+        return layer_ops(cfg, hw, t, recompute, sp, kernels, window)
     if kind == "embedding":
         return embedding_ops(cfg, hw, t, sp, kernels)
     if kind == "final_norm":

@@ -38,9 +38,10 @@ tests compare against are in :data:`MOE_PUBLISHED`):
   not counted.
 * ``gpt-oss-120b``: openai/gpt-oss-120b ``config.json`` (OpenAI, "gpt-oss-120b & gpt-oss-20b
   Model Card", 2025): 36 layers, h 2,880, 64 heads of width 64, 8 KV heads, attention biases,
-  128 experts of width 2,880 with biases, top-4, router with bias, vocabulary 201,088. Not
-  modelled: the alternating 128-token sliding-window attention (the attention FLOPs of half the
-  layers are over-counted) and the attention sinks (64 weights a layer).
+  128 experts of width 2,880 with biases, top-4, router with bias, vocabulary 201,088; the
+  alternating attention of ``layer_types`` ("sliding_attention" on the even layers 0, 2, ..., 34,
+  "full_attention" on the odd ones) with ``sliding_window`` 128 tokens. Not modelled: the
+  attention sinks (64 weights a layer).
 
 Every preset trains with micro-batch 1 in bf16 (2 bytes); change them with
 :meth:`TransformerConfig.with_changes` or the command line.
@@ -113,7 +114,7 @@ def _build() -> dict[str, TransformerConfig]:
     out["qwen3-235b-a22b"] = _llama("qwen3-235b-a22b", 94, 4_096, 64, 4, 12_288, 151_936, 4_096).with_changes(
         attention_head_dim=128, moe=MoEConfig(experts=128, top_k=8, expert_ffn_hidden_size=1_536, layer_offset=1))
     out["gpt-oss-120b"] = _llama("gpt-oss-120b", 36, 2_880, 64, 8, 2_880, 201_088, 4_096).with_changes(
-        attention_head_dim=64, linear_bias=True,
+        attention_head_dim=64, linear_bias=True, sliding_window=128, sliding_window_layers=tuple(range(0, 36, 2)),
         moe=MoEConfig(experts=128, top_k=4, expert_ffn_hidden_size=2_880, router_bias=True, expert_bias=True))
     return out
 

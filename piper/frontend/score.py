@@ -195,11 +195,12 @@ def _layer_cost(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup, layo
     from piper.frontend.workload import model_parallel_node_costs
 
     variant = layer_variant(cfg, "transformer", layer)
+    window = cfg.attention_window(layer)
     if variant is None:
-        return next(c for c in model_parallel_node_costs(cfg, hw, setup, "transformer", layout.width)
+        return next(c for c in model_parallel_node_costs(cfg, hw, setup, "transformer", layout.width, window)
                     if c.tmpc_id == layout.tmpc)
     want = layout.expert_tmpc if variant == "moe" else layout.tmpc
-    return next(c for c in layer_costs(cfg, hw, setup, layout.tp, variant, setup.nodes * hw.devices_per_node)
+    return next(c for c in layer_costs(cfg, hw, setup, layout.tp, variant, setup.nodes * hw.devices_per_node, window)
                 if c.tmpc_id == want)
 
 

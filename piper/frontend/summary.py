@@ -18,9 +18,10 @@ def _last_layer_costs(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup
     """The TMPCs of the last transformer layer (an MoE layer in every MoE preset; MoE and MLA
     layers from piper/frontend/moe_costs.py)."""
     variant = layer_variant(cfg, "transformer", cfg.layers - 1)
+    window = cfg.attention_window(cfg.layers - 1)
     if variant is None:
-        return node_costs(cfg, hw, setup, "transformer", t)
-    return layer_costs(cfg, hw, setup, t, variant, setup.nodes * hw.devices_per_node)
+        return node_costs(cfg, hw, setup, "transformer", t, window)
+    return layer_costs(cfg, hw, setup, t, variant, setup.nodes * hw.devices_per_node, window)
 
 
 def model_summary(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup) -> dict[str, Any]:

@@ -60,6 +60,7 @@ from piper.frontend.tmpc import parse_tmpc_id, tmpc_ids
 
 __all__ = [
     "DEFAULT_MEMORY_RESERVE_FRACTION",
+    "TOKEN_DISPATCHERS",
     "NodeCost",
     "TrainingSetup",
     "all_reduce_factor",
@@ -93,6 +94,10 @@ DEFAULT_MEMORY_RESERVE_FRACTION = 0.075
 #: Transformer Engine's default FP8 recipe keeps an amax history of 1,024 steps
 #: (``DelayedScaling(amax_history_len=1024)``), fp32, for the input, weight and gradient of each product
 FP8_AMAX_HISTORY = 1024
+
+
+#: MoE token dispatchers (``TrainingSetup.token_dispatcher``; piper/frontend/moe_costs.py)
+TOKEN_DISPATCHERS = ("alltoall", "flex")
 
 
 @dataclass(frozen=True)
@@ -147,6 +152,9 @@ class TrainingSetup:
     #: MoE layers get only the layouts of this expert-parallel size e (None: every e); the planner
     #: builds one workload per e, so that a plan has one expert layout, as the frameworks run
     expert_parallel: int | None = None
+    #: Megatron-Core's ``--moe-token-dispatcher-type``: "alltoall" (NCCL all-to-all, k copies of each
+    #: token) or "flex" (DeepEP / HybridEP: one copy per destination device and node; e_t = 1 only)
+    token_dispatcher: str = "alltoall"
 
     def __post_init__(self) -> None:
         for name in ("nodes", "global_batch", "grad_bytes", "context_parallel"):
@@ -160,6 +168,11 @@ class TrainingSetup:
         if self.expert_parallel is not None and (isinstance(self.expert_parallel, bool)
                                                  or not isinstance(self.expert_parallel, int) or self.expert_parallel < 1):
             raise FrontendError(f"expert_parallel must be a whole number >= 1 or None, got {self.expert_parallel!r}")
+        if self.token_dispatcher not in TOKEN_DISPATCHERS:
+            raise FrontendError(f"token_dispatcher must be one of {', '.join(TOKEN_DISPATCHERS)}, "
+                                f"got {self.token_dispatcher!r}")
+        if self.token_dispatcher == "flex" and self.expert_tensor_parallel:
+            raise FrontendError("token_dispatcher flex needs expert_tensor_parallel off (e_t = 1)")
         if self.recompute not in costs.RECOMPUTE_KINDS:
             raise FrontendError(f"recompute must be one of {', '.join(costs.RECOMPUTE_KINDS)}, got {self.recompute!r}")
 
@@ -227,8 +240,10 @@ def p2p_bytes_per_device(cfg: TransformerConfig, setup: TrainingSetup, t: int, s
     return whole / t if ((sp and t > 1) or setup.pipeline_scatter_gather) else whole
 
 
-def node_costs(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup, kind: str, t: int) -> list[NodeCost]:
-    """The TMPCs of a node of ``kind`` at degree t, in the order written to the workload."""
+def node_costs(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup, kind: str, t: int,
+               window: int | None = None) -> list[NodeCost]:
+    """The TMPCs of a node of ``kind`` at degree t, in the order written to the workload (``window``:
+    a transformer layer's sliding attention window, tokens)."""
     if kind not in KINDS:
         raise FrontendError(f"unknown node kind {kind!r}")
     hw = effective_hardware(hw, setup)
@@ -243,7 +258,7 @@ def node_costs(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup, kind:
     out = []
     for tid in ids:
         recompute, sp = parse_tmpc_id(tid)
-        ops = node_ops(kind, cfg, hw, t, recompute, sp, kernels)
+        ops = node_ops(kind, cfg, hw, t, recompute, sp, kernels, window)
         if kind == "transformer":
             act = costs.layer_activation_bytes(cfg, t, recompute, sp, setup.flash_attention)
         elif kind == "embedding":
@@ -281,14 +296,17 @@ def node_costs(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup, kind:
 
 
 def model_parallel_node_costs(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup, kind: str,
-                              t: int) -> list[NodeCost]:
+                              t: int, window: int | None = None) -> list[NodeCost]:
     """The TMPCs of a node at degree key t, the model-parallel width t_tensor x c with
     c = ``setup.context_parallel`` (docs/problem.md §11): :func:`node_costs` at c = 1, else the
     tensor-parallel costs of s / c tokens at t_tensor = t / c with ring attention, the weights'
     reduction over c and the state sharded over c (:mod:`piper.frontend.context`)."""
     c = setup.context_parallel
     if c == 1:
-        return node_costs(cfg, hw, setup, kind, t)
+        return node_costs(cfg, hw, setup, kind, t, window)
+    if window is not None:
+        raise FrontendError(f"context parallelism (--cp {c}) with sliding-window attention is not modelled yet: "
+                            "use --cp 1 for this model")
     if t % c:
         raise FrontendError(f"degree {t} is not a multiple of the context-parallel size (--cp) {c}")
     tt = t // c
@@ -436,21 +454,23 @@ def build_workload(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup | 
     edge_bytes = min(p2p_bytes_per_device(cfg, setup, t, True) for t in degrees)
     overlap = setup.overlap_grad_reduce or setup.overlap_param_gather
     nodes = []
-    cache: dict[tuple[str, str | None, int], list[Any]] = {}  # identical layers cost the same
+    cache: dict[tuple[str, str | None, int | None, int], list[Any]] = {}  # identical layers cost the same
     for nid, (kind, layer) in enumerate(chain):
         tmpcs: dict[str, list[dict[str, Any]]] = {}
         variant = layer_variant(cfg, kind, layer)  # MoE and MLA layers: piper/frontend/moe_costs.py
+        window = cfg.attention_window(layer) if kind == "transformer" else None
         for t in degrees:
             entries = []
-            if (kind, variant, t) not in cache:
+            key = (kind, variant, window, t)
+            if key not in cache:
                 if variant is None:
-                    cache[kind, variant, t] = model_parallel_node_costs(cfg, hw, setup, kind, t)
+                    cache[key] = model_parallel_node_costs(cfg, hw, setup, kind, t, window)
                 elif setup.context_parallel > 1:
                     raise FrontendError(f"context parallelism (--cp {setup.context_parallel}) with {variant} layers is "
                                         "not modelled yet: use --cp 1 for this model")
                 else:
-                    cache[kind, variant, t] = layer_costs(cfg, hw, setup, t, variant, setup.nodes * hw.devices_per_node)
-            for c in cache[kind, variant, t]:
+                    cache[key] = layer_costs(cfg, hw, setup, t, variant, setup.nodes * hw.devices_per_node, window)
+            for c in cache[key]:
                 if recompute is not None and kind == "transformer" and parse_tmpc_id(c.tmpc_id)[0] not in recompute:
                     continue
                 if cfg.moe is not None and t > 1 and not parse_tmpc_id(c.tmpc_id)[1]:
