@@ -40,7 +40,7 @@ from piper.frontend.hardware import (
 )
 from piper.frontend.presets import PRESETS, load_model
 from piper.frontend.summary import model_summary, render_summary
-from piper.frontend.workload import TrainingSetup, build_workload
+from piper.frontend.workload import TOKEN_DISPATCHERS, TrainingSetup, build_workload
 from piper.io.workload import load_problem
 
 __all__ = ["add_model_parser", "cmd_model", "main"]
@@ -81,6 +81,9 @@ def add_model_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--moe-capacity-factor", type=_capacity, metavar="C",
                    help="MoE models: plan for at most C x the balanced tokens per expert (memory and expert "
                         "products; Megatron's --moe-expert-capacity-factor); default: dropless, sized at the average")
+    g.add_argument("--token-dispatcher", choices=TOKEN_DISPATCHERS,
+                   help="MoE models: alltoall (default; NCCL all-to-all, k copies of a token) or flex (DeepEP / "
+                        "HybridEP: one copy per destination device and node; needs expert tensor parallelism off)")
     g.add_argument("--precision", choices=PRECISIONS, help="bf16 (default) or fp8 (Transformer Engine: FP8 matrix products of the layers, BF16 elsewhere)")
     h = p.add_argument_group("hardware (--gpu/--node-type from the catalog, or --hardware FILE instead; then the single overrides)")
     h.add_argument("--gpu", default="a100-80gb", help=f"accelerator (default a100-80gb; one of {', '.join([*ACCELERATORS, *ALIASES])})")
@@ -177,6 +180,11 @@ def model_from_args(args: argparse.Namespace, **setup_fields: Any) -> tuple[Tran
             raise UsageError(f"--moe-capacity-factor: {cfg.name} is not a mixture-of-experts model")
         changes["moe"] = replace(cfg.moe, capacity_factor=capacity)
     cfg = cfg.with_changes(**changes)
+    dispatcher = getattr(args, "token_dispatcher", None)
+    if dispatcher is not None:
+        if cfg.moe is None:
+            raise UsageError(f"--token-dispatcher: {cfg.name} is not a mixture-of-experts model")
+        setup_fields = {"token_dispatcher": dispatcher, **setup_fields}
     setup = TrainingSetup(
         nodes=args.nodes,
         global_batch=args.global_batch,

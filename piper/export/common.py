@@ -113,6 +113,13 @@ class ModelInfo:
     mla: Mapping[str, Any] | None = None
     #: the head width when it is not hidden / heads (``model.attentionHeadDim``)
     attention_head_dim: int | None = None
+    #: the MoE token dispatcher the costs were priced for (``model.tokenDispatcher``, absent:
+    #: "alltoall"; "flex": DeepEP / HybridEP)
+    token_dispatcher: str = "alltoall"
+    #: w, the sliding attention window in tokens (``model.slidingWindow.tokens``), of the 0-based
+    #: layers ``sliding_window_layers`` (``model.slidingWindow.layers``); None: full attention everywhere
+    sliding_window: int | None = None
+    sliding_window_layers: tuple[int, ...] = ()
 
 
 #: the optional records' fields: key -> (type, may be 0 / null)
@@ -186,8 +193,34 @@ def model_info(problem: Problem) -> ModelInfo | None:
     head_dim = raw.get("attentionHeadDim")
     if head_dim is not None and (not isinstance(head_dim, int) or isinstance(head_dim, bool) or head_dim < 1):
         raise ExportError(f"the workload's model.attentionHeadDim must be a whole number >= 1, got {head_dim!r}", rule="E7")
+    from piper.frontend.workload import TOKEN_DISPATCHERS  # the workload's vocabulary
+
+    dispatcher = raw.get("tokenDispatcher", "alltoall")
+    if dispatcher not in TOKEN_DISPATCHERS:
+        raise ExportError(f"the workload's model.tokenDispatcher must be one of {', '.join(TOKEN_DISPATCHERS)}, "
+                          f"got {dispatcher!r}", rule="E7")
+    window, windowed = _sliding_window(raw, values["layers"])
     return ModelInfo(**values, context_parallel=c, moe=_optional_record(raw, "moe", _MOE_FIELDS),
-                     mla=_optional_record(raw, "mla", _MLA_FIELDS), attention_head_dim=head_dim)
+                     mla=_optional_record(raw, "mla", _MLA_FIELDS), attention_head_dim=head_dim,
+                     token_dispatcher=dispatcher, sliding_window=window, sliding_window_layers=windowed)
+
+
+def _sliding_window(raw: Mapping[str, Any], layers: int) -> tuple[int | None, tuple[int, ...]]:
+    """``model.slidingWindow`` ({"tokens": w, "layers": [0-based indices]}) checked (rule E7)."""
+    rec = raw.get("slidingWindow")
+    if rec is None:
+        return None, ()
+    if not isinstance(rec, Mapping):
+        raise ExportError(f"the workload's model.slidingWindow must be an object, got {type(rec).__name__}", rule="E7")
+    w, where = rec.get("tokens"), rec.get("layers")
+    if not isinstance(w, int) or isinstance(w, bool) or w < 1:
+        raise ExportError(f"the workload's model.slidingWindow.tokens must be a whole number >= 1, got {w!r}", rule="E7")
+    if (not isinstance(where, list) or not where
+            or not all(isinstance(i, int) and not isinstance(i, bool) and 0 <= i < layers for i in where)
+            or any(a >= b for a, b in zip(where, where[1:]))):
+        raise ExportError(f"the workload's model.slidingWindow.layers must be increasing layer indices in [0, {layers}), "
+                          f"got {where!r:.80}", rule="E7")
+    return w, tuple(where)
 
 
 # ---------------------------------------------------------------------------------

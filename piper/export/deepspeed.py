@@ -93,6 +93,10 @@ def _moe(ep: ExportPlan, d: int, notes: list[str]) -> dict[str, int] | None:
     if et > 1:
         raise refuse("deepspeed", "E9", f"the plan splits each expert over e_t = {et} devices; DeepSpeed-MoE keeps "
                      "every expert whole on one rank (no expert tensor parallelism)")
+    if m.token_dispatcher != "alltoall":
+        raise refuse("deepspeed", "E9", f"the workload was priced for the {m.token_dispatcher!r} token dispatcher "
+                     "(DeepEP / HybridEP: one copy of a token per destination device and node); DeepSpeed-MoE "
+                     "dispatches with its own all-to-all; re-plan with --token-dispatcher alltoall")
     if d % e:
         raise refuse("deepspeed", "E9", f"the plan spreads the experts over e = {e} devices, which does not divide "
                      f"the data-parallel size {d}; DeepSpeed-MoE's ep_size must divide it")
@@ -127,6 +131,9 @@ def export_deepspeed(ep: ExportPlan) -> Export:
                           "--exclude-tmpc selective+sp --exclude-tmpc full+sp")
     interval = _interval(ep)
     moe = _moe(ep, d, notes)
+    if ep.model is not None and ep.model.sliding_window is not None:
+        notes.append(f"sliding window: {ep.model.sliding_window} tokens on {len(ep.model.sliding_window_layers)} of "
+                     f"{ep.model.layers} layers, as priced; the attention is your model code's (no ds_config key)")
     config: dict[str, object] = {
         "train_batch_size": ep.global_batch,
         "train_micro_batch_size_per_gpu": ep.micro_batch,

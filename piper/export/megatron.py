@@ -33,10 +33,13 @@ Flag names as in NVIDIA/Megatron-LM ``megatron/training/arguments.py`` and Megat
   (``"([0]*k+[1]*m)"`` or an explicit 0/1 list when some layers are dense),
   ``--moe-router-score-function``, ``--moe-expert-capacity-factor`` (when not dropless),
   ``--expert-model-parallel-size e`` and ``--expert-tensor-parallel-size e_t`` of the plan's MoE
-  TMPCs (one layout for the model: rule E9), ``--moe-token-dispatcher-type alltoall`` and
+  TMPCs (one layout for the model: rule E9), ``--moe-token-dispatcher-type`` (``alltoall``, or
+  ``flex`` with ``--moe-flex-dispatcher-backend hybridep`` when the workload was priced for it) and
   ``--moe-grouped-gemm`` (the kernels the cost model prices); MLA: ``--multi-latent-attention``,
   ``--q-lora-rank``, ``--kv-lora-rank``, ``--qk-head-dim`` (d_nope), ``--qk-pos-emb-head-dim``
-  (d_rope), ``--v-head-dim``.
+  (d_rope), ``--v-head-dim``;
+* sliding-window attention (:func:`window_args`): ``--window-size w,0`` and
+  ``--window-attn-skip-freq`` (N, or the 0/1 list of windowed layers).
 """
 
 from __future__ import annotations
@@ -45,7 +48,8 @@ import shlex
 
 from piper.export.common import Export, ExportPlan, StageSpec, format_counts, refuse
 
-__all__ = ["MEGATRON_SOURCE", "export_megatron", "layer_args", "moe_args", "moe_layer_pattern", "recompute_args"]
+__all__ = ["MEGATRON_SOURCE", "export_megatron", "layer_args", "moe_args", "moe_layer_pattern", "recompute_args",
+           "window_args"]
 
 #: what the flags were checked against (docs/export.md, "Versions")
 MEGATRON_SOURCE = "NVIDIA/Megatron-LM main, Megatron-Core 0.13+"
@@ -175,6 +179,26 @@ def moe_layer_pattern(layers: int, first_dense: int, freq: int, offset: int) -> 
     return "[" + ",".join(map(str, flags)) + "]"
 
 
+def window_args(ep: ExportPlan, notes: list[str]) -> list[str]:
+    """Sliding-window attention: ``--window-size w,0`` and, when some layers attend to the whole
+    prefix, ``--window-attn-skip-freq`` (Megatron-Core's ``is_layer_window_attention``: 1-based
+    layer n is windowed when n % N != 0 for an integer N, or when the list's n-th entry is 1);
+    [] when every layer attends to the whole causal prefix."""
+    m = ep.model
+    if m is None or m.sliding_window is None:
+        return []
+    windowed = set(m.sliding_window_layers)
+    flags = [1 if i in windowed else 0 for i in range(m.layers)]
+    out = ["--window-size", f"{m.sliding_window},0"]
+    if not all(flags):
+        every = next((n for n in range(2, m.layers + 1)
+                      if flags == [1 if (i + 1) % n else 0 for i in range(m.layers)]), None)
+        out += ["--window-attn-skip-freq", str(every) if every is not None else "[" + ",".join(map(str, flags)) + "]"]
+    notes.append(f"sliding window: {m.sliding_window} tokens on {len(windowed)} of {m.layers} layers, written as "
+                 f"Megatron-Bridge's GPT-OSS recipe writes the Hugging Face sliding_window (left = w, right = 0)")
+    return out
+
+
 def moe_args(ep: ExportPlan, notes: list[str]) -> list[str]:
     """The mixture-of-experts and MLA flags (module docstring); [] for a dense model."""
     m = ep.model
@@ -205,7 +229,10 @@ def moe_args(ep: ExportPlan, notes: list[str]) -> list[str]:
     if moe.get("capacityFactor") is not None:
         out += ["--moe-expert-capacity-factor", f"{moe['capacityFactor']:g}", "--moe-pad-expert-input-to-capacity"]
     out += ["--expert-model-parallel-size", str(e), "--expert-tensor-parallel-size", str(et),
-            "--moe-token-dispatcher-type", "alltoall", "--moe-grouped-gemm"]
+            "--moe-token-dispatcher-type", m.token_dispatcher, "--moe-grouped-gemm"]
+    if m.token_dispatcher == "flex":
+        # the one-copy-per-device-and-node dispatch the costs priced (piper/frontend/moe_costs.py)
+        out += ["--moe-flex-dispatcher-backend", "hybridep"]
     notes.append(f"experts: e = {e} x e_t = {et} devices per expert group (rule 6: it divides d x t); the cost model "
                  "assumes balanced routing (set the load-balancing loss / bias yourself)")
     return out
@@ -234,6 +261,7 @@ def export_megatron(ep: ExportPlan) -> Export:
         args.append("--use-distributed-optimizer")
     args += _model_args(ep, notes)
     args += moe_args(ep, notes)
+    args += window_args(ep, notes)
     counts = [st.n_layers for st in ep.stages]
     unit = f"chunk (interleaved schedule, {ep.virtual_stages} virtual stages per pipeline rank)" if ep.interleaved \
         else "stage"

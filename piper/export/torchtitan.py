@@ -140,6 +140,13 @@ def export_torchtitan(ep: ExportPlan) -> Export:
         parallelism["expert_tensor_parallel_degree"] = et
         notes.append(f"experts: expert_parallel_degree {e}, expert_tensor_parallel_degree {et}; the [model] flavor "
                      f"({ep.model.moe['experts']} experts, top-{ep.model.moe['topK']}) is yours to pick")
+        if ep.model.token_dispatcher == "flex":
+            # DeepEP's dispatch (one copy per destination device and node), what the costs priced
+            parallelism["expert_parallel_comm_backend"] = "deepep"
+    if ep.model is not None and ep.model.sliding_window is not None:
+        notes.append(f"sliding window: {ep.model.sliding_window} tokens on {len(ep.model.sliding_window_layers)} of "
+                     f"{ep.model.layers} layers, as priced; torchtitan takes it from the model's definition "
+                     "(the [model] flavor), not from a job setting")
     if p > 1:
         parallelism["pipeline_parallel_schedule"] = "Interleaved1F1B" if ep.interleaved else "1F1B"
         parallelism["pipeline_parallel_microbatch_size"] = ep.micro_batch

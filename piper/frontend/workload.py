@@ -394,6 +394,11 @@ def model_record(cfg: TransformerConfig, setup: TrainingSetup) -> dict[str, Any]
         # written only for c > 1, so that c = 1 workloads are what they were (absent: 1)
         **({"contextParallel": setup.context_parallel} if setup.context_parallel > 1 else {}),
         **_moe_record(cfg),
+        # written only when they differ from the default, so that other workloads are what they were
+        **({"tokenDispatcher": setup.token_dispatcher}
+           if cfg.moe is not None and setup.token_dispatcher != "alltoall" else {}),
+        **({"slidingWindow": {"tokens": cfg.sliding_window, "layers": list(cfg.sliding_window_layers)}}
+           if cfg.sliding_window is not None else {}),
     }
 
 

@@ -87,3 +87,17 @@ def test_capacity_factor_flag(capsys):
     dense.remove("8")
     assert run_main(main, [*dense, "--moe-capacity-factor", "2"]) == 2
     assert "--moe-capacity-factor: llama3-8b is not a mixture-of-experts model" in capsys.readouterr().err
+
+
+def test_token_dispatcher_flag(capsys):
+    """--token-dispatcher flex prices DeepEP's dispatch (no more than the all-to-all's k copies of a
+    token across two nodes); on a dense model the flag is a one-line usage error."""
+    base = ["score", "qwen3-30b-a3b", "--gpu", "h100", "--nodes", "2", "--tp", "1", "--ep", "16", "--micro-batch", "1",
+            "--global-batch", "64", "--seq", "1024", "--recompute", "none", "--json"]
+    times = {}
+    for d in ("alltoall", "flex"):
+        assert run_main(main, [*base, "--token-dispatcher", d]) == 0
+        times[d] = json.loads(capsys.readouterr().out)["batch_time_s"]
+    assert times["flex"] < times["alltoall"]
+    assert run_main(main, ["score", "llama3-8b", "--tp", "1", "--token-dispatcher", "flex"]) == 2
+    assert "--token-dispatcher: llama3-8b is not a mixture-of-experts model" in capsys.readouterr().err

@@ -87,3 +87,73 @@ def test_mixed_expert_layouts_are_refused():
     mixed = Plan((replace(st, tmpcs=tmpcs),), plan.schedule)
     with pytest.raises(ExportError, match="E9"):
         export_plan(problem, mixed, "megatron")
+
+
+def _window_flags(layers, windowed):
+    """Megatron-Core's rule (is_layer_window_attention, 1-based n: windowed when n % N != 0, or the
+    list's n-th entry is 1), applied to what the export wrote: the 0-based windowed layers."""
+    cfg = PRESETS["gpt-oss-120b"].with_changes(layers=layers, sliding_window_layers=tuple(windowed))
+    problem, plan = _plan(cfg, 1, tp=1, pp=1, dp=8, ep=8, recompute="full")
+    ex = export_plan(problem, plan, "megatron")
+    args = ex.data["args"]
+    assert _flag(args, "--window-size") == "128,0"
+    if "--window-attn-skip-freq" not in args:
+        return list(range(layers)), ex
+    freq = _flag(args, "--window-attn-skip-freq")
+    if freq.startswith("["):
+        flags = [int(x) for x in freq.strip("[]").split(",")]
+        return [n - 1 for n in range(1, layers + 1) if flags[n - 1]], ex
+    return [n - 1 for n in range(1, layers + 1) if n % int(freq)], ex
+
+
+@pytest.mark.parametrize("layers, windowed", [(4, (0, 2)), (6, (0, 1, 3, 4)), (4, (0, 1, 2, 3)), (4, (1, 2))])
+def test_megatron_sliding_window_layers_round_trip(layers, windowed):
+    got, ex = _window_flags(layers, windowed)
+    assert got == list(windowed)
+    assert any("sliding window: 128 tokens" in n for n in ex.notes)
+
+
+def test_gpt_oss_window_is_every_other_layer():
+    # GPT-OSS (HF layer_types): sliding, full, sliding, ...: Megatron-Bridge writes --window-attn-skip-freq 2
+    cfg = PRESETS["gpt-oss-120b"]
+    cfg = cfg.with_changes(layers=4, sliding_window_layers=cfg.sliding_window_layers[:2])  # (0, 2)
+    problem, plan = _plan(cfg, 1, tp=1, pp=1, dp=8, ep=8, recompute="full")
+    args = export_plan(problem, plan, "megatron").data["args"]
+    assert (_flag(args, "--window-size"), _flag(args, "--window-attn-skip-freq")) == ("128,0", "2")
+    assert "--window-size" not in export_plan(*_plan(PRESETS["mixtral-8x7b"].with_changes(layers=4), 1, tp=1, pp=1,
+                                                     dp=8, ep=8, recompute="full"), "megatron").data["args"]
+
+
+def test_flex_dispatcher_is_exported_or_refused():
+    cfg = PRESETS["qwen3-30b-a3b"].with_changes(layers=4, seq_length=1024)
+    setup = TrainingSetup(nodes=1, global_batch=32, token_dispatcher="flex")
+    m = score_layout(cfg, H100, setup, Layout(tp=1, pp=1, dp=8, ep=4, recompute="none"))
+    problem, plan = m["problem"], m["plan"]
+    args = export_plan(problem, plan, "megatron").data["args"]
+    assert _flag(args, "--moe-token-dispatcher-type") == "flex"
+    assert _flag(args, "--moe-flex-dispatcher-backend") == "hybridep"
+    assert export_plan(problem, plan, "torchtitan").data["parallelism"]["expert_parallel_comm_backend"] == "deepep"
+    with pytest.raises(ExportError, match="flex.*rule E9"):
+        export_plan(problem, plan, "deepspeed")
+    # the default dispatcher: alltoall, no backend flag, no torchtitan key
+    problem, plan = _plan(cfg, 1, tp=1, pp=1, dp=8, ep=4, recompute="none")
+    args = export_plan(problem, plan, "megatron").data["args"]
+    assert _flag(args, "--moe-token-dispatcher-type") == "alltoall" and "--moe-flex-dispatcher-backend" not in args
+    assert "expert_parallel_comm_backend" not in export_plan(problem, plan, "torchtitan").data["parallelism"]
+
+
+@pytest.mark.parametrize("record, field", [
+    ({"tokenDispatcher": "nccl"}, "tokenDispatcher"),
+    ({"slidingWindow": {"tokens": 0, "layers": [0]}}, "slidingWindow.tokens"),
+    ({"slidingWindow": {"tokens": 128, "layers": [2, 1]}}, "slidingWindow.layers"),
+    ({"slidingWindow": {"tokens": 128, "layers": [0, 99]}}, "slidingWindow.layers"),
+    ({"slidingWindow": [128]}, "slidingWindow"),
+])
+def test_bad_model_record_keys_are_refused(record, field):
+    from piper.export.common import model_info
+
+    problem, _ = _plan(PRESETS["qwen3-30b-a3b"].with_changes(layers=4, seq_length=1024), 1, tp=1, pp=1, dp=8, ep=4,
+                       recompute="none")
+    bad = replace(problem, extra={**problem.extra, "model": {**problem.extra["model"], **record}})
+    with pytest.raises(ExportError, match=f"model.{field}"):
+        model_info(bad)
