@@ -103,7 +103,8 @@ class PlanSearch:
     exact: bool
     #: wall-clock seconds of the whole search
     time_s: float
-    #: solves that ran under a cutoff (the DP's ``upper_bound``: the best value found before them)
+    #: solves that ran under a cutoff (the DP's ``upper_bound``: the best value found before them),
+    #: those solved again without it included
     cut_solves: int = 0
     #: workloads solved again without the cutoff (within 1e-9 of the best value: the winner's exact
     #: plan and value are those of the unpruned search)
@@ -256,12 +257,16 @@ def search_plans(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup, inf
     def proven(c: Candidate) -> bool:
         if c.result.status in (Status.OPTIMAL, Status.INFEASIBLE):
             return True
-        # a search cut off below the winner of its kind: no plan of this workload beats it
+        # a search cut off below the winner of its kind: no plan of this workload beats it (a free
+        # search proving a bound at least the winner counts without a cutoff too, as it always did)
         top = runnable if c.uniform else winner
-        return c.pruned and top is not None and c.result.bound >= top.value * (1 - 1e-9)
+        by_bound = (c.result.plan is None and c.result.status == Status.UNKNOWN and top is not None
+                    and c.result.bound >= top.value * (1 - 1e-9))
+        return by_bound and (c.pruned or not c.uniform)
 
     return PlanSearch(tuple(candidates), runnable, winner, all(proven(c) for c in candidates),
-                      time.perf_counter() - start, sum(1 for c in candidates if c.cutoff is not None), resolved)
+                      time.perf_counter() - start,
+                      sum(1 for c in candidates if c.cutoff is not None) + resolved, resolved)
 
 
 #: relative distance to the best value within which a solve made under a cutoff is made again

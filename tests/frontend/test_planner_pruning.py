@@ -75,6 +75,7 @@ def test_pruned_uniform_search_in_the_worst_order_still_returns_the_unpruned_pla
     _same_answer(pruned, unpruned)
     # the winner was solved under a cutoff first, then again without it
     assert pruned.resolved >= 1 and pruned.runnable.cutoff is None
+    assert pruned.cut_solves == len(pruned.candidates) - 1  # every solve but the first ran under a cutoff
 
 
 def test_free_search_keeps_its_uniform_searches_unpruned() -> None:
@@ -107,3 +108,23 @@ def test_uniform_lower_bound_is_at_most_the_solved_optimum(model: str, e: int, b
     res = solve(problem, options, "dp")
     assert res.status.value == "optimal" and res.plan is not None
     assert bound <= res.value * (1 + 1e-12)
+
+
+def test_plan_json_reports_the_pruning(cli, tmp_path) -> None:
+    import json
+
+    cfg = tmp_path / "config.json"
+    cfg.write_text(json.dumps(TINY8))
+    proc = cli("piper", "plan", str(cfg), "--gpu", "h100", "--nodes", "2", "--global-batch", "64",
+               "--max-virtual-stages", "4", "--uniform", "--json")
+    assert proc.returncode == 0, proc.stderr[-400:]
+    out = json.loads(proc.stdout)
+    search, cands = out["search"], out["candidates"]
+    assert out["exact"] and out["status"] == "optimal"
+    assert search["workloads"] == len(cands) == 4 * 5  # e in 1, 2, 4, 8; b in 1, 2, 4, 8, 16
+    assert search["solves"] == len(cands) + search["resolved_without_cutoff"]
+    assert search["pruned_by_bound"] == sum(c["pruned"] for c in cands) > 0
+    assert search["cut_solves"] >= search["pruned_by_bound"]
+    for c in cands:
+        if c["pruned"]:  # no plan, proven no better than the winner
+            assert c["value"] is None and c["status"] == "unknown" and c["cutoff"] >= out["batch_time_s"]
