@@ -222,6 +222,8 @@ def search_plans(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup, inf
             value = f"{res.value:.6g}" if math.isfinite(res.value) else f"no plan ({res.status.value})"
             where = f"context-parallel {c}, " if len(context_parallels) > 1 or c > 1 else ""
             cut = "" if cutoff is None else f", below {cutoff:.6g}"
+            if cand.pruned:
+                value = "pruned by bound (proven: no plan below the cutoff)"
             progress(f"{where}micro-batch {b}, {what}{cut}: {res.status.value}, {options.objective} {value} "
                      f"({res.time_s:.2f} s)")
         return cand
