@@ -119,7 +119,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     say = None if args.json else (lambda line: print(f"piper: {line}", file=sys.stderr, flush=True))
     cps = context_parallel_choices(cfg, hw, setup, args.cp, args.max_cp)
     search: PlanSearch = search_plans(cfg, hw, setup, info, options, micro_batches=micro_batch_choices(
-        setup.global_batch, args.micro_batch), free=not args.uniform, progress=say, context_parallels=cps)
+        setup.global_batch, args.micro_batch), free=not args.uniform, progress=say, context_parallels=cps, prune=True)
     chosen = search.free if args.free else search.runnable
     if chosen is None:
         statuses = sorted({c.result.status.value for c in search.candidates})

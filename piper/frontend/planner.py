@@ -23,8 +23,8 @@ Mixture-of-experts models: one workload per expert-parallel size e as well
 (``TrainingSetup.expert_parallel``; e among the powers of two dividing the experts, up to 64 and
 the devices, e_t = 1), so that every plan runs one expert layout, as Megatron-LM does.
 
-Pruning the uniform searches (``--uniform``, with a solver that takes the ``upper_bound`` knob:
-Piper's DP; batch time or interleaved plans): the (c, e, b) workloads are solved best-first, by
+Pruning the uniform searches (``prune``: ``python -m piper plan --uniform``, with a solver that
+takes the ``upper_bound`` knob: Piper's DP; batch time or interleaved plans): the (c, e, b) workloads are solved best-first, by
 the DP's own lower bound on their uniform plans (:func:`uniform_lower_bound`, the least bound of
 its layouts), each below the best uniform plan found so far. A workload that holds no better
 plan ends "unknown" with the knob as its bound: the DP's proof that it cannot hold the winner
@@ -181,7 +181,8 @@ def uniform_lower_bound(problem: Problem, options: Options) -> float | None:
 def search_plans(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup, info: SolverInfo, options: Options, *,
                  micro_batches: tuple[int, ...], free: bool = True,
                  progress: Callable[[str], None] | None = None,
-                 context_parallels: tuple[int, ...] = (1,), degrees: tuple[int, ...] | None = None) -> PlanSearch:
+                 context_parallels: tuple[int, ...] = (1,), degrees: tuple[int, ...] | None = None,
+                 prune: bool = False) -> PlanSearch:
     """Solve the model's workload for every context-parallel size c and micro-batch size b, uniform
     and (``free``) free; the time limit of ``options`` is for the whole search, shared out as it goes.
 
@@ -189,9 +190,11 @@ def search_plans(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup, inf
     of the uniform plans' values; when the solver takes the ``upper_bound`` knob (Piper's DP), each
     after the first searches only for plans better than the best free plan found so far, and a
     search that proves none exists ("unknown" with a bound at least that plan's value) counts as
-    exact: that (c, b) cannot hold the winner. Without the free search (``free`` False) the uniform
-    searches are cut off the same way, best-first by :func:`uniform_lower_bound` (module
-    docstring). ``degrees`` (optional) offers only those
+    exact: that (c, b) cannot hold the winner. With ``prune`` (``python -m piper plan``) and without
+    the free search (``free`` False) the uniform searches are cut off the same way, best-first by
+    :func:`uniform_lower_bound` (module docstring): the winner is the same, but the workloads that
+    cannot hold it keep no plan (callers that use every workload's plan, such as
+    ``experiments.validate``'s rescoring, leave ``prune`` off). ``degrees`` (optional) offers only those
     tensor-parallel degrees (:func:`build_workload`'s ``degrees``: its between-node resync
     bandwidth is then that of the largest one offered)."""
     start = time.perf_counter()
@@ -234,10 +237,10 @@ def search_plans(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup, inf
             run_setup = replace(run_setup, expert_parallel=e)
         workload = build_workload(cfg.with_changes(micro_batch=b), hw, run_setup, degrees=degrees)
         problems[c, e, b] = (load_problem(workload, strict=True), workload)
-        if free or not cutoffs:
+        if free or not cutoffs or not prune:
             candidates.append(run((c, e, b), True, None))
     resolved = 0
-    if not free and cutoffs:
+    if prune and not free and cutoffs:
         candidates, resolved = _pruned_uniform(keys, problems, options, run)
     if free:
         uniform_value = {(x.context_parallel, x.expert_parallel, x.micro_batch): x.value for x in candidates}

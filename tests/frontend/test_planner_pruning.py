@@ -1,4 +1,5 @@
-"""The planner's pruned uniform search (piper/frontend/planner.py, docs/frontend.md "Pruning"):
+"""The planner's pruned uniform search (``search_plans(prune=True)``, what ``python -m piper plan``
+runs; piper/frontend/planner.py, docs/frontend.md "Pruning"):
 best-first by the DP's layout bound, each solve below the best uniform plan so far. It must return
 exactly the unpruned search's plan, value and status (the same constants on both sides: nothing
 here pins a number), and the bound that orders it must be a lower bound."""
@@ -35,10 +36,13 @@ def _searches(monkeypatch: pytest.MonkeyPatch | None = None, worst_first: bool =
         # the worst order for the cutoffs: the winner comes late and is solved under a cutoff
         real = planner.uniform_lower_bound
         monkeypatch.setattr(planner, "uniform_lower_bound", lambda p, o: -real(p, o))
-    pruned = search_plans(cfg, hw, setup, dp, OPTIONS, micro_batches=MICRO_BATCHES, free=False)
+    pruned = search_plans(cfg, hw, setup, dp, OPTIONS, micro_batches=MICRO_BATCHES, free=False, prune=True)
     if worst_first:
         monkeypatch.undo()
-    unpruned = search_plans(cfg, hw, setup, plain, OPTIONS, micro_batches=MICRO_BATCHES, free=False)
+    # unpruned twice: the default (prune off), and a DP without the knob (no cutoffs at all)
+    unpruned = search_plans(cfg, hw, setup, dp, OPTIONS, micro_batches=MICRO_BATCHES, free=False)
+    plain_search = search_plans(cfg, hw, setup, plain, OPTIONS, micro_batches=MICRO_BATCHES, free=False, prune=True)
+    assert [c.result.plan for c in unpruned.candidates] == [c.result.plan for c in plain_search.candidates]
     return pruned, unpruned
 
 
@@ -81,7 +85,7 @@ def test_pruned_uniform_search_in_the_worst_order_still_returns_the_unpruned_pla
 def test_free_search_keeps_its_uniform_searches_unpruned() -> None:
     cfg = config_from_hf(TINY, name="tiny-moe")
     search = search_plans(cfg, hardware("h100"), TrainingSetup(nodes=1, global_batch=32), get_solver("dp"),
-                          OPTIONS, micro_batches=(1, 2))
+                          OPTIONS, micro_batches=(1, 2), prune=True)
     assert all(c.cutoff is None for c in search.candidates if c.uniform)
     assert search.exact and search.runnable is not None and search.free is not None
 
