@@ -24,15 +24,16 @@ Mixture-of-experts models: one workload per expert-parallel size e as well
 the devices, e_t = 1), so that every plan runs one expert layout, as Megatron-LM does.
 
 Pruning the uniform searches (``prune``: ``python -m piper plan --uniform``, with a solver that
-takes the ``upper_bound`` knob: Piper's DP; batch time or interleaved plans): the (c, e, b) workloads are solved best-first, by
-the DP's own lower bound on their uniform plans (:func:`uniform_lower_bound`, the least bound of
-its layouts), each below the best uniform plan found so far. A workload that holds no better
-plan ends "unknown" with the knob as its bound: the DP's proof that it cannot hold the winner
-(:attr:`Candidate.pruned`), so the search stays exact. A workload solved under a cutoff that ends
-within 1e-9 (relative) of the best value is solved again without it, so that the winner, its
-plan and its value are exactly those of the unpruned search (ties go to the first (c, e, b) in
-the unpruned order). With the free search the uniform searches run unpruned: the free searches
-are ordered by every uniform plan's value.
+takes the ``upper_bound`` knob: Piper's DP; batch time or interleaved plans): the (c, e, b)
+workloads are solved best-first, by the DP's own lower bound on their uniform plans
+(:func:`uniform_lower_bound`, the least bound of its layouts), each below the best uniform plan
+found so far. A workload that holds no better plan ends "unknown" with the knob as its bound:
+the DP's proof that it cannot hold the winner (:attr:`Candidate.pruned`), so the search stays
+exact. A workload solved under a cutoff that ends within :data:`TIE` (relative) of the best
+value is solved again without it, so that the winner, its plan and its value are exactly those
+of the unpruned search (ties go to the first (c, e, b) in the unpruned order). With the free
+search the uniform searches run unpruned: the free searches are ordered by every uniform plan's
+value.
 """
 
 from __future__ import annotations
@@ -106,8 +107,8 @@ class PlanSearch:
     #: solves that ran under a cutoff (the DP's ``upper_bound``: the best value found before them),
     #: those solved again without it included
     cut_solves: int = 0
-    #: workloads solved again without the cutoff (within 1e-9 of the best value: the winner's exact
-    #: plan and value are those of the unpruned search)
+    #: workloads solved again without the cutoff (within :data:`TIE` of the best value: the winner's
+    #: exact plan and value are those of the unpruned search)
     resolved: int = 0
 
     @property
@@ -275,8 +276,10 @@ def search_plans(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup, inf
 
 
 #: relative distance to the best value within which a solve made under a cutoff is made again
-#: without it (the DP's own slack on a cutoff is 1e-9: piper.dp.limits.with_slack)
-TIE = 1e-9
+#: without it: a thousand times the DP's own slack on a cutoff and on "optimal" (1e-9,
+#: piper.dp.limits.with_slack), so that no workload whose unpruned optimum could tie or beat the
+#: winner keeps a plan found under a cutoff
+TIE = 1e-6
 
 
 def _pruned_uniform(keys: list[tuple[int, int, int]], problems: dict[tuple[int, int, int], tuple[Problem, dict]],

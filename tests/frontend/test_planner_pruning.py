@@ -27,7 +27,8 @@ OPTIONS = Options(objective=BATCH_TIME, schedule="any", max_virtual_stages=4)
 MICRO_BATCHES = (1, 2, 4, 8)
 
 
-def _searches(monkeypatch: pytest.MonkeyPatch | None = None, worst_first: bool = False) -> tuple[PlanSearch, PlanSearch]:
+def _searches(monkeypatch: pytest.MonkeyPatch | None = None,
+              worst_first: bool = False) -> tuple[PlanSearch, PlanSearch]:
     cfg = config_from_hf(TINY8, name="tiny-moe-8")
     hw, setup = hardware("h100"), TrainingSetup(nodes=2, global_batch=64)
     dp = get_solver("dp")
