@@ -9,7 +9,10 @@ Cases (H100 SXM 80 GB, 8 per node, sequence 8,192, the front end's defaults othe
 
 * ``llama3-70b``: 128 nodes (1,024 GPUs), global batch 1,024;
 * ``llama3-405b``: 2,048 nodes (16,384 GPUs), global batch 2,048 (Llama 3's 16M tokens);
-* ``llama3-8b``: 4 nodes, global batch 256: a quick case.
+* ``llama3-8b``: 4 nodes, global batch 256: a quick case;
+* ``deepseek-v3-1k``, ``deepseek-v3-2k``: DeepSeek-V3 on 128 and 256 nodes (1,024 and 2,048 GPUs),
+  the front end's defaults (sequence 4,096, global batch 2,048); with ``--extra=--uniform`` the
+  pruned uniform search (docs/frontend.md).
 
 Each case runs ``python -m piper plan ... --json`` in its own child process (``--repo``: in
 another checkout, e.g. an older revision for "before" figures), so its peak resident memory
@@ -37,6 +40,9 @@ CASES: dict[str, list[str]] = {
     "llama3-8b": ["llama3-8b", "--gpu", "h100", "--nodes", "4", "--seq", "8192", "--global-batch", "256"],
     "llama3-70b": ["llama3-70b", "--gpu", "h100", "--nodes", "128", "--seq", "8192", "--global-batch", "1024"],
     "llama3-405b": ["llama3-405b", "--gpu", "h100", "--nodes", "2048", "--seq", "8192", "--global-batch", "2048"],
+    # issue 31: the MoE search over the expert-parallel size too (sequence 4,096, global batch 2,048)
+    "deepseek-v3-1k": ["deepseek-v3", "--gpu", "h100", "--nodes", "128"],
+    "deepseek-v3-2k": ["deepseek-v3", "--gpu", "h100", "--nodes", "256"],
 }
 
 
@@ -67,7 +73,9 @@ def run_case(name: str, repo: Path, extra: list[str], time_limit_s: float | None
     row.update(status=out.get("status"), batch_time_s=out.get("batch_time_s"), stages=out.get("stages"),
                micro_batch=out.get("micro_batch"), schedule=schedule.get("kind", "1f1b"),
                virtual_stages=schedule.get("virtualStages", 1), exact=out.get("exact"),
-               gain_of_free=out.get("gain_of_free"), solves=len(out.get("candidates", [])) or 1)
+               gain_of_free=out.get("gain_of_free"),
+               solves=(out.get("search") or {}).get("solves", len(out.get("candidates", [])) or 1),
+               pruned=(out.get("search") or {}).get("pruned_by_bound", 0))
     return row
 
 
@@ -103,7 +111,8 @@ def main(argv: list[str] | None = None) -> int:
             continue
         print(f"{r['case']:<12} wall {r['wall_s']:>7.2f} s  cpu {r['cpu_s']:>7.2f} s  peak {r['peak_rss_mib']:>7.1f} MiB  "
               f"{r['status']}, batch {r['batch_time_s']:.4g} s, {r['stages']} stages, b={r['micro_batch']}, "
-              f"{r['schedule']} v={r['virtual_stages']}, {r['solves']} solves (slowest {r['slowest_solve_s']} s)")
+              f"{r['schedule']} v={r['virtual_stages']}, {r['solves']} solves, {r['pruned']} pruned by bound "
+              f"(slowest {r['slowest_solve_s']} s)")
     return 0
 
 

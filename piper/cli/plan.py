@@ -83,7 +83,18 @@ def _candidate_summary(c: Candidate) -> dict[str, Any]:
     return {"context_parallel": c.context_parallel, "micro_batch": c.micro_batch, "expert_parallel": c.expert_parallel,
             "uniform": c.uniform,
             "status": c.result.status.value,
-            "value": c.value if c.result.plan is not None else None, "time_s": c.result.time_s}
+            "value": c.value if c.result.plan is not None else None, "time_s": c.result.time_s,
+            "cutoff": c.cutoff, "pruned": c.pruned}
+
+
+def _search_summary(search: PlanSearch) -> dict[str, Any]:
+    """How the search went: solves made, solves cut off by a bound and why (docs/frontend.md)."""
+    return {"workloads": len({(c.context_parallel, c.expert_parallel, c.micro_batch) for c in search.candidates}),
+            "solves": len(search.candidates) + search.resolved, "cut_solves": search.cut_solves,
+            "pruned_by_bound": search.pruned,
+            "resolved_without_cutoff": search.resolved,
+            "pruned_reason": "the solver proved, below the cutoff (the best value found before the solve), that "
+                             "the workload holds no better plan (status unknown, bound >= cutoff)"}
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
@@ -108,14 +119,15 @@ def cmd_plan(args: argparse.Namespace) -> int:
     say = None if args.json else (lambda line: print(f"piper: {line}", file=sys.stderr, flush=True))
     cps = context_parallel_choices(cfg, hw, setup, args.cp, args.max_cp)
     search: PlanSearch = search_plans(cfg, hw, setup, info, options, micro_batches=micro_batch_choices(
-        setup.global_batch, args.micro_batch), free=not args.uniform, progress=say, context_parallels=cps)
+        setup.global_batch, args.micro_batch), free=not args.uniform, progress=say, context_parallels=cps, prune=True)
     chosen = search.free if args.free else search.runnable
     if chosen is None:
         statuses = sorted({c.result.status.value for c in search.candidates})
         messages = sorted({c.result.message for c in search.candidates if c.result.message})
         msg = {"status": "/".join(statuses), "message": "; ".join(messages) or "no plan fits"}
         if args.json:
-            print(json.dumps({**msg, "plan": None, "candidates": [_candidate_summary(c) for c in search.candidates]}))
+            print(json.dumps({**msg, "plan": None, "search": _search_summary(search),
+                              "candidates": [_candidate_summary(c) for c in search.candidates]}))
         else:
             print(f"no plan: {msg['message']} (status {msg['status']})")
         return 0
@@ -140,6 +152,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
                {**other_metrics, "micro_batch": other.micro_batch, "context_parallel": other.context_parallel,
                 "status": other.result.status.value,
                 "schedule": other.result.plan.schedule.to_dict(), "plan": other.result.plan.to_dict()},
+               "search": _search_summary(search),
                "candidates": [_candidate_summary(c) for c in search.candidates]}
         print(json.dumps(out))
         return 0
@@ -159,6 +172,11 @@ def cmd_plan(args: argparse.Namespace) -> int:
     print(f"plan          {kind}: {m['stages']} stages, {schedule}, on {m['devices_used']} of {m['devices']} devices "
           f"({chosen.result.solver}, {chosen.result.status.value}; search {search.time_s:.2f} s, "
           f"{'exact' if search.exact else 'not proven exact'})")
+    if search.cut_solves:
+        print(f"search        {len(search.candidates) + search.resolved} solves, {search.cut_solves} below the best "
+              f"value found before "
+              f"them: {search.pruned} pruned by bound (proven to hold no better plan)"
+              + (f", {search.resolved} solved again without the cutoff (ties)" if search.resolved else ""))
     print(f"predicted     batch time {m['batch_time_s']:.4g} s, {m['tokens_per_s']:.4g} tokens/s, "
           f"{m['tflops_per_device']:.4g} TFLOP/s per device, MFU {100 * m['mfu']:.1f}%")
     print(f"memory        fullest stage {m['max_memory_per_device_bytes'] / 1e9:.2f} GB of "

@@ -22,6 +22,18 @@ replaces the list. A search over a subset of c is exact over that subset only.
 Mixture-of-experts models: one workload per expert-parallel size e as well
 (``TrainingSetup.expert_parallel``; e among the powers of two dividing the experts, up to 64 and
 the devices, e_t = 1), so that every plan runs one expert layout, as Megatron-LM does.
+
+Pruning the uniform searches (``prune``: ``python -m piper plan --uniform``, with a solver that
+takes the ``upper_bound`` knob: Piper's DP; batch time or interleaved plans): the (c, e, b)
+workloads are solved best-first, by the DP's own lower bound on their uniform plans
+(:func:`uniform_lower_bound`, the least bound of its layouts), each below the best uniform plan
+found so far. A workload that holds no better plan ends "unknown" with the knob as its bound:
+the DP's proof that it cannot hold the winner (:attr:`Candidate.pruned`), so the search stays
+exact. A workload solved under a cutoff that ends within :data:`TIE` (relative) of the best
+value is solved again without it, so that the winner, its plan and its value are exactly those
+of the unpruned search (ties go to the first (c, e, b) in the unpruned order). With the free
+search the uniform searches run unpruned: the free searches are ordered by every uniform plan's
+value.
 """
 
 from __future__ import annotations
@@ -42,8 +54,8 @@ from piper.frontend.workload import TrainingSetup, build_workload, tensor_parall
 from piper.io.workload import load_problem
 from piper.solvers.registry import SolverInfo
 
-__all__ = ["MICRO_BATCHES", "Candidate", "PlanSearch", "context_parallel_choices", "micro_batch_choices",
-           "search_plans"]
+__all__ = ["MICRO_BATCHES", "TIE", "Candidate", "PlanSearch", "context_parallel_choices", "micro_batch_choices",
+           "search_plans", "uniform_lower_bound"]
 
 #: the micro-batch sizes searched when the user fixes none (sequences per micro-batch)
 MICRO_BATCHES = (1, 2, 4, 8, 16)
@@ -62,6 +74,16 @@ class Candidate:
     context_parallel: int = 1
     #: the MoE layers' expert-parallel size e (1 for a dense model)
     expert_parallel: int = 1
+    #: the ``upper_bound`` the solve ran under (the best value found before it, in the objective's
+    #: units); None: it ran without one
+    cutoff: float | None = None
+
+    @property
+    def pruned(self) -> bool:
+        """The solve ran under a cutoff and proved that no plan of its workload beats it: status
+        "unknown", no plan, bound at least the cutoff (the DP's certificate)."""
+        return (self.cutoff is not None and self.result.plan is None and self.result.status == Status.UNKNOWN
+                and self.result.bound >= self.cutoff * (1 - 1e-9))
 
     @property
     def value(self) -> float:
@@ -82,6 +104,17 @@ class PlanSearch:
     exact: bool
     #: wall-clock seconds of the whole search
     time_s: float
+    #: solves that ran under a cutoff (the DP's ``upper_bound``: the best value found before them),
+    #: those solved again without it included
+    cut_solves: int = 0
+    #: workloads solved again without the cutoff (within :data:`TIE` of the best value: the winner's
+    #: exact plan and value are those of the unpruned search)
+    resolved: int = 0
+
+    @property
+    def pruned(self) -> int:
+        """Solves that proved, under their cutoff, that their workload holds no better plan."""
+        return sum(1 for c in self.candidates if c.pruned)
 
     @property
     def gain(self) -> float | None:
@@ -122,10 +155,35 @@ def context_parallel_choices(cfg: TransformerConfig, hw: Hardware, setup: Traini
     return tuple(out)
 
 
+def uniform_lower_bound(problem: Problem, options: Options) -> float | None:
+    """A lower bound on the objective (``options.objective``, its units: seconds per iteration for
+    the batch time) of every uniform plan of ``problem`` with v among ``options``' virtual stages:
+    the least bound of Piper's DP over its uniform layouts (:func:`piper.dp.groups.layouts`: the
+    least compute and resync of every layer at t, spread over L groups of d devices; memory and
+    edges ignored), the bound the DP itself stops its layout search at. +inf when no layout
+    exists or some layer has no allowed choice; None when the graph is not a chain of identical
+    layers (the DP's search of its uniform plans is then not exhaustive for interleaved plans, so
+    a cutoff proves nothing: the planner solves it without one). Only orders the search: what
+    prunes a workload is the DP's own proof under ``upper_bound``."""
+    from piper.core.options import candidates
+    from piper.dp.chain import identical_chain
+    from piper.dp.groups import layouts
+
+    cand = candidates(problem, options)
+    if cand.infeasible_reason is not None:
+        return math.inf
+    chain = identical_chain(problem, cand)
+    if chain is None:
+        return None
+    lays = layouts(problem, cand, chain.order, options.virtual_stage_choices(), options.objective == BATCH_TIME)
+    return lays[0].lower if lays else math.inf
+
+
 def search_plans(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup, info: SolverInfo, options: Options, *,
                  micro_batches: tuple[int, ...], free: bool = True,
                  progress: Callable[[str], None] | None = None,
-                 context_parallels: tuple[int, ...] = (1,), degrees: tuple[int, ...] | None = None) -> PlanSearch:
+                 context_parallels: tuple[int, ...] = (1,), degrees: tuple[int, ...] | None = None,
+                 prune: bool = False) -> PlanSearch:
     """Solve the model's workload for every context-parallel size c and micro-batch size b, uniform
     and (``free``) free; the time limit of ``options`` is for the whole search, shared out as it goes.
 
@@ -133,7 +191,11 @@ def search_plans(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup, inf
     of the uniform plans' values; when the solver takes the ``upper_bound`` knob (Piper's DP), each
     after the first searches only for plans better than the best free plan found so far, and a
     search that proves none exists ("unknown" with a bound at least that plan's value) counts as
-    exact: that (c, b) cannot hold the winner. ``degrees`` (optional) offers only those
+    exact: that (c, b) cannot hold the winner. With ``prune`` (``python -m piper plan``) and without
+    the free search (``free`` False) the uniform searches are cut off the same way, best-first by
+    :func:`uniform_lower_bound` (module docstring): the winner is the same, but the workloads that
+    cannot hold it keep no plan (callers that use every workload's plan, such as
+    ``experiments.validate``'s rescoring, leave ``prune`` off). ``degrees`` (optional) offers only those
     tensor-parallel degrees (:func:`build_workload`'s ``degrees``: its between-node resync
     bandwidth is then that of the largest one offered)."""
     start = time.perf_counter()
@@ -144,21 +206,29 @@ def search_plans(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup, inf
     keys = [(c, e, b) for c in context_parallels for e in experts for b in micro_batches]
     total = len(keys) * (2 if free else 1)
     problems: dict[tuple[int, int, int], tuple[Problem, dict]] = {}
+    cutoffs = "upper_bound" in (info.params or {}) and (options.objective == BATCH_TIME
+                                                         or max(options.virtual_stage_choices()) > 1)
+    solves = 0
 
-    def run(key: tuple[int, int, int], uniform: bool, params: dict) -> Candidate:
+    def run(key: tuple[int, int, int], uniform: bool, cutoff: float | None) -> Candidate:
+        nonlocal solves
         problem, workload = problems[key]
         left = None
         if options.time_limit_s is not None:
-            left = max(0.0, options.time_limit_s - (time.perf_counter() - start)) / (total - len(candidates))
-        res = info(problem, replace(options, uniform=uniform, time_limit_s=left, params={**options.params, **params}))
+            left = max(0.0, options.time_limit_s - (time.perf_counter() - start)) / max(1, total - solves)
+        params = {**options.params, **({"upper_bound": cutoff} if cutoff is not None else {})}
+        res = info(problem, replace(options, uniform=uniform, time_limit_s=left, params=params))
+        solves += 1
         c, e, b = key
-        cand = Candidate(b, uniform, problem, workload, res, c, e)
-        candidates.append(cand)
+        cand = Candidate(b, uniform, problem, workload, res, c, e, cutoff)
         if progress is not None:
             what = ("uniform" if uniform else "free") + (f", experts e={e}" if cfg.moe is not None else "")
             value = f"{res.value:.6g}" if math.isfinite(res.value) else f"no plan ({res.status.value})"
             where = f"context-parallel {c}, " if len(context_parallels) > 1 or c > 1 else ""
-            progress(f"{where}micro-batch {b}, {what}: {res.status.value}, {options.objective} {value} "
+            cut = "" if cutoff is None else f", below {cutoff:.6g}"
+            if cand.pruned:
+                value = "pruned by bound (proven: no plan below the cutoff)"
+            progress(f"{where}micro-batch {b}, {what}{cut}: {res.status.value}, {options.objective} {value} "
                      f"({res.time_s:.2f} s)")
         return cand
 
@@ -168,16 +238,18 @@ def search_plans(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup, inf
             run_setup = replace(run_setup, expert_parallel=e)
         workload = build_workload(cfg.with_changes(micro_batch=b), hw, run_setup, degrees=degrees)
         problems[c, e, b] = (load_problem(workload, strict=True), workload)
-        run((c, e, b), True, {})
-    cutoffs = free and "upper_bound" in (info.params or {}) and (options.objective == BATCH_TIME
-                                                                 or max(options.virtual_stage_choices()) > 1)
+        if free or not cutoffs or not prune:
+            candidates.append(run((c, e, b), True, None))
+    resolved = 0
+    if prune and not free and cutoffs:
+        candidates, resolved = _pruned_uniform(keys, problems, options, run)
     if free:
         uniform_value = {(x.context_parallel, x.expert_parallel, x.micro_batch): x.value for x in candidates}
         order = sorted(keys, key=uniform_value.__getitem__)
         incumbent = math.inf
         for key in order:
-            params = {"upper_bound": incumbent} if cutoffs and math.isfinite(incumbent) else {}
-            cand = run(key, False, params)
+            cand = run(key, False, incumbent if cutoffs and math.isfinite(incumbent) else None)
+            candidates.append(cand)
             if cand.result.plan is not None:
                 incumbent = min(incumbent, cand.value)
 
@@ -186,13 +258,53 @@ def search_plans(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup, inf
         return min(found, key=lambda c: c.value) if found else None
 
     winner = best(False) if free else None
+    runnable = best(True)
 
     def proven(c: Candidate) -> bool:
         if c.result.status in (Status.OPTIMAL, Status.INFEASIBLE):
             return True
-        # a free search cut off below the winner: no plan of this size beats it
-        return (not c.uniform and c.result.plan is None and c.result.status == Status.UNKNOWN and winner is not None
-                and c.result.bound >= winner.value * (1 - 1e-9))
+        # a search cut off below the winner of its kind: no plan of this workload beats it (a free
+        # search proving a bound at least the winner counts without a cutoff too, as it always did)
+        top = runnable if c.uniform else winner
+        by_bound = (c.result.plan is None and c.result.status == Status.UNKNOWN and top is not None
+                    and c.result.bound >= top.value * (1 - 1e-9))
+        return by_bound and (c.pruned or not c.uniform)
 
-    return PlanSearch(tuple(candidates), best(True), winner, all(proven(c) for c in candidates),
-                      time.perf_counter() - start)
+    return PlanSearch(tuple(candidates), runnable, winner, all(proven(c) for c in candidates),
+                      time.perf_counter() - start,
+                      sum(1 for c in candidates if c.cutoff is not None) + resolved, resolved)
+
+
+#: relative distance to the best value within which a solve made under a cutoff is made again
+#: without it: a thousand times the DP's own slack on a cutoff and on "optimal" (1e-9,
+#: piper.dp.limits.with_slack), so that no workload whose unpruned optimum could tie or beat the
+#: winner keeps a plan found under a cutoff
+TIE = 1e-6
+
+
+def _pruned_uniform(keys: list[tuple[int, int, int]], problems: dict[tuple[int, int, int], tuple[Problem, dict]],
+                    options: Options, run: Callable[[tuple[int, int, int], bool, float | None], Candidate]
+                    ) -> tuple[list[Candidate], int]:
+    """The uniform searches best-first, each below the best uniform plan so far (module docstring);
+    returns the candidates in the order of ``keys`` and how many were solved again without a cutoff."""
+    uniform = replace(options, uniform=True)
+    lower = {key: uniform_lower_bound(problems[key][0], uniform) for key in keys}
+    index = {key: i for i, key in enumerate(keys)}
+    done: dict[tuple[int, int, int], Candidate] = {}
+    incumbent = math.inf
+    for key in sorted(keys, key=lambda k: (0.0 if lower[k] is None else lower[k], index[k])):
+        cutoff = incumbent if math.isfinite(incumbent) and lower[key] is not None else None
+        cand = run(key, True, cutoff)
+        done[key] = cand
+        if cand.result.plan is not None:
+            incumbent = min(incumbent, cand.value)
+    resolved = 0
+    if math.isfinite(incumbent):
+        # near the best value the plan found under a cutoff may be another of equal value than the
+        # unpruned search's: solve those again as the unpruned search does, without the cutoff
+        for key in keys:
+            cand = done[key]
+            if cand.cutoff is not None and cand.result.plan is not None and cand.value <= incumbent * (1 + TIE):
+                done[key] = run(key, True, None)
+                resolved += 1
+    return [done[key] for key in keys], resolved
