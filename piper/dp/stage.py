@@ -8,6 +8,11 @@ that work on a stage its :class:`StageScratch` (``sc``): after :func:`stage_node
 
 Numba's cache does not see edits of a callee in another file: after editing this module
 (or :mod:`piper.dp.knapsack`), delete ``piper/dp/__pycache__`` so the engines recompile.
+
+One compiled version per kernel: numba compiles a kernel again for every new tuple of argument
+types, and a literal constant (``f(x, 0)``, or a variable set to one before a loop updates it)
+is a type of its own, so the kernels here and their callers pass int64 scalars
+(``np.int64(0)``) and arrays of one dtype and layout (``tests/dp/test_compile_once.py``).
 """
 
 from __future__ import annotations
@@ -305,8 +310,9 @@ def choice_runs(lay, lim, sc, nx, kmode, heur, y_limit, ub, t, runs):
     k, S, M = lim.devices, lim.budget, lim.memory
     off, cost, mem, ch, fast, alive, costs_d = sc.off, sc.cost, sc.mem, sc.ch, sc.fast, sc.alive, sc.costs_d
     m = off[nx]
-    n_run = 0
-    y = 1
+    d0 = np.int64(0)  # the index of d = ds[0]
+    n_run = np.int64(0)
+    y = np.int64(1)
     while y <= y_limit:
         ys = y
         if heur:
@@ -321,16 +327,16 @@ def choice_runs(lay, lim, sc, nx, kmode, heur, y_limit, ub, t, runs):
             ys = y - 1
             while lo_y <= hi_y:
                 mid = (lo_y + hi_y) // 2
-                options_memory_at(lay, sc, m, 0, mid)
+                options_memory_at(lay, sc, m, d0, mid)
                 least_option(off[: nx + 1], mem[:m], fast)
-                if choice_memory(lay, sc, nx, fast, 0, mid) <= M:
+                if choice_memory(lay, sc, nx, fast, d0, mid) <= M:
                     ys = mid
                     lo_y = mid + 1
                 else:
                     hi_y = mid - 1
             if ys < y:
                 break
-        options_memory_at(lay, sc, m, 0, ys)
+        options_memory_at(lay, sc, m, d0, ys)
         val = knapsack(kmode, off[: nx + 1], cost[:m], mem[:m], M, ch[:nx])
         if val == np.inf:
             break
@@ -348,7 +354,7 @@ def choice_runs(lay, lim, sc, nx, kmode, heur, y_limit, ub, t, runs):
             if y > y_limit:
                 break
         y2 = y + 1
-        while y2 <= y_limit and choice_fits(lay, sc, nx, ch, 0, y2, M):
+        while y2 <= y_limit and choice_fits(lay, sc, nx, ch, d0, y2, M):
             y2 += 1
         runs = _push_run(runs, n_run, y, y2 - 1, ch, nx, n)
         n_run += 1
