@@ -57,13 +57,14 @@ class LayerArrays(NamedTuple):
     rq: np.ndarray
     pq: np.ndarray
     c0: np.ndarray
-    #: per (TMPC, index of d in ds): B_resync, bytes/s (B_in when t d <= G, else B); None when every
-    #: B_resync == B_edge (always in version 1)
-    rb: np.ndarray | None
-    #: per (index of d in ds, TMPC): s / d, the sharded bytes each device holds; None when no TMPC
-    #: has sharded state.  A None field gives the kernels their own compiled version-1 loops
-    #: (:func:`piper.dp.stage._absent` is a compile-time constant)
-    sq: np.ndarray | None
+    #: per (TMPC, index of d in ds): B_resync, bytes/s (B_in when t d <= G, else B); empty
+    #: (:func:`absent_array`) when every B_resync == B_edge (always in version 1)
+    rb: np.ndarray
+    #: per (index of d in ds, TMPC): s / d, the sharded bytes each device holds; empty when no TMPC
+    #: has sharded state.  An empty field sends the kernels to their version-1 loops
+    #: (:func:`piper.dp.stage._absent`); it is an empty float64 array rather than None so that
+    #: every run has the same numba type and each kernel compiles once
+    sq: np.ndarray
     #: B_edge of this run, bytes/second: B_in for plans inside one node, else B
     bw_edge: float
     #: per flat TMPC: True when it has expert-parallelism terms (docs/problem.md §11), whose resync
@@ -97,6 +98,13 @@ def expert_terms_or_ban(c: TMPC, d: int, t: int, f: float, n_mb: int, memory: fl
     number: the knapsacks' arithmetic needs no infinities)."""
     terms = c.expert_terms(d, t, f, n_mb)
     return (0.0, 2.0 * memory + 1.0) if terms is None else terms
+
+
+def absent_array() -> np.ndarray:
+    """The value of an optional 2-d field of :class:`LayerArrays` that is not needed: an empty
+    C-contiguous float64 array (the same numba type as a present one, so no kernel compiles a
+    second version for it)."""
+    return np.zeros((0, 0), dtype=np.float64)
 
 
 def limits_of(problem: Problem) -> Limits:
@@ -176,11 +184,12 @@ def run_arrays(problem: Problem, cand: Candidates, bw_edge: float | None = None)
             sq[di, q] += memory_x
     c0 = f64([[rq[q, di] / (bw_in if t * d <= g_node else bw) + tp[q] / d for di, d in enumerate(ds)]
               for q, t in enumerate(tt)]).reshape(len(tp), len(ds))
-    # None = not needed (no sharded state / one bandwidth, as in version 1): the kernels are
-    # then compiled for None, with the version-1 loops only
-    sq_opt: np.ndarray | None = sq if bool(np.any(sq != 0)) else None
+    # empty = not needed (no sharded state / one bandwidth, as in version 1): the kernels then
+    # run their version-1 loops (a present array is never empty: it has a row per TMPC, a column
+    # per d, and an entry != 0 or != bw_edge)
+    sq_opt = sq if bool(np.any(sq != 0)) else absent_array()
     xq = np.array([c is not None for c in experts], dtype=np.bool_)
-    rb_opt: np.ndarray | None = None if bool(np.all(rb == bw_edge)) else np.ascontiguousarray(rb)
+    rb_opt = absent_array() if bool(np.all(rb == bw_edge)) else np.ascontiguousarray(rb)
     layers = LayerArrays(
         n=n, ts=ts, ds=np.array(cand.ds, dtype=np.int64), opt_start=opt_start, opt_cnt=opt_cnt,
         tp=f64(tp), tw=f64(tw), ta=f64(ta), tb=f64(tb), in_ptr=in_ptr, in_src=in_src, out_ptr=out_ptr,

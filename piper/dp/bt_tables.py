@@ -124,7 +124,7 @@ def _build(lay, lim, words, p_i, p_j, mode, t_max):
                 stage_costs(lay, sc, m, d, cost)
                 y_max = (S + d - 1) // d
                 seg_start = n_seg
-                y = 1
+                y = np.int64(1)  # int64, not a literal 1: one compiled options_memory_at (piper.dp.stage)
                 while y <= y_max:
                     options_memory_at(lay, sc, m, di, y)
                     val = knapsack(mode, off[: nx + 1], cost[:m], mem[:m], M, ch[:nx])
@@ -133,7 +133,7 @@ def _build(lay, lim, words, p_i, p_j, mode, t_max):
                     tau = total_of(ch[:nx], tauv)
                     low = tau
                     if not shared:
-                        low = knapsack(EXACT, off[: nx + 1], tauv[:m], mem[:m], M, ch2[:nx])
+                        low = knapsack(np.int64(EXACT), off[: nx + 1], tauv[:m], mem[:m], M, ch2[:nx])
                         if low < tau:
                             exact_tau = False
                         else:

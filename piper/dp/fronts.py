@@ -32,6 +32,11 @@ from piper.dp.knapsack import ensure_room
 
 __all__ = ["FrontPool", "best_final", "front_pass", "new_pool", "walk_back"]
 
+#: flags and counts passed to the kernels below as int64 scalars, not int literals: numba would
+#: compile a callee once per literal value (one compiled version each, piper.dp.stage)
+ZERO = np.int64(0)
+ONE = np.int64(1)
+
 
 class FrontPool(NamedTuple):
     """All front entries: max TPS (time per sample), Sigma tau (time units), devices, the entry they
@@ -225,7 +230,7 @@ def _settle(pool, used, ne_used, I, S, c, n_c, with_dev):
         s, f = c.s[q0], c.f[q0]
         first = used
         best_s = np.inf
-        n_own = 0
+        n_own = ZERO
         while r < n_c and c.s[order[r]] == s and c.f[order[r]] == f:
             q = order[r]
             r += 1
@@ -264,7 +269,7 @@ def _settle(pool, used, ne_used, I, S, c, n_c, with_dev):
             used += 1
         if used == first:
             continue
-        st = _state(I, s, f, S)
+        st = _state(I, s, np.int64(f), S)
         pool.start[st] = first
         pool.count[st] = used - first
         pool.low_sigma[st] = pool.sigma[first:used].min()
@@ -290,7 +295,7 @@ def front_pass(tab, seg, ent_ptr, i_lo, i_hi, S, k, n_mb, ub, with_dev, use_low,
     c = _new_candidates(256)
     proposed = 0
     for I in range(i_lo, i_hi):
-        n_c = 0
+        n_c = ZERO
         r0, r1 = rest[I], rest_t[I]
         for e in range(ent_ptr[I], ent_ptr[I + 1]):
             d = e_d[e]
@@ -309,17 +314,17 @@ def front_pass(tab, seg, ent_ptr, i_lo, i_hi, S, k, n_mb, ub, with_dev, use_low,
                 if seg.y_lo[q] > y:
                     continue
                 K = seg.value[q]
-                if _completion(n_mb, K, 0.0, 0, s, 0, S, k, r0, 0.0) > ub:
+                if _completion(n_mb, K, 0.0, ZERO, s, ZERO, S, k, r0, 0.0) > ub:
                     break  # and at every larger s: K and the rest's least TPS only grow
                 tau = seg.tau_low[q] if use_low else seg.tau[q]
-                src = _state(J, s - d, 0, S)
+                src = _state(J, s - d, ZERO, S)
                 # the least T, Sigma and D of a state bound all its entries' completions at once
                 n_src = pool.count[src]
                 if n_src:
                     lo_t = max(K, pool.t[pool.start[src]])
                     lo_d = pool.low_dev[src] + td
-                    if _completion(n_mb, lo_t, pool.low_sigma[src] + tau, 0, s, lo_d, S, k, r0, r1) > ub and \
-                            _completion(n_mb, lo_t, pool.low_sigma[src], 1, s, lo_d, S, k, r0, r1) > ub:
+                    if _completion(n_mb, lo_t, pool.low_sigma[src] + tau, ZERO, s, lo_d, S, k, r0, r1) > ub and \
+                            _completion(n_mb, lo_t, pool.low_sigma[src], ONE, s, lo_d, S, k, r0, r1) > ub:
                         n_src = 0
                 for x in range(pool.start[src], pool.start[src] + n_src):
                     T = max(pool.t[x], K)
@@ -327,13 +332,13 @@ def front_pass(tab, seg, ent_ptr, i_lo, i_hi, S, k, n_mb, ub, with_dev, use_low,
                     if D > k:
                         continue
                     sig = pool.sigma[x]
-                    if _completion(n_mb, T, sig + tau, 0, s, D, S, k, r0, r1) <= ub:
-                        c, n_c = _push(c, n_c, s, 0, T, sig + tau, D, x, e, 0)
-                    if _completion(n_mb, T, sig, 1, s, D, S, k, r0, r1) <= ub:
-                        c, n_c = _push(c, n_c, s, 1, T, sig, D, x, e, 1)
-                src = _state(J, s - d, 1, S)
+                    if _completion(n_mb, T, sig + tau, ZERO, s, D, S, k, r0, r1) <= ub:
+                        c, n_c = _push(c, n_c, s, ZERO, T, sig + tau, D, x, e, ZERO)
+                    if _completion(n_mb, T, sig, ONE, s, D, S, k, r0, r1) <= ub:
+                        c, n_c = _push(c, n_c, s, ONE, T, sig, D, x, e, ONE)
+                src = _state(J, s - d, ONE, S)
                 if pool.count[src] == 0 or _completion(n_mb, max(K, pool.t[pool.start[src]]), pool.low_sigma[src] + tau,
-                                                       1, s, pool.low_dev[src] + td, S, k, r0, r1) > ub:
+                                                       ONE, s, pool.low_dev[src] + td, S, k, r0, r1) > ub:
                     continue
                 for x in range(pool.start[src], pool.start[src] + pool.count[src]):
                     T = max(pool.t[x], K)
@@ -341,8 +346,8 @@ def front_pass(tab, seg, ent_ptr, i_lo, i_hi, S, k, n_mb, ub, with_dev, use_low,
                     if D > k:
                         continue
                     sig = pool.sigma[x] + tau
-                    if _completion(n_mb, T, sig, 1, s, D, S, k, r0, r1) <= ub:
-                        c, n_c = _push(c, n_c, s, 1, T, sig, D, x, e, 0)
+                    if _completion(n_mb, T, sig, ONE, s, D, S, k, r0, r1) <= ub:
+                        c, n_c = _push(c, n_c, s, ONE, T, sig, D, x, e, ZERO)
         pool, used, ne_used = _settle(pool, used, ne_used, I, S, c, n_c, with_dev)
         proposed += n_c
     return pool, used, ne_used, proposed
@@ -356,7 +361,7 @@ def best_final(pool, full, S, n_mb):
     arg = -1
     arg_s = -1
     for s in range(1, S + 1):
-        st = _state(full, s, 1, S)
+        st = _state(full, s, ONE, S)
         for x in range(pool.start[st], pool.start[st] + pool.count[st]):
             v = n_mb * pool.t[x] + pool.sigma[x]
             if v < best:

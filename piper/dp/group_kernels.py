@@ -41,7 +41,8 @@ def group_curve(off, cost, mem, tauv, n_fixed, m_lo, m_hi, M, t_max, mode, share
         tau = total_of(ch[:ni], tauv)
         low = tau
         if not shared:
-            other = knapsack(EXACT, off[: ni + 1], tauv, mem, M, ch2[:ni])
+            # np.int64: a literal mode would compile knapsack once more (piper.dp.stage)
+            other = knapsack(np.int64(EXACT), off[: ni + 1], tauv, mem, M, ch2[:ni])
             if other < low:
                 low = other
         out_k[m - m_lo] = val

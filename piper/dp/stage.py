@@ -8,6 +8,12 @@ that work on a stage its :class:`StageScratch` (``sc``): after :func:`stage_node
 
 Numba's cache does not see edits of a callee in another file: after editing this module
 (or :mod:`piper.dp.knapsack`), delete ``piper/dp/__pycache__`` so the engines recompile.
+
+One compiled version per kernel: numba compiles a kernel again for every new tuple of argument
+types, and a literal constant (``f(x, 0)``, or a variable set to one before a loop updates it)
+is a type of its own, so the kernels here and their callers pass int64 scalars
+(``np.int64(0)``), arrays of one dtype and layout, and :class:`~piper.dp.arrays.LayerArrays`
+whose optional arrays are empty rather than None (``tests/dp/test_compile_once.py``).
 """
 
 from __future__ import annotations
@@ -21,22 +27,24 @@ from numba.extending import overload
 from piper.dp.knapsack import ensure_room, knapsack, least_option, total_of
 
 
-def _absent(x: object) -> bool:
-    """True when ``x`` is None.  In compiled code a constant of x's type, so the branch on it
-    is compiled away: an optional array of :class:`~piper.dp.arrays.LayerArrays` that is None
-    leaves only the version-1 loops (as numba prunes ``arg is None`` for plain arguments)."""
-    return x is None
+def _absent(x: np.ndarray | None) -> bool:
+    """True when the optional array ``x`` of :class:`~piper.dp.arrays.LayerArrays` is not needed:
+    empty (:func:`~piper.dp.arrays.absent_array`; a present one never is) or None.  The kernels
+    then run their version-1 loops.  A run-time test (outside the loops), so that a run with and
+    one without the array share one compiled kernel."""
+    return x is None or x.size == 0
 
 
 @overload(_absent, inline="always")
 def _absent_compiled(x):
     if isinstance(x, types.NoneType):
         return lambda x: True
-    return lambda x: False
+    return lambda x: x.size == 0
 
 
 def entry_or_zero(a: np.ndarray | None, i: int, j: int) -> float:
-    """a[i, j], for an optional 2-d array (0.0 when a is None; callers test :func:`_absent` first)."""
+    """a[i, j], for an optional 2-d array (0.0 when it is None; an empty array has no entries:
+    callers test :func:`_absent` first)."""
     return 0.0 if a is None else float(a[i, j])
 
 
@@ -168,7 +176,7 @@ def stage_costs(lay, sc, m, d, cost):
     while ds[di] != d:
         di += 1
     rb = lay.rb
-    if _absent(rb):  # every B_resync == B_edge (version 1): the reference's loop, verbatim (compiled apart)
+    if _absent(rb):  # every B_resync == B_edge (version 1): the reference's loop, verbatim
         for r in range(m):
             q = qidx[r]
             e = ebytes[r]
@@ -209,7 +217,7 @@ def d_invariant(lay, sc, nx):
     sq = lay.sq
     if has_experts(lay, sc, nx):
         return False
-    if _absent(sq):  # no sharded state anywhere (compiled apart)
+    if _absent(sq):  # no sharded state anywhere
         for i in range(nx):
             w0 = tw[qidx[off[i]]]
             for j in range(off[i] + 1, off[i + 1]):
@@ -248,7 +256,7 @@ def choice_memory(lay, sc, nx, ch, di, y):
     (docs/problem.md §2.2)."""
     qidx, ta, tb, sq = sc.qidx, lay.ta, lay.tb, lay.sq
     mem = 0.0
-    if _absent(sq):  # no sharded state anywhere (version 1; compiled apart)
+    if _absent(sq):  # no sharded state anywhere (version 1)
         for i in range(nx):
             q = qidx[ch[i]]
             mem += ta[q] * y + tb[q]
@@ -268,7 +276,7 @@ def choice_fits(lay, sc, nx, ch, di, y, M):
 def options_memory_at(lay, sc, m, di, y):
     """sc.mem[j] = a y + b + s / d of the stage's j-th flat option, j < m (bytes), d = ds[di]."""
     qidx, ta, tb, mem, sq = sc.qidx, lay.ta, lay.tb, sc.mem, lay.sq
-    if _absent(sq):  # no sharded state anywhere (version 1; compiled apart)
+    if _absent(sq):  # no sharded state anywhere (version 1)
         for j in range(m):
             q = qidx[j]
             mem[j] = ta[q] * y + tb[q]
@@ -305,8 +313,9 @@ def choice_runs(lay, lim, sc, nx, kmode, heur, y_limit, ub, t, runs):
     k, S, M = lim.devices, lim.budget, lim.memory
     off, cost, mem, ch, fast, alive, costs_d = sc.off, sc.cost, sc.mem, sc.ch, sc.fast, sc.alive, sc.costs_d
     m = off[nx]
-    n_run = 0
-    y = 1
+    d0 = np.int64(0)  # the index of d = ds[0]
+    n_run = np.int64(0)
+    y = np.int64(1)
     while y <= y_limit:
         ys = y
         if heur:
@@ -321,16 +330,16 @@ def choice_runs(lay, lim, sc, nx, kmode, heur, y_limit, ub, t, runs):
             ys = y - 1
             while lo_y <= hi_y:
                 mid = (lo_y + hi_y) // 2
-                options_memory_at(lay, sc, m, 0, mid)
+                options_memory_at(lay, sc, m, d0, mid)
                 least_option(off[: nx + 1], mem[:m], fast)
-                if choice_memory(lay, sc, nx, fast, 0, mid) <= M:
+                if choice_memory(lay, sc, nx, fast, d0, mid) <= M:
                     ys = mid
                     lo_y = mid + 1
                 else:
                     hi_y = mid - 1
             if ys < y:
                 break
-        options_memory_at(lay, sc, m, 0, ys)
+        options_memory_at(lay, sc, m, d0, ys)
         val = knapsack(kmode, off[: nx + 1], cost[:m], mem[:m], M, ch[:nx])
         if val == np.inf:
             break
@@ -348,7 +357,7 @@ def choice_runs(lay, lim, sc, nx, kmode, heur, y_limit, ub, t, runs):
             if y > y_limit:
                 break
         y2 = y + 1
-        while y2 <= y_limit and choice_fits(lay, sc, nx, ch, 0, y2, M):
+        while y2 <= y_limit and choice_fits(lay, sc, nx, ch, d0, y2, M):
             y2 += 1
         runs = _push_run(runs, n_run, y, y2 - 1, ch, nx, n)
         n_run += 1

@@ -75,7 +75,7 @@ def _pair_values(lay, lim, words, I, J, mode, opts, K, sc, runs):
         m = off[nx]
         if mode == EXACT and d_invariant(lay, sc, nx):
             stage_costs(lay, sc, m, ds[0], cost)
-            n_run, runs = choice_runs(lay, lim, sc, nx, mode, False, S, np.inf, t, runs)
+            n_run, runs = choice_runs(lay, lim, sc, nx, mode, np.bool_(False), S, np.inf, t, runs)
             if n_run == 0:
                 continue
             any_ok = True
@@ -101,7 +101,7 @@ def _pair_values(lay, lim, words, I, J, mode, opts, K, sc, runs):
                 di += 1
             stage_costs(lay, sc, m, d, cost)
             y_max = (S + d - 1) // d
-            y = 1
+            y = np.int64(1)
             while y <= y_max:
                 options_memory_at(lay, sc, m, di, y)
                 val = knapsack(mode, off[: nx + 1], cost[:m], mem[:m], M, ch[:nx])
@@ -214,7 +214,7 @@ def table_dp(lay, lim, graph, opts, mode, ub, low_bounds, dpm, i0, i1):
                 if phase == 1 and not hard[p - ptr[I]]:
                     continue  # every stage value of this pair was entered exactly in pass 1
                 hard[p - ptr[I]] = False
-                J = sub[p]
+                J = np.int64(sub[p])  # sub is int32: J as int64, as the other engines pass it
                 useful = False
                 for ti in range(ts.shape[0]):
                     useful_t[ti] = False
@@ -229,7 +229,7 @@ def table_dp(lay, lim, graph, opts, mode, ub, low_bounds, dpm, i0, i1):
                         lb = hard_f[p - ptr[I], o] if phase == 1 else base / d
                         if lb == np.inf:
                             continue
-                        if _region_needs(cur, dpm, J, opt_t[o] * d, d, 0, S, k, lb, ub):
+                        if _region_needs(cur, dpm, J, opt_t[o] * d, d, np.int64(0), S, k, lb, ub):
                             useful_t[ti] = True
                             useful = True
                             break
@@ -343,7 +343,7 @@ def table_dp(lay, lim, graph, opts, mode, ub, low_bounds, dpm, i0, i1):
                             if not _region_needs(cur, dpm, J, td, d, y, S, k, F[r], ub):
                                 continue
                             if d_inv:
-                                if not (have_choice and choice_memory(lay, sc, nx, ch, 0, y) <= M):
+                                if not (have_choice and choice_memory(lay, sc, nx, ch, np.int64(0), y) <= M):
                                     knapsack(mode, off[: nx + 1], cost1[:m], mem[:m], M, ch[:nx])
                                     have_choice = True
                                 val = total_of(ch[:nx], cost)
@@ -384,7 +384,7 @@ def table_step(lay, lim, graph, opts, mode, dpm, I, kap, s, target):
     runs = ChoiceRuns(np.empty(S + 1, dtype=np.int64), np.empty(S + 1, dtype=np.int64),
                       np.empty((S + 1) * n, dtype=np.int64))
     for p in range(graph.ptr[I], graph.ptr[I + 1]):
-        J = graph.sub[p]
+        J = np.int64(graph.sub[p])
         if not _pair_values(lay, lim, graph.words, I, J, mode, opts, K, sc, runs):
             continue
         for o in range(n_opts):

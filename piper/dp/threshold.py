@@ -104,8 +104,8 @@ def _build_tables(lay, lim, words, p_i, p_j, mode, ub):
     kmode = GREEDY if mode == HEUR else mode
     n, ts, ds = lay.n, lay.ts, lay.ds
     k, S, M = lim.devices, lim.budget, lim.memory
-    n_ent = 0
-    n_seg = 0
+    n_ent = np.int64(0)  # int64, not a literal 0: one compiled _push_entry (piper.dp.stage)
+    n_seg = np.int64(0)
     ents = Entries(np.empty(1024, dtype=np.int64), np.empty(1024, dtype=np.int64), np.empty(1024, dtype=np.int64),
                    np.empty(1024, dtype=np.int64), np.empty(1024, dtype=np.int64))
     segs = Segments(np.empty(1024, dtype=np.int64), np.empty(1024, dtype=np.int64), np.empty(1024, dtype=np.float64))
@@ -178,7 +178,7 @@ def _build_tables(lay, lim, words, p_i, p_j, mode, ub):
                 if ub < np.inf and total_of(fast[:nx], cost) > ub:
                     continue  # even the all-fastest value exceeds the bound
                 seg_start = n_seg
-                y = 1
+                y = np.int64(1)
                 while y <= y_max:
                     options_memory_at(lay, sc, m, di, y)
                     val = knapsack(kmode, off[: nx + 1], cost[:m], mem[:m], M, ch[:nx])
