@@ -335,6 +335,47 @@ def _options(problem: Problem, chain: IdenticalChain, cand: Candidates, lay: Lay
     return np.array(out, dtype=np.float64).T.reshape(4, len(out))
 
 
+class _OptionParts:
+    """:func:`_options` of one kind of layer at one layout, apart from y: every row but the memory,
+    and the memory's terms, so that :meth:`at` computes the memory row of each y with numpy, in
+    the same operations and order as :func:`_options` (a y + b + s / d, then the expert memory
+    where the TMPC has expert terms): the same numbers."""
+
+    __slots__ = ("rows", "a", "b", "s_d", "x", "has_x")
+
+    def __init__(self, rows: np.ndarray, a: np.ndarray, b: np.ndarray, s_d: np.ndarray, x: np.ndarray,
+                 has_x: np.ndarray) -> None:
+        self.rows, self.a, self.b, self.s_d, self.x, self.has_x = rows, a, b, s_d, x, has_x
+
+    def at(self, y: float) -> np.ndarray:
+        out = self.rows.copy()
+        memory = self.a * y
+        memory += self.b
+        memory += self.s_d
+        out[2] = np.where(self.has_x, memory + self.x, memory)
+        return out
+
+
+def _option_parts(problem: Problem, chain: IdenticalChain, cand: Candidates, lay: Layout, pos: int, cut_in: bool,
+                  cut_out: bool) -> _OptionParts | None:
+    """The y-free parts of :func:`_options` (its arguments less y), or None when some memory term is
+    not a float (then :func:`_options` computes each y itself: Python's int arithmetic differs)."""
+    order, nodes = chain.order, problem.nodes
+    own = nodes[order[pos if pos >= 0 else chain.first]].id
+    d, t = lay.d, lay.t
+    opts = [c for _, c in cand.tmpcs[own][t]]
+    if not all(type(c.memory_a) is float and type(c.memory_b) is float and type(c.memory_sharded) is float
+               for c in opts):
+        return None
+    rows = _options(problem, chain, cand, lay, 1.0, pos, cut_in, cut_out)
+    f, n_mb, memory = problem.resync_factor, problem.microbatches, problem.memory_per_device
+    x = [expert_terms_or_ban(c, d, t, f, n_mb, memory)[1] if c.has_expert_terms else 0.0 for c in opts]
+    return _OptionParts(rows, np.array([c.memory_a for c in opts], dtype=np.float64),
+                        np.array([c.memory_b for c in opts], dtype=np.float64),
+                        np.array([c.memory_sharded / d for c in opts], dtype=np.float64),
+                        np.array(x, dtype=np.float64), np.array([c.has_expert_terms for c in opts], dtype=np.bool_))
+
+
 class _Points:
     """The points of one group: count of identical layers, value (time per sample), tau and a lower
     bound on tau (time units), and the one-layer chunks cut on both sides."""
@@ -361,7 +402,10 @@ def _kind_arrays(problem: Problem, chain: IdenticalChain, cand: Candidates, lay:
     key = (kind, y, type(y))
     got = memo.get(key)
     if got is None:
-        arr = _options(problem, chain, cand, lay, y, *kind)
+        parts = memo.get(kind)
+        if parts is None:
+            parts = memo[kind] = _option_parts(problem, chain, cand, lay, *kind)
+        arr = _options(problem, chain, cand, lay, y, *kind) if parts is None else parts.at(y)
         got = memo[key] = (arr, bool(np.all(arr[3] == arr[3, 0])))
     return got
 
