@@ -241,6 +241,14 @@ class _ConfigTable:
 
     configs: tuple[_Config, ...]
     shapes: tuple[GroupShape, ...]
+    #: the (shape index, group) pairs of the configurations whose least counts fit in the chain
+    #: (the others are never searched), and per such configuration its pairs' indices in that
+    #: list, each group's least count and whether it holds identical layers (arrays, one row each)
+    pairs: tuple[tuple[int, int], ...] = ()
+    live: tuple[int, ...] = ()
+    pair_index: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), dtype=np.int64))
+    least: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), dtype=np.int64))
+    chunked: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), dtype=np.bool_))
 
 
 @functools.lru_cache(maxsize=512)
@@ -256,7 +264,13 @@ def _config_table(n: int, first: int, stop: int, groups: int, v: int) -> _Config
         pairs = tuple((ids.setdefault(sh, len(ids)), g) for g, sh in enumerate(shapes))
         least = tuple(sh.least(sh.patterns[0]) for sh in shapes)
         out.append(_Config(cfg, shapes, pairs, least, sum(least), tuple(sh.chunks > 0 for sh in shapes)))
-    return _ConfigTable(tuple(out), tuple(ids))
+    live = tuple(j for j, conf in enumerate(out) if conf.total_least <= stop - first)
+    index: dict[tuple[int, int], int] = {}
+    rows = [[index.setdefault(pair, len(index)) for pair in out[j].pairs] for j in live]
+    return _ConfigTable(tuple(out), tuple(ids), tuple(index), live,
+                        np.array(rows, dtype=np.int64).reshape(len(live), groups),
+                        np.array([out[j].least for j in live], dtype=np.int64).reshape(len(live), groups),
+                        np.array([out[j].chunked for j in live], dtype=np.bool_).reshape(len(live), groups))
 
 
 class _Items:
@@ -501,38 +515,34 @@ def _solve_layout(problem: Problem, chain: IdenticalChain, cand: Candidates, lay
     memo = memos.setdefault((lay.t, lay.d, lay.bw_edge, lay.bw_resync), {})
     least_memory = rooms.setdefault("least", {})
     inner = chain.inner
-    room_of: dict[tuple[int, int], int] = {}  # (shape index, group) -> room
+    # every live configuration's rooms, at once: which fit in memory, and each group's c_hi
+    room_of = []
+    for sid, g in table.pairs:
+        sh = table.shapes[sid]
+        key = (sh.ends, ys[g], type(ys[g]), lay.t, lay.d)
+        r = rooms.get(key)
+        if r is None:
+            r = rooms[key] = _room(problem, chain, cand, lay, ys[g], sh, least_memory)
+        room_of.append(r)
+    room = np.array(room_of, dtype=np.int64)[table.pair_index] if room_of else table.least.copy()
+    fits = (room >= table.least).all(axis=1) & (room.sum(axis=1) >= inner)
+    spare = inner - table.least.sum(axis=1)
+    c_his = np.where(table.chunked, np.minimum(room, table.least + spare[:, None]), 0)
+    rooms_passed = np.where(table.chunked, room, 0)
     curves: dict[tuple[int, int], tuple] = {}  # (shape index, group) -> _group_curves's answer
     kept: dict[tuple[tuple[int, int], int], tuple] = {}  # ((shape index, group), c_hi) -> (points, shared)
     kept_for = math.nan  # the t_max of the points in ``kept``
-    for conf in table.configs:
-        if conf.total_least > inner:
-            continue
+    for row in np.flatnonzero(fits).tolist():
+        conf = table.configs[table.live[row]]
         cap = search.best * (1 + SLACK) if math.isfinite(search.best) else math.inf
         t_max = cap / n_mb if batch else cap
-        least = conf.least
-        room = []
-        for pair in conf.pairs:
-            r = room_of.get(pair)
-            if r is None:
-                sid, g = pair
-                sh = table.shapes[sid]
-                key = (sh.ends, ys[g], type(ys[g]), lay.t, lay.d)
-                r = rooms.get(key)
-                if r is None:
-                    r = rooms[key] = _room(problem, chain, cand, lay, ys[g], sh, least_memory)
-                room_of[pair] = r
-            room.append(r)
-        if any(r < lo for r, lo in zip(room, least)) or sum(room) < inner:
-            continue  # no plan of this configuration fits in memory
-        spare = inner - conf.total_least
         if not t_max == kept_for:
             kept.clear()
             kept_for = t_max
         points: list[_Points] = []
         exact_tau = True
-        for pair, r, lo, chunks in zip(conf.pairs, room, least, conf.chunked):
-            c_hi = (r if r < lo + spare else lo + spare) if chunks else 0
+        empty = False
+        for pair, c_hi, r in zip(conf.pairs, c_his[row].tolist(), rooms_passed[row].tolist()):
             seen = kept.get((pair, c_hi))
             if seen is None:
                 got = curves.get(pair)
@@ -540,12 +550,13 @@ def _solve_layout(problem: Problem, chain: IdenticalChain, cand: Candidates, lay
                     if got is not None:
                         kept.clear()  # points filtered from the curves replaced here
                     sid, g = pair
-                    got = curves[pair] = _group_curves(problem, chain, cand, lay, ys[g], table.shapes[sid],
-                                                       r if chunks else 0, c_hi, t_max, mode, cache, memo)
+                    got = curves[pair] = _group_curves(problem, chain, cand, lay, ys[g], table.shapes[sid], r, c_hi,
+                                                       t_max, mode, cache, memo)
                 seen = kept[pair, c_hi] = (got[0].within(c_hi, t_max), got[1])
             exact_tau = exact_tau and seen[1]
+            empty = empty or seen[0].c.shape[0] == 0
             points.append(seen[0])
-        if any(p.c.shape[0] == 0 for p in points):
+        if empty:
             continue  # no plan at most ``cap``
         ptr = np.zeros(L + 1, dtype=np.int64)
         ptr[1:] = np.cumsum([p.c.shape[0] for p in points])
