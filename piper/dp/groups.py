@@ -16,7 +16,8 @@ So for one layout:
 
 * a *configuration* says where the cuts among the end layers fall (2 ** ends ways); it fixes
   every chunk's end layers and cut pattern, and how many chunks hold identical layers;
-* a group's value curve (:func:`~piper.dp.group_kernels.group_curve`) gives, for each count c
+* a group's value curve (:func:`~piper.dp.group_kernels.group_points`: one per count of its
+  one-layer chunks cut on both sides, in one call) gives, for each count c
   of identical layers, its least TPS (the exact multiple-choice knapsack over its layers), the tau
   of that choice and a lower bound on the tau of every choice that fits;
 * a DP over the groups (:func:`~piper.dp.group_kernels.group_dp`) picks one count per group
@@ -29,6 +30,13 @@ least compute W and resync R of all layers at t, and BT >= N T + max(0, W - d T)
 tau_g <= d TPS_g); the search stops when the bound reaches the best plan found.  The batch time
 is exact when every layer's TMPCs share one w (a group's least-TPS choice is then one of least
 tau); otherwise the plan found is bounded from below by the DP with each group's least tau.
+
+What does not depend on the layout is computed once: the configurations of L groups and v chunks
+(kept across searches: the planner solves dozens of workloads of one chain), each kind of layer's
+option rows but memory, rooms and curves per (t, d) and group shape (kept across the layouts of a
+search), the points a configuration asks of a curve per t_max.  The same numbers, configurations,
+layouts and curves in the same order as computing each where it is used (tests/dp/test_group_points.py;
+docs/results/dp-speed.md, DeepSeek-V3: every solve of four presets' searches replayed identical).
 """
 
 from __future__ import annotations
@@ -279,7 +287,7 @@ class _Items:
     items first (end layers, then identical layers at a cut), then ``mids`` identical layers
     without a cut.  ``rows[i]`` = (chain position of an end layer or -1, role: 0 end layer,
     1 identical layer cut on both sides, 2 cut before it, 3 cut after it, 4 no cut).
-    ``memo`` caches each kind of layer's option arrays across groups of one layout and y."""
+    ``memo`` caches each kind of layer's option arrays (per t, d and bandwidths, across layouts)."""
 
     def __init__(self, problem: Problem, chain: IdenticalChain, cand: Candidates, lay: Layout, y: float,
                  shape: GroupShape, singles: int, mids: int, memo: dict) -> None:
@@ -355,7 +363,7 @@ class _OptionParts:
     the same operations and order as :func:`_options` (a y + b + s / d, then the expert memory
     where the TMPC has expert terms): the same numbers."""
 
-    __slots__ = ("rows", "a", "b", "s_d", "x", "has_x")
+    __slots__ = ("a", "b", "has_x", "rows", "s_d", "x")
 
     def __init__(self, rows: np.ndarray, a: np.ndarray, b: np.ndarray, s_d: np.ndarray, x: np.ndarray,
                  has_x: np.ndarray) -> None:
@@ -394,7 +402,7 @@ class _Points:
     """The points of one group: count of identical layers, value (time per sample), tau and a lower
     bound on tau (time units), and the one-layer chunks cut on both sides."""
 
-    __slots__ = ("c", "k", "tau", "low", "singles", "c_max", "k_max")
+    __slots__ = ("c", "c_max", "k", "k_max", "low", "singles", "tau")
 
     def __init__(self, c: np.ndarray, k: np.ndarray, tau: np.ndarray, low: np.ndarray, singles: np.ndarray) -> None:
         self.c, self.k, self.tau, self.low, self.singles = c, k, tau, low, singles
@@ -536,7 +544,7 @@ def _solve_layout(problem: Problem, chain: IdenticalChain, cand: Candidates, lay
         conf = table.configs[table.live[row]]
         cap = search.best * (1 + SLACK) if math.isfinite(search.best) else math.inf
         t_max = cap / n_mb if batch else cap
-        if not t_max == kept_for:
+        if t_max != kept_for:
             kept.clear()
             kept_for = t_max
         points: list[_Points] = []
