@@ -16,7 +16,7 @@ from numba import njit
 
 from piper.dp.knapsack import EXACT, ensure_room, knapsack, total_of
 
-__all__ = ["group_curve", "group_choice", "group_dp"]
+__all__ = ["group_curve", "group_points", "group_choice", "group_dp"]
 
 
 @njit(cache=True)
@@ -48,6 +48,92 @@ def group_curve(off, cost, mem, tauv, n_fixed, m_lo, m_hi, M, t_max, mode, share
         out_k[m - m_lo] = val
         out_tau[m - m_lo] = tau
         out_low[m - m_lo] = low
+
+
+@njit(cache=True)
+def group_points(e_off, e_cost, e_tau, e_mem, e_shared, k_cost, k_tau, k_mem, k_shared, io, n_o, n_i, n_none, room,
+                 sync_free, M, t_max, mode):
+    """Every point of one group (:func:`piper.dp.groups._group_curves`, one :func:`group_curve` per
+    count of one-layer chunks cut on both sides, ``singles`` = 0 .. io), in one call.
+
+    The group's end layers are items e_off[0] .. e_off[-1] of e_cost, e_tau, e_mem (their options
+    flat); row r of k_cost, k_tau, k_mem holds the options of an identical layer cut on both sides
+    (r = 0), before it only (1), after it only (2), neither (3); e_shared / k_shared[r]: whether
+    those options share one resync.  The group's chunks of identical layers: io cut on both sides,
+    n_o after only, n_i before only, n_none neither.  Items are laid out as the group's items
+    (ends, singles, cut before, cut after, then the middle layers).  Returns the points' counts,
+    values, tau, tau bounds and singles, and whether every curve's options share one resync."""
+    n_e = e_off.shape[0] - 1
+    q = k_cost.shape[1]
+    total = 0
+    for singles in range(io + 1):
+        least = singles + 2 * (io - singles) + n_o + n_i + n_none
+        if least <= room:
+            total += room - least + 1
+    out_c = np.empty(total, dtype=np.int64)
+    out_k = np.empty(total)
+    out_tau = np.empty(total)
+    out_low = np.empty(total)
+    out_s = np.empty(total, dtype=np.int64)
+    n_out = 0
+    all_shared = True
+    for singles in range(io + 1):
+        least = singles + 2 * (io - singles) + n_o + n_i + n_none
+        if least > room:
+            continue
+        roomy = (io - singles) + n_o + n_i + n_none > 0
+        top = room if roomy else least
+        if sync_free and singles > 0:
+            top = least
+        extra = top - least
+        counts = (singles, io - singles + n_i, io - singles + n_o, n_none + extra)
+        shared = e_shared and k_shared[3]
+        for r in range(3):
+            if counts[r] > 0:
+                shared = shared and k_shared[r]
+        all_shared = all_shared and shared
+        n_items = n_e + counts[0] + counts[1] + counts[2] + counts[3]
+        size = e_off[n_e] + q * (n_items - n_e)
+        off = np.empty(n_items + 1, dtype=np.int64)
+        cost = np.empty(size)
+        tau = np.empty(size)
+        mem = np.empty(size)
+        for j in range(n_e + 1):
+            off[j] = e_off[j]
+        for j in range(e_off[n_e]):
+            cost[j] = e_cost[j]
+            tau[j] = e_tau[j]
+            mem[j] = e_mem[j]
+        item = n_e
+        at = e_off[n_e]
+        for r in range(4):
+            for _ in range(counts[r]):
+                for x in range(q):
+                    cost[at + x] = k_cost[r, x]
+                    tau[at + x] = k_tau[r, x]
+                    mem[at + x] = k_mem[r, x]
+                at += q
+                item += 1
+                off[item] = at
+        n_fixed = n_e + counts[0] + counts[1] + counts[2]
+        m_lo = n_none
+        m_hi = n_none + extra
+        n = m_hi - m_lo + 1
+        pk = np.empty(n)
+        ptau = np.empty(n)
+        plow = np.empty(n)
+        group_curve(off, cost, mem, tau, n_fixed, m_lo, m_hi, M, t_max, mode, shared, pk, ptau, plow)
+        base = least - n_none
+        for r in range(n):
+            if pk[r] == np.inf:
+                break
+            out_c[n_out] = base + m_lo + r
+            out_k[n_out] = pk[r]
+            out_tau[n_out] = ptau[r]
+            out_low[n_out] = plow[r]
+            out_s[n_out] = singles
+            n_out += 1
+    return out_c[:n_out], out_k[:n_out], out_tau[:n_out], out_low[:n_out], out_s[:n_out], all_shared
 
 
 @njit(cache=True)

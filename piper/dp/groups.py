@@ -16,7 +16,8 @@ So for one layout:
 
 * a *configuration* says where the cuts among the end layers fall (2 ** ends ways); it fixes
   every chunk's end layers and cut pattern, and how many chunks hold identical layers;
-* a group's value curve (:func:`~piper.dp.group_kernels.group_curve`) gives, for each count c
+* a group's value curve (:func:`~piper.dp.group_kernels.group_points`: one per count of its
+  one-layer chunks cut on both sides, in one call) gives, for each count c
   of identical layers, its least TPS (the exact multiple-choice knapsack over its layers), the tau
   of that choice and a lower bound on the tau of every choice that fits;
 * a DP over the groups (:func:`~piper.dp.group_kernels.group_dp`) picks one count per group
@@ -29,10 +30,18 @@ least compute W and resync R of all layers at t, and BT >= N T + max(0, W - d T)
 tau_g <= d TPS_g); the search stops when the bound reaches the best plan found.  The batch time
 is exact when every layer's TMPCs share one w (a group's least-TPS choice is then one of least
 tau); otherwise the plan found is bounded from below by the DP with each group's least tau.
+
+What does not depend on the layout is computed once: the configurations of L groups and v chunks
+(kept across searches: the planner solves dozens of workloads of one chain), each kind of layer's
+option rows but memory, rooms and curves per (t, d) and group shape (kept across the layouts of a
+search), the points a configuration asks of a curve per t_max.  The same numbers, configurations,
+layouts and curves in the same order as computing each where it is used (tests/dp/test_group_points.py;
+docs/results/dp-speed.md, DeepSeek-V3: every solve of four presets' searches replayed identical).
 """
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 from dataclasses import dataclass, field
@@ -45,7 +54,7 @@ from piper.core.problem import Problem
 from piper.dp.arrays import expert_terms_or_ban
 from piper.dp.chain import IdenticalChain
 from piper.dp.compile_clock import solve_clock
-from piper.dp.group_kernels import group_choice, group_curve, group_dp
+from piper.dp.group_kernels import group_choice, group_dp, group_points
 from piper.dp.knapsack import EXACT
 from piper.dp.limits import past
 from piper.dp.outcome import Outcome
@@ -217,44 +226,97 @@ def group_shapes(chain: IdenticalChain, cfg: list[Chunk], groups: int) -> list[G
     return out
 
 
+@dataclass(frozen=True)
+class _Config:
+    """A configuration with what the search needs of it: its chunks, the shape of every group, the
+    index of each group's shape in :attr:`_ConfigTable.shapes`, and each group's least count of
+    identical layers (every chunk cut on both sides a single)."""
+
+    chunks: list[Chunk]
+    shapes: list[GroupShape]
+    #: (shape index, group) of every group
+    pairs: tuple[tuple[int, int], ...]
+    least: tuple[int, ...]
+    total_least: int
+    #: whether each group holds a chunk of identical layers
+    chunked: tuple[bool, ...]
+
+
+@dataclass(frozen=True)
+class _ConfigTable:
+    """Every configuration of L groups and v chunks each (:func:`configurations`), and the distinct
+    group shapes they use."""
+
+    configs: tuple[_Config, ...]
+    shapes: tuple[GroupShape, ...]
+    #: the (shape index, group) pairs of the configurations whose least counts fit in the chain
+    #: (the others are never searched), and per such configuration its pairs' indices in that
+    #: list, each group's least count and whether it holds identical layers (arrays, one row each)
+    pairs: tuple[tuple[int, int], ...] = ()
+    live: tuple[int, ...] = ()
+    pair_index: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), dtype=np.int64))
+    least: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), dtype=np.int64))
+    chunked: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), dtype=np.bool_))
+
+
+@functools.lru_cache(maxsize=512)
+def _config_table(n: int, first: int, stop: int, groups: int, v: int) -> _ConfigTable:
+    """The configurations of a chain of n layers with the identical block first .. stop - 1 on
+    ``groups`` groups of ``v`` chunks; they depend on nothing else, so they are kept across
+    searches (the planner solves dozens of workloads of one chain)."""
+    chain = IdenticalChain(tuple(range(n)), first, stop, False)
+    ids: dict[GroupShape, int] = {}
+    out = []
+    for cfg in configurations(chain, groups * v):
+        shapes = group_shapes(chain, cfg, groups)
+        pairs = tuple((ids.setdefault(sh, len(ids)), g) for g, sh in enumerate(shapes))
+        least = tuple(sh.least(sh.patterns[0]) for sh in shapes)
+        out.append(_Config(cfg, shapes, pairs, least, sum(least), tuple(sh.chunks > 0 for sh in shapes)))
+    live = tuple(j for j, conf in enumerate(out) if conf.total_least <= stop - first)
+    index: dict[tuple[int, int], int] = {}
+    rows = [[index.setdefault(pair, len(index)) for pair in out[j].pairs] for j in live]
+    return _ConfigTable(tuple(out), tuple(ids), tuple(index), live,
+                        np.array(rows, dtype=np.int64).reshape(len(live), groups),
+                        np.array([out[j].least for j in live], dtype=np.int64).reshape(len(live), groups),
+                        np.array([out[j].chunked for j in live], dtype=np.bool_).reshape(len(live), groups))
+
+
 class _Items:
     """A group's knapsack items at one layout and y: per item its options' cost (TPS share, time
     per sample), tau (time units per microbatch) and memory (bytes), flat with offsets; fixed
     items first (end layers, then identical layers at a cut), then ``mids`` identical layers
     without a cut.  ``rows[i]`` = (chain position of an end layer or -1, role: 0 end layer,
     1 identical layer cut on both sides, 2 cut before it, 3 cut after it, 4 no cut).
-    ``memo`` caches each kind of layer's option arrays across groups of one layout and y."""
+    ``memo`` caches each kind of layer's option arrays (per t, d and bandwidths, across layouts)."""
 
     def __init__(self, problem: Problem, chain: IdenticalChain, cand: Candidates, lay: Layout, y: float,
                  shape: GroupShape, singles: int, mids: int, memo: dict) -> None:
-        kinds: list[tuple[int, bool, bool]] = []
-        self.rows: list[tuple[int, int]] = []
-        for p, cut_in, cut_out in shape.ends:
-            kinds.append((p, cut_in, cut_out))
-            self.rows.append((p, 0))
         io, o, i, _ = shape.patterns
-        for role, count, cut_in, cut_out in ((1, singles, True, True), (2, io - singles + i, True, False),
-                                             (3, io - singles + o, False, True)):
-            kinds.extend([(-1, cut_in, cut_out)] * count)
-            self.rows.extend([(-1, role)] * count)
-        self.n_fixed = len(self.rows)
-        self.rows.extend([(-1, 4)] * mids)
-        arrays = []
-        for kind in kinds:
-            key = (kind, y)
-            if key not in memo:
-                memo[key] = _options(problem, chain, cand, lay, y, *kind)
-            arrays.append(memo[key])
-        key = ((-1, False, False), y)
-        if key not in memo:
-            memo[key] = _options(problem, chain, cand, lay, y, -1, False, False)
-        mid = memo[key]
-        sizes = [a.shape[1] for a in arrays] + [mid.shape[1]] * mids
+        # runs of items of one kind, in item order: (kind, how many, role)
+        runs: list[tuple[tuple[int, bool, bool], int, int]] = [((p, cut_in, cut_out), 1, 0)
+                                                               for p, cut_in, cut_out in shape.ends]
+        runs += [((-1, True, True), singles, 1), ((-1, True, False), io - singles + i, 2),
+                 ((-1, False, True), io - singles + o, 3)]
+        self.n_fixed = sum(count for _, count, _ in runs)
+        runs.append(((-1, False, False), mids, 4))
+        self.rows: list[tuple[int, int]] = []
+        blocks = []
+        sizes = []
+        shared = True
+        for kind, count, role in runs:
+            self.rows.extend([(kind[0] if role == 0 else -1, role)] * count)
+            if not count and role != 4:
+                continue  # no such layer (the middle layers' array counts even when there are none)
+            arr, same = _kind_arrays(problem, chain, cand, lay, y, kind, memo)
+            shared = shared and same
+            if count:
+                blocks.append(arr if count == 1 else np.tile(arr, (1, count)))
+                sizes += [arr.shape[1]] * count
         self.off = np.zeros(len(sizes) + 1, dtype=np.int64)
         np.cumsum(sizes, out=self.off[1:])
-        table = np.concatenate([*arrays, np.tile(mid, (1, mids))], axis=1) if arrays or mids else np.zeros((4, 0))
+        table = np.concatenate(blocks, axis=1) if blocks else np.zeros((4, 0))
         self.cost, self.tau, self.mem = (np.ascontiguousarray(table[r]) for r in range(3))
-        self.shared = all(np.all(a[3] == a[3, 0]) for a in (*arrays, mid))
+        self.shared = shared
 
 
 def _options(problem: Problem, chain: IdenticalChain, cand: Candidates, lay: Layout, y: float, pos: int,
@@ -295,81 +357,150 @@ def _options(problem: Problem, chain: IdenticalChain, cand: Candidates, lay: Lay
     return np.array(out, dtype=np.float64).T.reshape(4, len(out))
 
 
-@dataclass(frozen=True)
+class _OptionParts:
+    """:func:`_options` of one kind of layer at one layout, apart from y: every row but the memory,
+    and the memory's terms, so that :meth:`at` computes the memory row of each y with numpy, in
+    the same operations and order as :func:`_options` (a y + b + s / d, then the expert memory
+    where the TMPC has expert terms): the same numbers."""
+
+    __slots__ = ("a", "b", "has_x", "rows", "s_d", "x")
+
+    def __init__(self, rows: np.ndarray, a: np.ndarray, b: np.ndarray, s_d: np.ndarray, x: np.ndarray,
+                 has_x: np.ndarray) -> None:
+        self.rows, self.a, self.b, self.s_d, self.x, self.has_x = rows, a, b, s_d, x, has_x
+
+    def at(self, y: float) -> np.ndarray:
+        out = self.rows.copy()
+        memory = self.a * y
+        memory += self.b
+        memory += self.s_d
+        out[2] = np.where(self.has_x, memory + self.x, memory)
+        return out
+
+
+def _option_parts(problem: Problem, chain: IdenticalChain, cand: Candidates, lay: Layout, pos: int, cut_in: bool,
+                  cut_out: bool) -> _OptionParts | None:
+    """The y-free parts of :func:`_options` (its arguments less y), or None when some memory term is
+    not a float (then :func:`_options` computes each y itself: Python's int arithmetic differs)."""
+    order, nodes = chain.order, problem.nodes
+    own = nodes[order[pos if pos >= 0 else chain.first]].id
+    d, t = lay.d, lay.t
+    opts = [c for _, c in cand.tmpcs[own][t]]
+    if not all(type(c.memory_a) is float and type(c.memory_b) is float and type(c.memory_sharded) is float
+               for c in opts):
+        return None
+    rows = _options(problem, chain, cand, lay, 1.0, pos, cut_in, cut_out)
+    f, n_mb, memory = problem.resync_factor, problem.microbatches, problem.memory_per_device
+    x = [expert_terms_or_ban(c, d, t, f, n_mb, memory)[1] if c.has_expert_terms else 0.0 for c in opts]
+    return _OptionParts(rows, np.array([c.memory_a for c in opts], dtype=np.float64),
+                        np.array([c.memory_b for c in opts], dtype=np.float64),
+                        np.array([c.memory_sharded / d for c in opts], dtype=np.float64),
+                        np.array(x, dtype=np.float64), np.array([c.has_expert_terms for c in opts], dtype=np.bool_))
+
+
 class _Points:
     """The points of one group: count of identical layers, value (time per sample), tau and a lower
     bound on tau (time units), and the one-layer chunks cut on both sides."""
 
-    c: np.ndarray
-    k: np.ndarray
-    tau: np.ndarray
-    low: np.ndarray
-    singles: np.ndarray
+    __slots__ = ("c", "c_max", "k", "k_max", "low", "singles", "tau")
+
+    def __init__(self, c: np.ndarray, k: np.ndarray, tau: np.ndarray, low: np.ndarray, singles: np.ndarray) -> None:
+        self.c, self.k, self.tau, self.low, self.singles = c, k, tau, low, singles
+        self.c_max = int(c.max()) if c.shape[0] else 0
+        self.k_max = float(k.max()) if c.shape[0] else 0.0
 
     def within(self, c_hi: int, t_max: float) -> _Points:
         """The points with at most c_hi layers and value at most t_max."""
-        if self.c.shape[0] == 0 or (int(self.c.max()) <= c_hi and float(self.k.max()) <= t_max):
+        if self.c.shape[0] == 0 or (self.c_max <= c_hi and self.k_max <= t_max):
             return self
         keep = (self.c <= c_hi) & (self.k <= t_max)
         return _Points(self.c[keep], self.k[keep], self.tau[keep], self.low[keep], self.singles[keep])
 
 
-def _curve(items: _Items, base: int, m_lo: int, m_hi: int, t_max: float, mode: int, memory: float,
-           singles: int) -> tuple[np.ndarray, ...]:
-    """The group's points for m_lo .. m_hi middle layers (count base + m), up to the first that
-    does not fit or exceeds t_max."""
-    n = m_hi - m_lo + 1
-    out_k, out_tau, out_low = np.empty(n), np.empty(n), np.empty(n)
-    group_curve(items.off, items.cost, items.mem, items.tau, items.n_fixed, m_lo, m_hi, memory, t_max, mode,
-                items.shared, out_k, out_tau, out_low)
-    ok = int(np.argmax(np.isinf(out_k))) if bool(np.isinf(out_k).any()) else n
-    return (np.arange(base + m_lo, base + m_lo + ok, dtype=np.int64), out_k[:ok], out_tau[:ok], out_low[:ok],
-            np.full(ok, singles, dtype=np.int64))
+def _kind_arrays(problem: Problem, chain: IdenticalChain, cand: Candidates, lay: Layout, y: float,
+                 kind: tuple[int, bool, bool], memo: dict) -> tuple[np.ndarray, bool]:
+    """:func:`_options` of one kind of layer (chain position or -1, cuts) at y, and whether its
+    options share one resync; kept in ``memo`` (one per t, d and bandwidths)."""
+    key = (kind, y, type(y))
+    got = memo.get(key)
+    if got is None:
+        parts = memo.get(kind)
+        if parts is None:
+            parts = memo[kind] = _option_parts(problem, chain, cand, lay, *kind)
+        arr = _options(problem, chain, cand, lay, y, *kind) if parts is None else parts.at(y)
+        got = memo[key] = (arr, bool(np.all(arr[3] == arr[3, 0])))
+    return got
 
 
-def _group_points(problem: Problem, chain: IdenticalChain, cand: Candidates, lay: Layout, y: float,
+def _end_arrays(problem: Problem, chain: IdenticalChain, cand: Candidates, lay: Layout, y: float,
+                ends: tuple[tuple[int, bool, bool], ...], memo: dict) -> tuple:
+    """The options of a group's end layers, flat (offsets, cost, tau, memory), and whether each end
+    layer's options share one resync."""
+    key = ("ends", ends, y, type(y))
+    got = memo.get(key)
+    if got is None:
+        arrays = [_kind_arrays(problem, chain, cand, lay, y, end, memo) for end in ends]
+        off = np.zeros(len(arrays) + 1, dtype=np.int64)
+        np.cumsum([a.shape[1] for a, _ in arrays], out=off[1:])
+        table = np.concatenate([a for a, _ in arrays], axis=1) if arrays else np.zeros((4, 0))
+        got = memo[key] = (off, *(np.ascontiguousarray(table[r]) for r in range(3)), all(sh for _, sh in arrays))
+    return got
+
+
+def _identical_arrays(problem: Problem, chain: IdenticalChain, cand: Candidates, lay: Layout, y: float,
+                      memo: dict) -> tuple:
+    """The options of an identical layer cut on both sides, before only, after only, neither (rows):
+    cost, tau, memory, and whether each kind's options share one resync."""
+    key = ("identical", y, type(y))
+    got = memo.get(key)
+    if got is None:
+        arrays = [_kind_arrays(problem, chain, cand, lay, y, (-1, cut_in, cut_out), memo)
+                  for cut_in, cut_out in ((True, True), (True, False), (False, True), (False, False))]
+        got = memo[key] = (*(np.ascontiguousarray(np.stack([a[r] for a, _ in arrays])) for r in range(3)),
+                           np.array([sh for _, sh in arrays], dtype=np.bool_))
+    return got
+
+
+def _group_curves(problem: Problem, chain: IdenticalChain, cand: Candidates, lay: Layout, y: float,
                   shape: GroupShape, room: int, c_hi: int, t_max: float, mode: int, cache: dict,
-                  memo: dict) -> tuple[_Points, bool]:
-    """The group's points with at most ``c_hi`` identical layers and value <= ``t_max``; and whether
-    its layers' TMPCs share one w each (then tau is exact).  Curves are computed up to ``room``
-    layers and kept (``cache``) for the other configurations of the layout."""
+                  memo: dict) -> tuple[_Points, bool, float, int]:
+    """The group's points up to ``room`` identical layers and value <= ``t_max`` (filter them with
+    :meth:`_Points.within`); whether its layers' TMPCs share one w each (then tau is exact); and the
+    t_max and room they were computed for.  Curves are kept (``cache``) for the other
+    configurations of the layout and the other layouts of the same (t, d)."""
     key = (shape, y, lay.t, lay.d, lay.bw_edge, lay.bw_resync, mode)
     hit = cache.get(key)
     if hit is not None and hit[2] >= t_max and hit[3] >= c_hi:
-        return hit[0].within(c_hi, t_max), hit[1]
-    parts = []
-    shared = True
-    memory = problem.memory_per_device
-    io, n_none = shape.patterns[0], shape.patterns[3]
-    for singles in range(io + 1):
-        least = shape.least(singles)
-        if least > room:
-            continue
-        top = room if shape.roomy(singles) else least
-        if chain.sync_free and singles > 0:
-            top = least  # with TMPC-free sync bytes the singles matter only below least(0)
-        extra = top - least
-        items = _Items(problem, chain, cand, lay, y, shape, singles, n_none + extra, memo)
-        shared = shared and items.shared
-        parts.append(_curve(items, least - n_none, n_none, n_none + extra, t_max, mode, memory, singles))
-    if parts:
-        pts = _Points(*(np.concatenate([p[j] for p in parts]) for j in range(5)))
-    else:
-        pts = _Points(*(np.zeros(0, dtype=x) for x in (np.int64, float, float, float, np.int64)))
-    cache[key] = (pts, shared, t_max, room)
-    return pts.within(c_hi, t_max), shared
+        return hit
+    e_off, e_cost, e_tau, e_mem, e_shared = _end_arrays(problem, chain, cand, lay, y, shape.ends, memo)
+    k_cost, k_tau, k_mem, k_shared = _identical_arrays(problem, chain, cand, lay, y, memo)
+    io, n_o, n_i, n_none = shape.patterns
+    c, k, tau, low, singles, shared = group_points(e_off, e_cost, e_tau, e_mem, e_shared, k_cost, k_tau, k_mem,
+                                                   k_shared, io, n_o, n_i, n_none, room, chain.sync_free,
+                                                   problem.memory_per_device, t_max, mode)
+    pts = _Points(c, k, tau, low, singles)
+    shared = bool(shared)
+    entry = cache[key] = (pts, shared, t_max, room)
+    return entry
 
 
-def _room(problem: Problem, chain: IdenticalChain, cand: Candidates, lay: Layout, y: float, shape: GroupShape) -> int:
+def _room(problem: Problem, chain: IdenticalChain, cand: Candidates, lay: Layout, y: float, shape: GroupShape,
+          memo: dict | None = None) -> int:
     """A count of identical layers no plan of the layout can exceed on this group (every layer at
-    its least memory, with one layer's margin for rounding); -1 when its end layers alone do not fit."""
+    its least memory, with one layer's margin for rounding); -1 when its end layers alone do not fit.
+    ``memo`` keeps each layer's least memory (per y, d and t)."""
     d, t, memory = lay.d, lay.t, problem.memory_per_device
+    memo = {} if memo is None else memo
 
     def least(p: int) -> float:
-        f, n_mb = problem.resync_factor, problem.microbatches
-        return min(c.memory_a * y + c.memory_b + c.memory_sharded / d
-                   + (expert_terms_or_ban(c, d, t, f, n_mb, memory)[1] if c.has_expert_terms else 0.0)
-                   for _, c in cand.tmpcs[problem.nodes[chain.order[p]].id][t])
+        key = (p, y, type(y), d, t)
+        got = memo.get(key)
+        if got is None:
+            f, n_mb = problem.resync_factor, problem.microbatches
+            got = memo[key] = min(c.memory_a * y + c.memory_b + c.memory_sharded / d
+                                  + (expert_terms_or_ban(c, d, t, f, n_mb, memory)[1] if c.has_expert_terms else 0.0)
+                                  for _, c in cand.tmpcs[problem.nodes[chain.order[p]].id][t])
+        return got
 
     fixed = sum(least(p) for p, _, _ in shape.ends)
     if fixed > memory * (1 + 1e-12):
@@ -381,54 +512,75 @@ def _room(problem: Problem, chain: IdenticalChain, cand: Candidates, lay: Layout
 
 
 def _solve_layout(problem: Problem, chain: IdenticalChain, cand: Candidates, lay: Layout, mode: int, batch: bool,
-                  search: _Search, cache: dict, configs: dict) -> None:
-    """The best plan of one layout below ``search.best``; updates ``search`` (best plan, lower bound)."""
+                  search: _Search, cache: dict, memos: dict, rooms: dict) -> None:
+    """The best plan of one layout below ``search.best``; updates ``search`` (best plan, lower bound).
+    ``cache`` (group curves), ``memos`` (option arrays) and ``rooms`` are kept across the layouts
+    of one search."""
     n_mb = problem.microbatches
     L, v = lay.groups, lay.v
-    key = (L, v)
-    if key not in configs:
-        configs[key] = [(cfg, group_shapes(chain, cfg, L)) for cfg in configurations(chain, L * v)]
+    table = _config_table(chain.n, chain.first, chain.stop, L, v)
     ys = [lay.y(g, n_mb) for g in range(L)]
-    memo: dict = {}
-    rooms: dict = {}
-    for cfg, shapes in configs[key]:
+    memo = memos.setdefault((lay.t, lay.d, lay.bw_edge, lay.bw_resync), {})
+    least_memory = rooms.setdefault("least", {})
+    inner = chain.inner
+    # every live configuration's rooms, at once: which fit in memory, and each group's c_hi
+    room_of = []
+    for sid, g in table.pairs:
+        sh = table.shapes[sid]
+        key = (sh.ends, ys[g], type(ys[g]), lay.t, lay.d)
+        r = rooms.get(key)
+        if r is None:
+            r = rooms[key] = _room(problem, chain, cand, lay, ys[g], sh, least_memory)
+        room_of.append(r)
+    room = np.array(room_of, dtype=np.int64)[table.pair_index] if room_of else table.least.copy()
+    fits = (room >= table.least).all(axis=1) & (room.sum(axis=1) >= inner)
+    spare = inner - table.least.sum(axis=1)
+    c_his = np.where(table.chunked, np.minimum(room, table.least + spare[:, None]), 0)
+    rooms_passed = np.where(table.chunked, room, 0)
+    curves: dict[tuple[int, int], tuple] = {}  # (shape index, group) -> _group_curves's answer
+    kept: dict[tuple[tuple[int, int], int], tuple] = {}  # ((shape index, group), c_hi) -> (points, shared)
+    kept_for = math.nan  # the t_max of the points in ``kept``
+    for row in np.flatnonzero(fits).tolist():
+        conf = table.configs[table.live[row]]
         cap = search.best * (1 + SLACK) if math.isfinite(search.best) else math.inf
         t_max = cap / n_mb if batch else cap
-        least = [sh.least(sh.patterns[0]) for sh in shapes]
-        if sum(least) > chain.inner:
-            continue
-        room = []
-        for g, sh in enumerate(shapes):
-            if (sh, ys[g]) not in rooms:
-                rooms[sh, ys[g]] = _room(problem, chain, cand, lay, ys[g], sh)
-            room.append(rooms[sh, ys[g]])
-        if any(r < lo for r, lo in zip(room, least)) or sum(room) < chain.inner:
-            continue  # no plan of this configuration fits in memory
-        spare = chain.inner - sum(least)
+        if t_max != kept_for:
+            kept.clear()
+            kept_for = t_max
         points: list[_Points] = []
         exact_tau = True
-        for g, sh in enumerate(shapes):
-            c_hi = min(room[g], least[g] + spare) if sh.chunks else 0
-            pts, shared = _group_points(problem, chain, cand, lay, ys[g], sh, room[g] if sh.chunks else 0, c_hi,
-                                        t_max, mode, cache, memo)
-            exact_tau = exact_tau and shared
-            points.append(pts)
-        if any(p.c.shape[0] == 0 for p in points):
+        empty = False
+        for pair, c_hi, r in zip(conf.pairs, c_his[row].tolist(), rooms_passed[row].tolist()):
+            seen = kept.get((pair, c_hi))
+            if seen is None:
+                got = curves.get(pair)
+                if got is None or not (got[2] >= t_max and got[3] >= c_hi):
+                    if got is not None:
+                        kept.clear()  # points filtered from the curves replaced here
+                    sid, g = pair
+                    got = curves[pair] = _group_curves(problem, chain, cand, lay, ys[g], table.shapes[sid], r, c_hi,
+                                                       t_max, mode, cache, memo)
+                seen = kept[pair, c_hi] = (got[0].within(c_hi, t_max), got[1])
+            exact_tau = exact_tau and seen[1]
+            empty = empty or seen[0].c.shape[0] == 0
+            points.append(seen[0])
+        if empty:
             continue  # no plan at most ``cap``
         ptr = np.zeros(L + 1, dtype=np.int64)
         ptr[1:] = np.cumsum([p.c.shape[0] for p in points])
         p_c = np.concatenate([p.c for p in points])
         p_k = np.concatenate([p.k for p in points])
         p_tau = np.concatenate([p.tau for p in points])
-        value, picks = group_dp(ptr, p_c, p_k, p_tau, L, chain.inner, float(n_mb), float(v), cap, batch)
+        value, picks = group_dp(ptr, p_c, p_k, p_tau, L, inner, float(n_mb), float(v), cap, batch)
         search.stats["group_dps"] = search.stats.get("group_dps", 0) + 1
         if picks.shape[0] and value < search.best:
             chosen = [int(picks[g]) - int(ptr[g]) for g in range(L)]
             search.best = float(value)
-            search.plan = build_plan(problem, chain, cand, lay, cfg, shapes, ys, points, chosen, mode, memo)
+            search.plan = build_plan(problem, chain, cand, lay, conf.chunks, conf.shapes, ys, points, chosen, mode,
+                                     memo)
         if mode == EXACT and batch and not exact_tau:
             p_low = np.concatenate([p.low for p in points])
-            low, _ = group_dp(ptr, p_c, p_k, p_low, L, chain.inner, float(n_mb), float(v), cap, batch)
+            low, _ = group_dp(ptr, p_c, p_k, p_low, L, inner, float(n_mb), float(v), cap, batch)
             search.lower = min(search.lower, float(low))
 
 
@@ -498,7 +650,8 @@ def solve_groups(problem: Problem, chain: IdenticalChain, cand: Candidates, kind
     t0 = solve_clock()
     search = _Search(best=ub)
     cache: dict = {}
-    configs: dict = {}
+    memos: dict = {}
+    rooms: dict = {}
     lays = layouts(problem, cand, chain.order, kinds, batch)
     tried = 0
     for lay in lays:
@@ -508,7 +661,7 @@ def solve_groups(problem: Problem, chain: IdenticalChain, cand: Candidates, kind
         if past(deadline):
             search.complete = False
             break
-        _solve_layout(problem, chain, cand, lay, mode, batch, search, cache, configs)
+        _solve_layout(problem, chain, cand, lay, mode, batch, search, cache, memos, rooms)
         tried += 1
     stats = {"layouts": len(lays), "layouts_tried": tried, "groups_s": solve_clock() - t0,
              "group_dps": search.stats.get("group_dps", 0)}
