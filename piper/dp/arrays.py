@@ -100,6 +100,19 @@ def expert_terms_or_ban(c: TMPC, d: int, t: int, f: float, n_mb: int, memory: fl
     return (0.0, 2.0 * memory + 1.0) if terms is None else terms
 
 
+def option_resync_memory(c: TMPC, d: int, t: int, f: float, n_mb: int, y: int, memory: float) -> tuple[float, float]:
+    """(resync bytes per sample, memory bytes) of TMPC ``c`` in a stage of degrees (d, t) holding
+    ``y`` micro-batches of activations: f (d - 1) w / (d N) and a y + b + s / d, plus the expert
+    terms (:func:`expert_terms_or_ban`; ``memory`` = M, the device's memory)."""
+    resync = f * (d - 1) * c.parameter_size / (d * n_mb)
+    mem = c.memory_a * y + c.memory_b + c.memory_sharded / d
+    if c.has_expert_terms:  # docs/problem.md §11; rule 6 as a memory no device holds
+        resync_x, memory_x = expert_terms_or_ban(c, d, t, f, n_mb, memory)
+        resync += resync_x
+        mem += memory_x
+    return resync, mem
+
+
 def absent_array() -> np.ndarray:
     """The value of an optional 2-d field of :class:`LayerArrays` that is not needed: an empty
     C-contiguous float64 array (the same numba type as a present one, so no kernel compiles a

@@ -51,7 +51,7 @@ import numpy as np
 from piper.core.options import Candidates
 from piper.core.plan import INTERLEAVED, Plan, Schedule, Stage
 from piper.core.problem import Problem
-from piper.dp.arrays import expert_terms_or_ban
+from piper.dp.arrays import expert_terms_or_ban, option_resync_memory
 from piper.dp.chain import IdenticalChain
 from piper.dp.compile_clock import solve_clock
 from piper.dp.group_kernels import group_choice, group_dp, group_points
@@ -344,12 +344,7 @@ def _options(problem: Problem, chain: IdenticalChain, cand: Candidates, lay: Lay
             edge += 2.0 * (in_edge.communication_cost + heads[idx][1].sync_fw[in_edge.u])
         if out_edge is not None:
             edge += 2.0 * (out_edge.communication_cost + tails[idx][1].sync_bw[out_edge.v])
-        resync = f * (d - 1) * c.parameter_size / (d * n_mb)
-        memory = c.memory_a * y + c.memory_b + c.memory_sharded / d
-        if c.has_expert_terms:  # docs/problem.md §11; rule 6 as a memory no device holds
-            resync_x, memory_x = expert_terms_or_ban(c, d, t, f, n_mb, problem.memory_per_device)
-            resync += resync_x
-            memory += memory_x
+        resync, memory = option_resync_memory(c, d, t, f, n_mb, y, problem.memory_per_device)
         cost = edge / (d * lay.bw_edge) + resync / lay.bw_resync + c.time_per_sample / d
         # the last row: the resync bytes, equal over a layer's options exactly when its least-TPS
         # choice is a least-tau one

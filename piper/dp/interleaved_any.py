@@ -22,7 +22,7 @@ from piper.core.evaluate import add_cut_bytes, evaluate
 from piper.core.options import Candidates
 from piper.core.plan import INTERLEAVED, Plan, Schedule, Stage
 from piper.core.problem import Problem
-from piper.dp.arrays import expert_terms_or_ban
+from piper.dp.arrays import option_resync_memory
 from piper.dp.compile_clock import solve_clock
 from piper.dp.groups import Layout, layouts
 from piper.dp.knapsack import knapsack
@@ -86,12 +86,7 @@ def _plan_of(problem: Problem, cand: Candidates, order: list[int], lay: Layout, 
             for u in chunk:
                 for _, c in cand.tmpcs[u][t]:
                     edge = add_cut_bytes(0.0, problem, u, c, members)
-                    resync = f * (d - 1) * c.parameter_size / (d * n_mb)
-                    memory = c.memory_a * y + c.memory_b + c.memory_sharded / d
-                    if c.has_expert_terms:  # docs/problem.md §11; rule 6 as a memory no device holds
-                        resync_x, memory_x = expert_terms_or_ban(c, d, t, f, n_mb, problem.memory_per_device)
-                        resync += resync_x
-                        memory += memory_x
+                    resync, memory = option_resync_memory(c, d, t, f, n_mb, y, problem.memory_per_device)
                     cost.append(edge / (d * lay.bw_edge) + resync / lay.bw_resync + c.time_per_sample / d)
                     mem.append(memory)
                     labels.append((u, c.id))
