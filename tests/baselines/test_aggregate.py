@@ -58,12 +58,7 @@ def _case(seed: int) -> tuple[Problem, str, bool]:
     return problem, OBJECTIVES[(seed // 2) % 2], (seed // 4) % 2 == 1
 
 
-#: seeds 0 and 2 take ~45 s each on the 2-core CI machine (the cold suite ran 591 s of its 600 s budget);
-#: seeds 8 and 10 cover the same generator, objectives and free plans in the default run
-SLOW_SEEDS = (0, 2)
-
-
-@pytest.mark.parametrize("seed", [pytest.param(s, marks=pytest.mark.slow) if s in SLOW_SEEDS else s for s in range(20)])
+@pytest.mark.parametrize("seed", range(20))
 def test_agrees_with_brute_force_and_dp(seed: int) -> None:
     problem, objective, uniform = _case(seed)
     assert aggregate_disagreement(problem, _options(objective, uniform)) is None
