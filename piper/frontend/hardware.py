@@ -37,12 +37,12 @@ Sources (vendor datasheets, by name):
 * ``flash_attention_efficiency``: Dao, FlashAttention-2 (2023): 50-73% of A100 peak (0.60);
   Shah et al., FlashAttention-3 (2024): up to 75% of H100 peak forward, less backward (0.50).
 * Collectives (per node type): bus-bandwidth efficiency = nccl-tests busbw / link bandwidth
-  (NVIDIA/nccl-tests doc/PERFORMANCE.md defines busbw): about 230 of 300 GB/s NVLink on DGX
+  (nccl-tests' busbw; figures and sources in experiments/data/collective_bandwidth.md): about 230 of 300 GB/s NVLink on DGX
   A100 (0.78) and 360 of 450 on DGX H100 (0.80); 0.90-0.92 of the InfiniBand links between
   nodes; latencies 15 us (NVLink) and 30 us (network) per collective. Approximate published
   figures, not fitted. ``kernel_overhead_s`` 5 us per kernel (launch and tail).
 * All-to-all (the MoE dispatch and combine, ``*_all_to_all_efficiency``): DeepEP's normal kernels
-  on H800 (deepseek-ai/DeepEP ``docs/legacy.md``, "Normal kernels with NVLink and RDMA
+  on H800 (experiments/data/collective_bandwidth.md, from DeepEP's "Normal kernels with NVLink and RDMA
   forwarding", DeepSeek-V3's pre-training shape): intranode EP 8 153 GB/s dispatch and 158 GB/s
   combine over NVLink, i.e. 0.77 of H800's 200 GB/s each way; internode EP 16 43 GB/s of the
   ~50 GB/s CX7 400 Gb/s link (0.86). The same fractions are assumed on every node type (no
@@ -327,7 +327,7 @@ class Hardware:
 
 
 #: the MoE all-to-all's bus efficiencies (module docstring, "All-to-all"): DeepEP's normal kernels on H800
-#: (deepseek-ai/DeepEP docs/legacy.md, "Normal kernels with NVLink and RDMA forwarding"): intranode EP 8
+#: (experiments/data/collective_bandwidth.md, DeepEP's "Normal kernels with NVLink and RDMA forwarding"): intranode EP 8
 #: dispatch 153 GB/s of the 200 GB/s NVLink each way (0.77; combine 158, 0.79), internode EP 16 43 GB/s
 #: of the ~50 GB/s CX7 400 Gb/s link (0.86, dispatch and combine); the lower of each pair
 ALL_TO_ALL_EFFICIENCY = {"nvlink_all_to_all_efficiency": 0.77, "network_all_to_all_efficiency": 0.86}

@@ -33,7 +33,7 @@ copies of each token): each of n devices keeps 1/n of its message and sends (n -
 node (n <= G, the expert group on consecutive ranks as Megatron-Core's rank order tp-ep-dp puts
 it) at the NVLink bandwidth with the all-to-all's own bus efficiency
 (``Hardware.nvlink_all_to_all_efficiency``; nccl-tests' alltoall busbw = (n - 1)/n x algbw,
-NVIDIA/nccl-tests doc/PERFORMANCE.md; the catalog's figures are DeepEP's, piper/frontend/hardware.py);
+experiments/data/collective_bandwidth.md; the catalog's figures are DeepEP's, piper/frontend/hardware.py);
 across nodes the (G - 1)/n to the device's own node goes over NVLink and the (n - G)/n to other
 nodes over its network link (``network_all_to_all_efficiency``), concurrently: the time is the
 slower of the two plus the network latency. With ``TrainingSetup.token_dispatcher = "flex"``

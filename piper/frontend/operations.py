@@ -24,7 +24,7 @@ Every operation is one of four kinds, priced by the device's numbers (:class:`~p
   (no flash attention) materializes the whole s x s score tensor and masks it: no discount.
 * **collective** (NCCL, over NVLink inside a node): latency + the bus bytes / (link bandwidth
   x the collective's bus efficiency), with nccl-tests' bus-bandwidth convention
-  (NVIDIA/nccl-tests ``doc/PERFORMANCE.md``): an all-reduce of S bytes over n ranks moves
+  (nccl-tests; experiments/data/collective_bandwidth.md): an all-reduce of S bytes over n ranks moves
   2 (n - 1)/n S per device, a reduce-scatter or all-gather (n - 1)/n S.
 
 Every kernel also pays ``Hardware.kernel_overhead_s`` (launch and tail).
