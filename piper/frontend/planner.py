@@ -82,8 +82,7 @@ class Candidate:
     def pruned(self) -> bool:
         """The solve ran under a cutoff and proved that no plan of its workload beats it: status
         "unknown", no plan, bound at least the cutoff (the DP's certificate)."""
-        return (self.cutoff is not None and self.result.plan is None and self.result.status == Status.UNKNOWN
-                and self.result.bound >= self.cutoff * (1 - 1e-9))
+        return self.cutoff is not None and proves_none_below(self.result, self.cutoff)
 
     @property
     def value(self) -> float:
@@ -153,6 +152,12 @@ def context_parallel_choices(cfg: TransformerConfig, hw: Hardware, setup: Traini
             out.append(c)
         c *= 2
     return tuple(out)
+
+
+def proves_none_below(result: Result, value: float) -> bool:
+    """``result`` is a search that found no plan and proved its bound at least ``value`` (to a
+    relative 1e-9): its workload holds no plan better than ``value``."""
+    return result.plan is None and result.status == Status.UNKNOWN and result.bound >= value * (1 - 1e-9)
 
 
 def uniform_lower_bound(problem: Problem, options: Options) -> float | None:
@@ -266,9 +271,7 @@ def search_plans(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup, inf
         # a search cut off below the winner of its kind: no plan of this workload beats it (a free
         # search proving a bound at least the winner counts without a cutoff too, as it always did)
         top = runnable if c.uniform else winner
-        by_bound = (c.result.plan is None and c.result.status == Status.UNKNOWN and top is not None
-                    and c.result.bound >= top.value * (1 - 1e-9))
-        return by_bound and (c.pruned or not c.uniform)
+        return top is not None and proves_none_below(c.result, top.value) and (c.pruned or not c.uniform)
 
     return PlanSearch(tuple(candidates), runnable, winner, all(proven(c) for c in candidates),
                       time.perf_counter() - start,
