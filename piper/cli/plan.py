@@ -90,7 +90,7 @@ def _candidate_summary(c: Candidate) -> dict[str, Any]:
 def _search_summary(search: PlanSearch) -> dict[str, Any]:
     """How the search went: solves made, solves cut off by a bound and why (docs/frontend.md)."""
     return {"workloads": len({(c.context_parallel, c.expert_parallel, c.micro_batch) for c in search.candidates}),
-            "solves": len(search.candidates) + search.resolved, "cut_solves": search.cut_solves,
+            "solves": search.solves, "cut_solves": search.cut_solves,
             "pruned_by_bound": search.pruned,
             "resolved_without_cutoff": search.resolved,
             "pruned_reason": "the solver proved, below the cutoff (the best value found before the solve), that "
@@ -173,7 +173,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
           f"({chosen.result.solver}, {chosen.result.status.value}; search {search.time_s:.2f} s, "
           f"{'exact' if search.exact else 'not proven exact'})")
     if search.cut_solves:
-        print(f"search        {len(search.candidates) + search.resolved} solves, {search.cut_solves} below the best "
+        print(f"search        {search.solves} solves, {search.cut_solves} below the best "
               f"value found before "
               f"them: {search.pruned} pruned by bound (proven to hold no better plan)"
               + (f", {search.resolved} solved again without the cutoff (ties)" if search.resolved else ""))

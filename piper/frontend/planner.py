@@ -111,6 +111,11 @@ class PlanSearch:
     resolved: int = 0
 
     @property
+    def solves(self) -> int:
+        """Solves made: one per candidate, plus those solved again without the cutoff."""
+        return len(self.candidates) + self.resolved
+
+    @property
     def pruned(self) -> int:
         """Solves that proved, under their cutoff, that their workload holds no better plan."""
         return sum(1 for c in self.candidates if c.pruned)
