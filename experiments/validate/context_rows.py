@@ -7,9 +7,10 @@ as Table 4 says). Published iteration time: the row's TFLOP/s converted with Meg
 (full, non-causal attention), as for the dense rows; the paper does not give its count, and at
 131k tokens attention is most of the FLOPs, so :func:`context_variants` also reports the time with
 the causal half of attention (a 1.4x shorter target). Meta's pipeline schedule is interleaved but
-its v is not stated: the row is scored with v = 1 (as the dense rows), and :func:`context_variants`
-adds v = 2 and 4 (Meta's uneven 7, 8 x 14, 7 split refined into 16 v chunks, first and last one
-layer short).
+its v is not stated: the row is scored as the dense rows, with the least predicted time that fits over
+v = 1, 2, 4, 8 (:data:`~experiments.validate.rows.LLAMA3_VIRTUAL_STAGES`: Meta's split with the
+embedding and the loss counted as layers, first and last chunk one layer short), and
+:func:`context_variants` lists every v.
 """
 
 from __future__ import annotations
@@ -18,7 +19,13 @@ import csv
 from dataclasses import replace
 from typing import Any
 
-from experiments.validate.rows import DATA_DIR, Case, llama3_layout, llama3_row
+from experiments.validate.rows import (
+    DATA_DIR,
+    LLAMA3_VIRTUAL_STAGES,
+    Case,
+    llama3_layout,
+    llama3_row,
+)
 from piper.frontend.hardware import hardware
 from piper.frontend.score import Layout, check_layout, model_flops, score_layout
 
@@ -28,7 +35,7 @@ __all__ = ["CONTEXT_ASSUMPTIONS", "context_variants", "llama3_context_cases"]
 CONTEXT_ASSUMPTIONS = [
     ("the long-context row (CP 16): Megatron-Core's ring attention (p2p; the paper's Section 3.3.2 describes an "
      "all-gather of K and V instead), the sequence split in 2c chunks, each ring step's K, V transfer overlapped "
-     "with the previous step's attention (piper/frontend/context.py); v = 1"),
+     "with the previous step's attention (piper/frontend/context.py); v as for the dense rows"),
 ]
 
 
@@ -43,22 +50,27 @@ def llama3_context_cases() -> list[Case]:
         if c == 1:
             continue
         gpus, t, p, d, gb, cfg, setup, tflops, time_s = llama3_row(r, hw)
-        layout = Layout(tp=t, cp=c, pp=p, dp=d, recompute="none", sequence_parallel=True,
-                        stage_layers=llama3_layout(cfg.layers, p))
-        check_layout(cfg, hw, setup, layout)
-        out.append(Case("llama3", f"llama3-405b-{gpus}-cp{c}", cfg, hw, setup, layout, time_s, tflops,
-                        "h100-sxm-80gb", extra={"causal_time_s": model_flops(cfg, gb, causal=True) / (tflops * 1e12 * gpus)}))
+        layouts = []
+        for vp in LLAMA3_VIRTUAL_STAGES:
+            layout = Layout(tp=t, cp=c, pp=p, dp=d, recompute="none", sequence_parallel=True, vp=vp,
+                            stage_layers=llama3_layout(cfg.layers, p, vp))
+            check_layout(cfg, hw, setup, layout)
+            layouts.append(layout)
+        causal_s = model_flops(cfg, gb, causal=True) / (tflops * 1e12 * gpus)
+        out.append(Case("llama3", f"llama3-405b-{gpus}-cp{c}", cfg, hw, setup, layouts[0], time_s, tflops,
+                        "h100-sxm-80gb", extra={"causal_time_s": causal_s,
+                                                "variants": tuple((cfg, lay) for lay in layouts)}))
     return out
 
 
-def context_variants(case: Case, params: tuple[float, float], vps: tuple[int, ...] = (1, 2, 4)) -> list[dict[str, Any]]:
+def context_variants(case: Case, params: tuple[float, float], vps: tuple[int, ...] = (1, 2, 4, 8)) -> list[dict[str, Any]]:
     """``case`` scored with the fitted (e_max, d0) at each v of ``vps``: the first recomputation that
     fits (none, selective, full), the predicted time and its error against both published times."""
     e_max, d0 = params
     hw = case.hw.with_changes(gemm_efficiency=e_max, gemm_half_dim=d0)
     rows = []
     for vp in vps:
-        layout = replace(case.layout, vp=vp, stage_layers=llama3_layout(case.cfg.layers, case.layout.pp * vp))
+        layout = replace(case.layout, vp=vp, stage_layers=llama3_layout(case.cfg.layers, case.layout.pp, vp))
         m: dict[str, Any] = {}
         for rc in ("none", "selective", "full"):
             m = score_layout(case.cfg, hw, case.setup, replace(layout, recompute=rc))

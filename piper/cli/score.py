@@ -1,10 +1,12 @@
 """``python -m piper score MODEL --gpu G --nodes N --tp T [--cp C] --pp P [--dp D] [--vp V] --micro-batch B
 --global-batch GB [--seq S] --recompute none|selective|full [--sequence-parallel]
-[--no-distributed-optimizer] [--precision bf16|fp8] [--ep E] [--etp ET] [--json]``: the layout a user runs today (their
-Megatron-LM command line) scored by the one evaluator.
+[--no-distributed-optimizer] [--precision bf16|fp8] [--ep E] [--etp ET] [--account-for-embedding-in-pipeline-split]
+[--account-for-loss-in-pipeline-split] [--json]``: the layout a user runs today (their Megatron-LM command line)
+scored by the one evaluator.
 
-The scoring is :func:`piper.frontend.score.score_layout` (layers split evenly, Megatron's rule;
-``--vp V`` the interleaved schedule, docs/problem.md §9). Prints the iteration time, tokens/s
+The scoring is :func:`piper.frontend.score.score_layout` (layers split evenly, Megatron's rule, with the
+embedding and the loss counted as a layer each under Megatron's two ``--account-for-...`` flags:
+:func:`piper.frontend.score.megatron_split`; ``--vp V`` the interleaved schedule, docs/problem.md §9). Prints the iteration time, tokens/s
 (all GPUs and per GPU), model TFLOP/s per GPU and MFU (Megatron-LM's FLOP count, full attention;
 the causal-half variant too), memory per GPU against the limit, and the bottleneck; ``--json``
 prints one JSON object. An impossible layout is one line naming the flag (exit 2).
@@ -20,7 +22,7 @@ from piper.cli.common import positive_int
 from piper.cli.model import add_model_arguments, model_from_args
 from piper.core.errors import UsageError
 from piper.core.json_values import jsonable
-from piper.frontend.score import Layout, score_layout
+from piper.frontend.score import Layout, megatron_split, score_layout
 
 __all__ = ["add_score_parser", "cmd_score"]
 
@@ -37,6 +39,10 @@ def add_score_parser(subparsers: Any) -> argparse.ArgumentParser:
     g.add_argument("--dp", type=positive_int, metavar="D", help="data-parallel size (default: GPUs / (T C P))")
     g.add_argument("--vp", type=positive_int, default=1, metavar="V",
                    help="virtual stages per pipeline stage: the interleaved schedule (default 1: 1F1B)")
+    g.add_argument("--account-for-embedding-in-pipeline-split", action="store_true",
+                   help="the embedding counts as one layer in the even split (the first chunk holds one layer fewer)")
+    g.add_argument("--account-for-loss-in-pipeline-split", action="store_true",
+                   help="the output layer and loss count as one layer (the last chunk holds one layer fewer)")
     g.add_argument("--sequence-parallel", action="store_true", help="sequence parallelism (with T > 1)")
     g.add_argument("--no-flash-attention", action="store_true", help="unfused attention (s^2 scores kept)")
     g.add_argument("--tp-comm-overlap", action="store_true", help="overlap sequence-parallel collectives with products")
@@ -97,8 +103,13 @@ def cmd_score(args: argparse.Namespace) -> int:
             cp = f" x --cp {args.cp}" if args.cp > 1 else ""
             raise UsageError(f"--tp {args.tp}{cp} x --pp {args.pp} does not divide the {gpus} GPUs of --nodes {setup.nodes}")
         dp = gpus // width
+    split = None
+    if args.account_for_embedding_in_pipeline_split or args.account_for_loss_in_pipeline_split:
+        split = megatron_split(cfg.layers, args.pp, args.vp, embedding=args.account_for_embedding_in_pipeline_split,
+                               loss=args.account_for_loss_in_pipeline_split)
     layout = Layout(tp=args.tp, pp=args.pp, dp=dp, recompute=args.recompute,
-                    sequence_parallel=bool(args.sequence_parallel), vp=args.vp, cp=args.cp, ep=args.ep, etp=args.etp)
+                    sequence_parallel=bool(args.sequence_parallel), vp=args.vp, cp=args.cp, ep=args.ep, etp=args.etp,
+                    stage_layers=split)
     m = score_layout(cfg, hw, setup, layout)
     public = {k: v for k, v in m.items() if k not in ("problem", "plan", "score")}
     if args.json:

@@ -44,7 +44,8 @@ from piper.frontend.workload import (
     tensor_parallel_degrees,
 )
 
-__all__ = ["Layout", "check_expert_layout", "check_layout", "even_split", "layout_plan", "model_flops", "score_layout"]
+__all__ = ["Layout", "check_expert_layout", "check_layout", "even_split", "layout_plan", "megatron_split", "model_flops",
+           "score_layout"]
 
 
 @dataclass(frozen=True)
@@ -121,6 +122,31 @@ def even_split(layers: int, parts: int) -> list[int]:
     return [layers // parts] * parts
 
 
+def megatron_split(layers: int, pp: int, vp: int = 1, embedding: bool = False, loss: bool = False) -> tuple[int, ...]:
+    """Megatron-Core's even split with ``--account-for-embedding-in-pipeline-split`` (``embedding``)
+    and ``--account-for-loss-in-pipeline-split`` (``loss``): the embedding and the loss each count
+    as one layer, the l (+ 1) (+ 1) layers split evenly into the p v chunks, and the first (last)
+    chunk holds one transformer layer fewer (``get_transformer_layer_offset`` in Megatron-Core's
+    ``transformer_block.py`` adds one layer per flag before dividing). With neither flag this is
+    :func:`even_split`. Llama 3 405B's 126 layers on 16 stages: (7, 8 x 14, 7); with v = 8 the first
+    chunk holds only the embedding and the last only the output layer, as [L3] Section 3.3.2
+    describes its layout. A :class:`FrontendError` naming the flags when the count does not divide.
+    """
+    chunks = pp * vp
+    total = layers + int(embedding) + int(loss)
+    if total % chunks or total // chunks < 1:
+        flags = [f for f, on in (("--account-for-embedding-in-pipeline-split", embedding),
+                                 ("--account-for-loss-in-pipeline-split", loss)) if on]
+        counted = f"{layers} layers" + "".join(f" + 1 ({f})" for f in flags)
+        raise FrontendError(f"{counted} do not split evenly into {chunks} pipeline chunks (--pp {pp}"
+                            + (f" x --vp {vp}" if vp > 1 else "") + ")")
+    each = total // chunks
+    sizes = [each] * chunks
+    sizes[0] -= int(embedding)
+    sizes[-1] -= int(loss)
+    return tuple(sizes)
+
+
 def check_layout(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup, layout: Layout) -> list[int]:
     """The layers of each stage (or chunk); a :class:`FrontendError` naming the flag when the
     layout is impossible."""
@@ -143,8 +169,13 @@ def check_layout(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup, lay
     chunks = layout.pp * layout.vp
     if layout.stage_layers is not None:
         sizes = list(layout.stage_layers)
-        if len(sizes) != chunks or sum(sizes) != cfg.layers or min(sizes) < 1:
-            raise FrontendError(f"stage layers {sizes}: need {chunks} positive counts summing to {cfg.layers} layers")
+        # the first chunk holds the embedding and the last the output layer: they may hold no
+        # transformer layer (Megatron's --account-for-{embedding,loss}-in-pipeline-split)
+        inner_ok = chunks < 3 or min(sizes[1:-1]) >= 1
+        if (len(sizes) != chunks or sum(sizes) != cfg.layers or min(sizes) < 0 or not inner_ok
+                or (chunks == 1 and sizes[0] < 1)):
+            raise FrontendError(f"stage layers {sizes}: need {chunks} counts summing to {cfg.layers} layers, "
+                                "each at least 1 but the first and the last, which may be 0")
     else:
         if cfg.layers % chunks:
             raise FrontendError(f"--pp {layout.pp}" + (f" x --vp {layout.vp}" if layout.vp > 1 else "")

@@ -35,7 +35,7 @@ from piper.core.evaluate import Score, check_plan, chunk_terms
 from piper.core.plan import Plan
 from piper.core.problem import Problem
 
-__all__ = ["Pass", "Timeline", "simulate_schedule", "FORWARD_SHARE"]
+__all__ = ["FORWARD_SHARE", "Pass", "Timeline", "activation_peaks", "simulate_schedule"]
 
 #: the share of tau a forward pass takes (the backward takes the rest)
 FORWARD_SHARE = 1.0 / 3.0
@@ -83,13 +83,15 @@ def _chunk_taus(problem: Problem, plan: Plan) -> list[float]:
     return out
 
 
-def _orders(plan: Plan, score: Score, n_mb: int) -> dict[tuple[int, int], list[tuple[str, int, int]]]:
-    """(group, replica) -> its passes in order: (kind, chunk, micro-batch)."""
+def _orders(plan: Plan, score: Score, n_mb: int,
+            replicas: int | None = None) -> dict[tuple[int, int], list[tuple[str, int, int]]]:
+    """(group, replica) -> its passes in order: (kind, chunk, micro-batch); only the first
+    ``replicas`` replicas of each group when given."""
     orders: dict[tuple[int, int], list[tuple[str, int, int]]] = {}
     groups = plan.groups
     if not plan.schedule.interleaved:
         for i, st in enumerate(score.stages):
-            for r in range(st.d):
+            for r in range(min(st.d, replicas or st.d)):
                 mine = list(range(r, n_mb, st.d))
                 m = len(mine)
                 warm = min(int(st.y) - 1, m)
@@ -101,7 +103,7 @@ def _orders(plan: Plan, score: Score, n_mb: int) -> dict[tuple[int, int], list[t
         return orders
     v = plan.schedule.virtual_stages
     for g, st in enumerate(score.stages):
-        for r in range(st.d):
+        for r in range(min(st.d, replicas or st.d)):
             mine = list(range(r, n_mb, st.d))
             m = len(mine)
             total = m * v
@@ -121,6 +123,33 @@ def _orders(plan: Plan, score: Score, n_mb: int) -> dict[tuple[int, int], list[t
             seq += [backward(q) for q in range(total - warm, total)]
             orders[g, r] = seq
     return orders
+
+
+def activation_peaks(problem: Problem, plan: Plan, score: Score) -> tuple[float, ...]:
+    """Per device group (stage, for 1F1B): the most activation bytes (``memoryUsageA`` of each
+    chunk's chosen TMPCs, per micro-batch) replica 0 holds at once when its passes run in the
+    schedule's order (:func:`_orders`): a chunk's activations of a micro-batch are held from its
+    forward pass to its backward pass, and the peak is taken after each forward pass.
+
+    The evaluator charges y_g x (the group's activation bytes) (docs/problem.md §9.2), which is this
+    peak when the group's chunks hold equal activations: then only the number of chunk-micro-batches
+    in flight matters. With unequal chunks the schedule holds more micro-batches of its first chunks
+    at times (a group's first chunk keeps up to m micro-batches while the later chunks drain), so the
+    true peak can lie above or below the evaluator's figure; this is a diagnostic, not the spec."""
+    chosen = check_plan(problem, plan)
+    per_chunk = [sum(chosen[u].memory_a for u in s.nodes) for s in plan.stages]
+    orders = _orders(plan, score, problem.microbatches, replicas=1)
+    peaks = []
+    for g in range(plan.groups):
+        total = best = 0.0
+        for kind, chunk, _mb in orders[g, 0]:
+            if kind == "F":
+                total += per_chunk[chunk]
+                best = max(best, total)
+            else:
+                total -= per_chunk[chunk]
+        peaks.append(best)
+    return tuple(peaks)
 
 
 def simulate_schedule(problem: Problem, plan: Plan, score: Score) -> Timeline | None:

@@ -82,3 +82,27 @@ def test_bad_context_parallel_is_one_line_exit_2(extra, flag, capsys):
     assert run_main(main, [*BASE, *extra]) == 2
     err = capsys.readouterr().err.strip()
     assert flag in err and "\n" not in err
+
+
+def test_megatron_split_counts_the_embedding_and_the_loss_as_layers():
+    from piper.frontend.score import megatron_split
+
+    # by hand: (layers + flags) / chunks each, one fewer in the first (embedding) / last (loss) chunk
+    assert megatron_split(24, 2) == (12, 12)
+    assert megatron_split(22, 2, 2, embedding=True, loss=True) == (5, 6, 6, 5)
+    assert megatron_split(23, 2, 2, embedding=True) == (5, 6, 6, 6)
+    assert megatron_split(23, 2, 2, loss=True) == (6, 6, 6, 5)
+    assert megatron_split(126, 16, 8, embedding=True, loss=True) == (0,) + (1,) * 126 + (0,)
+    with pytest.raises(ValueError, match="--account-for-embedding-in-pipeline-split"):
+        megatron_split(24, 2, 2, embedding=True)
+
+
+def test_account_for_embedding_and_loss_flags(capsys):
+    # 24 layers + 2 over p v = 2 x 13 chunks: the first chunk holds only the embedding, the last only the head
+    flags = ["--vp", "13", "--account-for-embedding-in-pipeline-split", "--account-for-loss-in-pipeline-split"]
+    assert run_main(main, [*BASE, *flags, "--json"]) == 0
+    m = json.loads(capsys.readouterr().out)
+    assert m["stage_layers"] == [0] + [1] * 24 + [0] and m["fits"] and m["batch_time_s"] > 0
+    assert run_main(main, [*BASE, "--account-for-embedding-in-pipeline-split"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "--account-for-embedding-in-pipeline-split" in err and "\n" not in err

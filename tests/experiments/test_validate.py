@@ -62,8 +62,10 @@ def test_llama3_chunk_layouts_by_hand():
     assert llama3_layout(126, 16) == (7,) + (8,) * 14 + (7,)
     # v = 4: 64 chunks of (126 + 2) / 64 = 2 layers, the first and the last one fewer
     assert llama3_layout(126, 16, 4) == (1,) + (2,) * 62 + (1,)
+    # v = 8 ([L3] Section 3.3.2): chunks of one layer; the first holds only the embedding, the last only the head
+    assert llama3_layout(126, 16, 8) == (0,) + (1,) * 126 + (0,)
     with pytest.raises(ValueError):
-        llama3_layout(126, 16, 8)  # chunks of one layer leave none for the first and the last
+        llama3_layout(126, 16, 3)  # 128 layers do not split into 48 chunks
 
 
 def test_catalog_constants_are_the_fits_optimum():

@@ -10,15 +10,15 @@ import pytest
 
 from piper import evaluate, plan_from_dict, problem_from_dict
 from piper.render.picture import draw_plan
-from piper.render.timeline import simulate_schedule, steady_state_cut
+from piper.render.timeline import activation_peaks, simulate_schedule, steady_state_cut
 
 
-def chain(n: int, k: int, N: int, p=lambda i: 1.0):
+def chain(n: int, k: int, N: int, p=lambda i: 1.0, a=lambda i: 0.0, memory: float = 1.0):
     def tmpc(i: int) -> dict:
-        return {"id": "a", "timePerSample": p(i), "parameterSize": 0, "memoryUsageA": 0, "memoryUsageB": 0,
+        return {"id": "a", "timePerSample": p(i), "parameterSize": 0, "memoryUsageA": a(i), "memoryUsageB": 0,
                 "syncTimeFw": {str(i - 1): 0} if i else {}, "syncTimeBw": {str(i + 1): 0} if i < n - 1 else {}}
 
-    return problem_from_dict({"maxDevices": k, "maxMemoryPerDevice": 1, "bandwidth": 1, "mbsInBatch": N,
+    return problem_from_dict({"maxDevices": k, "maxMemoryPerDevice": memory, "bandwidth": 1, "mbsInBatch": N,
                               "nodes": [{"id": i, "TMPCs": {"1": [tmpc(i)]}} for i in range(n)],
                               "edges": [{"sourceId": i, "destId": i + 1, "communicationCost": 0} for i in range(n - 1)]})
 
@@ -97,3 +97,35 @@ def test_a_long_steady_state_is_cut_and_the_picture_has_a_timeline(tmp_path) -> 
     few = chain(4, 4, 6)  # 6 micro-batches: every one is drawn
     short = draw_plan(few, plan, tmp_path / "q.png")
     assert short.timeline and not short.timeline_cut
+
+
+@pytest.mark.parametrize("L, v, m", [(2, 1, 4), (4, 1, 8), (2, 2, 2), (2, 2, 4), (4, 2, 8), (4, 4, 8), (2, 3, 6),
+                                     (4, 2, 16)])
+def test_activation_peaks_of_equal_chunks_are_the_evaluators(L: int, v: int, m: int) -> None:
+    """Equal chunks: replica 0's most activations held at once, played out in the schedule's order,
+    is y_g x the group's activations (docs/problem.md §2, §9.2), an independent check of y_g."""
+    problem = chain(L * v, L, m, a=lambda i: 3.0, memory=1e9)
+    body = {"stages": [stage([i]) for i in range(L * v)]}
+    if v > 1:
+        body["schedule"] = {"kind": "interleaved", "virtualStages": v}
+    plan = plan_from_dict(body)
+    score = evaluate(problem, plan)
+    assert activation_peaks(problem, plan, score) == pytest.approx([st.y * 3.0 * v for st in score.stages])
+
+
+def test_activation_peaks_of_unequal_chunks_by_hand() -> None:
+    """L = 2, v = 2, m = 4, group 0 holds chunks 0 (a = 2) and 2 (a = 1). Its order (Megatron-LM's
+    interleaved 1F1B: 4 warm-up forwards) is F0c0 F1c0 F0c1 F1c1 | F2c0 B0c1 F3c0 B1c1 F2c1 B0c0
+    F3c1 B1c0 | B2c1 B3c1 B2c0 B3c0: after F3c0 it holds micro-batches 0-3 of chunk 0 and 3 of chunk
+    2: 4 x 2 + 1 x 1 = 9. The evaluator's y_0 = min(4, (2 + 2 + 1) / 2) = 2.5 charges 2.5 x 3 = 7.5:
+    with unequal chunks the schedule can hold more than the spec's formula (the docstring's caveat)."""
+    weights = {0: 2.0, 1: 1.0, 2: 1.0, 3: 1.0}
+    problem = chain(4, 2, 4, a=lambda i: weights[i], memory=1e9)
+    plan = plan_from_dict({"stages": [stage([i]) for i in range(4)],
+                           "schedule": {"kind": "interleaved", "virtualStages": 2}})
+    score = evaluate(problem, plan)
+    peaks = activation_peaks(problem, plan, score)
+    assert peaks[0] == pytest.approx(9.0)
+    assert score.stages[0].y * 3.0 == pytest.approx(7.5)
+    # group 1 (chunks 1 and 3, equal): y_1 = min(4, (0 + 2 + 1) / 2) = 1.5, 1.5 x 2 = 3
+    assert peaks[1] == pytest.approx(3.0) == pytest.approx(score.stages[1].y * 2.0)
