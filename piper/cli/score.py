@@ -56,6 +56,15 @@ def add_score_parser(subparsers: Any) -> argparse.ArgumentParser:
     return p
 
 
+def _order_note(m: dict[str, Any]) -> str:
+    """A note when the schedule's pass order holds more than 0.5% more or less than the model's
+    memory (chunks of unequal activations; docs/problem.md §9.2)."""
+    order, model = m["schedule_order_memory_bytes"], m["max_memory_bytes"]
+    if abs(order - model) <= 0.005 * model:
+        return ""
+    return f"; by the schedule's pass order {order / 1e9:.2f} GB"
+
+
 def _text(m: dict[str, Any]) -> str:
     gb = 1e9
     lines = [
@@ -78,7 +87,7 @@ def _text(m: dict[str, Any]) -> str:
         f"model FLOPs   {m['model_tflops_per_gpu']:.4g} TFLOP/s per GPU, MFU {100 * m['mfu']:.1f}% "
         f"(Megatron's count: full attention; {100 * m['mfu_causal']:.1f}% with its causal half)",
         f"memory        {m['max_memory_bytes'] / gb:.2f} GB per GPU of {m['memory_limit_bytes'] / gb:.2f} GB "
-        f"(device less a reserve of {m['memory_reserve_bytes'] / gb:.2f} GB)",
+        f"(device less a reserve of {m['memory_reserve_bytes'] / gb:.2f} GB)" + _order_note(m),
         f"bottleneck    stage {b['stage']}: {b['largest'].replace('_', ' ')} ({parts})",
     ]
     return "\n".join(lines)

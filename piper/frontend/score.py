@@ -30,6 +30,7 @@ from typing import Any
 
 from piper.core.errors import FrontendError
 from piper.core.evaluate import Score, evaluate
+from piper.core.pass_order import schedule_order_memory
 from piper.core.plan import Plan, Schedule, Stage
 from piper.core.problem import Problem
 from piper.frontend import costs
@@ -308,6 +309,8 @@ def score_layout(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup, lay
                          if cfg.moe is not None else ""),
         "ep": layout.ep, "etp": layout.etp,
         "max_memory_bytes": max_mem,
+        # a diagnostic: the activations counted by the schedule's pass order (docs/problem.md §9.2's limit)
+        "schedule_order_memory_bytes": max(schedule_order_memory(problem, plan, score)),
         "memory_limit_bytes": problem.memory_per_device,
         "memory_reserve_bytes": setup.reserve_bytes(hw),
         "fits": not score.oom,

@@ -8,14 +8,10 @@ the schedule out, micro-batch by micro-batch, so that a user can see where the d
 * one micro-batch on one chunk takes tau (``StageScore.tau``: P + X / B_edge, the time one
   replica spends on it), split as a forward pass of tau / 3 and a backward pass of 2 tau / 3
   (a display convention: backward is about twice the forward's FLOPs);
-* 1F1B (PipeDream-Flush, Narayanan et al. 2021): replica order warm-up forwards (y - 1 of
-  them, y the stage's microbatches in flight of the evaluator's memory model, ``StageScore.y``),
-  then one forward and one backward alternately, then the remaining backwards;
-* interleaved 1F1B (Megatron-LM's schedule, SC'21 §2.2.2): the forward of virtual micro-batch
-  q runs chunk (q div L) mod v of micro-batch (q div L v) L + q mod L; backwards visit the
-  chunks in reverse; warm-up 2 (L - g - 1) + (v - 1) L passes on group g;
+* each replica runs its passes in the order of :func:`piper.core.pass_order.pass_orders` (1F1B,
+  PipeDream-Flush; Megatron-LM's interleaved 1F1B, SC'21 §2.2.2);
 * a forward waits for the previous chunk's forward of the same micro-batch, a backward for
-  the next chunk's backward and its own forward; each replica runs its passes in its order;
+  the next chunk's backward and its own forward;
 * after its last pass each replica resyncs its weights for N x ``StageScore.resync`` (the
   per-sample resync time of the score, once per iteration).
 
@@ -32,10 +28,11 @@ from collections import deque
 from dataclasses import dataclass
 
 from piper.core.evaluate import Score, check_plan, chunk_terms
+from piper.core.pass_order import pass_orders
 from piper.core.plan import Plan
 from piper.core.problem import Problem
 
-__all__ = ["FORWARD_SHARE", "Pass", "Timeline", "activation_peaks", "simulate_schedule"]
+__all__ = ["FORWARD_SHARE", "Pass", "Timeline", "simulate_schedule"]
 
 #: the share of tau a forward pass takes (the backward takes the rest)
 FORWARD_SHARE = 1.0 / 3.0
@@ -83,75 +80,6 @@ def _chunk_taus(problem: Problem, plan: Plan) -> list[float]:
     return out
 
 
-def _orders(plan: Plan, score: Score, n_mb: int,
-            replicas: int | None = None) -> dict[tuple[int, int], list[tuple[str, int, int]]]:
-    """(group, replica) -> its passes in order: (kind, chunk, micro-batch); only the first
-    ``replicas`` replicas of each group when given."""
-    orders: dict[tuple[int, int], list[tuple[str, int, int]]] = {}
-    groups = plan.groups
-    if not plan.schedule.interleaved:
-        for i, st in enumerate(score.stages):
-            for r in range(min(st.d, replicas or st.d)):
-                mine = list(range(r, n_mb, st.d))
-                m = len(mine)
-                warm = min(int(st.y) - 1, m)
-                seq = [("F", i, k) for k in mine[:warm]]
-                for j in range(m - warm):
-                    seq += [("F", i, mine[warm + j]), ("B", i, mine[j])]
-                seq += [("B", i, k) for k in mine[m - warm:]]
-                orders[i, r] = seq
-        return orders
-    v = plan.schedule.virtual_stages
-    for g, st in enumerate(score.stages):
-        for r in range(min(st.d, replicas or st.d)):
-            mine = list(range(r, n_mb, st.d))
-            m = len(mine)
-            total = m * v
-
-            def forward(q: int) -> tuple[str, int, int]:
-                c = (q // groups) % v
-                return "F", c * groups + g, mine[(q // (groups * v)) * groups + q % groups]
-
-            def backward(q: int) -> tuple[str, int, int]:
-                c = v - 1 - (q // groups) % v
-                return "B", c * groups + g, mine[(q // (groups * v)) * groups + q % groups]
-
-            warm = min(2 * (groups - g - 1) + (v - 1) * groups, total)
-            seq = [forward(q) for q in range(warm)]
-            for j in range(total - warm):
-                seq += [forward(warm + j), backward(j)]
-            seq += [backward(q) for q in range(total - warm, total)]
-            orders[g, r] = seq
-    return orders
-
-
-def activation_peaks(problem: Problem, plan: Plan, score: Score) -> tuple[float, ...]:
-    """Per device group (stage, for 1F1B): the most activation bytes (``memoryUsageA`` of each
-    chunk's chosen TMPCs, per micro-batch) replica 0 holds at once when its passes run in the
-    schedule's order (:func:`_orders`): a chunk's activations of a micro-batch are held from its
-    forward pass to its backward pass, and the peak is taken after each forward pass.
-
-    The evaluator charges y_g x (the group's activation bytes) (docs/problem.md §9.2), which is this
-    peak when the group's chunks hold equal activations: then only the number of chunk-micro-batches
-    in flight matters. With unequal chunks the schedule holds more micro-batches of its first chunks
-    at times (a group's first chunk keeps up to m micro-batches while the later chunks drain), so the
-    true peak can lie above or below the evaluator's figure; this is a diagnostic, not the spec."""
-    chosen = check_plan(problem, plan)
-    per_chunk = [sum(chosen[u].memory_a for u in s.nodes) for s in plan.stages]
-    orders = _orders(plan, score, problem.microbatches, replicas=1)
-    peaks = []
-    for g in range(plan.groups):
-        total = best = 0.0
-        for kind, chunk, _mb in orders[g, 0]:
-            if kind == "F":
-                total += per_chunk[chunk]
-                best = max(best, total)
-            else:
-                total -= per_chunk[chunk]
-        peaks.append(best)
-    return tuple(peaks)
-
-
 def simulate_schedule(problem: Problem, plan: Plan, score: Score) -> Timeline | None:
     """Play one iteration of ``plan``'s schedule out (module docstring); None when it is too
     large to play out (more than :data:`MAX_PASSES` passes), out of memory, or deadlocks."""
@@ -164,7 +92,7 @@ def simulate_schedule(problem: Problem, plan: Plan, score: Score) -> Timeline | 
         return None
     taus = _chunk_taus(problem, plan)
     d_of = [score.stages[j % groups].d for j in range(chunks)]
-    orders = _orders(plan, score, n_mb)
+    orders = pass_orders(plan, score, n_mb)
     # a pass is (kind, chunk, micro-batch); its replica is (group, micro-batch mod d)
     deps: dict[tuple[str, int, int], list[tuple[str, int, int]]] = {}
     after: dict[tuple[str, int, int], list[tuple[str, int, int]]] = {}

@@ -19,6 +19,8 @@ def test_json_is_one_object(capsys):
     for key in ("batch_time_s", "tokens_per_s", "mfu", "max_memory_bytes", "fits"):
         assert key in m
     assert m["fits"] and m["dp"] == 2 and m["tmpc"] == "selective+sp" and m["stage_layers"] == [12, 12]
+    # 1F1B: the pass order holds exactly the evaluator's y micro-batches
+    assert m["schedule_order_memory_bytes"] == pytest.approx(m["max_memory_bytes"])
     assert m["tokens_per_s"] == pytest.approx(16 * 2048 / m["batch_time_s"])
     assert 0 < m["mfu"] < 1 and m["mfu_causal"] < m["mfu"]
 

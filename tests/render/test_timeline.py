@@ -9,8 +9,9 @@ import itertools
 import pytest
 
 from piper import evaluate, plan_from_dict, problem_from_dict
+from piper.core.pass_order import activation_peaks, schedule_order_memory
 from piper.render.picture import draw_plan
-from piper.render.timeline import activation_peaks, simulate_schedule, steady_state_cut
+from piper.render.timeline import simulate_schedule, steady_state_cut
 
 
 def chain(n: int, k: int, N: int, p=lambda i: 1.0, a=lambda i: 0.0, memory: float = 1.0):
@@ -126,6 +127,7 @@ def test_activation_peaks_of_unequal_chunks_by_hand() -> None:
     score = evaluate(problem, plan)
     peaks = activation_peaks(problem, plan, score)
     assert peaks[0] == pytest.approx(9.0)
-    assert score.stages[0].y * 3.0 == pytest.approx(7.5)
+    assert score.stages[0].y * 3.0 == pytest.approx(7.5) == pytest.approx(score.stages[0].memory)
+    assert schedule_order_memory(problem, plan, score)[0] == pytest.approx(9.0)
     # group 1 (chunks 1 and 3, equal): y_1 = min(4, (0 + 2 + 1) / 2) = 1.5, 1.5 x 2 = 3
     assert peaks[1] == pytest.approx(3.0) == pytest.approx(score.stages[1].y * 2.0)
