@@ -16,6 +16,12 @@ largest degree (:func:`piper.frontend.workload.resync_bandwidths`: one network l
 for t = 8), which is pessimistic for t < 8, while :func:`score_layout` prices Megatron's t = 1
 layout at its own 8 links; one workload per degree prices every layout as ``score`` does.
 
+Interleaved plans that fail the schedule check (:mod:`piper.frontend.schedule_check`: unequal
+chunks whose pass order is slower or holds more memory than the formulas say) are dropped and the
+1F1B plans of the same degree join, as ``python -m piper plan`` does (``rejected_by_schedule_check``
+counts them); the planner's plan is then the best checked one, not an optimum proven over every
+interleaved plan.
+
 Also reported: Megatron's plan scored on the planner's own workload of Megatron's b and t
 (``megatron_on_search_s``), which the search must not beat by more than its own optimum
 (``planner_s`` <= it: the DP is exact over uniform plans) when Megatron's layout is in the space.
@@ -32,6 +38,7 @@ from experiments.validate.rows import Case
 from piper.core.evaluate import evaluate
 from piper.core.options import BATCH_TIME, Options
 from piper.frontend.planner import micro_batch_choices, search_plans
+from piper.frontend.schedule_check import check_schedule
 from piper.frontend.score import check_layout, layout_plan, score_layout
 from piper.frontend.workload import build_workload, tensor_parallel_degrees
 from piper.io.workload import load_problem
@@ -81,12 +88,21 @@ def compare_row(case: Case, hw: Any, solver: str = "dp", max_virtual_stages: int
     bs = micro_batches or micro_batch_choices(case.setup.global_batch, None)
     best: dict[str, Any] | None = None
     exact = True
+    rejected = 0
     for t in degrees or tensor_parallel_degrees(case.cfg, hw):
         search = search_plans(case.cfg, hw, case.setup, info, options, micro_batches=bs, free=False, degrees=(t,))
         exact = exact and search.exact
-        for cand in search.candidates:
-            if cand.result.plan is None:
-                continue
+        found = [c for c in search.candidates if c.result.plan is not None]
+        # as python -m piper plan: an interleaved plan its own pass order does not reproduce is
+        # dropped, and the 1F1B plans of the same workloads join (piper/frontend/schedule_check.py)
+        passing = [c for c in found if check_schedule(c.problem, c.result.plan, c.result.score).ok]
+        if len(passing) < len(found):
+            rejected += len(found) - len(passing)
+            one_f = search_plans(case.cfg, hw, case.setup, info, replace(options, max_virtual_stages=1),
+                                 micro_batches=bs, free=False, degrees=(t,))
+            exact = exact and one_f.exact
+            passing += [c for c in one_f.candidates if c.result.plan is not None]
+        for cand in passing:
             value = rescore(case, hw, cand.micro_batch, cand.result.plan)
             if best is None or value < best["planner_s"]:
                 best = {"planner_s": value, "candidate": cand}
@@ -101,7 +117,7 @@ def compare_row(case: Case, hw: Any, solver: str = "dp", max_virtual_stages: int
         "megatron_v": case.layout.vp, "megatron_b": case.cfg.micro_batch, "megatron_recompute": case.layout.recompute,
         "megatron_s": megatron_s, "megatron_on_search_s": meg_on_search,
         "outside_space": "; ".join(megatron_in_space(case, hw, max_virtual_stages)),
-        "planner_s": math.inf, "exact": exact,
+        "planner_s": math.inf, "exact": exact, "rejected_by_schedule_check": rejected,
     }
     if best is not None:
         cand = best["candidate"]
@@ -135,8 +151,8 @@ def compare_rows(cases: list[Case], hardware_of: Any, log: Any = None, **kwargs:
 def planner_markdown(rows: list[dict[str, Any]]) -> str:
     """The comparison as a Markdown table (seconds per iteration; gain = Megatron / planner - 1)."""
     header = ("| row | GPUs | Megatron t, p, d, v, b, recompute | Megatron s | planner t, p, d, v, b, TMPCs | "
-              "planner s | gain |")
-    lines = [header, "|---|---:|---|---:|---|---:|---:|"]
+              "planner s | gain | interleaved plans rejected by the schedule check |")
+    lines = [header, "|---|---:|---|---:|---|---:|---:|---:|"]
     for r in rows:
         meg = f"{r['megatron_t']}, {r['megatron_p']}, {r['megatron_d']}, {r['megatron_v']}, {r['megatron_b']}, " \
               f"{r['megatron_recompute']}"
@@ -144,9 +160,10 @@ def planner_markdown(rows: list[dict[str, Any]]) -> str:
             pl = f"{r['planner_t']}, {r['planner_p']}, {r['planner_d']}, {r['planner_v']}, {r['planner_b']}, " \
                  f"{r['planner_tmpcs']}"
             lines.append(f"| {r['row']} | {r['gpus']} | {meg} | {r['megatron_s']:.3f} | {pl} | {r['planner_s']:.3f} | "
-                         f"{r['gain_percent']:+.1f}% |")
+                         f"{r['gain_percent']:+.1f}% | {r['rejected_by_schedule_check']} |")
         else:
-            lines.append(f"| {r['row']} | {r['gpus']} | {meg} | {r['megatron_s']:.3f} | no plan | - | - |")
+            lines.append(f"| {r['row']} | {r['gpus']} | {meg} | {r['megatron_s']:.3f} | no plan | - | - | "
+                         f"{r['rejected_by_schedule_check']} |")
     worse = [r["row"] for r in rows if not r["planner_no_worse"]]
     lines += ["", "Planner no worse than Megatron on every row." if not worse else
               f"Planner WORSE than Megatron on: {', '.join(worse)}."]

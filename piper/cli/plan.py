@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import replace
 from typing import Any
 
 from piper.cli.common import (
@@ -52,6 +53,7 @@ from piper.frontend.planner import (
     micro_batch_choices,
     search_plans,
 )
+from piper.frontend.schedule_check import check_schedule
 from piper.render.table import render_plan
 
 __all__ = ["add_plan_parser", "cmd_plan"]
@@ -118,9 +120,28 @@ def cmd_plan(args: argparse.Namespace) -> int:
                       schedule=args.schedule, max_virtual_stages=args.max_virtual_stages)
     say = None if args.json else (lambda line: print(f"piper: {line}", file=sys.stderr, flush=True))
     cps = context_parallel_choices(cfg, hw, setup, args.cp, args.max_cp)
-    search: PlanSearch = search_plans(cfg, hw, setup, info, options, micro_batches=micro_batch_choices(
-        setup.global_batch, args.micro_batch), free=not args.uniform, progress=say, context_parallels=cps, prune=True)
+    def run_search(opts: Options) -> PlanSearch:
+        return search_plans(cfg, hw, setup, info, opts, micro_batches=micro_batch_choices(
+            setup.global_batch, args.micro_batch), free=not args.uniform, progress=say, context_parallels=cps,
+            prune=True)
+
+    search = run_search(options)
     chosen = search.free if args.free else search.runnable
+    rejected = None
+    if chosen is not None and chosen.result.plan.schedule.interleaved and args.schedule != "interleaved":
+        check = check_schedule(chosen.problem, chosen.result.plan, chosen.result.score)
+        if not check.ok:
+            # the formulas priced an interleaved plan its own pass order does not reproduce
+            # (piper/frontend/schedule_check.py): plan again with 1F1B only, whose formulas it does
+            rejected = {"schedule": chosen.result.plan.schedule.to_dict(), "micro_batch": chosen.micro_batch,
+                        "status": chosen.result.status.value, "value": chosen.value, **check.to_dict()}
+            if say:
+                say("the best interleaved plan fails the schedule check (" + "; ".join(check.reasons)
+                    + "): planning again with 1F1B only")
+            first = search
+            search = run_search(replace(options, max_virtual_stages=1))
+            search = replace(search, time_s=first.time_s + search.time_s)
+            chosen = search.free if args.free else search.runnable
     if chosen is None:
         statuses = sorted({c.result.status.value for c in search.candidates})
         messages = sorted({c.result.message for c in search.candidates if c.result.message})
@@ -141,8 +162,13 @@ def cmd_plan(args: argparse.Namespace) -> int:
     other = search.runnable if args.free else search.free
     other_metrics = None if other is None else plan_metrics(cfg.with_changes(micro_batch=other.micro_batch), hw, setup,
                                                              other.problem, other.result.plan, other.result.score)
+    other_check = None if other is None else check_schedule(other.problem, other.result.plan, other.result.score)
+    # with the interleaved winner rejected the plan is the best 1F1B one: not proven optimal over the
+    # schedules the options allow; the rejected plan's value (by the formulas) bounds them from below
+    status = chosen.result.status.value if rejected is None else "feasible"
     if args.json:
-        out = {"status": chosen.result.status.value, "solver": chosen.result.solver, **metrics,
+        out = {"status": status, "solver": chosen.result.solver, **metrics,
+               "bound": None if rejected is None else rejected["value"],
                "plan": plan.to_dict(), "time_s": search.time_s, "micro_batch": chosen.micro_batch,
                "context_parallel": chosen.context_parallel, "context_parallel_searched": list(cps),
                "expert_parallel": chosen.expert_parallel,
@@ -151,8 +177,11 @@ def cmd_plan(args: argparse.Namespace) -> int:
                "runnable" if args.free else "free": None if other is None else
                {**other_metrics, "micro_batch": other.micro_batch, "context_parallel": other.context_parallel,
                 "status": other.result.status.value,
-                "schedule": other.result.plan.schedule.to_dict(), "plan": other.result.plan.to_dict()},
+                "schedule": other.result.plan.schedule.to_dict(), "plan": other.result.plan.to_dict(),
+                "schedule_check": other_check.to_dict()},
                "search": _search_summary(search),
+               "schedule_check": check_schedule(chosen.problem, plan, score).to_dict(),
+               "rejected_interleaved": rejected,
                "candidates": [_candidate_summary(c) for c in search.candidates]}
         print(json.dumps(out))
         return 0
@@ -170,8 +199,12 @@ def cmd_plan(args: argparse.Namespace) -> int:
         print(f"context       context-parallel size c = {chosen.context_parallel} (searched: "
               f"{', '.join(str(c) for c in cps)}); each stage's t is its tensor-parallel size x {chosen.context_parallel}")
     print(f"plan          {kind}: {m['stages']} stages, {schedule}, on {m['devices_used']} of {m['devices']} devices "
-          f"({chosen.result.solver}, {chosen.result.status.value}; search {search.time_s:.2f} s, "
+          f"({chosen.result.solver}, {status}; search {search.time_s:.2f} s, "
           f"{'exact' if search.exact else 'not proven exact'})")
+    if rejected is not None:
+        print(f"schedule      the best interleaved plan ({rejected['schedule']['virtualStages']} virtual stages, "
+              f"formula {rejected['formula_batch_time_s']:.4g} s) failed the schedule check: "
+              + "; ".join(rejected["reasons"]) + ". This plan is the best 1F1B plan (status and search: 1F1B only)")
     if search.cut_solves:
         print(f"search        {search.solves} solves, {search.cut_solves} below the best "
               f"value found before "
@@ -179,8 +212,11 @@ def cmd_plan(args: argparse.Namespace) -> int:
               + (f", {search.resolved} solved again without the cutoff (ties)" if search.resolved else ""))
     print(f"predicted     batch time {m['batch_time_s']:.4g} s, {m['tokens_per_s']:.4g} tokens/s, "
           f"{m['tflops_per_device']:.4g} TFLOP/s per device, MFU {100 * m['mfu']:.1f}%")
+    order = m["schedule_order_memory_bytes"]
+    order_note = ("" if abs(order - m["max_memory_per_device_bytes"]) <= 0.005 * m["max_memory_per_device_bytes"]
+                  else f" (by the schedule's pass order {order / 1e9:.2f} GB)")
     print(f"memory        fullest stage {m['max_memory_per_device_bytes'] / 1e9:.2f} GB of "
-          f"{m['memory_limit_bytes'] / 1e9:.2f} GB; bottleneck stage {m['bottleneck_stage']}")
+          f"{m['memory_limit_bytes'] / 1e9:.2f} GB{order_note}; bottleneck stage {m['bottleneck_stage']}")
     if other is not None and other_metrics is not None:
         gain = search.gain
         label = "runnable plan" if args.free else "Piper's free plan"
@@ -190,4 +226,6 @@ def cmd_plan(args: argparse.Namespace) -> int:
               + f", {other.result.plan.schedule.label()}, {other_metrics['stages']} stages)"
               + ("" if gain is None else f"; the free plan is {100 * gain:.1f}% faster by {args.objective}"
                  + ("" if args.free else " (--free writes it; the frameworks need one (d, t) per stage)")))
+        if other_check is not None and not other_check.ok:
+            print(f"{'':<13} (that plan fails the schedule check: " + "; ".join(other_check.reasons) + ")")
     return 0

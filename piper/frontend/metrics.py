@@ -16,6 +16,7 @@ import math
 from typing import Any
 
 from piper.core.evaluate import Score
+from piper.core.pass_order import schedule_order_memory
 from piper.frontend.costs import (
     head_forward_flops,
     layer_train_flops,
@@ -60,6 +61,8 @@ def plan_metrics(cfg: Any, hw: Any, setup: TrainingSetup, problem: Any, plan: An
         "model_flops_per_iteration": model_flops,
         "hardware_flops_per_iteration": hw_flops,
         "max_memory_per_device_bytes": max(s.memory for s in score.stages),
+        # a diagnostic: activations counted by the schedule's pass order (docs/problem.md §9.2's limit)
+        "schedule_order_memory_bytes": max(schedule_order_memory(problem, plan, score)),
         "memory_limit_bytes": problem.memory_per_device,
         "bottleneck_stage": None if score.bottleneck is None else score.bottleneck + 1,
     }

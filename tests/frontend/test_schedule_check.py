@@ -1,0 +1,77 @@
+"""The schedule check (piper/frontend/schedule_check.py): interleaved plans whose unequal chunks the
+formulas of docs/problem.md §9.2 misprice are caught, equal ones pass, and ``plan`` falls back to
+1F1B with an honest status."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from piper import evaluate, plan_from_dict
+from piper.cli.common import run_main
+from piper.cli.main import main
+from piper.frontend.schedule_check import check_schedule
+from tests.render.test_timeline import chain, stage
+
+INTERLEAVED_2 = {"kind": "interleaved", "virtualStages": 2}
+
+
+def four_chunks() -> object:
+    return plan_from_dict({"stages": [stage([i]) for i in range(4)], "schedule": INTERLEAVED_2})
+
+
+def test_unequal_chunks_take_longer_than_the_formula_by_hand() -> None:
+    """L = 2, v = 2, m = 2, chunk times 3, 3, 0.1, 0.1 (forward a third). Formula: 2 x 3.1 + 3.1 / 2
+    = 7.75. Played out: the big chunks' backwards wait for the small ones, which wait for the big
+    forwards: group 0's last backward (chunk 0, micro-batch 1) runs 7.2-9.2, so 9.2 (19% more)."""
+    times = {0: 3.0, 1: 3.0, 2: 0.1, 3: 0.1}
+    problem = chain(4, 2, 2, p=lambda i: times[i], memory=1e9)
+    plan = four_chunks()
+    check = check_schedule(problem, plan, evaluate(problem, plan))
+    assert check.formula_batch_time == pytest.approx(7.75)
+    assert check.simulated_batch_time == pytest.approx(9.2)
+    assert not check.ok and "19% more" in check.reasons[0]
+
+
+def test_equal_chunks_pass() -> None:
+    problem = chain(4, 2, 4, p=lambda i: 1.55, a=lambda i: 1.0, memory=10.0)
+    plan = four_chunks()
+    check = check_schedule(problem, plan, evaluate(problem, plan))
+    assert check.ok and check.simulated_batch_time == pytest.approx(check.formula_batch_time)
+    assert check.order_memory_bytes == pytest.approx(check.formula_memory_bytes)
+
+
+def test_a_pass_order_over_the_memory_limit_fails() -> None:
+    """tests/render/test_timeline.py's hand case: the order holds 9, the formula 7.5; limit 8."""
+    weights = {0: 2.0, 1: 1.0, 2: 1.0, 3: 1.0}
+    problem = chain(4, 2, 4, a=lambda i: weights[i], memory=8.0)
+    plan = four_chunks()
+    score = evaluate(problem, plan)
+    assert not score.oom
+    check = check_schedule(problem, plan, score)
+    assert check.order_memory_bytes == pytest.approx(9.0) and not check.ok
+    assert "over the" in check.reasons[0]
+
+
+def test_one_f_one_b_plans_are_not_timed() -> None:
+    problem = chain(2, 2, 4, p=lambda i: float(i + 1), memory=1e9)
+    plan = plan_from_dict({"stages": [stage([0]), stage([1])]})
+    check = check_schedule(problem, plan, evaluate(problem, plan))
+    assert check.simulated_batch_time is None and check.ok
+
+
+def test_plan_falls_back_to_1f1b_with_an_honest_status(capsys) -> None:
+    """llama3-8b on one H100 node: the best interleaved plan by the formulas holds 86 GB in its
+    pass order (limit 79 GB); plan answers with the best 1F1B plan, status feasible, the rejected
+    plan's value as the bound."""
+    args = ["plan", "llama3-8b", "--gpu", "h100", "--nodes", "1", "--seq", "4096", "--global-batch", "32",
+            "--uniform", "--json"]
+    assert run_main(main, args) == 0
+    m = json.loads(capsys.readouterr().out)
+    rejected = m["rejected_interleaved"]
+    assert rejected is not None and rejected["schedule"]["kind"] == "interleaved" and not rejected["ok"]
+    assert rejected["order_memory_bytes"] > rejected["memory_limit_bytes"]
+    assert m["status"] == "feasible" and m["schedule"] == {"kind": "1f1b"}
+    assert m["bound"] == pytest.approx(rejected["value"]) and m["bound"] <= m["batch_time_s"]
+    assert m["schedule_check"]["ok"]
