@@ -200,7 +200,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
               f"{', '.join(str(c) for c in cps)}); each stage's t is its tensor-parallel size x {chosen.context_parallel}")
     print(f"plan          {kind}: {m['stages']} stages, {schedule}, on {m['devices_used']} of {m['devices']} devices "
           f"({chosen.result.solver}, {status}; search {search.time_s:.2f} s, "
-          f"{'exact' if search.exact else 'not proven exact'})")
+          f"{'exact' if search.exact else 'not proven exact'}{' over 1F1B plans' if rejected is not None else ''})")
     if rejected is not None:
         print(f"schedule      the best interleaved plan ({rejected['schedule']['virtualStages']} virtual stages, "
               f"formula {rejected['formula_batch_time_s']:.4g} s) failed the schedule check: "
