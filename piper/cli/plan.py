@@ -138,10 +138,13 @@ def cmd_plan(args: argparse.Namespace) -> int:
             if say:
                 say("the best interleaved plan fails the schedule check (" + "; ".join(check.reasons)
                     + "): planning again with 1F1B only")
-            first = search
+            first, first_chosen = search, chosen
             search = run_search(replace(options, max_virtual_stages=1))
             search = replace(search, time_s=first.time_s + search.time_s)
             chosen = search.free if args.free else search.runnable
+            if chosen is None:
+                # no 1F1B plan fits: keep the interleaved one, its failed check reported with it
+                search, chosen, rejected = replace(first, time_s=search.time_s), first_chosen, None
     if chosen is None:
         statuses = sorted({c.result.status.value for c in search.candidates})
         messages = sorted({c.result.message for c in search.candidates if c.result.message})
@@ -201,6 +204,10 @@ def cmd_plan(args: argparse.Namespace) -> int:
     print(f"plan          {kind}: {m['stages']} stages, {schedule}, on {m['devices_used']} of {m['devices']} devices "
           f"({chosen.result.solver}, {status}; search {search.time_s:.2f} s, "
           f"{'exact' if search.exact else 'not proven exact'}{' over 1F1B plans' if rejected is not None else ''})")
+    final_check = check_schedule(chosen.problem, plan, score)
+    if not final_check.ok:
+        why = "--schedule interleaved" if args.schedule == "interleaved" else "no 1F1B plan fits"
+        print(f"schedule      this plan fails the schedule check (kept: {why}): " + "; ".join(final_check.reasons))
     if rejected is not None:
         print(f"schedule      the best interleaved plan ({rejected['schedule']['virtualStages']} virtual stages, "
               f"formula {rejected['formula_batch_time_s']:.4g} s) failed the schedule check: "
