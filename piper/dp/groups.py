@@ -178,6 +178,7 @@ def configurations(chain: IdenticalChain, chunks: int) -> list[list[Chunk]]:
     """Every way ``chunks`` non-empty chunks can cover the chain, up to the sizes of the chunks
     of identical layers (module docstring)."""
     n, a, b = chain.n, chain.first, chain.stop
+    inner_chunk = Chunk((), CUT_BOTH)  # a chunk of identical layers only, cut on both sides
     out = []
     for n_left in range(a + 1):
         for left in itertools.combinations(range(1, a + 1), n_left):
@@ -201,7 +202,7 @@ def configurations(chain: IdenticalChain, chunks: int) -> list[list[Chunk]]:
                         cfg.append(Chunk(pre, pattern, post))
                     else:
                         cfg.append(Chunk(pre, CUT_BOTH if cut_in else CUT_AFTER))
-                        cfg.extend(Chunk((), CUT_BOTH) for _ in range(middle - 1))
+                        cfg.extend([inner_chunk] * (middle - 1))  # one immutable chunk, shared
                         cfg.append(Chunk((), CUT_BOTH if cut_out else CUT_BEFORE, post))
                     cfg.extend(Chunk(tuple(range(ends[j], ends[j + 1])), None) for j in range(n_right))
                     out.append(cfg)
@@ -210,20 +211,24 @@ def configurations(chain: IdenticalChain, chunks: int) -> list[list[Chunk]]:
 
 def group_shapes(chain: IdenticalChain, cfg: list[Chunk], groups: int) -> list[GroupShape]:
     """The :class:`GroupShape` of every group under the configuration ``cfg``."""
-    n = chain.n
-    out = []
-    for g in range(groups):
-        ends: list[tuple[int, bool, bool]] = []
-        counts = [0, 0, 0, 0]
-        for ch in cfg[g::groups]:
+    return [GroupShape(ends, patterns) for ends, patterns in _shape_keys(chain.n, cfg, groups)]
+
+
+def _shape_keys(n: int, cfg: list[Chunk], groups: int) -> list[tuple[tuple, tuple[int, int, int, int]]]:
+    """(ends, patterns) of every group's :class:`GroupShape` under ``cfg`` on a chain of n layers:
+    one pass over the chunks in order (chunk j on group j mod ``groups``), so each group's end
+    layers come in chunk order."""
+    ends: list[list[tuple[int, bool, bool]]] = [[] for _ in range(groups)]
+    counts = [[0, 0, 0, 0] for _ in range(groups)]
+    for j, ch in enumerate(cfg):
+        g = j % groups
+        if ch.pre or ch.post:
             first = ch.pre[0] if ch.pre else None
             last = ch.post[-1] if ch.post else (ch.pre[-1] if ch.pattern is None else None)
-            for p in (*ch.pre, *ch.post):
-                ends.append((p, p == first and p > 0, p == last and p < n - 1))
-            if ch.pattern is not None:
-                counts[ch.pattern] += 1
-        out.append(GroupShape(tuple(ends), (counts[0], counts[1], counts[2], counts[3])))
-    return out
+            ends[g].extend((p, p == first and p > 0, p == last and p < n - 1) for p in (*ch.pre, *ch.post))
+        if ch.pattern is not None:
+            counts[g][ch.pattern] += 1
+    return [(tuple(e), (c[0], c[1], c[2], c[3])) for e, c in zip(ends, counts)]
 
 
 @dataclass(frozen=True)
@@ -265,17 +270,24 @@ def _config_table(n: int, first: int, stop: int, groups: int, v: int) -> _Config
     ``groups`` groups of ``v`` chunks; they depend on nothing else, so they are kept across
     searches (the planner solves dozens of workloads of one chain)."""
     chain = IdenticalChain(tuple(range(n)), first, stop, False)
-    ids: dict[GroupShape, int] = {}
+    # each distinct shape once (by its fields): its index, the shape, its least count, whether it has chunks
+    ids: dict[tuple, tuple[int, GroupShape, int, bool]] = {}
     out = []
     for cfg in configurations(chain, groups * v):
-        shapes = group_shapes(chain, cfg, groups)
-        pairs = tuple((ids.setdefault(sh, len(ids)), g) for g, sh in enumerate(shapes))
-        least = tuple(sh.least(sh.patterns[0]) for sh in shapes)
-        out.append(_Config(cfg, shapes, pairs, least, sum(least), tuple(sh.chunks > 0 for sh in shapes)))
+        known = []
+        for key in _shape_keys(n, cfg, groups):
+            got = ids.get(key)
+            if got is None:
+                sh = GroupShape(*key)
+                got = ids[key] = (len(ids), sh, sh.least(sh.patterns[0]), sh.chunks > 0)
+            known.append(got)
+        least = tuple(k[2] for k in known)
+        out.append(_Config(cfg, [k[1] for k in known], tuple((k[0], g) for g, k in enumerate(known)), least,
+                           sum(least), tuple(k[3] for k in known)))
     live = tuple(j for j, conf in enumerate(out) if conf.total_least <= stop - first)
     index: dict[tuple[int, int], int] = {}
     rows = [[index.setdefault(pair, len(index)) for pair in out[j].pairs] for j in live]
-    return _ConfigTable(tuple(out), tuple(ids), tuple(index), live,
+    return _ConfigTable(tuple(out), tuple(k[1] for k in ids.values()), tuple(index), live,
                         np.array(rows, dtype=np.int64).reshape(len(live), groups),
                         np.array([out[j].least for j in live], dtype=np.int64).reshape(len(live), groups),
                         np.array([out[j].chunked for j in live], dtype=np.bool_).reshape(len(live), groups))
