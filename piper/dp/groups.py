@@ -54,7 +54,7 @@ from piper.core.problem import Problem
 from piper.dp.arrays import expert_terms_or_ban, option_resync_memory
 from piper.dp.chain import IdenticalChain
 from piper.dp.compile_clock import solve_clock
-from piper.dp.group_kernels import group_choice, group_dp, group_points
+from piper.dp.group_kernels import group_choice, group_dp_rows, group_points
 from piper.dp.knapsack import EXACT
 from piper.dp.limits import past
 from piper.dp.outcome import Outcome
@@ -475,7 +475,7 @@ def _group_curves(problem: Problem, chain: IdenticalChain, cand: Candidates, lay
     :meth:`_Points.within`); whether its layers' TMPCs share one w each (then tau is exact); and the
     t_max and room they were computed for.  Curves are kept (``cache``) for the other
     configurations of the layout and the other layouts of the same (t, d)."""
-    key = (shape, y, lay.t, lay.d, lay.bw_edge, lay.bw_resync, mode)
+    key = _curve_key(shape, y, lay, mode)
     hit = cache.get(key)
     if hit is not None and hit[2] >= t_max and hit[3] >= c_hi:
         return hit
@@ -544,51 +544,93 @@ def _solve_layout(problem: Problem, chain: IdenticalChain, cand: Candidates, lay
     spare = inner - table.least.sum(axis=1)
     c_his = np.where(table.chunked, np.minimum(room, table.least + spare[:, None]), 0)
     rooms_passed = np.where(table.chunked, room, 0)
-    curves: dict[tuple[int, int], tuple] = {}  # (shape index, group) -> _group_curves's answer
-    kept: dict[tuple[tuple[int, int], int], tuple] = {}  # ((shape index, group), c_hi) -> (points, shared)
-    kept_for = math.nan  # the t_max of the points in ``kept``
-    for row in np.flatnonzero(fits).tolist():
-        conf = table.configs[table.live[row]]
+    rows = np.flatnonzero(fits)
+    if rows.shape[0] == 0:
+        return
+    _search_rows(problem, chain, cand, lay, mode, batch, search, cache, memo, table, ys, rows,
+                 c_his[rows], rooms_passed[rows])
+
+
+def _curve_key(shape: GroupShape, y: float, lay: Layout, mode: int) -> tuple:
+    """The key of a group's curves in the search's ``cache`` (:func:`_group_curves`)."""
+    return (shape, y, lay.t, lay.d, lay.bw_edge, lay.bw_resync, mode)
+
+
+def _search_rows(problem: Problem, chain: IdenticalChain, cand: Candidates, lay: Layout, mode: int, batch: bool,
+                 search: _Search, cache: dict, memo: dict, table: _ConfigTable, ys: list, rows: np.ndarray,
+                 c_his: np.ndarray, rooms_passed: np.ndarray) -> None:
+    """The group DP of every configuration of a layout that fits (``rows``: indices into
+    ``table.live``; per row and group its c_hi and the room its curves are computed for), in order,
+    below ``search.best``: each group's curves computed at its first row (row by row, group by group)
+    at the t_max of that moment, each row's points those curves' points with at most c_hi layers and
+    value at most t_max (:meth:`_Points.within`), and the rows' DPs run by one kernel call
+    (:func:`~piper.dp.group_kernels.group_dp_rows`) until a row improves the best plan.
+
+    The curves of the pairs first met after the current row are computed ahead, at the current
+    t_max; when a row improves the plan (t_max falls), those are taken back (the search's cache
+    restored) and computed again at the new t_max, so that every curve is computed exactly where
+    and as the row-by-row search computes it."""
+    n_mb, L, v, inner = problem.microbatches, lay.groups, lay.v, chain.inner
+    pair_ids = table.pair_index[rows]
+    span = inner + 1
+    keys, key_of = np.unique(pair_ids * span + c_his, return_inverse=True)
+    row_keys = np.ascontiguousarray(key_of.reshape(pair_ids.shape), dtype=np.int64)
+    key_pair, key_hi = (keys // span).tolist(), (keys % span).tolist()
+    # each pair at its first row (row-major: rows in order, groups in order)
+    flat = pair_ids.ravel()
+    pairs, first = np.unique(flat, return_index=True)
+    by_first = np.argsort(first, kind="stable")
+    order = pairs[by_first].tolist()
+    first_row = (first[by_first] // L).tolist()
+    first_hi = c_his.ravel()[first[by_first]].tolist()
+    first_room = rooms_passed.ravel()[first[by_first]].tolist()
+    curves: dict[int, tuple] = {}  # pair index -> _group_curves's answer
+    done = 0  # pairs of ``order`` computed
+    start = 0  # next row
+    while start < rows.shape[0]:
         cap = search.best * (1 + SLACK) if math.isfinite(search.best) else math.inf
         t_max = cap / n_mb if batch else cap
-        if t_max != kept_for:
-            kept.clear()
-            kept_for = t_max
-        points: list[_Points] = []
-        exact_tau = True
-        empty = False
-        for pair, c_hi, r in zip(conf.pairs, c_his[row].tolist(), rooms_passed[row].tolist()):
-            seen = kept.get((pair, c_hi))
-            if seen is None:
-                got = curves.get(pair)
-                if got is None or not (got[2] >= t_max and got[3] >= c_hi):
-                    if got is not None:
-                        kept.clear()  # points filtered from the curves replaced here
-                    sid, g = pair
-                    got = curves[pair] = _group_curves(problem, chain, cand, lay, ys[g], table.shapes[sid], r, c_hi,
-                                                       t_max, mode, cache, memo)
-                seen = kept[pair, c_hi] = (got[0].within(c_hi, t_max), got[1])
-            exact_tau = exact_tau and seen[1]
-            empty = empty or seen[0].c.shape[0] == 0
-            points.append(seen[0])
-        if empty:
-            continue  # no plan at most ``cap``
-        ptr = np.zeros(L + 1, dtype=np.int64)
-        ptr[1:] = np.cumsum([p.c.shape[0] for p in points])
-        p_c = np.concatenate([p.c for p in points])
-        p_k = np.concatenate([p.k for p in points])
-        p_tau = np.concatenate([p.tau for p in points])
-        value, picks = group_dp(ptr, p_c, p_k, p_tau, L, inner, float(n_mb), float(v), cap, batch)
-        search.stats["group_dps"] = search.stats.get("group_dps", 0) + 1
-        if picks.shape[0] and value < search.best:
-            chosen = [int(picks[g]) - int(ptr[g]) for g in range(L)]
-            search.best = float(value)
-            search.plan = build_plan(problem, chain, cand, lay, conf.chunks, conf.shapes, ys, points, chosen, mode,
-                                     memo)
-        if mode == EXACT and batch and not exact_tau:
-            p_low = np.concatenate([p.low for p in points])
-            low, _ = group_dp(ptr, p_c, p_k, p_low, L, inner, float(n_mb), float(v), cap, batch)
+        ahead = done
+        undo: list[tuple[tuple, tuple | None]] = []
+        for i in range(done, len(order)):
+            sid, g = table.pairs[order[i]]
+            shape = table.shapes[sid]
+            ckey = _curve_key(shape, ys[g], lay, mode)
+            undo.append((ckey, cache.get(ckey)))
+            curves[order[i]] = _group_curves(problem, chain, cand, lay, ys[g], shape, first_room[i], first_hi[i],
+                                             t_max, mode, cache, memo)
+        done = len(order)
+        kept = [curves[pair][0].within(hi, t_max) for pair, hi in zip(key_pair, key_hi)]
+        exact = np.array([curves[pair][1] for pair in key_pair], dtype=np.bool_)
+        key_ptr = np.zeros(len(kept) + 1, dtype=np.int64)
+        np.cumsum([pts.c.shape[0] for pts in kept], out=key_ptr[1:])
+        flat_c, flat_k, flat_tau, flat_low = (np.concatenate([getattr(pts, f) for pts in kept])
+                                              for f in ("c", "k", "tau", "low"))
+        want_low = mode == EXACT and batch
+        row, value, chosen, low, dps = group_dp_rows(
+            key_ptr, flat_c, flat_k, flat_tau, flat_low, row_keys, exact[row_keys].all(axis=1), start, L, inner,
+            float(n_mb), float(v), cap, search.best, batch, want_low)
+        search.stats["group_dps"] = search.stats.get("group_dps", 0) + int(dps)
+        if want_low:
             search.lower = min(search.lower, float(low))
+        if row < 0:
+            return
+        conf = table.configs[table.live[rows[row]]]
+        points = [kept[u] for u in row_keys[row].tolist()]
+        search.best = float(value)
+        search.plan = build_plan(problem, chain, cand, lay, conf.chunks, conf.shapes, ys, points,
+                                 [int(x) for x in chosen], mode, memo)
+        # the curves of pairs first met after this row: computed again at the new t_max
+        back = next((i for i in range(ahead, done) if first_row[i] > row), done)
+        for ckey, before in reversed(undo[back - ahead:]):
+            if before is None:
+                cache.pop(ckey, None)
+            else:
+                cache[ckey] = before
+        for i in range(back, done):
+            del curves[order[i]]
+        done = back
+        start = int(row) + 1
 
 
 def build_plan(problem: Problem, chain: IdenticalChain, cand: Candidates, lay: Layout, cfg: list[Chunk],
