@@ -376,13 +376,27 @@ class _OptionParts:
                  has_x: np.ndarray) -> None:
         self.rows, self.a, self.b, self.s_d, self.x, self.has_x = rows, a, b, s_d, x, has_x
 
-    def at(self, y: float) -> np.ndarray:
-        out = self.rows.copy()
+    def memory(self, y: float) -> np.ndarray:
+        """The memory row at y (bytes per option)."""
         memory = self.a * y
         memory += self.b
         memory += self.s_d
-        out[2] = np.where(self.has_x, memory + self.x, memory)
+        return np.where(self.has_x, memory + self.x, memory)
+
+    def at(self, y: float) -> np.ndarray:
+        out = self.rows.copy()
+        out[2] = self.memory(y)
         return out
+
+    @staticmethod
+    def side_by_side(parts: list[_OptionParts | None]) -> _OptionParts | None:
+        """The parts of several kinds of layer, their options side by side (columns in order):
+        each option's numbers are computed on its own, so :meth:`memory` gives, option for option,
+        what each kind's own gives. None when some kind has none (:func:`_option_parts`)."""
+        if not parts or any(p is None for p in parts):
+            return None
+        return _OptionParts(*(np.concatenate([getattr(p, f) for p in parts], axis=-1)
+                              for f in ("rows", "a", "b", "s_d", "x", "has_x")))
 
 
 def _option_parts(problem: Problem, chain: IdenticalChain, cand: Candidates, lay: Layout, pos: int, cut_in: bool,
@@ -446,11 +460,46 @@ def _end_arrays(problem: Problem, chain: IdenticalChain, cand: Candidates, lay: 
     key = ("ends", ends, y, type(y))
     got = memo.get(key)
     if got is None:
+        fixed = _fixed_rows(problem, chain, cand, lay, ends, memo)
+        if fixed is not None:  # every row but the memory is the same at every y
+            off, cost, tau, same, parts = fixed
+            got = memo[key] = (off, cost, tau, parts.memory(y), all(same))
+            return got
         arrays = [_kind_arrays(problem, chain, cand, lay, y, end, memo) for end in ends]
         off = np.zeros(len(arrays) + 1, dtype=np.int64)
         np.cumsum([a.shape[1] for a, _ in arrays], out=off[1:])
         table = np.concatenate([a for a, _ in arrays], axis=1) if arrays else np.zeros((4, 0))
         got = memo[key] = (off, *(np.ascontiguousarray(table[r]) for r in range(3)), all(sh for _, sh in arrays))
+    return got
+
+
+#: the kinds of an identical layer: cut on both sides, before only, after only, neither
+_IDENTICAL_KINDS = ((-1, True, True), (-1, True, False), (-1, False, True), (-1, False, False))
+
+
+def _fixed_rows(problem: Problem, chain: IdenticalChain, cand: Candidates, lay: Layout,
+                kinds: tuple[tuple[int, bool, bool], ...], memo: dict) -> tuple | None:
+    """What :func:`_kind_arrays` gives for the layers ``kinds`` at every y but the memory, their
+    options side by side: (offsets, cost, tau, per kind whether its options share one resync (the
+    resync does not depend on y), their :class:`_OptionParts` side by side for the memory at a y); kept in
+    ``memo``. None when there are no kinds or some kind's memory terms are not floats (then each y
+    is computed on its own)."""
+    key = ("fixed", kinds)
+    if key in memo:
+        return memo[key]
+    parts = []
+    for kind in kinds:
+        if kind not in memo:
+            memo[kind] = _option_parts(problem, chain, cand, lay, *kind)
+        parts.append(memo[kind])
+    joined = _OptionParts.side_by_side(parts)
+    got = None
+    if joined is not None:
+        off = np.zeros(len(parts) + 1, dtype=np.int64)
+        np.cumsum([p.rows.shape[1] for p in parts], out=off[1:])
+        same = [bool(np.all(p.rows[3] == p.rows[3, 0])) for p in parts]
+        got = (off, np.ascontiguousarray(joined.rows[0]), np.ascontiguousarray(joined.rows[1]), same, joined)
+    memo[key] = got
     return got
 
 
@@ -461,8 +510,14 @@ def _identical_arrays(problem: Problem, chain: IdenticalChain, cand: Candidates,
     key = ("identical", y, type(y))
     got = memo.get(key)
     if got is None:
-        arrays = [_kind_arrays(problem, chain, cand, lay, y, (-1, cut_in, cut_out), memo)
-                  for cut_in, cut_out in ((True, True), (True, False), (False, True), (False, False))]
+        fixed = _fixed_rows(problem, chain, cand, lay, _IDENTICAL_KINDS, memo)
+        if fixed is not None:  # every row but the memory is the same at every y
+            off, cost, tau, same, parts = fixed
+            q = int(off[1])  # the four kinds are one layer's options
+            got = memo[key] = (cost.reshape(4, q), tau.reshape(4, q), parts.memory(y).reshape(4, q),
+                               np.array(same, dtype=np.bool_))
+            return got
+        arrays = [_kind_arrays(problem, chain, cand, lay, y, kind, memo) for kind in _IDENTICAL_KINDS]
         got = memo[key] = (*(np.ascontiguousarray(np.stack([a[r] for a, _ in arrays])) for r in range(3)),
                            np.array([sh for _, sh in arrays], dtype=np.bool_))
     return got
