@@ -59,7 +59,7 @@ from piper.dp.knapsack import EXACT
 from piper.dp.limits import past
 from piper.dp.outcome import Outcome
 
-__all__ = ["Layout", "layouts", "solve_groups"]
+__all__ = ["Layout", "layouts", "least_layout_bound", "solve_groups"]
 
 #: relative slack on an upper bound before it prunes (other summation orders; piper.dp.limits.with_slack)
 SLACK = 1e-9
@@ -146,6 +146,21 @@ def layouts(problem: Problem, cand: Candidates, positions: tuple[int, ...], kind
             batch: bool) -> list[Layout]:
     """Every uniform layout of the layers at ``positions`` (all of the graph's) that the options
     allow (v in ``kinds``), by ascending lower bound; the bound holds for any graph."""
+    rows = _layout_rows(problem, cand, positions, kinds, batch)
+    rows.sort()  # (lower, v, L, t, d) tells every layout apart: the order of sorting by it
+    return [Layout(t, d, L, v, bw_edge, bw_resync, lower) for lower, v, L, t, d, bw_edge, bw_resync in rows]
+
+
+def least_layout_bound(problem: Problem, cand: Candidates, positions: tuple[int, ...], kinds: tuple[int, ...],
+                       batch: bool) -> float:
+    """The least lower bound of :func:`layouts` (that of its first layout; +inf without one),
+    without making the layouts."""
+    return min((row[0] for row in _layout_rows(problem, cand, positions, kinds, batch)), default=math.inf)
+
+
+def _layout_rows(problem: Problem, cand: Candidates, positions: tuple[int, ...], kinds: tuple[int, ...],
+                 batch: bool) -> list[tuple]:
+    """:func:`layouts`' layouts as (lower, v, L, t, d, bw_edge, bw_resync), in the order they are made."""
     n, k, n_mb = len(positions), problem.devices, problem.microbatches
     g_size = problem.node_size
     out = []
@@ -169,8 +184,7 @@ def layouts(problem: Problem, cand: Candidates, positions: tuple[int, ...], kind
                     bw_edge = problem.bandwidth_intra if L * d * t <= g_size else problem.bandwidth
                     t_low = (w_sum / d + r_sum / bw_resync) / L
                     lower = n_mb * t_low + max(0.0, w_sum - d * t_low) / v if batch else t_low
-                    out.append(Layout(t, d, L, v, bw_edge, bw_resync, lower))
-    out.sort(key=lambda lay: (lay.lower, lay.v, lay.groups, lay.t, lay.d))
+                    out.append((lower, v, L, t, d, bw_edge, bw_resync))
     return out
 
 

@@ -179,7 +179,7 @@ def uniform_lower_bound(problem: Problem, options: Options) -> float | None:
     prunes a workload is the DP's own proof under ``upper_bound``."""
     from piper.core.options import candidates
     from piper.dp.chain import identical_chain
-    from piper.dp.groups import layouts
+    from piper.dp.groups import least_layout_bound
 
     cand = candidates(problem, options)
     if cand.infeasible_reason is not None:
@@ -187,8 +187,8 @@ def uniform_lower_bound(problem: Problem, options: Options) -> float | None:
     chain = identical_chain(problem, cand)
     if chain is None:
         return None
-    lays = layouts(problem, cand, chain.order, options.virtual_stage_choices(), options.objective == BATCH_TIME)
-    return lays[0].lower if lays else math.inf
+    return least_layout_bound(problem, cand, chain.order, options.virtual_stage_choices(),
+                              options.objective == BATCH_TIME)
 
 
 #: the garbage collector's thresholds during a search (generation 0 allocations, then collections
