@@ -760,6 +760,81 @@ def build_plan(problem: Problem, chain: IdenticalChain, cand: Candidates, lay: L
     return Plan(tuple(stages), Schedule() if lay.v == 1 else Schedule(INTERLEAVED, lay.v))
 
 
+#: relative margin below which a layout's memory floor must reach the best value before the layout
+#: is skipped: many times the float error of the floor's few operations (the floor is a bound in
+#: exact arithmetic; the search's own values carry their summation's rounding)
+FLOOR_MARGIN = 1e-7
+
+
+def _least_cost_at(cost: np.ndarray, mem: np.ndarray, budgets: np.ndarray) -> np.ndarray:
+    """Per budget b (bytes): the least average cost (time per sample) of any mix of the options
+    (cost, mem) with average memory at most b: the linear relaxation of a layer's choice, as the
+    least over the options that fit and over every two options i, j with mem_i <= b < mem_j mixed
+    to average memory b (an optimum of the relaxation mixes at most two). +inf where none fits."""
+    out = np.full(budgets.shape[0], np.inf)
+    for i in range(cost.shape[0]):
+        fits = mem[i] <= budgets
+        out = np.where(fits, np.minimum(out, cost[i]), out)
+        for j in range(cost.shape[0]):
+            if mem[j] > mem[i]:
+                between = fits & (budgets < mem[j])
+                share = (mem[j] - budgets) / (mem[j] - mem[i])  # of option i in the mix
+                out = np.where(between, np.minimum(out, share * cost[i] + (1.0 - share) * cost[j]), out)
+    return out
+
+
+def _group_floor(problem: Problem, chain: IdenticalChain, cand: Candidates, lay: Layout, y: float,
+                 memo: dict) -> np.ndarray:
+    """Per count c = 0 .. inner of identical layers: a lower bound on the TPS share (time per sample)
+    of a group with y microbatches in flight that holds c identical layers, whatever else it holds:
+    c times the least average cost of c identical layers without cuts in memory M (each layer's
+    least-memory relaxation, :func:`_least_cost_at`; a cut or an end layer only adds cost and
+    memory), then the least over every larger count (so that the floor does not decrease with c).
+    +inf where c such layers do not fit. Kept in ``memo`` per y."""
+    key = ("floor", y, type(y))
+    got = memo.get(key)
+    if got is None:
+        arr, _ = _kind_arrays(problem, chain, cand, lay, y, (-1, False, False), memo)
+        counts = np.arange(1, chain.inner + 1, dtype=np.float64)
+        # a little more memory than M: the search checks its float sums against M
+        budgets = problem.memory_per_device * (1.0 + 1e-9) / counts
+        floor = np.zeros(chain.inner + 1)
+        if np.isfinite(arr[0]).all() and np.isfinite(arr[2]).all():  # else no floor (zeros): never wrong
+            floor[1:] = counts * _least_cost_at(arr[0], arr[2], budgets)
+        got = memo[key] = np.minimum.accumulate(floor[::-1])[::-1].copy()
+    return got
+
+
+def _memory_floor(problem: Problem, chain: IdenticalChain, cand: Candidates, lay: Layout, w_sum: float,
+                  batch: bool, memo: dict) -> float:
+    """A lower bound on the value of every plan of the layout (its objective's units), from memory:
+    the largest group's TPS is at least the least T such that the groups' floors
+    (:func:`_group_floor`) let them hold the inner layers between them at most T each, and the
+    batch time at least N T + max(0, W - d T) / v for any T at most the largest TPS (W: the least
+    compute ``w_sum``; the layout bound's formula, non-decreasing in T since N >= d). The DP's
+    tau-bound objective (the search's lower bound) is bounded the same way. +inf when no counts
+    fit."""
+    n_mb, inner = problem.microbatches, chain.inner
+    floors = [_group_floor(problem, chain, cand, lay, lay.y(g, n_mb), memo) for g in range(lay.groups)]
+
+    def holds(cap: float) -> bool:
+        return sum(int(np.searchsorted(f, cap, side="right")) - 1 for f in floors) >= inner
+
+    values = np.unique(np.concatenate(floors))
+    values = values[np.isfinite(values)]
+    if values.shape[0] == 0 or not holds(float(values[-1])):
+        return math.inf
+    lo, hi = 0, values.shape[0] - 1
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if holds(float(values[mid])):
+            hi = mid
+        else:
+            lo = mid + 1
+    t_floor = float(values[lo])
+    return n_mb * t_floor + max(0.0, w_sum - lay.d * t_floor) / lay.v if batch else t_floor
+
+
 def solve_groups(problem: Problem, chain: IdenticalChain, cand: Candidates, kinds: tuple[int, ...], batch: bool,
                  mode: int, ub: float = math.inf, deadline: float | None = None) -> Outcome:
     """The best uniform plan with v in ``kinds`` (1: 1F1B, >= 2: interleaved) below ``ub`` (a known
@@ -771,7 +846,8 @@ def solve_groups(problem: Problem, chain: IdenticalChain, cand: Candidates, kind
     memos: dict = {}
     rooms: dict = {}
     lays = layouts(problem, cand, chain.order, kinds, batch)
-    tried = 0
+    tried = floored = 0
+    least_work: dict[int, float] = {}
     for lay in lays:
         if lay.lower >= search.best:
             search.lower = min(search.lower, lay.lower)
@@ -779,9 +855,19 @@ def solve_groups(problem: Problem, chain: IdenticalChain, cand: Candidates, kind
         if past(deadline):
             search.complete = False
             break
+        if mode == EXACT and math.isfinite(search.best):
+            # skip a layout whose every plan is at least the best value: it would change nothing
+            # (no plan below the best, and its tau-bound DPs would not lower the bound below it)
+            if lay.t not in least_work:
+                least_work[lay.t] = _least_work(problem, cand, chain.order, lay.t)[0]
+            memo = memos.setdefault((lay.t, lay.d, lay.bw_edge, lay.bw_resync), {})
+            if _memory_floor(problem, chain, cand, lay, least_work[lay.t], batch, memo) * (1 - FLOOR_MARGIN) \
+                    >= search.best:
+                floored += 1
+                continue
         _solve_layout(problem, chain, cand, lay, mode, batch, search, cache, memos, rooms)
         tried += 1
-    stats = {"layouts": len(lays), "layouts_tried": tried, "groups_s": solve_clock() - t0,
+    stats = {"layouts": len(lays), "layouts_tried": tried, "layouts_floored": floored, "groups_s": solve_clock() - t0,
              "group_dps": search.stats.get("group_dps", 0)}
     if mode != EXACT or not search.complete:
         lower = 0.0 if search.plan is not None or not search.complete or math.isfinite(ub) else math.inf
