@@ -27,16 +27,24 @@ Every plan of the layout is one configuration plus one count per group (chunk si
 group do not matter beyond the counts above), so the search is exact over the layout.  Layouts
 are tried in the order of a lower bound on their value (T >= (W / d + R / B_resync) / L from the
 least compute W and resync R of all layers at t, and BT >= N T + max(0, W - d T) / v since
-tau_g <= d TPS_g); the search stops when the bound reaches the best plan found.  The batch time
+tau_g <= d TPS_g); the search stops when the bound reaches the best plan found.  With the exact
+knapsack a layout is also skipped when its memory floor (:func:`_memory_floor`: each group's
+least TPS for c identical layers in memory M, relaxed) reaches the best plan found.  The batch time
 is exact when every layer's TMPCs share one w (a group's least-TPS choice is then one of least
 tau); otherwise the plan found is bounded from below by the DP with each group's least tau.
 
 What does not depend on the layout is computed once: the configurations of L groups and v chunks
 (kept across searches: the planner solves dozens of workloads of one chain), each kind of layer's
 option rows but memory, rooms and curves per (t, d) and group shape (kept across the layouts of a
-search), the points a configuration asks of a curve per t_max.  The same numbers, configurations,
-layouts and curves in the same order as computing each where it is used (tests/dp/test_group_points.py;
-docs/results/dp-speed.md, DeepSeek-V3: every solve of four presets' searches replayed identical).
+search), the points a configuration asks of a curve per t_max; a layout's configurations run in
+one kernel call (:func:`~piper.dp.group_kernels.group_dp_rows`) with each curve computed at its
+first configuration at that moment's t_max.  The same numbers, configurations, layouts and curves
+in the same order as computing each where it is used (tests/dp/test_group_points.py,
+tests/dp/test_search_rows.py, tests/dp/test_option_rows.py; docs/results/dp-speed.md,
+DeepSeek-V3: every solve of four presets' searches replayed identical).  A layout skipped by its
+memory floor computes no curves: a later layout with the same curve key computes them at its own
+t_max instead of filtering the skipped layout's (the points at most t_max either way, a curve's
+value being non-decreasing in its count, as the reuse of curves across layouts assumes).
 """
 
 from __future__ import annotations
