@@ -779,16 +779,16 @@ def _least_cost_at(cost: np.ndarray, mem: np.ndarray, budgets: np.ndarray) -> np
     (cost, mem) with average memory at most b: the linear relaxation of a layer's choice, as the
     least over the options that fit and over every two options i, j with mem_i <= b < mem_j mixed
     to average memory b (an optimum of the relaxation mixes at most two). +inf where none fits."""
-    out = np.full(budgets.shape[0], np.inf)
-    for i in range(cost.shape[0]):
-        fits = mem[i] <= budgets
-        out = np.where(fits, np.minimum(out, cost[i]), out)
-        for j in range(cost.shape[0]):
-            if mem[j] > mem[i]:
-                between = fits & (budgets < mem[j])
-                share = (mem[j] - budgets) / (mem[j] - mem[i])  # of option i in the mix
-                out = np.where(between, np.minimum(out, share * cost[i] + (1.0 - share) * cost[j]), out)
-    return out
+    b = budgets[None, None, :]
+    m_i, m_j = mem[:, None, None], mem[None, :, None]
+    fits = mem[:, None] <= budgets[None, :]
+    single = np.where(fits, cost[:, None], np.inf).min(axis=0, initial=np.inf)
+    between = (m_i <= b) & (b < m_j)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        share = (m_j - b) / (m_j - m_i)  # of option i in the mix (used only where mem_i <= b < mem_j)
+        mixed = share * cost[:, None, None] + (1.0 - share) * cost[None, :, None]
+    pairs = np.where(between, mixed, np.inf).min(axis=(0, 1), initial=np.inf)
+    return np.minimum(single, pairs)
 
 
 def _group_floor(problem: Problem, chain: IdenticalChain, cand: Candidates, lay: Layout, y: float,
@@ -823,22 +823,16 @@ def _memory_floor(problem: Problem, chain: IdenticalChain, cand: Candidates, lay
     tau-bound objective (the search's lower bound) is bounded the same way. +inf when no counts
     fit."""
     n_mb, inner = problem.microbatches, chain.inner
-    floors = [_group_floor(problem, chain, cand, lay, lay.y(g, n_mb), memo) for g in range(lay.groups)]
-
-    def holds(cap: float) -> bool:
-        return sum(int(np.searchsorted(f, cap, side="right")) - 1 for f in floors) >= inner
-
-    values = np.unique(np.concatenate(floors))
+    floors = np.array([_group_floor(problem, chain, cand, lay, lay.y(g, n_mb), memo) for g in range(lay.groups)])
+    values = np.unique(floors)
     values = values[np.isfinite(values)]
-    if values.shape[0] == 0 or not holds(float(values[-1])):
+    # per candidate T: the most identical layers the groups hold at most T each (each floor does
+    # not decrease with the count: the count of its entries <= T, less one for count 0)
+    held = sum(np.searchsorted(f, values, side="right") for f in floors) - lay.groups
+    enough = np.flatnonzero(held >= inner)
+    if enough.shape[0] == 0:
         return math.inf
-    lo, hi = 0, values.shape[0] - 1
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if holds(float(values[mid])):
-            hi = mid
-        else:
-            lo = mid + 1
+    lo = int(enough[0])
     t_floor = float(values[lo])
     return n_mb * t_floor + max(0.0, w_sum - lay.d * t_floor) / lay.v if batch else t_floor
 
