@@ -778,52 +778,58 @@ def _least_cost_at(cost: np.ndarray, mem: np.ndarray, budgets: np.ndarray) -> np
     """Per budget b (bytes): the least average cost (time per sample) of any mix of the options
     (cost, mem) with average memory at most b: the linear relaxation of a layer's choice, as the
     least over the options that fit and over every two options i, j with mem_i <= b < mem_j mixed
-    to average memory b (an optimum of the relaxation mixes at most two). +inf where none fits."""
-    b = budgets[None, None, :]
-    m_i, m_j = mem[:, None, None], mem[None, :, None]
-    fits = mem[:, None] <= budgets[None, :]
-    single = np.where(fits, cost[:, None], np.inf).min(axis=0, initial=np.inf)
+    to average memory b (an optimum of the relaxation mixes at most two). +inf where none fits.
+    ``mem`` may hold several rows (one per y): then one row of answers per row."""
+    if mem.ndim == 1:
+        return _least_cost_at(cost, mem[None, :], budgets)[0]
+    b = budgets[None, None, None, :]
+    m_i, m_j = mem[:, :, None, None], mem[:, None, :, None]
+    fits = mem[:, :, None] <= budgets[None, None, :]
+    single = np.where(fits, cost[None, :, None], np.inf).min(axis=1, initial=np.inf)
     between = (m_i <= b) & (b < m_j)
     with np.errstate(divide="ignore", invalid="ignore"):
         share = (m_j - b) / (m_j - m_i)  # of option i in the mix (used only where mem_i <= b < mem_j)
-        mixed = share * cost[:, None, None] + (1.0 - share) * cost[None, :, None]
-    pairs = np.where(between, mixed, np.inf).min(axis=(0, 1), initial=np.inf)
+        mixed = share * cost[None, :, None, None] + (1.0 - share) * cost[None, None, :, None]
+    pairs = np.where(between, mixed, np.inf).min(axis=(1, 2), initial=np.inf)
     return np.minimum(single, pairs)
 
 
-def _group_floor(problem: Problem, chain: IdenticalChain, cand: Candidates, lay: Layout, y: float,
-                 memo: dict) -> np.ndarray:
-    """Per count c = 0 .. inner of identical layers: a lower bound on the TPS share (time per sample)
-    of a group with y microbatches in flight that holds c identical layers, whatever else it holds:
-    c times the least average cost of c identical layers without cuts in memory M (each layer's
-    least-memory relaxation, :func:`_least_cost_at`; a cut or an end layer only adds cost and
-    memory), then the least over every larger count (so that the floor does not decrease with c).
-    +inf where c such layers do not fit. Kept in ``memo`` per y."""
-    key = ("floor", y, type(y))
-    got = memo.get(key)
-    if got is None:
-        arr, _ = _kind_arrays(problem, chain, cand, lay, y, (-1, False, False), memo)
+def _group_floors(problem: Problem, chain: IdenticalChain, cand: Candidates, lay: Layout, ys: list,
+                  memo: dict) -> list[np.ndarray]:
+    """Per y of ``ys``, per count c = 0 .. inner of identical layers: a lower bound on the TPS share
+    (time per sample) of a group with y microbatches in flight that holds c identical layers,
+    whatever else it holds: c times the least average cost of c identical layers without cuts in
+    memory M (each layer's least-memory relaxation, :func:`_least_cost_at`; a cut or an end layer
+    only adds cost and memory), then the least over every larger count (so that the floor does
+    not decrease with c). +inf where c such layers do not fit. Kept in ``memo`` per y; the y not
+    there yet computed together."""
+    missing = list(dict.fromkeys((y, type(y)) for y in ys if ("floor", y, type(y)) not in memo))
+    if missing:
+        rows = [_kind_arrays(problem, chain, cand, lay, y, (-1, False, False), memo)[0] for y, _ in missing]
+        cost, mems = rows[0][0], np.stack([arr[2] for arr in rows])
         counts = np.arange(1, chain.inner + 1, dtype=np.float64)
         # a little more memory than M: the search checks its float sums against M
         budgets = problem.memory_per_device * (1.0 + 1e-9) / counts
-        floor = np.zeros(chain.inner + 1)
-        if np.isfinite(arr[0]).all() and np.isfinite(arr[2]).all():  # else no floor (zeros): never wrong
-            floor[1:] = counts * _least_cost_at(arr[0], arr[2], budgets)
-        got = memo[key] = np.minimum.accumulate(floor[::-1])[::-1].copy()
-    return got
+        floors = np.zeros((len(missing), chain.inner + 1))
+        if np.isfinite(cost).all() and np.isfinite(mems).all():  # else no floor (zeros): never wrong
+            floors[:, 1:] = counts * _least_cost_at(cost, mems, budgets)
+        floors = np.minimum.accumulate(floors[:, ::-1], axis=1)[:, ::-1]
+        for (y, kind), floor in zip(missing, floors):
+            memo["floor", y, kind] = np.ascontiguousarray(floor)
+    return [memo["floor", y, type(y)] for y in ys]
 
 
 def _memory_floor(problem: Problem, chain: IdenticalChain, cand: Candidates, lay: Layout, w_sum: float,
                   batch: bool, memo: dict) -> float:
     """A lower bound on the value of every plan of the layout (its objective's units), from memory:
     the largest group's TPS is at least the least T such that the groups' floors
-    (:func:`_group_floor`) let them hold the inner layers between them at most T each, and the
+    (:func:`_group_floors`) let them hold the inner layers between them at most T each, and the
     batch time at least N T + max(0, W - d T) / v for any T at most the largest TPS (W: the least
     compute ``w_sum``; the layout bound's formula, non-decreasing in T since N >= d). The DP's
     tau-bound objective (the search's lower bound) is bounded the same way. +inf when no counts
     fit."""
     n_mb, inner = problem.microbatches, chain.inner
-    floors = np.array([_group_floor(problem, chain, cand, lay, lay.y(g, n_mb), memo) for g in range(lay.groups)])
+    floors = np.array(_group_floors(problem, chain, cand, lay, [lay.y(g, n_mb) for g in range(lay.groups)], memo))
     values = np.unique(floors)
     values = values[np.isfinite(values)]
     # per candidate T: the most identical layers the groups hold at most T each (each floor does
