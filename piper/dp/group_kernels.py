@@ -326,8 +326,7 @@ def group_dp_rows(key_ptr, key_c, key_k, key_tau, key_low, row_keys, row_exact, 
         dps += 1
         if want_low and not row_exact[row]:
             low, _ = group_dp(ptr, p_c, p_k, p_low, n_groups, total, n_mb, v, ub, batch)
-            if low < low_min:
-                low_min = low
+            low_min = min(low_min, low)
         if picks.shape[0] and value < best:
             chosen = np.empty(n_groups, dtype=np.int64)
             for g in range(n_groups):

@@ -9,8 +9,8 @@ import math
 
 import pytest
 
-import piper.dp.groups as groups
 from piper.core.options import BATCH_TIME, Options, candidates
+from piper.dp import groups
 from tests.dp.identical_chains import identical_chain_problem
 
 

@@ -12,8 +12,8 @@ import math
 import numpy as np
 import pytest
 
-import piper.dp.groups as groups
 from piper.core.options import BATCH_TIME, Options, candidates
+from piper.dp import groups
 from piper.dp.chain import identical_chain
 from piper.dp.knapsack import EXACT
 from tests.dp.identical_chains import identical_chain_problem
