@@ -679,13 +679,9 @@ def _search_rows(problem: Problem, chain: IdenticalChain, cand: Candidates, lay:
         done = len(order)
         kept = [curves[pair][0].within(hi, t_max) for pair, hi in zip(key_pair, key_hi)]
         exact = np.array([curves[pair][1] for pair in key_pair], dtype=np.bool_)
-        key_ptr = np.zeros(len(kept) + 1, dtype=np.int64)
-        np.cumsum([pts.c.shape[0] for pts in kept], out=key_ptr[1:])
-        flat_c, flat_k, flat_tau, flat_low = (np.concatenate([getattr(pts, f) for pts in kept])
-                                              for f in ("c", "k", "tau", "low"))
         want_low = mode == EXACT and batch
         row, value, chosen, low, dps = group_dp_rows(
-            key_ptr, flat_c, flat_k, flat_tau, flat_low, row_keys, exact[row_keys].all(axis=1), start, L, inner,
+            *_flat_points(kept), row_keys, exact[row_keys].all(axis=1), start, L, inner,
             float(n_mb), float(v), cap, search.best, batch, want_low)
         search.stats["group_dps"] = search.stats.get("group_dps", 0) + int(dps)
         if want_low:
@@ -699,15 +695,28 @@ def _search_rows(problem: Problem, chain: IdenticalChain, cand: Candidates, lay:
                                  [int(x) for x in chosen], mode, memo)
         # the curves of pairs first met after this row: computed again at the new t_max
         back = next((i for i in range(ahead, done) if first_row[i] > row), done)
-        for ckey, before in reversed(undo[back - ahead:]):
-            if before is None:
-                cache.pop(ckey, None)
-            else:
-                cache[ckey] = before
+        _restore(cache, undo[back - ahead:])
         for i in range(back, done):
             del curves[order[i]]
         done = back
         start = int(row) + 1
+
+
+def _flat_points(kept: list[_Points]) -> tuple[np.ndarray, ...]:
+    """The points of every key, flat for :func:`~piper.dp.group_kernels.group_dp_rows`: key u's
+    at ptr[u] .. ptr[u + 1] - 1 of counts, values, tau and tau bounds."""
+    ptr = np.zeros(len(kept) + 1, dtype=np.int64)
+    np.cumsum([pts.c.shape[0] for pts in kept], out=ptr[1:])
+    return (ptr, *(np.concatenate([getattr(pts, f) for pts in kept]) for f in ("c", "k", "tau", "low")))
+
+
+def _restore(cache: dict, undo: list[tuple[tuple, tuple | None]]) -> None:
+    """Put back the entries ``undo`` recorded (key, entry before; None: absent), last first."""
+    for key, before in reversed(undo):
+        if before is None:
+            cache.pop(key, None)
+        else:
+            cache[key] = before
 
 
 def build_plan(problem: Problem, chain: IdenticalChain, cand: Candidates, lay: Layout, cfg: list[Chunk],
