@@ -16,7 +16,7 @@ from numba import njit
 
 from piper.dp.knapsack import EXACT, ensure_room, knapsack, total_of
 
-__all__ = ["group_curve", "group_points", "group_choice", "group_dp"]
+__all__ = ["group_curve", "group_points", "group_choice", "group_dp", "group_dp_rows"]
 
 
 @njit(cache=True)
@@ -282,3 +282,54 @@ def group_dp(ptr, p_c, p_k, p_tau, n_groups, total, n_mb, v, ub, batch):
         picks[g] = f_pt[x]
         x = f_prev[x]
     return best, picks
+
+
+@njit(cache=True)
+def group_dp_rows(key_ptr, key_c, key_k, key_tau, key_low, row_keys, row_exact, first, n_groups, total, n_mb, v, ub,
+                  best, batch, want_low):
+    """:func:`group_dp` over the configurations of one layout in order, from row ``first`` of
+    ``row_keys`` (row r, group g: the index of that group's points, key u's points at
+    key_ptr[u] .. key_ptr[u + 1] - 1 of key_c, key_k, key_tau, key_low), as
+    :func:`piper.dp.groups._solve_layout` runs them: a row with a group without points is skipped;
+    else its best plan at most ``ub`` is searched, and with ``want_low`` and the row's tau not exact
+    (``row_exact``) the same DP on the tau bounds.  Stops after the first row whose plan is below
+    ``best``.  Returns (that row or -1, its value, each group's point within its key, the least
+    value of the tau-bound DPs run (inf: none), how many rows ran the DP)."""
+    low_min = np.inf
+    dps = 0
+    ptr = np.zeros(n_groups + 1, dtype=np.int64)
+    for row in range(first, row_keys.shape[0]):
+        empty = False
+        for g in range(n_groups):
+            u = row_keys[row, g]
+            size = key_ptr[u + 1] - key_ptr[u]
+            if size == 0:
+                empty = True
+            ptr[g + 1] = ptr[g] + size
+        if empty:
+            continue
+        n = ptr[n_groups]
+        p_c = np.empty(n, dtype=np.int64)
+        p_k = np.empty(n)
+        p_tau = np.empty(n)
+        p_low = np.empty(n)
+        for g in range(n_groups):
+            u = row_keys[row, g]
+            at = ptr[g]
+            for x in range(key_ptr[u], key_ptr[u + 1]):
+                p_c[at] = key_c[x]
+                p_k[at] = key_k[x]
+                p_tau[at] = key_tau[x]
+                p_low[at] = key_low[x]
+                at += 1
+        value, picks = group_dp(ptr, p_c, p_k, p_tau, n_groups, total, n_mb, v, ub, batch)
+        dps += 1
+        if want_low and not row_exact[row]:
+            low, _ = group_dp(ptr, p_c, p_k, p_low, n_groups, total, n_mb, v, ub, batch)
+            low_min = min(low_min, low)
+        if picks.shape[0] and value < best:
+            chosen = np.empty(n_groups, dtype=np.int64)
+            for g in range(n_groups):
+                chosen[g] = picks[g] - ptr[g]
+            return row, value, chosen, low_min, dps
+    return -1, np.inf, np.zeros(0, dtype=np.int64), low_min, dps

@@ -27,16 +27,24 @@ Every plan of the layout is one configuration plus one count per group (chunk si
 group do not matter beyond the counts above), so the search is exact over the layout.  Layouts
 are tried in the order of a lower bound on their value (T >= (W / d + R / B_resync) / L from the
 least compute W and resync R of all layers at t, and BT >= N T + max(0, W - d T) / v since
-tau_g <= d TPS_g); the search stops when the bound reaches the best plan found.  The batch time
+tau_g <= d TPS_g); the search stops when the bound reaches the best plan found.  With the exact
+knapsack a layout is also skipped when its memory floor (:func:`_memory_floor`: each group's
+least TPS for c identical layers in memory M, relaxed) reaches the best plan found.  The batch time
 is exact when every layer's TMPCs share one w (a group's least-TPS choice is then one of least
 tau); otherwise the plan found is bounded from below by the DP with each group's least tau.
 
 What does not depend on the layout is computed once: the configurations of L groups and v chunks
 (kept across searches: the planner solves dozens of workloads of one chain), each kind of layer's
 option rows but memory, rooms and curves per (t, d) and group shape (kept across the layouts of a
-search), the points a configuration asks of a curve per t_max.  The same numbers, configurations,
-layouts and curves in the same order as computing each where it is used (tests/dp/test_group_points.py;
-docs/results/dp-speed.md, DeepSeek-V3: every solve of four presets' searches replayed identical).
+search), the points a configuration asks of a curve per t_max; a layout's configurations run in
+one kernel call (:func:`~piper.dp.group_kernels.group_dp_rows`) with each curve computed at its
+first configuration at that moment's t_max.  The same numbers, configurations, layouts and curves
+in the same order as computing each where it is used (tests/dp/test_group_points.py,
+tests/dp/test_search_rows.py, tests/dp/test_option_rows.py; docs/results/dp-speed.md,
+DeepSeek-V3: every solve of four presets' searches replayed identical).  A layout skipped by its
+memory floor computes no curves: a later layout with the same curve key computes them at its own
+t_max instead of filtering the skipped layout's (the points at most t_max either way, a curve's
+value being non-decreasing in its count, as the reuse of curves across layouts assumes).
 """
 
 from __future__ import annotations
@@ -54,12 +62,12 @@ from piper.core.problem import Problem
 from piper.dp.arrays import expert_terms_or_ban, option_resync_memory
 from piper.dp.chain import IdenticalChain
 from piper.dp.compile_clock import solve_clock
-from piper.dp.group_kernels import group_choice, group_dp, group_points
+from piper.dp.group_kernels import group_choice, group_dp_rows, group_points
 from piper.dp.knapsack import EXACT
 from piper.dp.limits import past
 from piper.dp.outcome import Outcome
 
-__all__ = ["Layout", "layouts", "solve_groups"]
+__all__ = ["Layout", "layouts", "least_layout_bound", "solve_groups"]
 
 #: relative slack on an upper bound before it prunes (other summation orders; piper.dp.limits.with_slack)
 SLACK = 1e-9
@@ -146,6 +154,21 @@ def layouts(problem: Problem, cand: Candidates, positions: tuple[int, ...], kind
             batch: bool) -> list[Layout]:
     """Every uniform layout of the layers at ``positions`` (all of the graph's) that the options
     allow (v in ``kinds``), by ascending lower bound; the bound holds for any graph."""
+    rows = _layout_rows(problem, cand, positions, kinds, batch)
+    rows.sort()  # (lower, v, L, t, d) tells every layout apart: the order of sorting by it
+    return [Layout(t, d, L, v, bw_edge, bw_resync, lower) for lower, v, L, t, d, bw_edge, bw_resync in rows]
+
+
+def least_layout_bound(problem: Problem, cand: Candidates, positions: tuple[int, ...], kinds: tuple[int, ...],
+                       batch: bool) -> float:
+    """The least lower bound of :func:`layouts` (that of its first layout; +inf without one),
+    without making the layouts."""
+    return min((row[0] for row in _layout_rows(problem, cand, positions, kinds, batch)), default=math.inf)
+
+
+def _layout_rows(problem: Problem, cand: Candidates, positions: tuple[int, ...], kinds: tuple[int, ...],
+                 batch: bool) -> list[tuple]:
+    """:func:`layouts`' layouts as (lower, v, L, t, d, bw_edge, bw_resync), in the order they are made."""
     n, k, n_mb = len(positions), problem.devices, problem.microbatches
     g_size = problem.node_size
     out = []
@@ -169,8 +192,7 @@ def layouts(problem: Problem, cand: Candidates, positions: tuple[int, ...], kind
                     bw_edge = problem.bandwidth_intra if L * d * t <= g_size else problem.bandwidth
                     t_low = (w_sum / d + r_sum / bw_resync) / L
                     lower = n_mb * t_low + max(0.0, w_sum - d * t_low) / v if batch else t_low
-                    out.append(Layout(t, d, L, v, bw_edge, bw_resync, lower))
-    out.sort(key=lambda lay: (lay.lower, lay.v, lay.groups, lay.t, lay.d))
+                    out.append((lower, v, L, t, d, bw_edge, bw_resync))
     return out
 
 
@@ -178,6 +200,7 @@ def configurations(chain: IdenticalChain, chunks: int) -> list[list[Chunk]]:
     """Every way ``chunks`` non-empty chunks can cover the chain, up to the sizes of the chunks
     of identical layers (module docstring)."""
     n, a, b = chain.n, chain.first, chain.stop
+    inner_chunk = Chunk((), CUT_BOTH)  # a chunk of identical layers only, cut on both sides
     out = []
     for n_left in range(a + 1):
         for left in itertools.combinations(range(1, a + 1), n_left):
@@ -201,7 +224,7 @@ def configurations(chain: IdenticalChain, chunks: int) -> list[list[Chunk]]:
                         cfg.append(Chunk(pre, pattern, post))
                     else:
                         cfg.append(Chunk(pre, CUT_BOTH if cut_in else CUT_AFTER))
-                        cfg.extend(Chunk((), CUT_BOTH) for _ in range(middle - 1))
+                        cfg.extend([inner_chunk] * (middle - 1))  # one immutable chunk, shared
                         cfg.append(Chunk((), CUT_BOTH if cut_out else CUT_BEFORE, post))
                     cfg.extend(Chunk(tuple(range(ends[j], ends[j + 1])), None) for j in range(n_right))
                     out.append(cfg)
@@ -210,20 +233,24 @@ def configurations(chain: IdenticalChain, chunks: int) -> list[list[Chunk]]:
 
 def group_shapes(chain: IdenticalChain, cfg: list[Chunk], groups: int) -> list[GroupShape]:
     """The :class:`GroupShape` of every group under the configuration ``cfg``."""
-    n = chain.n
-    out = []
-    for g in range(groups):
-        ends: list[tuple[int, bool, bool]] = []
-        counts = [0, 0, 0, 0]
-        for ch in cfg[g::groups]:
+    return [GroupShape(ends, patterns) for ends, patterns in _shape_keys(chain.n, cfg, groups)]
+
+
+def _shape_keys(n: int, cfg: list[Chunk], groups: int) -> list[tuple[tuple, tuple[int, int, int, int]]]:
+    """(ends, patterns) of every group's :class:`GroupShape` under ``cfg`` on a chain of n layers:
+    one pass over the chunks in order (chunk j on group j mod ``groups``), so each group's end
+    layers come in chunk order."""
+    ends: list[list[tuple[int, bool, bool]]] = [[] for _ in range(groups)]
+    counts = [[0, 0, 0, 0] for _ in range(groups)]
+    for j, ch in enumerate(cfg):
+        g = j % groups
+        if ch.pre or ch.post:
             first = ch.pre[0] if ch.pre else None
             last = ch.post[-1] if ch.post else (ch.pre[-1] if ch.pattern is None else None)
-            for p in (*ch.pre, *ch.post):
-                ends.append((p, p == first and p > 0, p == last and p < n - 1))
-            if ch.pattern is not None:
-                counts[ch.pattern] += 1
-        out.append(GroupShape(tuple(ends), (counts[0], counts[1], counts[2], counts[3])))
-    return out
+            ends[g].extend((p, p == first and p > 0, p == last and p < n - 1) for p in (*ch.pre, *ch.post))
+        if ch.pattern is not None:
+            counts[g][ch.pattern] += 1
+    return [(tuple(e), (c[0], c[1], c[2], c[3])) for e, c in zip(ends, counts)]
 
 
 @dataclass(frozen=True)
@@ -265,17 +292,24 @@ def _config_table(n: int, first: int, stop: int, groups: int, v: int) -> _Config
     ``groups`` groups of ``v`` chunks; they depend on nothing else, so they are kept across
     searches (the planner solves dozens of workloads of one chain)."""
     chain = IdenticalChain(tuple(range(n)), first, stop, False)
-    ids: dict[GroupShape, int] = {}
+    # each distinct shape once (by its fields): its index, the shape, its least count, whether it has chunks
+    ids: dict[tuple, tuple[int, GroupShape, int, bool]] = {}
     out = []
     for cfg in configurations(chain, groups * v):
-        shapes = group_shapes(chain, cfg, groups)
-        pairs = tuple((ids.setdefault(sh, len(ids)), g) for g, sh in enumerate(shapes))
-        least = tuple(sh.least(sh.patterns[0]) for sh in shapes)
-        out.append(_Config(cfg, shapes, pairs, least, sum(least), tuple(sh.chunks > 0 for sh in shapes)))
+        known = []
+        for key in _shape_keys(n, cfg, groups):
+            got = ids.get(key)
+            if got is None:
+                sh = GroupShape(*key)
+                got = ids[key] = (len(ids), sh, sh.least(sh.patterns[0]), sh.chunks > 0)
+            known.append(got)
+        least = tuple(k[2] for k in known)
+        out.append(_Config(cfg, [k[1] for k in known], tuple((k[0], g) for g, k in enumerate(known)), least,
+                           sum(least), tuple(k[3] for k in known)))
     live = tuple(j for j, conf in enumerate(out) if conf.total_least <= stop - first)
     index: dict[tuple[int, int], int] = {}
     rows = [[index.setdefault(pair, len(index)) for pair in out[j].pairs] for j in live]
-    return _ConfigTable(tuple(out), tuple(ids), tuple(index), live,
+    return _ConfigTable(tuple(out), tuple(k[1] for k in ids.values()), tuple(index), live,
                         np.array(rows, dtype=np.int64).reshape(len(live), groups),
                         np.array([out[j].least for j in live], dtype=np.int64).reshape(len(live), groups),
                         np.array([out[j].chunked for j in live], dtype=np.bool_).reshape(len(live), groups))
@@ -364,13 +398,27 @@ class _OptionParts:
                  has_x: np.ndarray) -> None:
         self.rows, self.a, self.b, self.s_d, self.x, self.has_x = rows, a, b, s_d, x, has_x
 
-    def at(self, y: float) -> np.ndarray:
-        out = self.rows.copy()
+    def memory(self, y: float) -> np.ndarray:
+        """The memory row at y (bytes per option)."""
         memory = self.a * y
         memory += self.b
         memory += self.s_d
-        out[2] = np.where(self.has_x, memory + self.x, memory)
+        return np.where(self.has_x, memory + self.x, memory)
+
+    def at(self, y: float) -> np.ndarray:
+        out = self.rows.copy()
+        out[2] = self.memory(y)
         return out
+
+    @staticmethod
+    def side_by_side(parts: list[_OptionParts | None]) -> _OptionParts | None:
+        """The parts of several kinds of layer, their options side by side (columns in order):
+        each option's numbers are computed on its own, so :meth:`memory` gives, option for option,
+        what each kind's own gives. None when some kind has none (:func:`_option_parts`)."""
+        if not parts or any(p is None for p in parts):
+            return None
+        return _OptionParts(*(np.concatenate([getattr(p, f) for p in parts], axis=-1)
+                              for f in ("rows", "a", "b", "s_d", "x", "has_x")))
 
 
 def _option_parts(problem: Problem, chain: IdenticalChain, cand: Candidates, lay: Layout, pos: int, cut_in: bool,
@@ -434,11 +482,46 @@ def _end_arrays(problem: Problem, chain: IdenticalChain, cand: Candidates, lay: 
     key = ("ends", ends, y, type(y))
     got = memo.get(key)
     if got is None:
+        fixed = _fixed_rows(problem, chain, cand, lay, ends, memo)
+        if fixed is not None:  # every row but the memory is the same at every y
+            off, cost, tau, same, parts = fixed
+            got = memo[key] = (off, cost, tau, parts.memory(y), all(same))
+            return got
         arrays = [_kind_arrays(problem, chain, cand, lay, y, end, memo) for end in ends]
         off = np.zeros(len(arrays) + 1, dtype=np.int64)
         np.cumsum([a.shape[1] for a, _ in arrays], out=off[1:])
         table = np.concatenate([a for a, _ in arrays], axis=1) if arrays else np.zeros((4, 0))
         got = memo[key] = (off, *(np.ascontiguousarray(table[r]) for r in range(3)), all(sh for _, sh in arrays))
+    return got
+
+
+#: the kinds of an identical layer: cut on both sides, before only, after only, neither
+_IDENTICAL_KINDS = ((-1, True, True), (-1, True, False), (-1, False, True), (-1, False, False))
+
+
+def _fixed_rows(problem: Problem, chain: IdenticalChain, cand: Candidates, lay: Layout,
+                kinds: tuple[tuple[int, bool, bool], ...], memo: dict) -> tuple | None:
+    """What :func:`_kind_arrays` gives for the layers ``kinds`` at every y but the memory, their
+    options side by side: (offsets, cost, tau, per kind whether its options share one resync (the
+    resync does not depend on y), their :class:`_OptionParts` side by side for the memory at a y); kept in
+    ``memo``. None when there are no kinds or some kind's memory terms are not floats (then each y
+    is computed on its own)."""
+    key = ("fixed", kinds)
+    if key in memo:
+        return memo[key]
+    parts = []
+    for kind in kinds:
+        if kind not in memo:
+            memo[kind] = _option_parts(problem, chain, cand, lay, *kind)
+        parts.append(memo[kind])
+    joined = _OptionParts.side_by_side(parts)
+    got = None
+    if joined is not None:
+        off = np.zeros(len(parts) + 1, dtype=np.int64)
+        np.cumsum([p.rows.shape[1] for p in parts], out=off[1:])
+        same = [bool(np.all(p.rows[3] == p.rows[3, 0])) for p in parts]
+        got = (off, np.ascontiguousarray(joined.rows[0]), np.ascontiguousarray(joined.rows[1]), same, joined)
+    memo[key] = got
     return got
 
 
@@ -449,8 +532,14 @@ def _identical_arrays(problem: Problem, chain: IdenticalChain, cand: Candidates,
     key = ("identical", y, type(y))
     got = memo.get(key)
     if got is None:
-        arrays = [_kind_arrays(problem, chain, cand, lay, y, (-1, cut_in, cut_out), memo)
-                  for cut_in, cut_out in ((True, True), (True, False), (False, True), (False, False))]
+        fixed = _fixed_rows(problem, chain, cand, lay, _IDENTICAL_KINDS, memo)
+        if fixed is not None:  # every row but the memory is the same at every y
+            off, cost, tau, same, parts = fixed
+            q = int(off[1])  # the four kinds are one layer's options
+            got = memo[key] = (cost.reshape(4, q), tau.reshape(4, q), parts.memory(y).reshape(4, q),
+                               np.array(same, dtype=np.bool_))
+            return got
+        arrays = [_kind_arrays(problem, chain, cand, lay, y, kind, memo) for kind in _IDENTICAL_KINDS]
         got = memo[key] = (*(np.ascontiguousarray(np.stack([a[r] for a, _ in arrays])) for r in range(3)),
                            np.array([sh for _, sh in arrays], dtype=np.bool_))
     return got
@@ -463,7 +552,7 @@ def _group_curves(problem: Problem, chain: IdenticalChain, cand: Candidates, lay
     :meth:`_Points.within`); whether its layers' TMPCs share one w each (then tau is exact); and the
     t_max and room they were computed for.  Curves are kept (``cache``) for the other
     configurations of the layout and the other layouts of the same (t, d)."""
-    key = (shape, y, lay.t, lay.d, lay.bw_edge, lay.bw_resync, mode)
+    key = _curve_key(shape, y, lay, mode)
     hit = cache.get(key)
     if hit is not None and hit[2] >= t_max and hit[3] >= c_hi:
         return hit
@@ -532,51 +621,102 @@ def _solve_layout(problem: Problem, chain: IdenticalChain, cand: Candidates, lay
     spare = inner - table.least.sum(axis=1)
     c_his = np.where(table.chunked, np.minimum(room, table.least + spare[:, None]), 0)
     rooms_passed = np.where(table.chunked, room, 0)
-    curves: dict[tuple[int, int], tuple] = {}  # (shape index, group) -> _group_curves's answer
-    kept: dict[tuple[tuple[int, int], int], tuple] = {}  # ((shape index, group), c_hi) -> (points, shared)
-    kept_for = math.nan  # the t_max of the points in ``kept``
-    for row in np.flatnonzero(fits).tolist():
-        conf = table.configs[table.live[row]]
+    rows = np.flatnonzero(fits)
+    if rows.shape[0] == 0:
+        return
+    _search_rows(problem, chain, cand, lay, mode, batch, search, cache, memo, table, ys, rows,
+                 c_his[rows], rooms_passed[rows])
+
+
+def _curve_key(shape: GroupShape, y: float, lay: Layout, mode: int) -> tuple:
+    """The key of a group's curves in the search's ``cache`` (:func:`_group_curves`)."""
+    return (shape, y, lay.t, lay.d, lay.bw_edge, lay.bw_resync, mode)
+
+
+def _search_rows(problem: Problem, chain: IdenticalChain, cand: Candidates, lay: Layout, mode: int, batch: bool,
+                 search: _Search, cache: dict, memo: dict, table: _ConfigTable, ys: list, rows: np.ndarray,
+                 c_his: np.ndarray, rooms_passed: np.ndarray) -> None:
+    """The group DP of every configuration of a layout that fits (``rows``: indices into
+    ``table.live``; per row and group its c_hi and the room its curves are computed for), in order,
+    below ``search.best``: each group's curves computed at its first row (row by row, group by group)
+    at the t_max of that moment, each row's points those curves' points with at most c_hi layers and
+    value at most t_max (:meth:`_Points.within`), and the rows' DPs run by one kernel call
+    (:func:`~piper.dp.group_kernels.group_dp_rows`) until a row improves the best plan.
+
+    The curves of the pairs first met after the current row are computed ahead, at the current
+    t_max; when a row improves the plan (t_max falls), those are taken back (the search's cache
+    restored) and computed again at the new t_max, so that every curve is computed exactly where
+    and as the row-by-row search computes it."""
+    n_mb, L, v, inner = problem.microbatches, lay.groups, lay.v, chain.inner
+    pair_ids = table.pair_index[rows]
+    span = inner + 1
+    keys, key_of = np.unique(pair_ids * span + c_his, return_inverse=True)
+    row_keys = np.ascontiguousarray(key_of.reshape(pair_ids.shape), dtype=np.int64)
+    key_pair, key_hi = (keys // span).tolist(), (keys % span).tolist()
+    # each pair at its first row (row-major: rows in order, groups in order)
+    flat = pair_ids.ravel()
+    pairs, first = np.unique(flat, return_index=True)
+    by_first = np.argsort(first, kind="stable")
+    order = pairs[by_first].tolist()
+    first_row = (first[by_first] // L).tolist()
+    first_hi = c_his.ravel()[first[by_first]].tolist()
+    first_room = rooms_passed.ravel()[first[by_first]].tolist()
+    curves: dict[int, tuple] = {}  # pair index -> _group_curves's answer
+    done = 0  # pairs of ``order`` computed
+    start = 0  # next row
+    while start < rows.shape[0]:
         cap = search.best * (1 + SLACK) if math.isfinite(search.best) else math.inf
         t_max = cap / n_mb if batch else cap
-        if t_max != kept_for:
-            kept.clear()
-            kept_for = t_max
-        points: list[_Points] = []
-        exact_tau = True
-        empty = False
-        for pair, c_hi, r in zip(conf.pairs, c_his[row].tolist(), rooms_passed[row].tolist()):
-            seen = kept.get((pair, c_hi))
-            if seen is None:
-                got = curves.get(pair)
-                if got is None or not (got[2] >= t_max and got[3] >= c_hi):
-                    if got is not None:
-                        kept.clear()  # points filtered from the curves replaced here
-                    sid, g = pair
-                    got = curves[pair] = _group_curves(problem, chain, cand, lay, ys[g], table.shapes[sid], r, c_hi,
-                                                       t_max, mode, cache, memo)
-                seen = kept[pair, c_hi] = (got[0].within(c_hi, t_max), got[1])
-            exact_tau = exact_tau and seen[1]
-            empty = empty or seen[0].c.shape[0] == 0
-            points.append(seen[0])
-        if empty:
-            continue  # no plan at most ``cap``
-        ptr = np.zeros(L + 1, dtype=np.int64)
-        ptr[1:] = np.cumsum([p.c.shape[0] for p in points])
-        p_c = np.concatenate([p.c for p in points])
-        p_k = np.concatenate([p.k for p in points])
-        p_tau = np.concatenate([p.tau for p in points])
-        value, picks = group_dp(ptr, p_c, p_k, p_tau, L, inner, float(n_mb), float(v), cap, batch)
-        search.stats["group_dps"] = search.stats.get("group_dps", 0) + 1
-        if picks.shape[0] and value < search.best:
-            chosen = [int(picks[g]) - int(ptr[g]) for g in range(L)]
-            search.best = float(value)
-            search.plan = build_plan(problem, chain, cand, lay, conf.chunks, conf.shapes, ys, points, chosen, mode,
-                                     memo)
-        if mode == EXACT and batch and not exact_tau:
-            p_low = np.concatenate([p.low for p in points])
-            low, _ = group_dp(ptr, p_c, p_k, p_low, L, inner, float(n_mb), float(v), cap, batch)
+        ahead = done
+        undo: list[tuple[tuple, tuple | None]] = []
+        for i in range(done, len(order)):
+            sid, g = table.pairs[order[i]]
+            shape = table.shapes[sid]
+            ckey = _curve_key(shape, ys[g], lay, mode)
+            undo.append((ckey, cache.get(ckey)))
+            curves[order[i]] = _group_curves(problem, chain, cand, lay, ys[g], shape, first_room[i], first_hi[i],
+                                             t_max, mode, cache, memo)
+        done = len(order)
+        kept = [curves[pair][0].within(hi, t_max) for pair, hi in zip(key_pair, key_hi)]
+        exact = np.array([curves[pair][1] for pair in key_pair], dtype=np.bool_)
+        want_low = mode == EXACT and batch
+        row, value, chosen, low, dps = group_dp_rows(
+            *_flat_points(kept), row_keys, exact[row_keys].all(axis=1), start, L, inner,
+            float(n_mb), float(v), cap, search.best, batch, want_low)
+        search.stats["group_dps"] = search.stats.get("group_dps", 0) + int(dps)
+        if want_low:
             search.lower = min(search.lower, float(low))
+        if row < 0:
+            return
+        conf = table.configs[table.live[rows[row]]]
+        points = [kept[u] for u in row_keys[row].tolist()]
+        search.best = float(value)
+        search.plan = build_plan(problem, chain, cand, lay, conf.chunks, conf.shapes, ys, points,
+                                 [int(x) for x in chosen], mode, memo)
+        # the curves of pairs first met after this row: computed again at the new t_max
+        back = next((i for i in range(ahead, done) if first_row[i] > row), done)
+        _restore(cache, undo[back - ahead:])
+        for i in range(back, done):
+            del curves[order[i]]
+        done = back
+        start = int(row) + 1
+
+
+def _flat_points(kept: list[_Points]) -> tuple[np.ndarray, ...]:
+    """The points of every key, flat for :func:`~piper.dp.group_kernels.group_dp_rows`: key u's
+    at ptr[u] .. ptr[u + 1] - 1 of counts, values, tau and tau bounds."""
+    ptr = np.zeros(len(kept) + 1, dtype=np.int64)
+    np.cumsum([pts.c.shape[0] for pts in kept], out=ptr[1:])
+    return (ptr, *(np.concatenate([getattr(pts, f) for pts in kept]) for f in ("c", "k", "tau", "low")))
+
+
+def _restore(cache: dict, undo: list[tuple[tuple, tuple | None]]) -> None:
+    """Put back the entries ``undo`` recorded (key, entry before; None: absent), last first."""
+    for key, before in reversed(undo):
+        if before is None:
+            cache.pop(key, None)
+        else:
+            cache[key] = before
 
 
 def build_plan(problem: Problem, chain: IdenticalChain, cand: Candidates, lay: Layout, cfg: list[Chunk],
@@ -637,6 +777,81 @@ def build_plan(problem: Problem, chain: IdenticalChain, cand: Candidates, lay: L
     return Plan(tuple(stages), Schedule() if lay.v == 1 else Schedule(INTERLEAVED, lay.v))
 
 
+#: relative margin below which a layout's memory floor must reach the best value before the layout
+#: is skipped: many times the float error of the floor's few operations (the floor is a bound in
+#: exact arithmetic; the search's own values carry their summation's rounding)
+FLOOR_MARGIN = 1e-7
+
+
+def _least_cost_at(cost: np.ndarray, mem: np.ndarray, budgets: np.ndarray) -> np.ndarray:
+    """Per budget b (bytes): the least average cost (time per sample) of any mix of the options
+    (cost, mem) with average memory at most b: the linear relaxation of a layer's choice, as the
+    least over the options that fit and over every two options i, j with mem_i <= b < mem_j mixed
+    to average memory b (an optimum of the relaxation mixes at most two). +inf where none fits.
+    ``mem`` may hold several rows (one per y): then one row of answers per row."""
+    if mem.ndim == 1:
+        return _least_cost_at(cost, mem[None, :], budgets)[0]
+    b = budgets[None, None, None, :]
+    m_i, m_j = mem[:, :, None, None], mem[:, None, :, None]
+    fits = mem[:, :, None] <= budgets[None, None, :]
+    single = np.where(fits, cost[None, :, None], np.inf).min(axis=1, initial=np.inf)
+    between = (m_i <= b) & (b < m_j)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        share = (m_j - b) / (m_j - m_i)  # of option i in the mix (used only where mem_i <= b < mem_j)
+        mixed = share * cost[None, :, None, None] + (1.0 - share) * cost[None, None, :, None]
+    pairs = np.where(between, mixed, np.inf).min(axis=(1, 2), initial=np.inf)
+    return np.minimum(single, pairs)
+
+
+def _group_floors(problem: Problem, chain: IdenticalChain, cand: Candidates, lay: Layout, ys: list,
+                  memo: dict) -> list[np.ndarray]:
+    """Per y of ``ys``, per count c = 0 .. inner of identical layers: a lower bound on the TPS share
+    (time per sample) of a group with y microbatches in flight that holds c identical layers,
+    whatever else it holds: c times the least average cost of c identical layers without cuts in
+    memory M (each layer's least-memory relaxation, :func:`_least_cost_at`; a cut or an end layer
+    only adds cost and memory), then the least over every larger count (so that the floor does
+    not decrease with c). +inf where c such layers do not fit. Kept in ``memo`` per y; the y not
+    there yet computed together."""
+    missing = list(dict.fromkeys((y, type(y)) for y in ys if ("floor", y, type(y)) not in memo))
+    if missing:
+        rows = [_kind_arrays(problem, chain, cand, lay, y, (-1, False, False), memo)[0] for y, _ in missing]
+        cost, mems = rows[0][0], np.stack([arr[2] for arr in rows])
+        counts = np.arange(1, chain.inner + 1, dtype=np.float64)
+        # a little more memory than M: the search checks its float sums against M
+        budgets = problem.memory_per_device * (1.0 + 1e-9) / counts
+        floors = np.zeros((len(missing), chain.inner + 1))
+        if np.isfinite(cost).all() and np.isfinite(mems).all():  # else no floor (zeros): never wrong
+            floors[:, 1:] = counts * _least_cost_at(cost, mems, budgets)
+        floors = np.minimum.accumulate(floors[:, ::-1], axis=1)[:, ::-1]
+        for (y, kind), floor in zip(missing, floors):
+            memo["floor", y, kind] = np.ascontiguousarray(floor)
+    return [memo["floor", y, type(y)] for y in ys]
+
+
+def _memory_floor(problem: Problem, chain: IdenticalChain, cand: Candidates, lay: Layout, w_sum: float,
+                  batch: bool, memo: dict) -> float:
+    """A lower bound on the value of every plan of the layout (its objective's units), from memory:
+    the largest group's TPS is at least the least T such that the groups' floors
+    (:func:`_group_floors`) let them hold the inner layers between them at most T each, and the
+    batch time at least N T + max(0, W - d T) / v for any T at most the largest TPS (W: the least
+    compute ``w_sum``; the layout bound's formula, non-decreasing in T since N >= d). The DP's
+    tau-bound objective (the search's lower bound) is bounded the same way. +inf when no counts
+    fit."""
+    n_mb, inner = problem.microbatches, chain.inner
+    floors = np.array(_group_floors(problem, chain, cand, lay, [lay.y(g, n_mb) for g in range(lay.groups)], memo))
+    values = np.unique(floors)
+    values = values[np.isfinite(values)]
+    # per candidate T: the most identical layers the groups hold at most T each (each floor does
+    # not decrease with the count: the count of its entries <= T, less one for count 0)
+    held = sum(np.searchsorted(f, values, side="right") for f in floors) - lay.groups
+    enough = np.flatnonzero(held >= inner)
+    if enough.shape[0] == 0:
+        return math.inf
+    lo = int(enough[0])
+    t_floor = float(values[lo])
+    return n_mb * t_floor + max(0.0, w_sum - lay.d * t_floor) / lay.v if batch else t_floor
+
+
 def solve_groups(problem: Problem, chain: IdenticalChain, cand: Candidates, kinds: tuple[int, ...], batch: bool,
                  mode: int, ub: float = math.inf, deadline: float | None = None) -> Outcome:
     """The best uniform plan with v in ``kinds`` (1: 1F1B, >= 2: interleaved) below ``ub`` (a known
@@ -648,7 +863,8 @@ def solve_groups(problem: Problem, chain: IdenticalChain, cand: Candidates, kind
     memos: dict = {}
     rooms: dict = {}
     lays = layouts(problem, cand, chain.order, kinds, batch)
-    tried = 0
+    tried = floored = 0
+    least_work: dict[int, float] = {}
     for lay in lays:
         if lay.lower >= search.best:
             search.lower = min(search.lower, lay.lower)
@@ -656,9 +872,19 @@ def solve_groups(problem: Problem, chain: IdenticalChain, cand: Candidates, kind
         if past(deadline):
             search.complete = False
             break
+        if mode == EXACT and math.isfinite(search.best):
+            # skip a layout whose every plan is at least the best value: it would change nothing
+            # (no plan below the best, and its tau-bound DPs would not lower the bound below it)
+            if lay.t not in least_work:
+                least_work[lay.t] = _least_work(problem, cand, chain.order, lay.t)[0]
+            memo = memos.setdefault((lay.t, lay.d, lay.bw_edge, lay.bw_resync), {})
+            if _memory_floor(problem, chain, cand, lay, least_work[lay.t], batch, memo) * (1 - FLOOR_MARGIN) \
+                    >= search.best:
+                floored += 1
+                continue
         _solve_layout(problem, chain, cand, lay, mode, batch, search, cache, memos, rooms)
         tried += 1
-    stats = {"layouts": len(lays), "layouts_tried": tried, "groups_s": solve_clock() - t0,
+    stats = {"layouts": len(lays), "layouts_tried": tried, "layouts_floored": floored, "groups_s": solve_clock() - t0,
              "group_dps": search.stats.get("group_dps", 0)}
     if mode != EXACT or not search.complete:
         lower = 0.0 if search.plan is not None or not search.complete or math.isfinite(ub) else math.inf

@@ -38,9 +38,11 @@ value.
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 
 from piper.core.options import BATCH_TIME, Options
@@ -54,8 +56,8 @@ from piper.frontend.workload import TrainingSetup, build_workload, tensor_parall
 from piper.io.workload import load_problem
 from piper.solvers.registry import SolverInfo
 
-__all__ = ["MICRO_BATCHES", "TIE", "Candidate", "PlanSearch", "context_parallel_choices", "micro_batch_choices",
-           "search_plans", "uniform_lower_bound"]
+__all__ = ["MICRO_BATCHES", "SEARCH_GC_THRESHOLDS", "TIE", "Candidate", "PlanSearch", "context_parallel_choices",
+           "fewer_collections", "micro_batch_choices", "search_plans", "uniform_lower_bound"]
 
 #: the micro-batch sizes searched when the user fixes none (sequences per micro-batch)
 MICRO_BATCHES = (1, 2, 4, 8, 16)
@@ -177,7 +179,7 @@ def uniform_lower_bound(problem: Problem, options: Options) -> float | None:
     prunes a workload is the DP's own proof under ``upper_bound``."""
     from piper.core.options import candidates
     from piper.dp.chain import identical_chain
-    from piper.dp.groups import layouts
+    from piper.dp.groups import least_layout_bound
 
     cand = candidates(problem, options)
     if cand.infeasible_reason is not None:
@@ -185,10 +187,31 @@ def uniform_lower_bound(problem: Problem, options: Options) -> float | None:
     chain = identical_chain(problem, cand)
     if chain is None:
         return None
-    lays = layouts(problem, cand, chain.order, options.virtual_stage_choices(), options.objective == BATCH_TIME)
-    return lays[0].lower if lays else math.inf
+    return least_layout_bound(problem, cand, chain.order, options.virtual_stage_choices(),
+                              options.objective == BATCH_TIME)
 
 
+#: the garbage collector's thresholds during a search (generation 0 allocations, then collections
+#: of the younger generation per older one): a search allocates millions of short-lived objects
+#: while the workloads it keeps (dozens of problems) make each full collection long; Python's
+#: defaults (700, 10, 10) spent ~1.8 s of a 17 s DeepSeek-V3 search collecting, these ~0.5 s
+#: (docs/results/dp-speed.md, DeepSeek-V3). Only how often the collector runs: no result changes.
+SEARCH_GC_THRESHOLDS = (10_000, 20, 20)
+
+
+@contextlib.contextmanager
+def fewer_collections() -> Iterator[None]:
+    """Run the garbage collector less often (:data:`SEARCH_GC_THRESHOLDS`) inside the block; the
+    thresholds before it are restored after it."""
+    before = gc.get_threshold()
+    gc.set_threshold(*SEARCH_GC_THRESHOLDS)
+    try:
+        yield
+    finally:
+        gc.set_threshold(*before)
+
+
+@fewer_collections()
 def search_plans(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup, info: SolverInfo, options: Options, *,
                  micro_batches: tuple[int, ...], free: bool = True,
                  progress: Callable[[str], None] | None = None,

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from piper.core.errors import ProblemError
-from piper.core.limits import MAX_COUNT, MAX_NODE_ID
+from piper.core.limits import MAX_COUNT, MAX_MAGNITUDE, MAX_NODE_ID
 from piper.core.problem import (
     TMPC,
     Edge,
@@ -115,11 +115,44 @@ def _sync_map(raw: Any, where: str) -> dict[int, float]:
         raise ProblemError(f"{where}: expected an object keyed by node id, got {type(raw).__name__}")
     out: dict[int, float] = {}
     for key, val in raw.items():
-        nid = _node_id(key, f"{where} key {key!r}")
+        nid = _plain_id(key)
+        if nid is None:
+            nid = _node_id(key, f"{where} key {key!r}")
         if nid in out:
             raise ProblemError(f"{where}: node {nid} appears twice")
-        out[nid] = checked_number(val, f"{where}[{key!r}]")
+        out[nid] = val if _plain_number(val) else checked_number(val, f"{where}[{key!r}]")
     return out
+
+
+def _plain_number(value: Any) -> bool:
+    """``value`` is a float that :func:`checked_number` (no options) returns unchanged: in
+    [0, MAX_MAGNITUDE] (so finite). The loader's fast path for its common case: it then skips the
+    full check and the message naming where the number is (built only for the others)."""
+    return type(value) is float and 0.0 <= value <= MAX_MAGNITUDE
+
+
+def _plain_id(key: Any) -> int | None:
+    """A node id written as a short string of ASCII digits (the common case of a sync map's keys),
+    as :func:`_node_id` reads it; None for every other key (then :func:`_node_id` checks it)."""
+    if type(key) is str and 0 < len(key) <= 15 and key.isascii() and key.isdigit():
+        return int(key)  # at most 15 digits: below MAX_NODE_ID (2^53)
+    return None
+
+
+def _field(raw: Mapping[str, Any], key: str, where: str, default: Any = None) -> float:
+    """``raw[key]`` (``default`` when absent and a default is given) as :func:`checked_number`
+    returns it, the message naming ``where`` and the key built only when the full check runs."""
+    value = raw[key] if default is None else raw.get(key, default)
+    return value if _plain_number(value) else checked_number(value, f"{where} {key}")
+
+
+def _count_field(raw: Mapping[str, Any], key: str, where: str) -> int:
+    """``raw.get(key, 1)`` as ``int(checked_number(..., integer=True))`` returns it; an int in
+    1..MAX_COUNT skips the full check."""
+    value = raw.get(key, 1)
+    if type(value) is int and 1 <= value <= MAX_COUNT:
+        return value
+    return int(checked_number(value, f"{where} {key}", integer=True))
 
 
 def _tmpc_from_dict(raw: Any, where: str, unknown: _Unknown | None = None) -> TMPC:
@@ -134,26 +167,24 @@ def _tmpc_from_dict(raw: Any, where: str, unknown: _Unknown | None = None) -> TM
     where = f"{where} (TMPC {tid!r})"
     if unknown is not None:
         unknown.check(raw, "TMPC", where)
-    sharded = raw.get("memoryUsageShardedB", 0.0)  # an explicit null is an error, like any number
+    # an explicit null is an error, like any number (the default applies only to an absent key)
     return TMPC(
         id=tid,
-        time_per_sample=checked_number(raw["timePerSample"], f"{where} timePerSample"),
-        parameter_size=checked_number(raw["parameterSize"], f"{where} parameterSize"),
-        memory_a=checked_number(raw["memoryUsageA"], f"{where} memoryUsageA"),
-        memory_b=checked_number(raw["memoryUsageB"], f"{where} memoryUsageB"),
+        time_per_sample=_field(raw, "timePerSample", where),
+        parameter_size=_field(raw, "parameterSize", where),
+        memory_a=_field(raw, "memoryUsageA", where),
+        memory_b=_field(raw, "memoryUsageB", where),
         sync_fw=_sync_map(raw["syncTimeFw"], f"{where} syncTimeFw"),
         sync_bw=_sync_map(raw["syncTimeBw"], f"{where} syncTimeBw"),
         extra={k: v for k, v in raw.items() if k not in KNOWN_KEYS["TMPC"]},
-        memory_sharded=checked_number(sharded, f"{where} memoryUsageShardedB"),
-        resync_overlap_time=checked_number(raw.get("resyncOverlapTime", 0.0), f"{where} resyncOverlapTime"),
-        step_time=checked_number(raw.get("stepTime", 0.0), f"{where} stepTime"),
-        step_time_sharded=checked_number(raw.get("stepTimeSharded", 0.0), f"{where} stepTimeSharded"),
-        expert_parallel=int(checked_number(raw.get("expertParallel", 1), f"{where} expertParallel", integer=True)),
-        expert_tensor_parallel=int(checked_number(raw.get("expertTensorParallel", 1), f"{where} expertTensorParallel",
-                                                  integer=True)),
-        expert_parameter_size=checked_number(raw.get("expertParameterSize", 0.0), f"{where} expertParameterSize"),
-        memory_sharded_expert=checked_number(raw.get("memoryUsageShardedExpertB", 0.0),
-                                             f"{where} memoryUsageShardedExpertB"),
+        memory_sharded=_field(raw, "memoryUsageShardedB", where, 0.0),
+        resync_overlap_time=_field(raw, "resyncOverlapTime", where, 0.0),
+        step_time=_field(raw, "stepTime", where, 0.0),
+        step_time_sharded=_field(raw, "stepTimeSharded", where, 0.0),
+        expert_parallel=_count_field(raw, "expertParallel", where),
+        expert_tensor_parallel=_count_field(raw, "expertTensorParallel", where),
+        expert_parameter_size=_field(raw, "expertParameterSize", where, 0.0),
+        memory_sharded_expert=_field(raw, "memoryUsageShardedExpertB", where, 0.0),
     )
 
 
