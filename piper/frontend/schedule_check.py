@@ -42,7 +42,7 @@ class ScheduleCheck:
     seconds for the model front end; memory in bytes per device)."""
 
     formula_batch_time: float
-    #: None: a 1F1B plan, or too many passes to play out
+    #: None: a 1F1B plan, a pass order over the memory limit (not timed), or too many passes to play out
     simulated_batch_time: float | None
     formula_memory_bytes: float
     order_memory_bytes: float
@@ -77,11 +77,14 @@ def check_schedule(problem: Problem, plan: Plan, score: Score) -> ScheduleCheck:
     """Replay ``plan``'s schedule (module docstring). ``score`` is the evaluator's score of it."""
     from piper.render.timeline import simulate_schedule
 
-    timeline = None if score.oom or not plan.schedule.interleaved else simulate_schedule(problem, plan, score)
+    order_memory = max(schedule_order_memory(problem, plan, score))
+    # the simulation plays every replica's passes: skipped when the memory has already failed
+    timed = plan.schedule.interleaved and not score.oom and order_memory <= problem.memory_per_device
+    timeline = simulate_schedule(problem, plan, score) if timed else None
     return ScheduleCheck(
         formula_batch_time=score.batch_time,
         simulated_batch_time=None if timeline is None else timeline.makespan,
         formula_memory_bytes=max(st.memory for st in score.stages),
-        order_memory_bytes=max(schedule_order_memory(problem, plan, score)),
+        order_memory_bytes=order_memory,
         memory_limit_bytes=problem.memory_per_device,
     )
