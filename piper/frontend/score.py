@@ -127,8 +127,8 @@ def megatron_split(layers: int, pp: int, vp: int = 1, embedding: bool = False, l
     """Megatron-Core's even split with ``--account-for-embedding-in-pipeline-split`` (``embedding``)
     and ``--account-for-loss-in-pipeline-split`` (``loss``): the embedding and the loss each count
     as one layer, the l (+ 1) (+ 1) layers split evenly into the p v chunks, and the first (last)
-    chunk holds one transformer layer fewer (``get_transformer_layer_offset`` in Megatron-Core's
-    ``transformer_block.py`` adds one layer per flag before dividing). With neither flag this is
+    chunk holds one transformer layer fewer (Megatron-Core adds one layer per flag before dividing;
+    docs/results/validation.md, "Llama 3 with v = 8"). With neither flag this is
     :func:`even_split`. Llama 3 405B's 126 layers on 16 stages: (7, 8 x 14, 7); with v = 8 the first
     chunk holds only the embedding and the last only the output layer, as [L3] Section 3.3.2
     describes its layout. A :class:`FrontendError` naming the flags when the count does not divide.
