@@ -52,7 +52,11 @@ from piper.frontend import context
 from piper.frontend.config import TransformerConfig
 from piper.frontend.hardware import Hardware
 from piper.frontend.moe_costs import expert_layouts
-from piper.frontend.workload import TrainingSetup, build_workload, tensor_parallel_degrees
+from piper.frontend.workload import (
+    TrainingSetup,
+    build_workload,
+    tensor_parallel_degrees,
+)
 from piper.io.workload import load_problem
 from piper.solvers.registry import SolverInfo
 
