@@ -10,8 +10,11 @@ by default (``--objective``; docs/problem.md §9: one iteration, with the pipeli
 drain, is what a user waits for), over 1F1B and interleaved schedules up to
 ``--max-virtual-stages`` (default 8). It prints the runnable plan with its predicted training
 speed and, next to it, the free plan and its gain; ``--free`` makes the free plan the one
-``--plan-out`` writes, ``--uniform`` skips the free search. All numbers from the one
-evaluator's score:
+``--plan-out`` writes, ``--uniform`` skips the free search. An interleaved winner is replayed
+pass by pass (:mod:`piper.frontend.schedule_check`); when its pass order holds more than the
+memory limit or takes over 5% longer than the formula, the search runs again with 1F1B only and
+the answer is that search's best, status "feasible" with the rejected plan's value as its bound
+(docs/frontend.md, "The schedule check"). All numbers from the one evaluator's score:
 
 * batch time (seconds per iteration): ``Score.batch_time`` (docs/problem.md §2.4, §9);
 * tokens/s = global batch x sequence length / batch time;
