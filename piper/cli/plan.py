@@ -137,7 +137,9 @@ def cmd_plan(args: argparse.Namespace) -> int:
             # the formulas priced an interleaved plan its own pass order does not reproduce
             # (piper/frontend/schedule_check.py): plan again with 1F1B only, whose formulas it does
             rejected = {"schedule": chosen.result.plan.schedule.to_dict(), "micro_batch": chosen.micro_batch,
-                        "status": chosen.result.status.value, "value": chosen.value, **check.to_dict()}
+                        "status": chosen.result.status.value, "value": chosen.value,
+                        # a bound on every plan only when that search was proven exact
+                        "bound": chosen.value if search.exact else None, **check.to_dict()}
             if say:
                 say("the best interleaved plan fails the schedule check (" + "; ".join(check.reasons)
                     + "): planning again with 1F1B only")
@@ -174,7 +176,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     status = chosen.result.status.value if rejected is None else "feasible"
     if args.json:
         out = {"status": status, "solver": chosen.result.solver, **metrics,
-               "bound": None if rejected is None else rejected["value"],
+               "bound": None if rejected is None else rejected["bound"],
                "plan": plan.to_dict(), "time_s": search.time_s, "micro_batch": chosen.micro_batch,
                "context_parallel": chosen.context_parallel, "context_parallel_searched": list(cps),
                "expert_parallel": chosen.expert_parallel,
