@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from dataclasses import replace
 from typing import Any
 
@@ -37,7 +38,7 @@ from piper.cli.common import (
     add_objective_args,
     did_you_mean,
     positive_int,
-    seconds_arg,
+    seconds_or_zero_arg,
     write_plan,
 )
 from piper.cli.model import (
@@ -77,11 +78,20 @@ def add_plan_parser(subparsers: Any) -> argparse.ArgumentParser:
                    help="fix the context-parallel size (default: searched, docs/frontend.md: 1, and for sequences "
                         "of 16k tokens or more the powers of two that leave >= 4k tokens per device)")
     g.add_argument("--max-cp", type=positive_int, metavar="C", help="search context-parallel sizes up to C only")
-    g.add_argument("--time-limit", type=seconds_arg, metavar="S", help="time limit of the whole search, seconds")
+    g.add_argument("--time-limit", type=seconds_or_zero_arg, default=DEFAULT_TIME_LIMIT_S, metavar="S",
+                   help=f"time limit of the whole command's search, seconds (default {DEFAULT_TIME_LIMIT_S:g}: the "
+                        "free search of a thousand devices can take hours; 0: none)")
     g.add_argument("--plan-out", metavar="PLAN.json",
                    help="write the plan here, with the workload hash and cluster it was made for (key madeFor)")
     add_objective_args(p, objective=BATCH_TIME, max_virtual_stages=DEFAULT_MAX_VIRTUAL_STAGES)
     return p
+
+
+#: seconds ``plan`` searches for when ``--time-limit`` is not given: the uniform searches of the largest
+#: presets take seconds (DeepSeek-V3 on 1,024 H100: 4 s), the free ones minutes to hours (Llama 3 70B
+#: on 512 H100: 152 s; DeepSeek-V3 on 1,024: one of its 35 free searches did not end in 137 s); the
+#: answer says when the limit cut a solve (status, "not proven exact")
+DEFAULT_TIME_LIMIT_S = 300.0
 
 
 def _candidate_summary(c: Candidate) -> dict[str, Any]:
@@ -98,12 +108,34 @@ def _search_summary(search: PlanSearch) -> dict[str, Any]:
             "solves": search.solves, "cut_solves": search.cut_solves,
             "pruned_by_bound": search.pruned,
             "resolved_without_cutoff": search.resolved,
+            "rejected_by_schedule_check": len(search.rejected),
             "pruned_reason": "the solver proved, below the cutoff (the best value found before the solve), that "
                              "the workload holds no better plan (status unknown, bound >= cutoff)"}
 
 
+def _rejected_below(search: PlanSearch, chosen: Candidate | None, free: bool) -> dict[str, Any] | None:
+    """The best interleaved plan the schedule check rejected whose value (by the formulas) is below
+    the answer's, with the bound it leaves on every plan the options allow: the least of the answer's
+    value and the rejected solves' bounds when every solve was exact, else None. None when no
+    rejected plan beats the answer (the answer's status then stands as the solver proved it)."""
+    if chosen is None:
+        return None
+    kind = [c for c in search.rejected if c.uniform == (not free)]
+    below = [c for c in kind if c.rejected.value < chosen.value * (1 - 1e-9)]
+    if not below:
+        return None
+    best = below[0]
+    bound = min([chosen.value] + [c.rejected.bound for c in kind]) if search.exact else None
+    return {"schedule": best.rejected.plan.schedule.to_dict(), "micro_batch": best.micro_batch,
+            "context_parallel": best.context_parallel, "expert_parallel": best.expert_parallel,
+            "status": best.rejected.status.value, "value": best.rejected.value, "bound": bound,
+            "count": len(kind), **best.rejected_check.to_dict()}
+
+
 def cmd_plan(args: argparse.Namespace) -> int:
     from piper.solvers.registry import get_solver, solver_names
+
+    started = time.perf_counter()  # --time-limit counts from here
 
     if args.list or not args.model:
         from piper.cli.model import cmd_model
@@ -119,43 +151,28 @@ def cmd_plan(args: argparse.Namespace) -> int:
     if args.cp is not None and args.max_cp is not None and args.cp > args.max_cp:
         raise UsageError(f"--cp {args.cp} is above --max-cp {args.max_cp}: give one of them")
     cfg, hw, setup = model_from_args(args)
-    options = Options(time_limit_s=args.time_limit, progress=False, objective=args.objective,
+    options = Options(time_limit_s=args.time_limit or None, progress=False, objective=args.objective,
                       schedule=args.schedule, max_virtual_stages=args.max_virtual_stages)
     say = None if args.json else (lambda line: print(f"piper: {line}", file=sys.stderr, flush=True))
     cps = context_parallel_choices(cfg, hw, setup, args.cp, args.max_cp)
-    def run_search(opts: Options) -> PlanSearch:
-        return search_plans(cfg, hw, setup, info, opts, micro_batches=micro_batch_choices(
-            setup.global_batch, args.micro_batch), free=not args.uniform, progress=say, context_parallels=cps,
-            prune=True)
-
-    search = run_search(options)
+    check = args.schedule != "interleaved"  # --schedule interleaved: the check only reports
+    search = search_plans(cfg, hw, setup, info, options, micro_batches=micro_batch_choices(
+        setup.global_batch, args.micro_batch), free=not args.uniform, progress=say, context_parallels=cps,
+        prune=True, check_schedules=check, started=started)
     chosen = search.free if args.free else search.runnable
-    rejected = None
-    if chosen is not None and chosen.result.plan.schedule.interleaved and args.schedule != "interleaved":
-        check = check_schedule(chosen.problem, chosen.result.plan, chosen.result.score)
-        if not check.ok:
-            # the formulas priced an interleaved plan its own pass order does not reproduce
-            # (piper/frontend/schedule_check.py): plan again with 1F1B only, whose formulas it does
-            rejected = {"schedule": chosen.result.plan.schedule.to_dict(), "micro_batch": chosen.micro_batch,
-                        "status": chosen.result.status.value, "value": chosen.value,
-                        # a bound on every plan only when that search was proven exact
-                        "bound": chosen.value if search.exact else None, **check.to_dict()}
-            if say:
-                say("the best interleaved plan fails the schedule check (" + "; ".join(check.reasons)
-                    + "): planning again with 1F1B only")
-            first, first_chosen = search, chosen
-            search = run_search(replace(options, max_virtual_stages=1))
-            search = replace(search, time_s=first.time_s + search.time_s)
-            chosen = search.free if args.free else search.runnable
-            if chosen is None:
-                # no 1F1B plan fits: keep the interleaved one, its failed check reported with it
-                search, chosen, rejected = replace(first, time_s=search.time_s), first_chosen, None
+    if chosen is None:
+        # no plan passed the schedule check: keep the best interleaved plan that failed it (reported)
+        failed = [c for c in search.rejected if c.uniform == (not args.free) and c.rejected.plan is not None]
+        if failed:
+            chosen = replace(failed[0], result=failed[0].rejected, rejected=None, rejected_check=None)
+    rejected = _rejected_below(search, chosen, args.free)
     if chosen is None:
         statuses = sorted({c.result.status.value for c in search.candidates})
         messages = sorted({c.result.message for c in search.candidates if c.result.message})
         msg = {"status": "/".join(statuses), "message": "; ".join(messages) or "no plan fits"}
         if args.json:
-            print(json.dumps({**msg, "plan": None, "search": _search_summary(search),
+            print(json.dumps({**msg, "plan": None, "time_s": search.time_s, "time_limit_s": options.time_limit_s,
+                              "search": _search_summary(search),
                               "candidates": [_candidate_summary(c) for c in search.candidates]}))
         else:
             print(f"no plan: {msg['message']} (status {msg['status']})")
@@ -171,13 +188,15 @@ def cmd_plan(args: argparse.Namespace) -> int:
     other_metrics = None if other is None else plan_metrics(cfg.with_changes(micro_batch=other.micro_batch), hw, setup,
                                                              other.problem, other.result.plan, other.result.score)
     other_check = None if other is None else check_schedule(other.problem, other.result.plan, other.result.score)
-    # with the interleaved winner rejected the plan is the best 1F1B one: not proven optimal over the
-    # schedules the options allow; the rejected plan's value (by the formulas) bounds them from below
+    # a rejected interleaved plan better by the formulas than the answer: the answer is the best plan
+    # that passed the check, not proven optimal over the schedules the options allow; the rejected
+    # solves' bounds (with every other solve exact) bound them from below
     status = chosen.result.status.value if rejected is None else "feasible"
     if args.json:
         out = {"status": status, "solver": chosen.result.solver, **metrics,
                "bound": None if rejected is None else rejected["bound"],
-               "plan": plan.to_dict(), "time_s": search.time_s, "micro_batch": chosen.micro_batch,
+               "plan": plan.to_dict(), "time_s": search.time_s, "time_limit_s": options.time_limit_s,
+               "micro_batch": chosen.micro_batch,
                "context_parallel": chosen.context_parallel, "context_parallel_searched": list(cps),
                "expert_parallel": chosen.expert_parallel,
                "schedule": plan.schedule.to_dict(), "objective": args.objective, "uniform": chosen.uniform,
@@ -206,9 +225,12 @@ def cmd_plan(args: argparse.Namespace) -> int:
     if len(cps) > 1 or chosen.context_parallel > 1:
         print(f"context       context-parallel size c = {chosen.context_parallel} (searched: "
               f"{', '.join(str(c) for c in cps)}); each stage's t is its tensor-parallel size x {chosen.context_parallel}")
+    exactness = "not proven exact" if not search.exact else (
+        "exact over the plans that pass the schedule check" if rejected is not None else "exact")
     print(f"plan          {kind}: {m['stages']} stages, {schedule}, on {m['devices_used']} of {m['devices']} devices "
-          f"({chosen.result.solver}, {status}; search {search.time_s:.2f} s, "
-          f"{'exact' if search.exact else 'not proven exact'}{' over 1F1B plans' if rejected is not None else ''})")
+          f"({chosen.result.solver}, {status}; search {search.time_s:.2f} s"
+          f"{'' if options.time_limit_s is None else f' of {options.time_limit_s:g} s allowed'}, "
+          f"{exactness})")
     final_check = check_schedule(chosen.problem, plan, score)
     if not final_check.ok:
         why = "--schedule interleaved" if args.schedule == "interleaved" else "no 1F1B plan fits"
@@ -216,7 +238,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
     if rejected is not None:
         print(f"schedule      the best interleaved plan ({rejected['schedule']['virtualStages']} virtual stages, "
               f"formula {rejected['formula_batch_time_s']:.4g} s) failed the schedule check: "
-              + "; ".join(rejected["reasons"]) + ". This plan is the best 1F1B plan (status and search: 1F1B only)")
+              + "; ".join(rejected["reasons"]) + f". This plan is the best of those that pass it "
+              f"({rejected['count']} solve(s) answered with 1F1B only instead)")
     if search.cut_solves:
         print(f"search        {search.solves} solves, {search.cut_solves} below the best "
               f"value found before "

@@ -26,7 +26,7 @@ from piper.dp.knapsack import EXACT
 from piper.dp.limits import TimeUp, next_chunk, past
 from piper.dp.reconstruct import StageStep, build_plan
 
-__all__ = ["BatchRun", "batch_run", "SLACK"]
+__all__ = ["SLACK", "BatchRun", "batch_run"]
 
 #: relative slack on an upper bound before it prunes (the DP sums a plan's terms in another order
 #: than the computation that gave the bound; :func:`piper.dp.limits.with_slack`)
@@ -44,17 +44,6 @@ class BatchRun:
     lower: float
     complete: bool
     stats: dict = field(default_factory=dict)
-
-
-def _ideal_chunks(n_ideals: int, budget: int) -> list[tuple[int, int]]:
-    """Ideal ranges of about ``budget`` states each (time-limit checks between them)."""
-    out = []
-    lo = 1
-    while lo < n_ideals:
-        hi = min(n_ideals, lo + max(1, budget))
-        out.append((lo, hi))
-        lo = hi
-    return out
 
 
 def _tables(problem: Problem, layers, ideals: Ideals, pairs: IdealPairs, mode: int, t_max: float,
@@ -146,12 +135,20 @@ def _fronts(problem: Problem, tab: BatchTables, n_ideals: int, ub: float, use_lo
     with_dev = bool(tab.t.shape[0]) and int(tab.t.max()) * S > k
     ent_ptr = np.searchsorted(tab.ideal, np.arange(n_ideals + 1, dtype=np.int64)).astype(np.int64)
     pool, used, ne_used = new_pool(n_ideals, S)
-    per_chunk = max(1, 20_000 // max(1, S))
     proposed = 0
-    for lo, hi in _ideal_chunks(n_ideals, per_chunk):
+    # ideals in chunks of about CHUNK_S seconds, the deadline checked between them: an ideal's
+    # fronts cost grows with the ideals below it (1,024 devices, DeepSeek-V3's 65 ideals: the
+    # 7th took 1.6 s), so the chunk starts at one ideal and grows by the time the last one took
+    chunk = 1
+    lo = 1
+    while lo < n_ideals:
+        hi = min(n_ideals, lo + chunk)
+        t0 = solve_clock()
         pool, used, ne_used, more = front_pass(tab, tab.segments, ent_ptr, lo, hi, S, k, float(problem.microbatches),
                                                ub, with_dev, use_low, pool, used, ne_used, rest, rest_t)
         proposed += int(more)
+        chunk = next_chunk(chunk, solve_clock() - t0, 1, 1 << 20)
+        lo = hi
         if past(deadline) and hi < n_ideals:
             raise TimeUp()
     best, x, s = best_final(pool, n_ideals - 1, S, float(problem.microbatches))

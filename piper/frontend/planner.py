@@ -52,6 +52,7 @@ from piper.frontend import context
 from piper.frontend.config import TransformerConfig
 from piper.frontend.hardware import Hardware
 from piper.frontend.moe_costs import expert_layouts
+from piper.frontend.schedule_check import ScheduleCheck, check_schedule
 from piper.frontend.workload import (
     TrainingSetup,
     build_workload,
@@ -83,6 +84,11 @@ class Candidate:
     #: the ``upper_bound`` the solve ran under (the best value found before it, in the objective's
     #: units); None: it ran without one
     cutoff: float | None = None
+    #: with the schedule check (``search_plans(check_schedules=True)``): the solve's interleaved plan
+    #: that failed it (``result`` is then the same workload solved again with 1F1B only); None: none
+    rejected: Result | None = None
+    #: that plan's check (:class:`piper.frontend.schedule_check.ScheduleCheck`)
+    rejected_check: ScheduleCheck | None = None
 
     @property
     def pruned(self) -> bool:
@@ -125,6 +131,13 @@ class PlanSearch:
     def pruned(self) -> int:
         """Solves that proved, under their cutoff, that their workload holds no better plan."""
         return sum(1 for c in self.candidates if c.pruned)
+
+    @property
+    def rejected(self) -> tuple[Candidate, ...]:
+        """The solves whose interleaved plan failed the schedule check (and was solved again with
+        1F1B only), best rejected value first."""
+        return tuple(sorted((c for c in self.candidates if c.rejected is not None),
+                            key=lambda c: c.rejected.value))
 
     @property
     def gain(self) -> float | None:
@@ -220,7 +233,7 @@ def search_plans(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup, inf
                  micro_batches: tuple[int, ...], free: bool = True,
                  progress: Callable[[str], None] | None = None,
                  context_parallels: tuple[int, ...] = (1,), degrees: tuple[int, ...] | None = None,
-                 prune: bool = False) -> PlanSearch:
+                 prune: bool = False, check_schedules: bool = False, started: float | None = None) -> PlanSearch:
     """Solve the model's workload for every context-parallel size c and micro-batch size b, uniform
     and (``free``) free; the time limit of ``options`` is for the whole search, shared out as it goes.
 
@@ -234,8 +247,19 @@ def search_plans(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup, inf
     cannot hold it keep no plan (callers that use every workload's plan, such as
     ``experiments.validate``'s rescoring, leave ``prune`` off). ``degrees`` (optional) offers only those
     tensor-parallel degrees (:func:`build_workload`'s ``degrees``: its between-node resync
-    bandwidth is then that of the largest one offered)."""
-    start = time.perf_counter()
+    bandwidth is then that of the largest one offered).
+
+    ``check_schedules`` (``python -m piper plan``): every interleaved plan a solve returns is played
+    out (:func:`~piper.frontend.schedule_check.check_schedule`) as soon as it is found; one that
+    fails is kept as the candidate's ``rejected`` plan and its workload is solved again, under the
+    same cutoff, with 1F1B only (whose formulas the played-out order reproduces), so that every
+    value the search compares and prunes by is one of a plan that passed. The search then stays
+    exact over 1F1B plans and the interleaved plans that passed; the rejected solves' bounds
+    bound the rest (:attr:`PlanSearch.rejected`).
+
+    ``started``: the ``time.perf_counter()`` moment the time limit counts from (a command's start,
+    so that building the model counts too); default: this call's."""
+    start = time.perf_counter() if started is None else started
     candidates: list[Candidate] = []
     # MoE models: one workload per expert-parallel size e (one expert layout per plan: issue 31)
     experts = ([e for e, _ in expert_layouts(cfg, 1, setup.nodes * hw.devices_per_node, False)]
@@ -257,7 +281,18 @@ def search_plans(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup, inf
         res = info(problem, replace(options, uniform=uniform, time_limit_s=left, params=params))
         solves += 1
         c, e, b = key
-        cand = Candidate(b, uniform, problem, workload, res, c, e, cutoff)
+        rejected, rejected_check = None, None
+        if check_schedules and res.plan is not None and res.plan.schedule.interleaved and res.score is not None:
+            check = check_schedule(problem, res.plan, res.score)
+            if not check.ok:
+                # its pass order does not do what the formulas say (piper/frontend/schedule_check.py):
+                # this workload's answer is its best 1F1B plan, in the time this solve has left
+                rejected, rejected_check = res, check
+                if options.time_limit_s is not None:
+                    left = max(0.0, options.time_limit_s - (time.perf_counter() - start)) / max(1, total - solves + 1)
+                res = info(problem, replace(options, uniform=uniform, time_limit_s=left, params=params,
+                                            max_virtual_stages=1))
+        cand = Candidate(b, uniform, problem, workload, res, c, e, cutoff, rejected, rejected_check)
         if progress is not None:
             what = ("uniform" if uniform else "free") + (f", experts e={e}" if cfg.moe is not None else "")
             value = f"{res.value:.6g}" if math.isfinite(res.value) else f"no plan ({res.status.value})"
@@ -265,6 +300,9 @@ def search_plans(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup, inf
             cut = "" if cutoff is None else f", below {cutoff:.6g}"
             if cand.pruned:
                 value = "pruned by bound (proven: no plan below the cutoff)"
+            if rejected is not None:
+                value += (f"; its interleaved plan ({rejected.value:.6g}) failed the schedule check ("
+                          + "; ".join(rejected_check.reasons) + "): 1F1B only")
             progress(f"{where}micro-batch {b}, {what}{cut}: {res.status.value}, {options.objective} {value} "
                      f"({res.time_s:.2f} s)")
         return cand

@@ -5,6 +5,7 @@ formulas of docs/problem.md §9.2 misprice are caught, equal ones pass, and ``pl
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 
@@ -75,3 +76,48 @@ def test_plan_falls_back_to_1f1b_with_an_honest_status(capsys) -> None:
     assert m["status"] == "feasible" and m["schedule"] == {"kind": "1f1b"}
     assert m["bound"] == pytest.approx(rejected["value"]) and m["bound"] <= m["batch_time_s"]
     assert m["schedule_check"]["ok"]
+
+
+class _Recorder:
+    """A registered solver that records, per call, the moment and the time limit it was given."""
+
+    def __init__(self, info) -> None:
+        self.info = info
+        self.calls: list[tuple[float, float | None, int]] = []
+
+    def __getattr__(self, name):
+        return getattr(self.info, name)
+
+    def __call__(self, problem, options):
+        self.calls.append((time.perf_counter(), options.time_limit_s, options.max_virtual_stages))
+        return self.info(problem, options)
+
+
+def test_plan_checks_inside_one_search_within_its_time_limit(capsys, monkeypatch) -> None:
+    """The same run as above with --time-limit: the rejected workload is solved again with 1F1B only
+    inside the one search, and no solve is given time past the command's limit (before, a second
+    search started over with the whole limit)."""
+    import piper.solvers.registry as registry
+
+    recorders = []
+    real = registry.get_solver
+
+    def recording(name):
+        recorders.append(_Recorder(real(name)))
+        return recorders[-1]
+
+    monkeypatch.setattr(registry, "get_solver", recording)
+    limit = 500.0
+    args = ["plan", "llama3-8b", "--gpu", "h100", "--nodes", "1", "--seq", "4096", "--global-batch", "32",
+            "--uniform", "--json", "--time-limit", str(limit)]
+    start = time.perf_counter()
+    assert run_main(main, args) == 0
+    m = json.loads(capsys.readouterr().out)
+    calls = recorders[0].calls
+    # the limit counts from the command's start, a moment after ours (argument parsing: well under 0.1 s;
+    # the second search of before overshot by the whole first one)
+    assert all(at + given <= start + limit + 0.1 for at, given, _ in calls)
+    assert any(v == 1 for _, _, v in calls) and calls[0][2] > 1  # a 1F1B re-solve among the solves
+    assert m["search"]["rejected_by_schedule_check"] >= 1
+    assert m["status"] == "feasible" and m["schedule_check"]["ok"]
+    assert m["rejected_interleaved"]["value"] < m["batch_time_s"]
