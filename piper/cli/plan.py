@@ -49,6 +49,7 @@ from piper.cli.model import (
 )
 from piper.core.errors import UsageError
 from piper.core.options import BATCH_TIME, Options
+from piper.core.result import Status
 from piper.frontend.metrics import plan_metrics
 from piper.frontend.planner import (
     Candidate,
@@ -125,7 +126,7 @@ def _rejected_below(search: PlanSearch, chosen: Candidate | None, free: bool) ->
     if not below:
         return None
     best = below[0]
-    bound = min([chosen.value] + [c.rejected.bound for c in kind]) if search.exact else None
+    bound = min([chosen.value] + [c.rejected.bound for c in kind]) if search.exact_over(not free) else None
     return {"schedule": best.rejected.plan.schedule.to_dict(), "micro_batch": best.micro_batch,
             "context_parallel": best.context_parallel, "expert_parallel": best.expert_parallel,
             "status": best.rejected.status.value, "value": best.rejected.value, "bound": bound,
@@ -160,11 +161,13 @@ def cmd_plan(args: argparse.Namespace) -> int:
         setup.global_batch, args.micro_batch), free=not args.uniform, progress=say, context_parallels=cps,
         prune=True, check_schedules=check, started=started)
     chosen = search.free if args.free else search.runnable
+    kept_failing = False
     if chosen is None:
         # no plan passed the schedule check: keep the best interleaved plan that failed it (reported)
         failed = [c for c in search.rejected if c.uniform == (not args.free) and c.rejected.plan is not None]
         if failed:
             chosen = replace(failed[0], result=failed[0].rejected, rejected=None, rejected_check=None)
+            kept_failing = True
     rejected = _rejected_below(search, chosen, args.free)
     if chosen is None:
         statuses = sorted({c.result.status.value for c in search.candidates})
@@ -191,7 +194,12 @@ def cmd_plan(args: argparse.Namespace) -> int:
     # a rejected interleaved plan better by the formulas than the answer: the answer is the best plan
     # that passed the check, not proven optimal over the schedules the options allow; the rejected
     # solves' bounds (with every other solve exact) bound them from below
-    status = chosen.result.status.value if rejected is None else "feasible"
+    # "optimal" only when every solve of the answer's kind was proven (the winner is then the best
+    # over every workload searched) and no rejected plan beats it
+    exact = search.exact_over(not args.free)
+    status = chosen.result.status.value
+    if chosen.result.status == Status.OPTIMAL and (rejected is not None or not exact or kept_failing):
+        status = Status.FEASIBLE.value
     if args.json:
         out = {"status": status, "solver": chosen.result.solver, **metrics,
                "bound": None if rejected is None else rejected["bound"],
@@ -200,7 +208,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
                "context_parallel": chosen.context_parallel, "context_parallel_searched": list(cps),
                "expert_parallel": chosen.expert_parallel,
                "schedule": plan.schedule.to_dict(), "objective": args.objective, "uniform": chosen.uniform,
-               "exact": search.exact, "gain_of_free": search.gain,
+               "exact": exact, "exact_all": search.exact, "gain_of_free": search.gain,
                "runnable" if args.free else "free": None if other is None else
                {**other_metrics, "micro_batch": other.micro_batch, "context_parallel": other.context_parallel,
                 "status": other.result.status.value,
@@ -225,7 +233,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     if len(cps) > 1 or chosen.context_parallel > 1:
         print(f"context       context-parallel size c = {chosen.context_parallel} (searched: "
               f"{', '.join(str(c) for c in cps)}); each stage's t is its tensor-parallel size x {chosen.context_parallel}")
-    exactness = "not proven exact" if not search.exact else (
+    exactness = "not proven exact" if not exact else (
         "exact over the plans that pass the schedule check" if rejected is not None else "exact")
     print(f"plan          {kind}: {m['stages']} stages, {schedule}, on {m['devices_used']} of {m['devices']} devices "
           f"({chosen.result.solver}, {status}; search {search.time_s:.2f} s"

@@ -132,6 +132,20 @@ class PlanSearch:
         """Solves that proved, under their cutoff, that their workload holds no better plan."""
         return sum(1 for c in self.candidates if c.pruned)
 
+    def proven(self, c: Candidate) -> bool:
+        """``c``'s workload holds no plan of its kind better than the search's winner of that kind:
+        solved optimal or infeasible, or cut off below the winner with the proof that it holds none
+        (a free search proving a bound at least the winner counts without a cutoff too)."""
+        if c.result.status in (Status.OPTIMAL, Status.INFEASIBLE):
+            return True
+        top = self.runnable if c.uniform else self.free
+        return top is not None and proves_none_below(c.result, top.value) and (c.pruned or not c.uniform)
+
+    def exact_over(self, uniform: bool) -> bool:
+        """Every solve of one kind (uniform or free) was proven: that kind's winner is exact over the
+        workloads searched (the free search's time limit does not touch the runnable plan's proof)."""
+        return all(self.proven(c) for c in self.candidates if c.uniform == uniform)
+
     @property
     def rejected(self) -> tuple[Candidate, ...]:
         """The solves whose interleaved plan failed the schedule check (and was solved again with
@@ -335,17 +349,9 @@ def search_plans(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup, inf
     winner = best(False) if free else None
     runnable = best(True)
 
-    def proven(c: Candidate) -> bool:
-        if c.result.status in (Status.OPTIMAL, Status.INFEASIBLE):
-            return True
-        # a search cut off below the winner of its kind: no plan of this workload beats it (a free
-        # search proving a bound at least the winner counts without a cutoff too, as it always did)
-        top = runnable if c.uniform else winner
-        return top is not None and proves_none_below(c.result, top.value) and (c.pruned or not c.uniform)
-
-    return PlanSearch(tuple(candidates), runnable, winner, all(proven(c) for c in candidates),
-                      time.perf_counter() - start,
-                      sum(1 for c in candidates if c.cutoff is not None) + resolved, resolved)
+    search = PlanSearch(tuple(candidates), runnable, winner, False, time.perf_counter() - start,
+                        sum(1 for c in candidates if c.cutoff is not None) + resolved, resolved)
+    return replace(search, exact=search.exact_over(True) and search.exact_over(False))
 
 
 #: relative distance to the best value within which a solve made under a cutoff is made again

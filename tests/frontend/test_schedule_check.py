@@ -121,3 +121,43 @@ def test_plan_checks_inside_one_search_within_its_time_limit(capsys, monkeypatch
     assert m["search"]["rejected_by_schedule_check"] >= 1
     assert m["status"] == "feasible" and m["schedule_check"]["ok"]
     assert m["rejected_interleaved"]["value"] < m["batch_time_s"]
+
+
+def _plan_with(monkeypatch, capsys, cut, args) -> dict:
+    """``plan --json`` with the solver's answers to the solves ``cut(problem, options)`` selects
+    replaced by a time-limit cut (status unknown, no plan, nothing proven)."""
+    import piper.solvers.registry as registry
+    from piper.core.result import Status, make_result
+
+    real = registry.get_solver
+
+    class Cutting(_Recorder):
+        def __call__(self, problem, options):
+            if cut(problem, options):
+                return make_result(problem, self.info.name, Status.UNKNOWN, None, time_s=0.0, bound=0.0,
+                                   message="time limit (simulated)", objective_kind=options.objective)
+            return self.info(problem, options)
+
+    monkeypatch.setattr(registry, "get_solver", lambda name: Cutting(real(name)))
+    assert run_main(main, args) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+PLAN_8B = ["plan", "llama3-8b", "--gpu", "h100", "--nodes", "1", "--seq", "2048", "--global-batch", "64",
+           "--max-virtual-stages", "1", "--json"]
+
+
+def test_a_cut_free_search_leaves_the_runnable_plan_proven(monkeypatch, capsys) -> None:
+    """Every free solve cut by the time limit: the runnable plan's own searches were all proven, so
+    it stays optimal; only the free side is unproven."""
+    m = _plan_with(monkeypatch, capsys, lambda problem, options: not options.uniform, PLAN_8B)
+    assert m["status"] == "optimal" and m["exact"] and not m["exact_all"]
+
+
+def test_a_cut_uniform_search_makes_the_answer_feasible(monkeypatch, capsys) -> None:
+    """One uniform workload (micro-batch 8) cut by the time limit: the winner's own solve is optimal,
+    but the workload left unsearched might hold a better plan, so the answer is only feasible."""
+    m = _plan_with(monkeypatch, capsys, lambda problem, options: options.uniform and problem.microbatches == 8,
+                   PLAN_8B + ["--uniform"])
+    assert m["micro_batch"] != 8
+    assert m["status"] == "feasible" and not m["exact"] and m["bound"] is None
