@@ -51,6 +51,7 @@ from piper.core.errors import UsageError
 from piper.core.options import BATCH_TIME, Options
 from piper.core.result import Status
 from piper.frontend.metrics import plan_metrics
+from piper.frontend.moe_costs import moe_constants_caveat
 from piper.frontend.planner import (
     Candidate,
     PlanSearch,
@@ -197,6 +198,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
     # "optimal" only when every solve of the answer's kind was proven (the winner is then the best
     # over every workload searched) and no rejected plan beats it
     exact = search.exact_over(not args.free)
+    caveat = moe_constants_caveat(cfg, hw)
+    caveats = [] if caveat is None else [caveat]
     status = chosen.result.status.value
     if chosen.result.status == Status.OPTIMAL and (rejected is not None or not exact or kept_failing):
         status = Status.FEASIBLE.value
@@ -216,7 +219,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
                 "schedule_check": other_check.to_dict()},
                "search": _search_summary(search),
                "schedule_check": check_schedule(chosen.problem, plan, score).to_dict(),
-               "rejected_interleaved": rejected,
+               "rejected_interleaved": rejected, "caveats": caveats,
                "candidates": [_candidate_summary(c) for c in search.candidates]}
         print(json.dumps(out))
         return 0
@@ -255,6 +258,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
               + (f", {search.resolved} solved again without the cutoff (ties)" if search.resolved else ""))
     print(f"predicted     batch time {m['batch_time_s']:.4g} s, {m['tokens_per_s']:.4g} tokens/s, "
           f"{m['tflops_per_device']:.4g} TFLOP/s per device, MFU {100 * m['mfu']:.1f}%")
+    for line in caveats:
+        print(f"{'caveat':<13} {line}")
     order = m["schedule_order_memory_bytes"]
     order_note = ("" if abs(order - m["max_memory_per_device_bytes"]) <= 0.005 * m["max_memory_per_device_bytes"]
                   else f" (by the schedule's pass order {order / 1e9:.2f} GB)")

@@ -22,6 +22,7 @@ from piper.cli.common import positive_int
 from piper.cli.model import add_model_arguments, model_from_args
 from piper.core.errors import UsageError
 from piper.core.json_values import jsonable
+from piper.frontend.moe_costs import moe_constants_caveat
 from piper.frontend.score import Layout, megatron_split, score_layout
 
 __all__ = ["add_score_parser", "cmd_score"]
@@ -84,8 +85,8 @@ def _text(m: dict[str, Any]) -> str:
     lines += [
         f"iteration     {m['batch_time_s']:.4g} s",
         f"throughput    {m['tokens_per_s']:.4g} tokens/s, {m['tokens_per_s_per_gpu']:.4g} tokens/s per GPU",
-        f"model FLOPs   {m['model_tflops_per_gpu']:.4g} TFLOP/s per GPU, MFU {100 * m['mfu']:.1f}% "
-        f"(Megatron's count: full attention; {100 * m['mfu_causal']:.1f}% with its causal half)",
+        (f"model FLOPs   {m['model_tflops_per_gpu']:.4g} TFLOP/s per GPU, MFU {100 * m['mfu']:.1f}% "
+         f"(Megatron's count: full attention; {100 * m['mfu_causal']:.1f}% with its causal half)"),
         f"memory        {m['max_memory_bytes'] / gb:.2f} GB per GPU of {m['memory_limit_bytes'] / gb:.2f} GB "
         f"(device less a reserve of {m['memory_reserve_bytes'] / gb:.2f} GB)" + _order_note(m),
         f"bottleneck    stage {b['stage']}: {b['largest'].replace('_', ' ')} ({parts})",
@@ -121,8 +122,12 @@ def cmd_score(args: argparse.Namespace) -> int:
                     stage_layers=split)
     m = score_layout(cfg, hw, setup, layout)
     public = {k: v for k, v in m.items() if k not in ("problem", "plan", "score")}
+    caveat = moe_constants_caveat(cfg, hw)
+    public["caveats"] = [] if caveat is None else [caveat]
     if args.json:
         print(json.dumps(jsonable(public)))
     else:
         print(_text(public))
+        for line in public["caveats"]:
+            print(f"{'caveat':<13} {line}")
     return 0

@@ -111,6 +111,7 @@ __all__ = [
     "layer_variant",
     "mla_activation_bytes",
     "moe_activation_bytes",
+    "moe_constants_caveat",
     "special_layer_ops",
 ]
 
@@ -478,3 +479,21 @@ def layer_costs(cfg: TransformerConfig, hw: Hardware, setup: Any, t: int, varian
                 expert_sharded_bytes=expert_optimizer if setup.distributed_optimizer else 0.0,
             ))
     return out
+
+
+def moe_constants_caveat(cfg: TransformerConfig, hw: Hardware) -> str | None:
+    """One line for a mixture-of-experts model on hardware without MoE-block constants (both fixed
+    times 0: ``FITTED_MOE`` in piper/frontend/hardware.py holds H100 only, and the hardware file set
+    none): the MoE layers' fixed kernel time, which the fit on H100 found to be 1.771 ms per layer and
+    pass (38% of a Qwen3 30B-A3B layer's modelled time), is then not charged, so the prediction is
+    optimistic. None for a dense model or when either constant is set."""
+    if cfg.moe is None or hw.moe_layer_overhead_s > 0 or hw.expert_overhead_s > 0:
+        return None
+    from piper.frontend.hardware import FITTED_MOE
+
+    fitted = ", ".join(f"{name} ({c.moe_layer_overhead_s * 1e3:.3g} ms per MoE layer and pass)"
+                       for name, c in FITTED_MOE.items())
+    return (f"{hw.name} has no fitted MoE-block constants (fitted: {fitted}): the MoE layers' fixed kernel "
+            f"time is not charged, so this prediction is optimistic; a hardware file can set "
+            f"moe_layer_overhead_s and expert_overhead_s (docs/results/validation.md)")
+

@@ -43,3 +43,14 @@ def test_plan_uniform_has_one_degree_pair(cli: RunCommand) -> None:
 def test_plan_bad_model_is_one_line_exit_2(cli: RunCommand) -> None:
     proc = cli("piper", "plan", "nope-model")
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "unknown model preset" in proc.stderr
+
+
+def test_plan_flags_an_moe_prediction_without_fitted_moe_constants(cli: RunCommand) -> None:
+    """plan's answer carries score's caveat (tests/cli/test_score_moe.py) in --json and the text."""
+    args = ["piper", "plan", "mixtral-8x7b", "--gpu", "a100-80gb", "--nodes", "2", "--uniform", "--micro-batch", "1"]
+    proc = cli(*args, "--json")
+    assert proc.returncode == 0, proc.stderr[-400:]
+    caveats = json.loads(proc.stdout)["caveats"]
+    assert len(caveats) == 1 and "a100-80gb has no fitted MoE-block constants" in caveats[0]
+    proc = cli(*args)
+    assert proc.returncode == 0 and "caveat        a100-80gb has no fitted MoE-block constants" in proc.stdout

@@ -101,3 +101,22 @@ def test_token_dispatcher_flag(capsys):
     assert times["flex"] < times["alltoall"]
     assert run_main(main, ["score", "llama3-8b", "--tp", "1", "--token-dispatcher", "flex"]) == 2
     assert "--token-dispatcher: llama3-8b is not a mixture-of-experts model" in capsys.readouterr().err
+
+
+def _score_json(capsys, *args):
+    assert run_main(main, ["score", *args, "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_an_moe_model_on_hardware_without_moe_constants_is_flagged_optimistic(capsys, tmp_path):
+    """FITTED_MOE holds H100 only: on a B200 the MoE layers' fixed time is not charged, and score
+    says so; not for H100, not for a dense model, not when a hardware file sets the constant."""
+    layout = ["--nodes", "2", "--tp", "1", "--pp", "2", "--ep", "8"]
+    b200 = _score_json(capsys, "mixtral-8x7b", "--gpu", "b200", *layout)
+    assert len(b200["caveats"]) == 1 and "optimistic" in b200["caveats"][0] and "b200" in b200["caveats"][0]
+    assert _score_json(capsys, "mixtral-8x7b", "--gpu", "h100", *layout)["caveats"] == []
+    assert _score_json(capsys, "llama3-8b", "--gpu", "b200", "--nodes", "1", "--tp", "8", "--pp", "1")["caveats"] == []
+    hw = tmp_path / "b200-moe.json"
+    hw.write_text(json.dumps({"gpu": "b200", "moe_layer_overhead_s": 1e-3}))
+    with_constant = _score_json(capsys, "mixtral-8x7b", "--hardware", str(hw), *layout)
+    assert with_constant["caveats"] == [] and with_constant["batch_time_s"] > b200["batch_time_s"]
