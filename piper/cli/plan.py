@@ -50,8 +50,8 @@ from piper.cli.model import (
 from piper.core.errors import UsageError
 from piper.core.options import BATCH_TIME, Options
 from piper.core.result import Status
+from piper.frontend.caveats import prediction_caveats
 from piper.frontend.metrics import plan_metrics
-from piper.frontend.moe_costs import moe_constants_caveat
 from piper.frontend.planner import (
     Candidate,
     PlanSearch,
@@ -198,8 +198,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     # "optimal" only when every solve of the answer's kind was proven (the winner is then the best
     # over every workload searched) and no rejected plan beats it
     exact = search.exact_over(not args.free)
-    caveat = moe_constants_caveat(cfg, hw)
-    caveats = [] if caveat is None else [caveat]
+    caveats = prediction_caveats(cfg, hw)
     status = chosen.result.status.value
     if chosen.result.status == Status.OPTIMAL and (rejected is not None or not exact or kept_failing):
         status = Status.FEASIBLE.value

@@ -22,7 +22,7 @@ from piper.cli.common import positive_int
 from piper.cli.model import add_model_arguments, model_from_args
 from piper.core.errors import UsageError
 from piper.core.json_values import jsonable
-from piper.frontend.moe_costs import moe_constants_caveat
+from piper.frontend.caveats import prediction_caveats
 from piper.frontend.score import Layout, megatron_split, score_layout
 
 __all__ = ["add_score_parser", "cmd_score"]
@@ -122,8 +122,7 @@ def cmd_score(args: argparse.Namespace) -> int:
                     stage_layers=split)
     m = score_layout(cfg, hw, setup, layout)
     public = {k: v for k, v in m.items() if k not in ("problem", "plan", "score")}
-    caveat = moe_constants_caveat(cfg, hw)
-    public["caveats"] = [] if caveat is None else [caveat]
+    public["caveats"] = prediction_caveats(cfg, hw)
     if args.json:
         print(json.dumps(jsonable(public)))
     else:

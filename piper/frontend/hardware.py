@@ -33,7 +33,8 @@ Sources (vendor datasheets, by name):
   with the rows and their leave-one-out error; that command reports a drift when its fit moves
   away from these values. a100-80gb: on [SC21] Table 1; h100-sxm-80gb: on the Megatron-LM
   README's H100 weak-scaling table. The other devices keep the unfitted starting values 0.75
-  (A100 40 GB) / 0.70 (H200, B200) and d0 = 48.
+  (A100 40 GB) / 0.70 (H200, B200) and d0 = 48; ``plan`` and ``score`` print a caveat for them
+  (:func:`unfitted_gemm_caveat`, piper/frontend/caveats.py).
 * ``flash_attention_efficiency``: Dao, FlashAttention-2 (2023): 50-73% of A100 peak (0.60);
   Shah et al., FlashAttention-3 (2024): up to 75% of H100 peak forward, less backward (0.50).
 * Collectives (per node type): bus-bandwidth efficiency = nccl-tests busbw / link bandwidth
@@ -75,10 +76,10 @@ __all__ = [
     "ACCELERATORS",
     "ALIASES",
     "COLLECTIVES",
-    "LINKS",
-    "NODE_TYPES",
     "FITTED_GEMM",
     "FITTED_MOE",
+    "LINKS",
+    "NODE_TYPES",
     "Accelerator",
     "FittedGemm",
     "FittedMoE",
@@ -87,6 +88,7 @@ __all__ = [
     "accelerator",
     "hardware",
     "hardware_from_file",
+    "unfitted_gemm_caveat",
 ]
 
 
@@ -412,3 +414,20 @@ def hardware_from_file(path: str | Path, **overrides: Any) -> Hardware:
             raise HardwareError(f"{path}: unknown key(s) {', '.join(sorted(extra))}")
         base = Hardware(name=str(raw.pop("name", Path(path).stem)), **raw)
     return base.with_changes(**overrides)
+
+
+def unfitted_gemm_caveat(hw: Hardware) -> str | None:
+    """One line when ``hw`` prices matrix products with a catalog device's unfitted starting values
+    (e_max and d0 as in :data:`ACCELERATORS`, the device absent from :data:`FITTED_GEMM`): no
+    published run checks its predictions, so their error is unknown. None for a fitted device or
+    when the numbers are the user's own (a hardware file or overrides that change either)."""
+    acc = ACCELERATORS.get(hw.name)
+    if acc is None or acc.name in FITTED_GEMM:
+        return None
+    if (hw.gemm_efficiency, hw.gemm_half_dim) != (acc.gemm_efficiency, acc.gemm_half_dim):
+        return None
+    fitted = ", ".join(FITTED_GEMM)
+    return (f"{hw.name}'s matrix-product efficiency is the catalog's unfitted starting value (e_max "
+            f"{acc.gemm_efficiency:g}, d0 {acc.gemm_half_dim:g}): no published run checks predictions on it, so "
+            f"their error is unknown (fitted: {fitted}; a hardware file can set gemm_efficiency and gemm_half_dim)")
+

@@ -1,0 +1,17 @@
+"""What a prediction cannot vouch for: one line per reason, for ``plan`` and ``score`` to print
+(``caveat`` lines; ``caveats`` in ``--json``)."""
+
+from __future__ import annotations
+
+from piper.frontend.config import TransformerConfig
+from piper.frontend.hardware import Hardware, unfitted_gemm_caveat
+from piper.frontend.moe_costs import moe_constants_caveat
+
+__all__ = ["prediction_caveats"]
+
+
+def prediction_caveats(cfg: TransformerConfig, hw: Hardware) -> list[str]:
+    """The caveats of predicting ``cfg`` on ``hw``: matrix products priced with unfitted catalog
+    values (:func:`~piper.frontend.hardware.unfitted_gemm_caveat`), an MoE model without fitted
+    MoE-block constants (:func:`~piper.frontend.moe_costs.moe_constants_caveat`)."""
+    return [line for line in (unfitted_gemm_caveat(hw), moe_constants_caveat(cfg, hw)) if line is not None]
