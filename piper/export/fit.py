@@ -26,6 +26,7 @@ from piper.core.evaluate import evaluate
 from piper.core.plan import Plan
 from piper.core.problem import ACTIVATION_RECOMP, VANILLA, Problem
 from piper.export.common import map_layers, tmpc_meaning
+from piper.frontend.tmpc import EP_SUFFIX
 
 __all__ = ["fit_recompute", "settings"]
 
@@ -50,10 +51,13 @@ def settings(target: str, longest: int) -> list[Setting]:
     return [none, full]
 
 
-def _tmpc_id(kind: str, sequence_parallel: bool, bert: bool) -> str:
+def _tmpc_id(kind: str, sequence_parallel: bool, bert: bool, current: str = "") -> str:
+    """The id of recomputation ``kind`` for a layer whose TMPC is ``current``: its sequence-parallel
+    switch kept, and an MoE layer's expert layout (``+ep{e}``, ``x{e_t}``: one layout per plan) too."""
     if bert:
         return {"none": VANILLA, "full": ACTIVATION_RECOMP}.get(kind, "")
-    return kind + ("+sp" if sequence_parallel else "")
+    expert = current[current.index(EP_SUFFIX):] if EP_SUFFIX in current else ""
+    return kind + ("+sp" if sequence_parallel else "") + expert
 
 
 def fit_recompute(problem: Problem, plan: Plan, target: str, refusal: ExportError) -> tuple[Plan, str]:
@@ -84,7 +88,7 @@ def fit_recompute(problem: Problem, plan: Plan, target: str, refusal: ExportErro
                 # the targets recompute transformer layers only: every other node keeps its activations
                 meaning = tmpc_meaning(s.tmpcs[v])
                 bert = s.tmpcs[v] in (VANILLA, ACTIVATION_RECOMP)
-                tid = _tmpc_id("none", bool(meaning and meaning[1]), bert)
+                tid = _tmpc_id("none", bool(meaning and meaning[1]), bert, s.tmpcs[v])
                 if problem.node_by_id[v].tmpc(s.t, tid) is None:
                     ok = False
                     break
@@ -92,7 +96,7 @@ def fit_recompute(problem: Problem, plan: Plan, target: str, refusal: ExportErro
             for k, v in enumerate(layers):
                 meaning = tmpc_meaning(s.tmpcs[v])
                 bert = s.tmpcs[v] in (VANILLA, ACTIVATION_RECOMP)
-                tid = _tmpc_id(kind_of(k, len(layers)), bool(meaning and meaning[1]), bert)
+                tid = _tmpc_id(kind_of(k, len(layers)), bool(meaning and meaning[1]), bert, s.tmpcs[v])
                 if not tid or problem.node_by_id[v].tmpc(s.t, tid) is None:
                     ok = False
                     break

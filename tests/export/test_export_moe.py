@@ -157,3 +157,24 @@ def test_bad_model_record_keys_are_refused(record, field):
     bad = replace(problem, extra={**problem.extra, "model": {**problem.extra["model"], **record}})
     with pytest.raises(ExportError, match=f"model.{field}"):
         model_info(bad)
+
+
+def test_fit_recompute_keeps_the_expert_layout_of_moe_layers():
+    """A stage recomputing 1 of its 2 MoE layers and another none: Megatron's one block setting
+    cannot say it, and --fit-recompute must try its settings with the layers' own expert layout
+    (``full+sp+ep4``): before, it asked for ``full+sp``, which an MoE layer of this workload lacks,
+    and refused with "no setting fits"."""
+    cfg = PRESETS["mixtral-8x7b"].with_changes(layers=4)
+    _, plan = _plan(cfg, 2, tp=2, pp=2, dp=4, ep=4, sequence_parallel=True, recompute="none")
+    # the planner's workload of e = 4 (every recomputation kind), same nodes as the scored layout's
+    problem = load_problem(build_workload(cfg, H100, TrainingSetup(nodes=2, global_batch=32, expert_parallel=4)),
+                           strict=True)
+    first = plan.stages[0]
+    layer = min(v for v, tid in first.tmpcs.items() if "+ep4" in tid)
+    assert first.tmpcs[layer] == "none+sp+ep4"
+    mixed = Plan((replace(first, tmpcs={**first.tmpcs, layer: "full+sp+ep4"}), *plan.stages[1:]), plan.schedule)
+    with pytest.raises(ExportError, match="recompute"):
+        export_plan(problem, mixed, "megatron")
+    ex = export_plan(problem, mixed, "megatron", fit_recompute=True)
+    assert any(n.startswith("--fit-recompute") for n in ex.notes)
+    assert "--recompute-granularity" not in ex.data["args"]  # no recomputation fits and is fastest here
