@@ -14,7 +14,10 @@ speed and, next to it, the free plan and its gain; ``--free`` makes the free pla
 pass by pass (:mod:`piper.frontend.schedule_check`); when its pass order holds more than the
 memory limit or takes over 5% longer than the formula, the search runs again with 1F1B only and
 the answer is that search's best, status "feasible" with the rejected plan's value as its bound
-(docs/frontend.md, "The schedule check"). All numbers from the one evaluator's score:
+(docs/frontend.md, "The schedule check"). Sequence parallelism is one switch for the whole model
+(``--sequence-parallel``, on by default), as the frameworks have it; a ``megatron`` line says how
+Megatron-LM would run the plan when its per-layer recomputation has no Megatron setting
+(docs/frontend.md, "What the frameworks can run"). All numbers from the one evaluator's score:
 
 * batch time (seconds per iteration): ``Score.batch_time`` (docs/problem.md §2.4, §9);
 * tokens/s = global batch x sequence length / batch time;
@@ -48,7 +51,10 @@ from piper.cli.model import (
     write_workload,
 )
 from piper.core.errors import UsageError
+from piper.core.evaluate import evaluate
 from piper.core.options import BATCH_TIME, Options
+from piper.core.plan import Plan
+from piper.core.problem import Problem
 from piper.core.result import Status
 from piper.frontend.caveats import prediction_caveats
 from piper.frontend.metrics import plan_metrics
@@ -80,6 +86,10 @@ def add_plan_parser(subparsers: Any) -> argparse.ArgumentParser:
                    help="fix the context-parallel size (default: searched, docs/frontend.md: 1, and for sequences "
                         "of 16k tokens or more the powers of two that leave >= 4k tokens per device)")
     g.add_argument("--max-cp", type=positive_int, metavar="C", help="search context-parallel sizes up to C only")
+    g.add_argument("--sequence-parallel", choices=SEQUENCE_PARALLEL_MODES, default="on",
+                   help="at t > 1: 'on' (default) or 'off' for the whole model, as the frameworks' one switch "
+                        "(Megatron-Core needs it on for MoE layers); 'per-layer' lets each layer choose (Piper's "
+                        "workload; such a plan may not export)")
     g.add_argument("--time-limit", type=seconds_or_zero_arg, default=DEFAULT_TIME_LIMIT_S, metavar="S",
                    help=f"time limit of the whole command's search, seconds (default {DEFAULT_TIME_LIMIT_S:g}: the "
                         "free search of a thousand devices can take hours; 0: none)")
@@ -88,6 +98,9 @@ def add_plan_parser(subparsers: Any) -> argparse.ArgumentParser:
     add_objective_args(p, objective=BATCH_TIME, max_virtual_stages=DEFAULT_MAX_VIRTUAL_STAGES)
     return p
 
+
+#: ``--sequence-parallel`` -> ``TrainingSetup.sequence_parallel``
+SEQUENCE_PARALLEL_MODES = {"on": True, "off": False, "per-layer": None}
 
 #: seconds ``plan`` searches for when ``--time-limit`` is not given: the uniform searches of the largest
 #: presets take seconds (DeepSeek-V3 on 1,024 H100: 4 s), the free ones minutes to hours (Llama 3 70B
@@ -113,6 +126,32 @@ def _search_summary(search: PlanSearch) -> dict[str, Any]:
             "rejected_by_schedule_check": len(search.rejected),
             "pruned_reason": "the solver proved, below the cutoff (the best value found before the solve), that "
                              "the workload holds no better plan (status unknown, bound >= cutoff)"}
+
+
+def _as_megatron_runs(problem: Problem, plan: Plan, batch_time_s: float) -> dict[str, Any]:
+    """How Megatron-LM would run the plan (``python -m piper export --to megatron``): ``exports``
+    when it takes the plan as it is; when only the per-layer recomputation has no Megatron setting
+    (export rule E6), the setting ``--fit-recompute`` picks with the evaluator's batch time of the
+    plan with it (seconds) and its change; else the refusal (``reason``)."""
+    from piper.core.errors import ExportError
+    from piper.export import export_plan
+    from piper.export.fit import fit_setting
+
+    out: dict[str, Any] = {"exports": False, "setting": None, "batch_time_s": None, "change": None, "reason": None}
+    try:
+        export_plan(problem, plan, "megatron")
+        return {**out, "exports": True, "batch_time_s": batch_time_s, "change": 0.0}
+    except ExportError as exc:
+        if not exc.recompute:
+            return {**out, "reason": str(exc)}
+        refusal = exc
+    try:
+        fitted, setting, _ = fit_setting(problem, plan, "megatron", refusal, objective=BATCH_TIME)
+    except ExportError as exc:
+        return {**out, "reason": str(exc)}
+    fitted_s = evaluate(problem, fitted).batch_time
+    return {**out, "setting": setting, "batch_time_s": fitted_s, "change": fitted_s / batch_time_s - 1.0,
+            "reason": str(refusal).split(";")[0]}
 
 
 def _rejected_below(search: PlanSearch, chosen: Candidate | None, free: bool) -> dict[str, Any] | None:
@@ -153,6 +192,10 @@ def cmd_plan(args: argparse.Namespace) -> int:
     if args.cp is not None and args.max_cp is not None and args.cp > args.max_cp:
         raise UsageError(f"--cp {args.cp} is above --max-cp {args.max_cp}: give one of them")
     cfg, hw, setup = model_from_args(args)
+    if args.sequence_parallel == "off" and cfg.moe is not None:
+        raise UsageError(f"--sequence-parallel off: {cfg.name}'s MoE layers need sequence parallelism at t > 1 "
+                         "(Megatron-Core's rule); use on (the default) or per-layer")
+    setup = replace(setup, sequence_parallel=SEQUENCE_PARALLEL_MODES[args.sequence_parallel])
     options = Options(time_limit_s=args.time_limit or None, progress=False, objective=args.objective,
                       schedule=args.schedule, max_virtual_stages=args.max_virtual_stages)
     say = None if args.json else (lambda line: print(f"piper: {line}", file=sys.stderr, flush=True))
@@ -199,6 +242,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
     # over every workload searched) and no rejected plan beats it
     exact = search.exact_over(not args.free)
     caveats = prediction_caveats(cfg, hw)
+    # the free plan is Piper's (no framework runs one (d, t) per stage): only the runnable plan is asked
+    megatron = None if args.free else _as_megatron_runs(chosen.problem, plan, score.batch_time)
     status = chosen.result.status.value
     if chosen.result.status == Status.OPTIMAL and (rejected is not None or not exact or kept_failing):
         status = Status.FEASIBLE.value
@@ -218,7 +263,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
                 "schedule_check": other_check.to_dict()},
                "search": _search_summary(search),
                "schedule_check": check_schedule(chosen.problem, plan, score).to_dict(),
-               "rejected_interleaved": rejected, "caveats": caveats,
+               "rejected_interleaved": rejected, "caveats": caveats, "megatron": megatron,
                "candidates": [_candidate_summary(c) for c in search.candidates]}
         print(json.dumps(out))
         return 0
@@ -257,6 +302,13 @@ def cmd_plan(args: argparse.Namespace) -> int:
               + (f", {search.resolved} solved again without the cutoff (ties)" if search.resolved else ""))
     print(f"predicted     batch time {m['batch_time_s']:.4g} s, {m['tokens_per_s']:.4g} tokens/s, "
           f"{m['tflops_per_device']:.4g} TFLOP/s per device, MFU {100 * m['mfu']:.1f}%")
+    if megatron is not None and not megatron["exports"]:
+        if megatron["setting"] is not None:
+            print(f"{'megatron':<13} its per-layer recomputation has no Megatron-LM setting; the best that fits, "
+                  f"{megatron['setting']}, runs it in {megatron['batch_time_s']:.4g} s ({100 * megatron['change']:+.1f}%; "
+                  f"export --fit-recompute)")
+        else:
+            print(f"{'megatron':<13} not exportable: {megatron['reason']}")
     for line in caveats:
         print(f"{'caveat':<13} {line}")
     order = m["schedule_order_memory_bytes"]

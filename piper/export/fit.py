@@ -1,7 +1,8 @@
 """``--fit-recompute``: when a target cannot express the plan's per-layer recomputation
 (rules E4 / E6 about recomputation only), try the target's own settings instead and keep
-the one the evaluator scores best (least time per sample; the first on ties, in the order
-below: less recomputation first) among those that fit the memory limit.
+the one the evaluator scores best (least time per sample, or batch time when asked: ``python -m
+piper plan``; the first on ties, in the order below: less recomputation first) among those that
+fit the memory limit.
 
 Same stages, same (d, t), same sequence-parallel switch; only the TMPCs change (the
 transformer layers' to the setting, every other node's to no recomputation). The result is never silent: :func:`fit_recompute` returns a note with the
@@ -23,12 +24,13 @@ from dataclasses import replace
 
 from piper.core.errors import ExportError
 from piper.core.evaluate import evaluate
+from piper.core.options import BATCH_TIME, TPS
 from piper.core.plan import Plan
 from piper.core.problem import ACTIVATION_RECOMP, VANILLA, Problem
 from piper.export.common import map_layers, tmpc_meaning
 from piper.frontend.tmpc import EP_SUFFIX
 
-__all__ = ["fit_recompute", "settings"]
+__all__ = ["fit_recompute", "fit_setting", "settings"]
 
 #: a setting: (label, kind of layer k of a stage with n layers)
 Setting = tuple[str, Callable[[int, int], str]]
@@ -60,9 +62,24 @@ def _tmpc_id(kind: str, sequence_parallel: bool, bert: bool, current: str = "") 
     return kind + ("+sp" if sequence_parallel else "") + expert
 
 
-def fit_recompute(problem: Problem, plan: Plan, target: str, refusal: ExportError) -> tuple[Plan, str]:
-    """The plan with the target setting the evaluator scores best, and a note saying what
-    changed; ``refusal`` is raised again (with the reason) when no setting fits memory."""
+def fit_recompute(problem: Problem, plan: Plan, target: str, refusal: ExportError,
+                  objective: str = TPS) -> tuple[Plan, str]:
+    """The plan with the target setting the evaluator scores best by ``objective`` (``tps``: time per
+    sample, the export's default; ``batch-time``: the iteration, for ``python -m piper plan``), and a
+    note saying what changed; ``refusal`` is raised again (with the reason) when no setting fits memory."""
+    fitted, _, note = fit_setting(problem, plan, target, refusal, objective)
+    return fitted, note
+
+
+def fit_setting(problem: Problem, plan: Plan, target: str, refusal: ExportError,
+                objective: str = TPS) -> tuple[Plan, str, str]:
+    """:func:`fit_recompute` with the chosen setting's label: (plan, label, note)."""
+    if objective not in (TPS, BATCH_TIME):
+        raise ValueError(f"objective must be {TPS!r} or {BATCH_TIME!r}, got {objective!r}")
+
+    def value(score) -> float:
+        return score.tps if objective == TPS else score.batch_time
+
     lm = map_layers(problem)
     pos = lm.position
     base = evaluate(problem, plan)
@@ -111,14 +128,16 @@ def fit_recompute(problem: Problem, plan: Plan, target: str, refusal: ExportErro
         if score.oom:
             continue
         # strictly better beyond rounding (relative 1e-9), else the earlier (less recomputation) stays
-        if best is None or score.tps < best[0] * (1 - 1e-9):
-            best = (score.tps, label, candidate, max(st.memory for st in score.stages))
+        if best is None or value(score) < best[0] * (1 - 1e-9):
+            best = (value(score), label, candidate, max(st.memory for st in score.stages))
     if best is None:
         raise ExportError(f"{refusal} (--fit-recompute: no setting of the target fits the memory limit with this "
                           "split and (d, t))", rule=refusal.rule, target=refusal.target, stage=refusal.stage)
-    tps, label, fitted, memory = best
-    change = "" if base.oom else f" ({100 * (tps / base.tps - 1):+.2f}%)"
+    got, label, fitted, memory = best
+    was = value(base)
+    what = "time per sample" if objective == TPS else "batch time"
+    change = "" if base.oom else f" ({100 * (got / was - 1):+.2f}%)"
     note = (f"--fit-recompute: the plan's per-layer recomputation has no setting here; exported with {label}: "
-            f"time per sample {tps:.6g}{change} against the plan's {base.tps:.6g}, fullest stage "
+            f"{what} {got:.6g}{change} against the plan's {was:.6g}, fullest stage "
             f"{memory:.6g} bytes of {problem.memory_per_device:.6g} (the evaluator's scores)")
-    return fitted, note
+    return fitted, label, note

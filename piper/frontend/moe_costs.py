@@ -428,7 +428,7 @@ def layer_costs(cfg: TransformerConfig, hw: Hardware, setup: Any, t: int, varian
     else:
         part, one_expert = costs.layer_params(cfg), 0
     params = part.per_device(t)
-    ids = tmpc_ids(t)
+    ids = setup.offered(tmpc_ids(t), t)
     if moe_layer and t > 1:
         ids = [i for i in ids if i.endswith("+sp")]  # Megatron-Core: MoE with t > 1 needs sequence parallelism
     tp_experts = bool(getattr(setup, "expert_tensor_parallel", True))

@@ -155,6 +155,11 @@ class TrainingSetup:
     #: Megatron-Core's ``--moe-token-dispatcher-type``: "alltoall" (NCCL all-to-all, k copies of each
     #: token) or "flex" (DeepEP / HybridEP: one copy per destination device and node; e_t = 1 only)
     token_dispatcher: str = "alltoall"
+    #: the TMPCs offered at t > 1: None both (each layer chooses), True only with sequence
+    #: parallelism (``+sp``), False only without. Megatron-LM, torchtitan and DeepSpeed have one switch
+    #: for the whole model (docs/export.md, rule E5), so ``python -m piper plan`` fixes it (True by
+    #: default): a plan then has one setting, as they run (docs/frontend.md, "Sequence parallelism")
+    sequence_parallel: bool | None = None
 
     def __post_init__(self) -> None:
         for name in ("nodes", "global_batch", "grad_bytes", "context_parallel"):
@@ -175,6 +180,15 @@ class TrainingSetup:
             raise FrontendError("token_dispatcher flex needs expert_tensor_parallel off (e_t = 1)")
         if self.recompute not in costs.RECOMPUTE_KINDS:
             raise FrontendError(f"recompute must be one of {', '.join(costs.RECOMPUTE_KINDS)}, got {self.recompute!r}")
+        if self.sequence_parallel not in (None, True, False):
+            raise FrontendError(f"sequence_parallel must be true, false or null, got {self.sequence_parallel!r}")
+
+    def offered(self, ids: list[str], t: int) -> list[str]:
+        """The TMPC ids of ``ids`` this setup offers at degree t (``sequence_parallel``; t = 1 has no
+        sequence parallelism: every id stays)."""
+        if self.sequence_parallel is None or t == 1:
+            return ids
+        return [i for i in ids if parse_tmpc_id(i)[1] == self.sequence_parallel]
 
     def reserve_bytes(self, hw: Hardware) -> float:
         """The memory kept back per device, bytes."""
@@ -249,7 +263,7 @@ def node_costs(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup, kind:
     hw = effective_hardware(hw, setup)
     p = cfg.precision_bytes
     kernels = setup.kernels()
-    ids = tmpc_ids(t) if kind == "transformer" else tmpc_ids(t, ("none",))
+    ids = setup.offered(tmpc_ids(t) if kind == "transformer" else tmpc_ids(t, ("none",)), t)
     params = node_params_per_device(cfg, kind, t)
     fp8_extra = 0.0
     if kind == "transformer" and cfg.precision == "fp8":

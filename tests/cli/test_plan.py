@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from piper import evaluate, load_problem, plan_from_dict
 from piper.frontend.costs import hardware_flops_per_iteration, model_flops_per_iteration
 from piper.frontend.presets import preset
@@ -54,3 +56,36 @@ def test_plan_flags_an_moe_prediction_without_fitted_moe_constants(cli: RunComma
     assert len(caveats) == 1 and "a100-80gb has no fitted MoE-block constants" in caveats[0]
     proc = cli(*args)
     assert proc.returncode == 0 and "caveat        a100-80gb has no fitted MoE-block constants" in proc.stdout
+
+
+def test_the_runnable_plan_exports_with_one_sequence_parallel_switch(cli: RunCommand, tmp_path: Path) -> None:
+    """Llama 3 70B on 8 nodes: with each layer choosing (--sequence-parallel per-layer) the best plan
+    keeps the embedding without sequence parallelism (15 us cheaper) and the layers with it, which no
+    framework runs (export rule E5); plan's default fixes the switch on, and the plan exports."""
+    from piper.core.errors import ExportError
+    from piper.export import export_plan
+
+    answers = {}
+    for mode in ("on", "per-layer"):
+        plan_file, workload_file = tmp_path / f"{mode}.plan.json", tmp_path / f"{mode}.json"
+        args = ["piper", "plan", "llama3-70b", "--gpu", "h100", "--nodes", "8", "--uniform", "--json",
+                "--plan-out", str(plan_file), "--out", str(workload_file)]
+        proc = cli(*args, *([] if mode == "on" else ["--sequence-parallel", mode]))
+        assert proc.returncode == 0, proc.stderr[-400:]
+        problem = load_problem(str(workload_file))
+        answers[mode] = (problem, plan_from_dict(json.loads(plan_file.read_text())), json.loads(proc.stdout))
+    problem, plan, out = answers["on"]
+    assert {tid.endswith("+sp") for st in plan.stages for tid in st.tmpcs.values()} == {True}
+    # (its per-layer recomputation needs --fit-recompute: rule E6, another matter)
+    assert "--sequence-parallel" in export_plan(problem, plan, "megatron", fit_recompute=True).data["args"]
+    problem, plan, mixed = answers["per-layer"]
+    with pytest.raises(ExportError, match="mixes sequence parallelism"):
+        export_plan(problem, plan, "megatron", fit_recompute=True)
+    # plan says how Megatron-LM would run each: the first with its best block recomputation (rule E6),
+    # priced by the evaluator; the second not at all
+    assert not out["megatron"]["exports"] and "--recompute-method block" in out["megatron"]["setting"]
+    assert out["megatron"]["batch_time_s"] == pytest.approx(out["batch_time_s"] * (1 + out["megatron"]["change"]))
+    assert out["megatron"]["batch_time_s"] > out["batch_time_s"]
+    assert mixed["megatron"]["setting"] is None and "mixes sequence parallelism" in mixed["megatron"]["reason"]
+    # the switch costs next to nothing here: the per-layer optimum is at most 0.01% faster
+    assert mixed["batch_time_s"] <= out["batch_time_s"] <= mixed["batch_time_s"] * 1.0001
