@@ -90,6 +90,10 @@ def add_plan_parser(subparsers: Any) -> argparse.ArgumentParser:
                    help="at t > 1: 'on' (default) or 'off' for the whole model, as the frameworks' one switch "
                         "(Megatron-Core needs it on for MoE layers); 'per-layer' lets each layer choose (Piper's "
                         "workload; such a plan may not export)")
+    g.add_argument("--recompute-per-layer", action="store_true",
+                   help="let each transformer layer choose its recomputation (Piper's workload; the frameworks "
+                        "have one setting for the model, which is what plan searches by default: none, selective "
+                        "or full on every layer)")
     g.add_argument("--time-limit", type=seconds_or_zero_arg, default=DEFAULT_TIME_LIMIT_S, metavar="S",
                    help=f"time limit of the whole command's search, seconds (default {DEFAULT_TIME_LIMIT_S:g}: the "
                         "free search of a thousand devices can take hours; 0: none)")
@@ -98,6 +102,9 @@ def add_plan_parser(subparsers: Any) -> argparse.ArgumentParser:
     add_objective_args(p, objective=BATCH_TIME, max_virtual_stages=DEFAULT_MAX_VIRTUAL_STAGES)
     return p
 
+
+#: the workloads of ``plan``'s default search: one recomputation kind for every transformer layer
+ONE_SETTING: tuple[tuple[str, ...], ...] = (("none",), ("selective",), ("full",))
 
 #: ``--sequence-parallel`` -> ``TrainingSetup.sequence_parallel``
 SEQUENCE_PARALLEL_MODES = {"on": True, "off": False, "per-layer": None}
@@ -114,12 +121,14 @@ def _candidate_summary(c: Candidate) -> dict[str, Any]:
             "uniform": c.uniform,
             "status": c.result.status.value,
             "value": c.value if c.result.plan is not None else None, "time_s": c.result.time_s,
+            "recompute": None if c.recompute is None else list(c.recompute),
             "cutoff": c.cutoff, "pruned": c.pruned}
 
 
 def _search_summary(search: PlanSearch) -> dict[str, Any]:
     """How the search went: solves made, solves cut off by a bound and why (docs/frontend.md)."""
-    return {"workloads": len({(c.context_parallel, c.expert_parallel, c.micro_batch) for c in search.candidates}),
+    return {"workloads": len({(c.context_parallel, c.expert_parallel, c.micro_batch, c.recompute)
+                              for c in search.candidates}),
             "solves": search.solves, "cut_solves": search.cut_solves,
             "pruned_by_bound": search.pruned,
             "resolved_without_cutoff": search.resolved,
@@ -152,6 +161,35 @@ def _as_megatron_runs(problem: Problem, plan: Plan, batch_time_s: float) -> dict
     fitted_s = evaluate(problem, fitted).batch_time
     return {**out, "setting": setting, "batch_time_s": fitted_s, "change": fitted_s / batch_time_s - 1.0,
             "reason": str(refusal).split(";")[0]}
+
+
+def _per_layer_optimum(cfg: Any, hw: Any, setup: Any, info: Any, options: Options, chosen: Candidate, check: bool,
+                       started: float) -> dict[str, Any]:
+    """The runnable plan of the chosen workload (its c, e and micro-batch) with each layer choosing its
+    recomputation (Piper's workload, which no framework runs): how much the one-setting rule costs.
+    Solved in the time the command has left; ``batch_time_s`` None when that ran out."""
+    left = None
+    if options.time_limit_s is not None:
+        left = options.time_limit_s - (time.perf_counter() - started)
+        if left <= 0:
+            return {"batch_time_s": None, "status": "unknown", "gain": None, "recompute": None,
+                    "message": "no time left"}
+    one = replace(setup, expert_parallel=chosen.expert_parallel if cfg.moe is not None else setup.expert_parallel)
+    search = search_plans(cfg, hw, one, info, replace(options, time_limit_s=left),
+                          micro_batches=(chosen.micro_batch,), free=False, context_parallels=(chosen.context_parallel,),
+                          prune=True, check_schedules=check)
+    best = search.runnable
+    if best is None:
+        return {"batch_time_s": None, "status": "/".join(sorted({c.result.status.value for c in search.candidates})),
+                "gain": None, "recompute": None, "message": "no plan"}
+    kinds = sorted({tid.split("+")[0] for st in best.result.plan.stages for tid in st.tmpcs.values()})
+    # as for plan's own answer: optimal only when every solve was proven and no interleaved plan the
+    # schedule check rejected beats it (that search then answers with the plans that pass)
+    proven = (search.exact_over(True) and best.result.status == Status.OPTIMAL
+              and _rejected_below(search, best, False) is None)
+    return {"batch_time_s": best.result.score.batch_time, "status": "optimal" if proven else "feasible",
+            "gain": chosen.result.score.batch_time / best.result.score.batch_time - 1.0, "recompute": kinds,
+            "message": ""}
 
 
 def _rejected_below(search: PlanSearch, chosen: Candidate | None, free: bool) -> dict[str, Any] | None:
@@ -201,9 +239,11 @@ def cmd_plan(args: argparse.Namespace) -> int:
     say = None if args.json else (lambda line: print(f"piper: {line}", file=sys.stderr, flush=True))
     cps = context_parallel_choices(cfg, hw, setup, args.cp, args.max_cp)
     check = args.schedule != "interleaved"  # --schedule interleaved: the check only reports
+    # one recomputation setting for the whole model, as the frameworks have (docs/frontend.md)
+    recomputes = (None,) if args.recompute_per_layer else ONE_SETTING
     search = search_plans(cfg, hw, setup, info, options, micro_batches=micro_batch_choices(
         setup.global_batch, args.micro_batch), free=not args.uniform, progress=say, context_parallels=cps,
-        prune=True, check_schedules=check, started=started)
+        prune=True, check_schedules=check, started=started, recomputes=recomputes)
     chosen = search.free if args.free else search.runnable
     kept_failing = False
     if chosen is None:
@@ -242,6 +282,9 @@ def cmd_plan(args: argparse.Namespace) -> int:
     # over every workload searched) and no rejected plan beats it
     exact = search.exact_over(not args.free)
     caveats = prediction_caveats(cfg, hw)
+    per_layer = None
+    if chosen.recompute is not None and not args.free:
+        per_layer = _per_layer_optimum(cfg, hw, setup, info, options, chosen, check, started)
     # the free plan is Piper's (no framework runs one (d, t) per stage): only the runnable plan is asked
     megatron = None if args.free else _as_megatron_runs(chosen.problem, plan, score.batch_time)
     status = chosen.result.status.value
@@ -264,6 +307,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
                "search": _search_summary(search),
                "schedule_check": check_schedule(chosen.problem, plan, score).to_dict(),
                "rejected_interleaved": rejected, "caveats": caveats, "megatron": megatron,
+               "recompute": None if chosen.recompute is None else list(chosen.recompute),
+               "recompute_per_layer": per_layer,
                "candidates": [_candidate_summary(c) for c in search.candidates]}
         print(json.dumps(out))
         return 0
@@ -302,6 +347,16 @@ def cmd_plan(args: argparse.Namespace) -> int:
               + (f", {search.resolved} solved again without the cutoff (ties)" if search.resolved else ""))
     print(f"predicted     batch time {m['batch_time_s']:.4g} s, {m['tokens_per_s']:.4g} tokens/s, "
           f"{m['tflops_per_device']:.4g} TFLOP/s per device, MFU {100 * m['mfu']:.1f}%")
+    if chosen.recompute is not None:
+        line = (f"{'recompute':<13} {chosen.recompute[0]} on every layer, one setting for the model as the frameworks "
+                f"have it (searched: {', '.join(k[0] for k in ONE_SETTING)}; --recompute-per-layer lets each layer choose)")
+        if per_layer is not None and per_layer["batch_time_s"] is not None:
+            gain = per_layer["gain"]
+            line += (f"; each layer choosing (which no framework runs): {per_layer['batch_time_s']:.4g} s "
+                     f"({per_layer['status']}), {100 * abs(gain):.1f}% {'faster' if gain >= 0 else 'slower'}")
+            if gain < 0:
+                line += " (its best interleaved plans fail the schedule check)"
+        print(line)
     if megatron is not None and not megatron["exports"]:
         if megatron["setting"] is not None:
             print(f"{'megatron':<13} its per-layer recomputation has no Megatron-LM setting; the best that fits, "

@@ -81,6 +81,9 @@ class Candidate:
     context_parallel: int = 1
     #: the MoE layers' expert-parallel size e (1 for a dense model)
     expert_parallel: int = 1
+    #: the recomputation kinds the workload offers its transformer layers (None: every kind, each
+    #: layer choosing; ``("full",)``: full recomputation of every layer, one setting as the frameworks have)
+    recompute: tuple[str, ...] | None = None
     #: the ``upper_bound`` the solve ran under (the best value found before it, in the objective's
     #: units); None: it ran without one
     cutoff: float | None = None
@@ -247,7 +250,8 @@ def search_plans(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup, inf
                  micro_batches: tuple[int, ...], free: bool = True,
                  progress: Callable[[str], None] | None = None,
                  context_parallels: tuple[int, ...] = (1,), degrees: tuple[int, ...] | None = None,
-                 prune: bool = False, check_schedules: bool = False, started: float | None = None) -> PlanSearch:
+                 prune: bool = False, check_schedules: bool = False, started: float | None = None,
+                 recomputes: tuple[tuple[str, ...] | None, ...] = (None,)) -> PlanSearch:
     """Solve the model's workload for every context-parallel size c and micro-batch size b, uniform
     and (``free``) free; the time limit of ``options`` is for the whole search, shared out as it goes.
 
@@ -272,20 +276,25 @@ def search_plans(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup, inf
     bound the rest (:attr:`PlanSearch.rejected`).
 
     ``started``: the ``time.perf_counter()`` moment the time limit counts from (a command's start,
-    so that building the model counts too); default: this call's."""
+    so that building the model counts too); default: this call's.
+
+    ``recomputes``: one workload per entry, offering its transformer layers only those recomputation
+    kinds (:func:`build_workload`'s ``recompute``; None: every kind, each layer choosing). With
+    ``(("none",), ("selective",), ("full",))`` every plan has one recomputation setting for the whole
+    model, as the frameworks do (docs/frontend.md, "What the frameworks can run")."""
     start = time.perf_counter() if started is None else started
     candidates: list[Candidate] = []
     # MoE models: one workload per expert-parallel size e (one expert layout per plan: issue 31)
     experts = ([e for e, _ in expert_layouts(cfg, 1, setup.nodes * hw.devices_per_node, False)]
                if cfg.moe is not None and setup.expert_parallel is None else [setup.expert_parallel or 1])
-    keys = [(c, e, b) for c in context_parallels for e in experts for b in micro_batches]
+    keys = [(c, e, b, r) for c in context_parallels for e in experts for b in micro_batches for r in recomputes]
     total = len(keys) * (2 if free else 1)
-    problems: dict[tuple[int, int, int], tuple[Problem, dict]] = {}
+    problems: dict[tuple, tuple[Problem, dict]] = {}
     cutoffs = "upper_bound" in (info.params or {}) and (options.objective == BATCH_TIME
                                                          or max(options.virtual_stage_choices()) > 1)
     solves = 0
 
-    def run(key: tuple[int, int, int], uniform: bool, cutoff: float | None) -> Candidate:
+    def run(key: tuple, uniform: bool, cutoff: float | None) -> Candidate:
         nonlocal solves
         problem, workload = problems[key]
         left = None
@@ -294,7 +303,7 @@ def search_plans(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup, inf
         params = {**options.params, **({"upper_bound": cutoff} if cutoff is not None else {})}
         res = info(problem, replace(options, uniform=uniform, time_limit_s=left, params=params))
         solves += 1
-        c, e, b = key
+        c, e, b, r = key
         rejected, rejected_check = None, None
         if check_schedules and res.plan is not None and res.plan.schedule.interleaved and res.score is not None:
             check = check_schedule(problem, res.plan, res.score)
@@ -306,9 +315,10 @@ def search_plans(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup, inf
                     left = max(0.0, options.time_limit_s - (time.perf_counter() - start)) / max(1, total - solves + 1)
                 res = info(problem, replace(options, uniform=uniform, time_limit_s=left, params=params,
                                             max_virtual_stages=1))
-        cand = Candidate(b, uniform, problem, workload, res, c, e, cutoff, rejected, rejected_check)
+        cand = Candidate(b, uniform, problem, workload, res, c, e, r, cutoff, rejected, rejected_check)
         if progress is not None:
-            what = ("uniform" if uniform else "free") + (f", experts e={e}" if cfg.moe is not None else "")
+            what = (("uniform" if uniform else "free") + (f", experts e={e}" if cfg.moe is not None else "")
+                    + ("" if r is None else f", recompute {'/'.join(r)}"))
             value = f"{res.value:.6g}" if math.isfinite(res.value) else f"no plan ({res.status.value})"
             where = f"context-parallel {c}, " if len(context_parallels) > 1 or c > 1 else ""
             cut = "" if cutoff is None else f", below {cutoff:.6g}"
@@ -321,19 +331,20 @@ def search_plans(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup, inf
                      f"({res.time_s:.2f} s)")
         return cand
 
-    for c, e, b in keys:
+    for c, e, b, r in keys:
         run_setup = replace(setup, context_parallel=c)
         if cfg.moe is not None:
             run_setup = replace(run_setup, expert_parallel=e)
-        workload = build_workload(cfg.with_changes(micro_batch=b), hw, run_setup, degrees=degrees)
-        problems[c, e, b] = (load_problem(workload, strict=True), workload)
+        workload = build_workload(cfg.with_changes(micro_batch=b), hw, run_setup, degrees=degrees, recompute=r)
+        problems[c, e, b, r] = (load_problem(workload, strict=True), workload)
         if free or not cutoffs or not prune:
-            candidates.append(run((c, e, b), True, None))
+            candidates.append(run((c, e, b, r), True, None))
     resolved = 0
     if prune and not free and cutoffs:
         candidates, resolved = _pruned_uniform(keys, problems, options, run)
     if free:
-        uniform_value = {(x.context_parallel, x.expert_parallel, x.micro_batch): x.value for x in candidates}
+        uniform_value = {(x.context_parallel, x.expert_parallel, x.micro_batch, x.recompute): x.value
+                         for x in candidates}
         order = sorted(keys, key=uniform_value.__getitem__)
         incumbent = math.inf
         for key in order:
@@ -361,15 +372,15 @@ def search_plans(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup, inf
 TIE = 1e-6
 
 
-def _pruned_uniform(keys: list[tuple[int, int, int]], problems: dict[tuple[int, int, int], tuple[Problem, dict]],
-                    options: Options, run: Callable[[tuple[int, int, int], bool, float | None], Candidate]
+def _pruned_uniform(keys: list[tuple], problems: dict[tuple, tuple[Problem, dict]],
+                    options: Options, run: Callable[[tuple, bool, float | None], Candidate]
                     ) -> tuple[list[Candidate], int]:
     """The uniform searches best-first, each below the best uniform plan so far (module docstring);
     returns the candidates in the order of ``keys`` and how many were solved again without a cutoff."""
     uniform = replace(options, uniform=True)
     lower = {key: uniform_lower_bound(problems[key][0], uniform) for key in keys}
     index = {key: i for i, key in enumerate(keys)}
-    done: dict[tuple[int, int, int], Candidate] = {}
+    done: dict[tuple, Candidate] = {}
     incumbent = math.inf
     for key in sorted(keys, key=lambda k: (0.0 if lower[k] is None else lower[k], index[k])):
         cutoff = incumbent if math.isfinite(incumbent) and lower[key] is not None else None

@@ -126,7 +126,9 @@ def test_plan_json_reports_the_pruning(cli, tmp_path) -> None:
     out = json.loads(proc.stdout)
     search, cands = out["search"], out["candidates"]
     assert out["exact"] and out["status"] == "optimal"
-    assert search["workloads"] == len(cands) == 4 * 5  # e in 1, 2, 4, 8; b in 1, 2, 4, 8, 16
+    # e in 1, 2, 4, 8; b in 1, 2, 4, 8, 16; one recomputation setting: none, selective, full
+    assert search["workloads"] == len(cands) == 4 * 5 * 3
+    assert {tuple(c["recompute"]) for c in cands} == {("none",), ("selective",), ("full",)}
     assert search["solves"] == len(cands) + search["resolved_without_cutoff"]
     assert search["pruned_by_bound"] == sum(c["pruned"] for c in cands) > 0
     assert search["cut_solves"] >= search["pruned_by_bound"]

@@ -63,11 +63,13 @@ def test_one_f_one_b_plans_are_not_timed() -> None:
 
 
 def test_plan_falls_back_to_1f1b_with_an_honest_status(capsys) -> None:
-    """llama3-8b on one H100 node: the best interleaved plan by the formulas holds 86 GB in its
+    """llama3-8b on one H100 node, each layer choosing its recomputation (the DP's per-layer optimum:
+    plan's default, one setting for the model, finds interleaved plans that pass): the best
+    interleaved plan by the formulas holds 86 GB in its
     pass order (limit 79 GB); plan answers with the best 1F1B plan, status feasible, the rejected
     plan's value as the bound."""
     args = ["plan", "llama3-8b", "--gpu", "h100", "--nodes", "1", "--seq", "4096", "--global-batch", "32",
-            "--uniform", "--json"]
+            "--uniform", "--json", "--recompute-per-layer"]
     assert run_main(main, args) == 0
     m = json.loads(capsys.readouterr().out)
     rejected = m["rejected_interleaved"]
@@ -109,7 +111,7 @@ def test_plan_checks_inside_one_search_within_its_time_limit(capsys, monkeypatch
     monkeypatch.setattr(registry, "get_solver", recording)
     limit = 500.0
     args = ["plan", "llama3-8b", "--gpu", "h100", "--nodes", "1", "--seq", "4096", "--global-batch", "32",
-            "--uniform", "--json", "--time-limit", str(limit)]
+            "--uniform", "--json", "--recompute-per-layer", "--time-limit", str(limit)]
     start = time.perf_counter()
     assert run_main(main, args) == 0
     m = json.loads(capsys.readouterr().out)
