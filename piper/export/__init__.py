@@ -13,7 +13,7 @@ from piper.core.errors import ExportError
 from piper.core.plan import Plan
 from piper.core.problem import Problem
 from piper.export import common
-from piper.export.common import *  # noqa: F403  (the names of common.__all__, re-exported)
+from piper.export.common import *
 from piper.export.common import Export, ExportPlan, prepare
 
 __all__ = [*common.__all__, "export_plan"]
@@ -23,17 +23,31 @@ def export_plan(problem: Problem, plan: Plan, target: str, *, micro_batch: int |
                 fit_recompute: bool = False) -> Export:
     """``plan`` (for ``problem``) in ``target``'s terms; :class:`ExportError` when it cannot be
     expressed. ``micro_batch``: sequences per Piper sample, for workloads that do not record it.
-    ``fit_recompute``: when only the recomputation cannot be expressed, export the target's
-    setting that the evaluator scores best instead (:mod:`piper.export.fit`), with a note."""
-    try:
-        return _export(prepare(problem, plan, target, micro_batch=micro_batch))
-    except ExportError as exc:
-        if not (fit_recompute and exc.recompute):
-            raise
-        from piper.export.fit import fit_recompute as fit
+    End nodes one stage off their place (rule E2) are moved there, re-scored, with a note
+    (:mod:`piper.export.ends`). ``fit_recompute``: when only the recomputation cannot be expressed,
+    export the target's setting that the evaluator scores best instead (:mod:`piper.export.fit`),
+    with a note."""
+    from piper.export.ends import move_ends
 
-        fitted, note = fit(problem, plan, target, exc)
-    return _export(prepare(problem, fitted, target, micro_batch=micro_batch, notes=(note,)))
+    notes: tuple[str, ...] = ()
+    moved_ends = False
+    while True:
+        try:
+            return _export(prepare(problem, plan, target, micro_batch=micro_batch, notes=notes))
+        except ExportError as exc:
+            if exc.rule == "E2" and not moved_ends:
+                moved = move_ends(problem, plan)
+                if moved is None:
+                    raise
+                plan, note = moved
+                notes, moved_ends = notes + (note,), True
+                continue
+            if not (fit_recompute and exc.recompute):
+                raise
+            from piper.export.fit import fit_recompute as fit
+
+            fitted, note = fit(problem, plan, target, exc)
+            return _export(prepare(problem, fitted, target, micro_batch=micro_batch, notes=notes + (note,)))
 
 
 def _export(ep: ExportPlan) -> Export:
