@@ -509,10 +509,26 @@ def prepare(problem: Problem, plan: Plan, target: str, *, micro_batch: int | Non
 
     stages: list[StageSpec] = []
     last = len(plan.stages)
+    empty: set[int] = set()  # stages Megatron-LM runs empty (their head-side nodes with the loss)
     for i, s in enumerate(plan.stages, start=1):
         layer_pos = sorted(pos[v] for v in s.nodes if v in pos)
         has_pre = any(v in lm.pre for v in s.nodes)
         has_post = any(v in lm.post for v in s.nodes)
+        if target == "megatron" and i == last - 1 and all(v in lm.post for v in s.nodes):
+            # a chunk of only head-side nodes (the final norm) before the last: Megatron-Core applies
+            # them with the loss (L) and allows empty chunks ("E||t|L"), so this chunk runs empty
+            time_s = sum(chosen[v].time_per_sample for v in s.nodes)
+            names = ", ".join("node " + _node_label(problem, v) for v in s.nodes)
+            out_notes.append(f"rule E2: stage {i} holds only {names}, which Megatron-LM applies with the loss in the "
+                             f"last stage ({last}); stage {i} runs empty in the layout and its time per sample, "
+                             f"{time_s:.6g}, moves to the last stage (the evaluator's figures keep it in stage {i})")
+            empty.add(i)
+            flags = []
+            for v in s.nodes:
+                meaning = tmpc_meaning(s.tmpcs[v])
+                flags.append(bool(meaning and meaning[1]))
+            stages.append(StageSpec(i, s.d, s.t, False, False, (), (), tuple(flags)))
+            continue
         # E2: the embedding side in stage 1, the head side in the last stage
         for v in s.nodes:
             if v in lm.pre and i != 1:
@@ -544,7 +560,8 @@ def prepare(problem: Problem, plan: Plan, target: str, *, micro_batch: int | Non
     if ordered != list(range(len(lm.layers))):
         raise refuse(target, "E1", "the stages do not hold the transformer layers in chain order")
     for st in stages:
-        if not st.layers and not (st.index == 1 and st.pre) and not (st.index == last and st.post):
+        if (not st.layers and not (st.index == 1 and st.pre) and not (st.index == last and st.post)
+                and st.index not in empty):
             raise refuse(target, "E1", f"stage {st.index} holds no transformer layer", stage=st.index)
 
     # E5: one sequence-parallel switch (only meaningful at t > 1; the ids at t = 1 have no +sp)

@@ -39,11 +39,18 @@ def test_the_final_norm_moves_to_the_output_layers_stage() -> None:
     assert f"the plan's {evaluate(problem, plan).batch_time:.6g}" in note
 
 
-def test_a_stage_of_only_the_final_norm_stays_refused() -> None:
+def test_a_stage_of_only_the_final_norm_runs_empty_in_megatron_and_is_refused_elsewhere() -> None:
+    """Megatron-Core applies the final norm with the loss and allows empty chunks ("E||t|L"): the
+    stage holding only the norm runs empty, with a note; torchtitan and DeepSpeed keep the refusal."""
     problem = _problem()
     lm = map_layers(problem)
     (emb,), layers = tuple(lm.pre), lm.layers
     norm, head = sorted(lm.post)
     plan = _plan(problem, [[emb, *layers], [norm], [head]])
-    with pytest.raises(ExportError, match="rule E2"):
-        export_plan(problem, plan, "megatron")
+    ex = export_plan(problem, plan, "megatron")
+    args = ex.data["args"]
+    assert args[args.index("--pipeline-model-parallel-layout") + 1] == "Et*4||L"
+    assert any(n.startswith(f"rule E2: stage 2 holds only node {norm} (") for n in ex.notes)
+    for target in ("torchtitan", "deepspeed"):
+        with pytest.raises(ExportError, match="rule E2"):
+            export_plan(problem, plan, target)
