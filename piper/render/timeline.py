@@ -80,19 +80,27 @@ def _chunk_taus(problem: Problem, plan: Plan) -> list[float]:
     return out
 
 
-def simulate_schedule(problem: Problem, plan: Plan, score: Score) -> Timeline | None:
+def simulate_schedule(problem: Problem, plan: Plan, score: Score, *, all_replicas: bool = False) -> Timeline | None:
     """Play one iteration of ``plan``'s schedule out (module docstring); None when it is too
-    large to play out (more than :data:`MAX_PASSES` passes), out of memory, or deadlocks."""
+    large to play out (more than :data:`MAX_PASSES` passes), out of memory, or deadlocks.
+    With one d in every stage and N a multiple of it only replica 0 is played (the replicas play
+    out alike); ``all_replicas`` plays every one (tests/render/test_timeline.py compares the two)."""
     if score.oom:
         return None
     n_mb = problem.microbatches
     groups = plan.groups
     chunks = len(plan.stages)
-    if 2 * n_mb * chunks > MAX_PASSES:
-        return None
     taus = _chunk_taus(problem, plan)
     d_of = [score.stages[j % groups].d for j in range(chunks)]
-    orders = pass_orders(plan, score, n_mb)
+    # one d everywhere and N a multiple of it: replica r of every stage runs the micro-batches
+    # k = r mod d, and a pass waits only on passes of its own micro-batch or replica, so the d
+    # replicas play out alike: replica 0's passes alone give the makespan (and the drawing)
+    alike = not all_replicas and len(set(d_of)) == 1 and n_mb % d_of[0] == 0
+    played = n_mb // d_of[0] if alike else n_mb
+    if 2 * played * chunks > MAX_PASSES:
+        return None
+    orders = pass_orders(plan, score, n_mb, replicas=1 if alike else None)
+    mbs = range(0, n_mb, d_of[0]) if alike else range(n_mb)
     # a pass is (kind, chunk, micro-batch); its replica is (group, micro-batch mod d)
     deps: dict[tuple[str, int, int], list[tuple[str, int, int]]] = {}
     after: dict[tuple[str, int, int], list[tuple[str, int, int]]] = {}
@@ -101,7 +109,7 @@ def simulate_schedule(problem: Problem, plan: Plan, score: Score) -> Timeline | 
             deps.setdefault(b, []).append(a)
             after.setdefault(a, []).append(b)
     for j in range(chunks):
-        for k in range(n_mb):
+        for k in mbs:
             f, b = ("F", j, k), ("B", j, k)
             cross = [("F", j - 1, k)] if j > 0 else []
             cross_b = [f] + ([("B", j + 1, k)] if j + 1 < chunks else [])

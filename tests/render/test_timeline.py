@@ -131,3 +131,32 @@ def test_activation_peaks_of_unequal_chunks_by_hand() -> None:
     assert schedule_order_memory(problem, plan, score)[0] == pytest.approx(9.0)
     # group 1 (chunks 1 and 3, equal): y_1 = min(4, (0 + 2 + 1) / 2) = 1.5, 1.5 x 2 = 3
     assert peaks[1] == pytest.approx(3.0) == pytest.approx(score.stages[1].y * 2.0)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_replica_zero_alone_plays_out_as_every_replica(seed: int) -> None:
+    """One d in every stage, N a multiple of d: the simulation plays replica 0 only; playing every
+    replica gives the same makespan and the same passes of replica 0 (random unequal chunks, 1F1B
+    and interleaved)."""
+    import random
+
+    rng = random.Random(seed)
+    d = rng.choice((2, 3, 4))
+    L, v = rng.choice((2, 3)), rng.choice((1, 2, 3))
+    m = L * rng.choice((1, 2, 3))
+    sizes = [rng.choice((1, 2)) for _ in range(L * v)]
+    n = sum(sizes)
+    times = [rng.choice((0.5, 1.0, 2.0)) for _ in range(n)]
+    problem = chain(n, L * d, m * d, p=lambda i: times[i], memory=1e9)
+    stages, start = [], 0
+    for size in sizes:
+        stages.append(stage(range(start, start + size), d))
+        start += size
+    body = {"stages": stages}
+    if v > 1:
+        body["schedule"] = {"kind": "interleaved", "virtualStages": v}
+    plan = plan_from_dict(body)
+    score = evaluate(problem, plan)
+    one, every = simulate_schedule(problem, plan, score), simulate_schedule(problem, plan, score, all_replicas=True)
+    assert one.makespan == pytest.approx(every.makespan, rel=1e-12)
+    assert one.passes == every.passes
