@@ -16,11 +16,13 @@ largest degree (:func:`piper.frontend.workload.resync_bandwidths`: one network l
 for t = 8), which is pessimistic for t < 8, while :func:`score_layout` prices Megatron's t = 1
 layout at its own 8 links; one workload per degree prices every layout as ``score`` does.
 
-Interleaved plans that fail the schedule check (:mod:`piper.frontend.schedule_check`: unequal
-chunks whose pass order is slower or holds more memory than the formulas say) are dropped and the
-1F1B plans of the same degree join, as ``python -m piper plan`` does (``rejected_by_schedule_check``
-counts them); the planner's plan is then the best checked one, not an optimum proven over every
-interleaved plan.
+As ``python -m piper plan`` searches: plans a framework can run (one sequence-parallel switch,
+searched off and on for t > 1; one recomputation setting for the model, none, selective or full
+on every layer: ``ONE_RECOMPUTE_SETTING``), and every interleaved plan checked as the search finds
+it (:mod:`piper.frontend.schedule_check`: unequal chunks whose pass order is slower or holds more
+memory than the formulas say); a workload whose plan fails answers with its best 1F1B plan
+(``rejected_by_schedule_check`` counts them), so the planner's plan is the best checked one, not an
+optimum proven over every interleaved plan.
 
 Also reported: Megatron's plan scored on the planner's own workload of Megatron's b and t
 (``megatron_on_search_s``), which the search must not beat by more than its own optimum
@@ -37,8 +39,11 @@ from typing import Any
 from experiments.validate.rows import Case
 from piper.core.evaluate import evaluate
 from piper.core.options import BATCH_TIME, Options
-from piper.frontend.planner import micro_batch_choices, search_plans
-from piper.frontend.schedule_check import check_schedule
+from piper.frontend.planner import (
+    ONE_RECOMPUTE_SETTING,
+    micro_batch_choices,
+    search_plans,
+)
 from piper.frontend.score import check_layout, layout_plan, score_layout
 from piper.frontend.workload import build_workload, tensor_parallel_degrees
 from piper.io.workload import load_problem
@@ -90,22 +95,20 @@ def compare_row(case: Case, hw: Any, solver: str = "dp", max_virtual_stages: int
     exact = True
     rejected = 0
     for t in degrees or tensor_parallel_degrees(case.cfg, hw):
-        search = search_plans(case.cfg, hw, case.setup, info, options, micro_batches=bs, free=False, degrees=(t,))
-        exact = exact and search.exact
-        found = [c for c in search.candidates if c.result.plan is not None]
-        # as python -m piper plan: an interleaved plan its own pass order does not reproduce is
-        # dropped, and the 1F1B plans of the same workloads join (piper/frontend/schedule_check.py)
-        passing = [c for c in found if check_schedule(c.problem, c.result.plan, c.result.score).ok]
-        if len(passing) < len(found):
-            rejected += len(found) - len(passing)
-            one_f = search_plans(case.cfg, hw, case.setup, info, replace(options, max_virtual_stages=1),
-                                 micro_batches=bs, free=False, degrees=(t,))
-            exact = exact and one_f.exact
-            passing += [c for c in one_f.candidates if c.result.plan is not None]
-        for cand in passing:
-            value = rescore(case, hw, cand.micro_batch, cand.result.plan)
-            if best is None or value < best["planner_s"]:
-                best = {"planner_s": value, "candidate": cand}
+        # as python -m piper plan: plans a framework runs (one sequence-parallel switch, one
+        # recomputation setting), every interleaved plan checked against its played-out schedule
+        # as the search finds it (a failing one's workload answers with its best 1F1B plan)
+        for sp in ((False,) if t == 1 else (False, True)):
+            search = search_plans(case.cfg, hw, replace(case.setup, sequence_parallel=sp), info, options,
+                                  micro_batches=bs, free=False, degrees=(t,), recomputes=ONE_RECOMPUTE_SETTING,
+                                  check_schedules=True)
+            exact = exact and search.exact
+            rejected += len(search.rejected)
+            passing = [c for c in search.candidates if c.result.plan is not None]
+            for cand in passing:
+                value = rescore(case, hw, cand.micro_batch, cand.result.plan)
+                if best is None or value < best["planner_s"]:
+                    best = {"planner_s": value, "candidate": cand}
     # Megatron's plan on the planner's workload of its b and t (no step): the search's optimum must not exceed it
     meg_search = build_workload(case.cfg, hw, case.setup, degrees=(case.layout.tp,))
     problem = load_problem(meg_search, strict=True)

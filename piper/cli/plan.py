@@ -59,6 +59,7 @@ from piper.core.result import Status
 from piper.frontend.caveats import prediction_caveats
 from piper.frontend.metrics import plan_metrics
 from piper.frontend.planner import (
+    ONE_RECOMPUTE_SETTING,
     Candidate,
     PlanSearch,
     context_parallel_choices,
@@ -102,9 +103,6 @@ def add_plan_parser(subparsers: Any) -> argparse.ArgumentParser:
     add_objective_args(p, objective=BATCH_TIME, max_virtual_stages=DEFAULT_MAX_VIRTUAL_STAGES)
     return p
 
-
-#: the workloads of ``plan``'s default search: one recomputation kind for every transformer layer
-ONE_SETTING: tuple[tuple[str, ...], ...] = (("none",), ("selective",), ("full",))
 
 #: ``--sequence-parallel`` -> ``TrainingSetup.sequence_parallel``
 SEQUENCE_PARALLEL_MODES = {"on": True, "off": False, "per-layer": None}
@@ -253,7 +251,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     cps = context_parallel_choices(cfg, hw, setup, args.cp, args.max_cp)
     check = args.schedule != "interleaved"  # --schedule interleaved: the check only reports
     # one recomputation setting for the whole model, as the frameworks have (docs/frontend.md)
-    recomputes = (None,) if args.recompute_per_layer else ONE_SETTING
+    recomputes = (None,) if args.recompute_per_layer else ONE_RECOMPUTE_SETTING
     search = search_plans(cfg, hw, setup, info, options, micro_batches=micro_batch_choices(
         setup.global_batch, args.micro_batch), free=not args.uniform, progress=say, context_parallels=cps,
         prune=True, check_schedules=check, started=started, recomputes=recomputes)
@@ -362,7 +360,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
           f"{m['tflops_per_device']:.4g} TFLOP/s per device, MFU {100 * m['mfu']:.1f}%")
     if chosen.recompute is not None:
         line = (f"{'recompute':<13} {chosen.recompute[0]} on every layer, one setting for the model as the frameworks "
-                f"have it (searched: {', '.join(k[0] for k in ONE_SETTING)}; --recompute-per-layer lets each layer choose)")
+                f"have it (searched: {', '.join(k[0] for k in ONE_RECOMPUTE_SETTING)}; --recompute-per-layer lets each layer choose)")
         if per_layer is not None and per_layer["batch_time_s"] is not None:
             gain = per_layer["gain"]
             line += (f"; each layer choosing (which no framework runs): {per_layer['batch_time_s']:.4g} s "

@@ -61,8 +61,12 @@ from piper.frontend.workload import (
 from piper.io.workload import load_problem
 from piper.solvers.registry import SolverInfo
 
-__all__ = ["MICRO_BATCHES", "SEARCH_GC_THRESHOLDS", "TIE", "Candidate", "PlanSearch", "context_parallel_choices",
+__all__ = ["MICRO_BATCHES", "ONE_RECOMPUTE_SETTING", "SEARCH_GC_THRESHOLDS", "TIE", "Candidate", "PlanSearch", "context_parallel_choices",
            "fewer_collections", "micro_batch_choices", "search_plans", "uniform_lower_bound"]
+
+#: the recomputation workloads of a search for plans the frameworks run: none, selective or full
+#: recomputation of every transformer layer (``search_plans(recomputes=...)``)
+ONE_RECOMPUTE_SETTING: tuple[tuple[str, ...], ...] = (("none",), ("selective",), ("full",))
 
 #: the micro-batch sizes searched when the user fixes none (sequences per micro-batch)
 MICRO_BATCHES = (1, 2, 4, 8, 16)
