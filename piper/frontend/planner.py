@@ -287,6 +287,9 @@ def search_plans(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup, inf
     ``(("none",), ("selective",), ("full",))`` every plan has one recomputation setting for the whole
     model, as the frameworks do (docs/frontend.md, "What the frameworks can run")."""
     start = time.perf_counter() if started is None else started
+    if check_schedules and options.schedule == "interleaved":
+        raise ValueError("check_schedules answers a failing workload with 1F1B: it needs schedule 'any', "
+                         "not 'interleaved' (which only reports the check)")
     candidates: list[Candidate] = []
     # MoE models: one workload per expert-parallel size e (one expert layout per plan: issue 31)
     experts = ([e for e, _ in expert_layouts(cfg, 1, setup.nodes * hw.devices_per_node, False)]
