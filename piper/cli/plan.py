@@ -120,12 +120,13 @@ def _candidate_summary(c: Candidate) -> dict[str, Any]:
             "status": c.result.status.value,
             "value": c.value if c.result.plan is not None else None, "time_s": c.result.time_s,
             "recompute": None if c.recompute is None else list(c.recompute),
+            "degrees": None if c.degrees is None else list(c.degrees),
             "cutoff": c.cutoff, "pruned": c.pruned}
 
 
 def _search_summary(search: PlanSearch) -> dict[str, Any]:
     """How the search went: solves made, solves cut off by a bound and why (docs/frontend.md)."""
-    return {"workloads": len({(c.context_parallel, c.expert_parallel, c.micro_batch, c.recompute)
+    return {"workloads": len({(c.context_parallel, c.expert_parallel, c.micro_batch, c.recompute, c.degrees)
                               for c in search.candidates}),
             "solves": search.solves, "cut_solves": search.cut_solves,
             "pruned_by_bound": search.pruned,
@@ -175,20 +176,19 @@ def _as_megatron_runs(problem: Problem, plan: Plan, batch_time_s: float) -> dict
 
 
 def _per_layer_optimum(cfg: Any, hw: Any, setup: Any, info: Any, options: Options, chosen: Candidate, check: bool,
-                       started: float) -> dict[str, Any]:
-    """The runnable plan of the chosen workload (its c, e and micro-batch) with each layer choosing its
-    recomputation (Piper's workload, which no framework runs): how much the one-setting rule costs.
-    Solved in the time the command has left; ``batch_time_s`` None when that ran out."""
+                       started: float, micro_batches: tuple[int, ...], cps: tuple[int, ...]) -> dict[str, Any]:
+    """The best runnable plan with each layer choosing its recomputation (Piper's workload, which no
+    framework runs), over the same c, e, micro-batch sizes and degrees as the answer's search: how
+    much the one-setting rule costs. Solved in the time the command has left; ``batch_time_s`` None
+    when that ran out."""
     left = None
     if options.time_limit_s is not None:
         left = options.time_limit_s - (time.perf_counter() - started)
         if left <= 0:
             return {"batch_time_s": None, "status": "unknown", "gain": None, "recompute": None,
                     "message": "no time left"}
-    one = replace(setup, expert_parallel=chosen.expert_parallel if cfg.moe is not None else setup.expert_parallel)
-    search = search_plans(cfg, hw, one, info, replace(options, time_limit_s=left),
-                          micro_batches=(chosen.micro_batch,), free=False, context_parallels=(chosen.context_parallel,),
-                          prune=True, check_schedules=check)
+    search = search_plans(cfg, hw, setup, info, replace(options, time_limit_s=left), micro_batches=micro_batches,
+                          free=False, context_parallels=cps, prune=True, check_schedules=check, per_degree=True)
     best = search.runnable
     if best is None:
         return {"batch_time_s": None, "status": "/".join(sorted({c.result.status.value for c in search.candidates})),
@@ -254,7 +254,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     recomputes = (None,) if args.recompute_per_layer else ONE_RECOMPUTE_SETTING
     search = search_plans(cfg, hw, setup, info, options, micro_batches=micro_batch_choices(
         setup.global_batch, args.micro_batch), free=not args.uniform, progress=say, context_parallels=cps,
-        prune=True, check_schedules=check, started=started, recomputes=recomputes)
+        prune=True, check_schedules=check, started=started, recomputes=recomputes, per_degree=True)
     chosen = search.free if args.free else search.runnable
     kept_failing = False
     if chosen is None:
@@ -293,9 +293,10 @@ def cmd_plan(args: argparse.Namespace) -> int:
     # over every workload searched) and no rejected plan beats it
     exact = search.exact_over(not args.free)
     caveats = prediction_caveats(cfg, hw)
-    per_layer = None
+    per_layer = None  # the per-layer search over the same workloads: what the one-setting rule costs
     if chosen.recompute is not None and not args.free:
-        per_layer = _per_layer_optimum(cfg, hw, setup, info, options, chosen, check, started)
+        per_layer = _per_layer_optimum(cfg, hw, setup, info, options, chosen, check, started,
+                                       micro_batch_choices(setup.global_batch, args.micro_batch), cps)
     # the free plan is Piper's (no framework runs one (d, t) per stage): only the runnable plan is asked
     megatron = None if args.free else _as_megatron_runs(chosen.problem, plan, score.batch_time)
     status = chosen.result.status.value

@@ -96,6 +96,8 @@ class Candidate:
     rejected: Result | None = None
     #: that plan's check (:class:`piper.frontend.schedule_check.ScheduleCheck`)
     rejected_check: ScheduleCheck | None = None
+    #: the degree keys t the workload offers (None: every degree allowed)
+    degrees: tuple[int, ...] | None = None
 
     @property
     def pruned(self) -> bool:
@@ -255,7 +257,7 @@ def search_plans(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup, inf
                  progress: Callable[[str], None] | None = None,
                  context_parallels: tuple[int, ...] = (1,), degrees: tuple[int, ...] | None = None,
                  prune: bool = False, check_schedules: bool = False, started: float | None = None,
-                 recomputes: tuple[tuple[str, ...] | None, ...] = (None,)) -> PlanSearch:
+                 recomputes: tuple[tuple[str, ...] | None, ...] = (None,), per_degree: bool = False) -> PlanSearch:
     """Solve the model's workload for every context-parallel size c and micro-batch size b, uniform
     and (``free``) free; the time limit of ``options`` is for the whole search, shared out as it goes.
 
@@ -285,7 +287,13 @@ def search_plans(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup, inf
     ``recomputes``: one workload per entry, offering its transformer layers only those recomputation
     kinds (:func:`build_workload`'s ``recompute``; None: every kind, each layer choosing). With
     ``(("none",), ("selective",), ("full",))`` every plan has one recomputation setting for the whole
-    model, as the frameworks do (docs/frontend.md, "What the frameworks can run")."""
+    model, as the frameworks do (docs/frontend.md, "What the frameworks can run").
+
+    ``per_degree``: the uniform searches build one workload per degree t (``degrees=(t,)``), so that
+    each prices its data-parallel resync between nodes at its own bandwidth (a workload offering
+    every degree prices it at the largest one's: :func:`~piper.frontend.workload.resync_bandwidths`,
+    pessimistic for t < 8); the free searches keep one workload of every degree (a free plan may
+    mix degrees)."""
     start = time.perf_counter() if started is None else started
     if check_schedules and options.schedule == "interleaved":
         raise ValueError("check_schedules answers a failing workload with 1F1B: it needs schedule 'any', "
@@ -294,8 +302,19 @@ def search_plans(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup, inf
     # MoE models: one workload per expert-parallel size e (one expert layout per plan: issue 31)
     experts = ([e for e, _ in expert_layouts(cfg, 1, setup.nodes * hw.devices_per_node, False)]
                if cfg.moe is not None and setup.expert_parallel is None else [setup.expert_parallel or 1])
-    keys = [(c, e, b, r) for c in context_parallels for e in experts for b in micro_batches for r in recomputes]
-    total = len(keys) * (2 if free else 1)
+    devices = setup.nodes * hw.devices_per_node
+
+    def degree_sets(c: int) -> list[tuple[int, ...] | None]:
+        if not per_degree:
+            return [degrees]
+        offered = degrees or tuple(context.model_parallel_degrees(tensor_parallel_degrees(cfg, hw), c, devices))
+        return [(t,) for t in offered]
+
+    keys = [(c, e, b, r, dg) for c in context_parallels for e in experts for b in micro_batches for r in recomputes
+            for dg in degree_sets(c)]
+    free_keys = [(c, e, b, r, degrees) for c in context_parallels for e in experts for b in micro_batches
+                 for r in recomputes] if free else []
+    total = len(keys) + len(free_keys)
     problems: dict[tuple, tuple[Problem, dict]] = {}
     cutoffs = "upper_bound" in (info.params or {}) and (options.objective == BATCH_TIME
                                                          or max(options.virtual_stage_choices()) > 1)
@@ -310,7 +329,7 @@ def search_plans(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup, inf
         params = {**options.params, **({"upper_bound": cutoff} if cutoff is not None else {})}
         res = info(problem, replace(options, uniform=uniform, time_limit_s=left, params=params))
         solves += 1
-        c, e, b, r = key
+        c, e, b, r, dg = key
         rejected, rejected_check = None, None
         if check_schedules and res.plan is not None and res.plan.schedule.interleaved and res.score is not None:
             check = check_schedule(problem, res.plan, res.score)
@@ -322,10 +341,11 @@ def search_plans(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup, inf
                     left = max(0.0, options.time_limit_s - (time.perf_counter() - start)) / max(1, total - solves + 1)
                 res = info(problem, replace(options, uniform=uniform, time_limit_s=left, params=params,
                                             max_virtual_stages=1))
-        cand = Candidate(b, uniform, problem, workload, res, c, e, r, cutoff, rejected, rejected_check)
+        cand = Candidate(b, uniform, problem, workload, res, c, e, r, cutoff, rejected, rejected_check, dg)
         if progress is not None:
             what = (("uniform" if uniform else "free") + (f", experts e={e}" if cfg.moe is not None else "")
-                    + ("" if r is None else f", recompute {'/'.join(r)}"))
+                    + ("" if r is None else f", recompute {'/'.join(r)}")
+                    + (f", degree {dg[0]}" if per_degree and dg is not None and len(dg) == 1 else ""))
             value = f"{res.value:.6g}" if math.isfinite(res.value) else f"no plan ({res.status.value})"
             where = f"context-parallel {c}, " if len(context_parallels) > 1 or c > 1 else ""
             cut = "" if cutoff is None else f", below {cutoff:.6g}"
@@ -338,23 +358,32 @@ def search_plans(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup, inf
                      f"({res.time_s:.2f} s)")
         return cand
 
-    for c, e, b, r in keys:
+    def build(key: tuple) -> None:
+        if key in problems:
+            return
+        c, e, b, r, dg = key
         run_setup = replace(setup, context_parallel=c)
         if cfg.moe is not None:
             run_setup = replace(run_setup, expert_parallel=e)
-        workload = build_workload(cfg.with_changes(micro_batch=b), hw, run_setup, degrees=degrees, recompute=r)
-        problems[c, e, b, r] = (load_problem(workload, strict=True), workload)
+        workload = build_workload(cfg.with_changes(micro_batch=b), hw, run_setup, degrees=dg, recompute=r)
+        problems[key] = (load_problem(workload, strict=True), workload)
+
+    for key in keys:
+        build(key)
         if free or not cutoffs or not prune:
-            candidates.append(run((c, e, b, r), True, None))
+            candidates.append(run(key, True, None))
     resolved = 0
     if prune and not free and cutoffs:
         candidates, resolved = _pruned_uniform(keys, problems, options, run)
     if free:
-        uniform_value = {(x.context_parallel, x.expert_parallel, x.micro_batch, x.recompute): x.value
-                         for x in candidates}
-        order = sorted(keys, key=uniform_value.__getitem__)
+        uniform_value: dict[tuple, float] = {}
+        for x in candidates:
+            k = (x.context_parallel, x.expert_parallel, x.micro_batch, x.recompute)
+            uniform_value[k] = min(uniform_value.get(k, math.inf), x.value)
+        order = sorted(free_keys, key=lambda key: uniform_value.get(key[:4], math.inf))
         incumbent = math.inf
         for key in order:
+            build(key)
             cand = run(key, False, incumbent if cutoffs and math.isfinite(incumbent) else None)
             candidates.append(cand)
             if cand.result.plan is not None:

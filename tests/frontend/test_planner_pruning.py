@@ -126,8 +126,10 @@ def test_plan_json_reports_the_pruning(cli, tmp_path) -> None:
     out = json.loads(proc.stdout)
     search, cands = out["search"], out["candidates"]
     assert out["exact"] and out["status"] == "optimal"
-    # e in 1, 2, 4, 8; b in 1, 2, 4, 8, 16; one recomputation setting: none, selective, full
-    assert search["workloads"] == len(cands) == 4 * 5 * 3
+    # e in 1, 2, 4, 8; b in 1, 2, 4, 8, 16; one recomputation setting: none, selective, full; one
+    # workload per degree t in 1, 2, 4, 8 (each priced at its own resync bandwidth)
+    assert search["workloads"] == len(cands) == 4 * 5 * 3 * 4
+    assert {tuple(c["degrees"]) for c in cands} == {(1,), (2,), (4,), (8,)}
     assert {tuple(c["recompute"]) for c in cands} == {("none",), ("selective",), ("full",)}
     assert search["solves"] == len(cands) + search["resolved_without_cutoff"]
     assert search["pruned_by_bound"] == sum(c["pruned"] for c in cands) > 0
