@@ -394,7 +394,11 @@ def cmd_plan(args: argparse.Namespace) -> int:
               f"(micro-batch {other.micro_batch}"
               + (f", c = {other.context_parallel}" if other.context_parallel > 1 else "")
               + f", {other.result.plan.schedule.label()}, {other_metrics['stages']} stages)"
-              + ("" if gain is None else f"; the free plan is {100 * gain:.1f}% faster by {args.objective}"
+              + ("" if gain is None else
+                 (f"; the free plan is {100 * gain:.1f}% faster by {args.objective}" if gain >= 0 else
+                  f"; the free plan is {-100 * gain:.1f}% slower: the free search's one workload of every degree "
+                  "prices the resync between nodes at the largest degree's bandwidth, the runnable search's "
+                  "workloads at each degree's own")
                  + ("" if args.free else " (--free writes it; the frameworks need one (d, t) per stage)")))
         if other_check is not None and not other_check.ok:
             print(f"{'':<13} (that plan fails the schedule check: " + "; ".join(other_check.reasons) + ")")
