@@ -12,9 +12,9 @@ drain, is what a user waits for), over 1F1B and interleaved schedules up to
 speed and, next to it, the free plan and its gain; ``--free`` makes the free plan the one
 ``--plan-out`` writes, ``--uniform`` skips the free search. An interleaved winner is replayed
 pass by pass (:mod:`piper.frontend.schedule_check`); when its pass order holds more than the
-memory limit or takes over 5% longer than the formula, the search runs again with 1F1B only and
-the answer is that search's best, status "feasible" with the rejected plan's value as its bound
-(docs/frontend.md, "The schedule check"). Sequence parallelism is one switch for the whole model
+memory limit or takes over 5% longer than the formula, its workload is solved again with fewer
+virtual stages (down to 1F1B) until a plan passes; when a rejected plan was better by the formulas,
+the status is "feasible" with the rejected solves' bound (docs/frontend.md, "The schedule check"). Sequence parallelism is one switch for the whole model
 (``--sequence-parallel``, on by default), as the frameworks have it; a ``megatron`` line says how
 Megatron-LM would run the plan when its per-layer recomputation has no Megatron setting
 (docs/frontend.md, "What the frameworks can run"). All numbers from the one evaluator's score:
@@ -338,7 +338,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         print(f"context       context-parallel size c = {chosen.context_parallel} (searched: "
               f"{', '.join(str(c) for c in cps)}); each stage's t is its tensor-parallel size x {chosen.context_parallel}")
     exactness = "not proven exact" if not exact else (
-        "exact over the plans that pass the schedule check" if rejected is not None else "exact")
+        "exact over 1F1B plans, every plan compared passing the schedule check" if rejected is not None else "exact")
     print(f"plan          {kind}: {m['stages']} stages, {schedule}, on {m['devices_used']} of {m['devices']} devices "
           f"({chosen.result.solver}, {status}; search {search.time_s:.2f} s"
           f"{'' if options.time_limit_s is None else f' of {options.time_limit_s:g} s allowed'}, "
@@ -351,7 +351,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         print(f"schedule      the best interleaved plan ({rejected['schedule']['virtualStages']} virtual stages, "
               f"formula {rejected['formula_batch_time_s']:.4g} s) failed the schedule check: "
               + "; ".join(rejected["reasons"]) + f". This plan is the best of those that pass it "
-              f"({rejected['count']} solve(s) answered with 1F1B only instead)")
+              f"({rejected['count']} solve(s) answered with fewer virtual stages instead)")
     if search.cut_solves:
         print(f"search        {search.solves} solves, {search.cut_solves} below the best "
               f"value found before "

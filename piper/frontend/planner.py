@@ -275,11 +275,12 @@ def search_plans(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup, inf
 
     ``check_schedules`` (``python -m piper plan``): every interleaved plan a solve returns is played
     out (:func:`~piper.frontend.schedule_check.check_schedule`) as soon as it is found; one that
-    fails is kept as the candidate's ``rejected`` plan and its workload is solved again, under the
-    same cutoff, with 1F1B only (whose formulas the played-out order reproduces), so that every
-    value the search compares and prunes by is one of a plan that passed. The search then stays
-    exact over 1F1B plans and the interleaved plans that passed; the rejected solves' bounds
-    bound the rest (:attr:`PlanSearch.rejected`).
+    fails (v virtual stages) is kept as the candidate's ``rejected`` plan and its workload is solved
+    again, under the same cutoff, with at most v - 1 virtual stages, and so on down to 1F1B (whose
+    formulas the played-out order reproduces), so that every value the search compares and prunes by
+    is one of a plan that passed. The search then stays exact over 1F1B plans (each answer is at
+    least as good as its workload's best 1F1B plan); the rejected solves' bounds bound the rest
+    (:attr:`PlanSearch.rejected`).
 
     ``started``: the ``time.perf_counter()`` moment the time limit counts from (a command's start,
     so that building the model counts too); default: this call's.
@@ -331,16 +332,19 @@ def search_plans(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup, inf
         solves += 1
         c, e, b, r, dg = key
         rejected, rejected_check = None, None
-        if check_schedules and res.plan is not None and res.plan.schedule.interleaved and res.score is not None:
+        while check_schedules and res.plan is not None and res.plan.schedule.interleaved and res.score is not None:
             check = check_schedule(problem, res.plan, res.score)
-            if not check.ok:
-                # its pass order does not do what the formulas say (piper/frontend/schedule_check.py):
-                # this workload's answer is its best 1F1B plan, in the time this solve has left
+            if check.ok:
+                break
+            # its pass order does not do what the formulas say (piper/frontend/schedule_check.py): this
+            # workload's answer is its best plan with fewer virtual stages (v - 1, ..., 1F1B) that
+            # passes, each solved in the time this solve has left; the first rejected plan is kept
+            if rejected is None:
                 rejected, rejected_check = res, check
-                if options.time_limit_s is not None:
-                    left = _share(options.time_limit_s - (time.perf_counter() - start), total - solves + 1)
-                res = info(problem, replace(options, uniform=uniform, time_limit_s=left, params=params,
-                                            max_virtual_stages=1))
+            if options.time_limit_s is not None:
+                left = _share(options.time_limit_s - (time.perf_counter() - start), total - solves + 1)
+            res = info(problem, replace(options, uniform=uniform, time_limit_s=left, params=params,
+                                        max_virtual_stages=res.plan.schedule.virtual_stages - 1))
         cand = Candidate(b, uniform, problem, workload, res, c, e, r, cutoff, rejected, rejected_check, dg)
         if progress is not None:
             what = (("uniform" if uniform else "free") + (f", experts e={e}" if cfg.moe is not None else "")

@@ -53,3 +53,24 @@ def test_per_degree_workloads_price_each_degrees_resync_at_its_own_bandwidth() -
     assert per_degree.exact and {c.degrees for c in per_degree.candidates} == {(t,) for t in (1, 2, 4, 8)}
     assert per_degree.runnable.value == min(c.value for c in each if c is not None)
     assert per_degree.runnable.value < every.value * (1 - 1e-3)
+
+
+def test_a_rejected_interleaved_plan_is_replaced_by_the_best_with_fewer_virtual_stages() -> None:
+    """megatron-1.7b on 2 DGX A100 nodes, t = 1, micro-batch 1: the best plan of at most 8 virtual
+    stages (v = 8, 0.2741 s) fails the schedule check, so does the best of at most 7; the best of at
+    most 6 (v = 6, 0.2749 s) passes and is the workload's answer, where the fallback to 1F1B gave
+    0.2931 s."""
+    cfg = preset("megatron-1.7b")
+    hw = hardware("a100-80gb")
+    setup = TrainingSetup(nodes=2, global_batch=32)
+    options = Options(objective=BATCH_TIME, schedule="any", max_virtual_stages=8)
+    dp = get_solver("dp")
+    search = search_plans(cfg, hw, setup, dp, options, micro_batches=(1,), free=False, degrees=(1,),
+                          check_schedules=True)
+    one_f = search_plans(cfg, hw, setup, dp, replace(options, max_virtual_stages=1), micro_batches=(1,), free=False,
+                         degrees=(1,))
+    (cand,), (base,) = search.candidates, one_f.candidates
+    assert cand.rejected is not None and cand.rejected.plan.schedule.virtual_stages == 8
+    assert cand.result.plan.schedule.virtual_stages == 6
+    assert cand.value < base.value * (1 - 1e-2)
+    assert search.rejected == (cand,) and search.exact
