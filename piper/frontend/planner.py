@@ -317,8 +317,10 @@ def search_plans(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup, inf
                  for r in recomputes] if free else []
     total = len(keys) + len(free_keys)
     problems: dict[tuple, tuple[Problem, dict]] = {}
+    # the DP takes the upper_bound knob for the batch time and for interleaved-only searches; Piper's
+    # 1F1B DP for the TPS refuses it (``plan --objective tps`` failed with that refusal until 2026-12)
     cutoffs = "upper_bound" in (info.params or {}) and (options.objective == BATCH_TIME
-                                                         or max(options.virtual_stage_choices()) > 1)
+                                                         or options.schedule == "interleaved")
     solves = 0
 
     def run(key: tuple, uniform: bool, cutoff: float | None) -> Candidate:

@@ -99,3 +99,14 @@ def test_the_runnable_plan_exports_as_it_is(cli: RunCommand, tmp_path: Path) -> 
     # optimum run Megatron's way
     assert per_layer["batch_time_s"] == pytest.approx(each["batch_time_s"])
     assert out["batch_time_s"] < each["megatron"]["batch_time_s"]
+
+
+def test_plan_minimizes_piper_tps_too(cli: RunCommand) -> None:
+    """--objective tps with the default schedules (1F1B and interleaved): the search passed its
+    cutoffs to Piper's 1F1B DP for the TPS, which refuses them, and plan failed with that refusal."""
+    proc = cli("piper", "plan", "llama3-8b", "--gpu", "h100", "--nodes", "1", "--uniform", "--objective", "tps",
+               "--json")
+    assert proc.returncode == 0, proc.stderr[-400:]
+    out = json.loads(proc.stdout)
+    assert out["status"] == "optimal" and out["objective"] == "tps"
+    assert out["search"]["cut_solves"] == 0
