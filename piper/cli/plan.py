@@ -121,7 +121,7 @@ def _candidate_summary(c: Candidate) -> dict[str, Any]:
             "value": c.value if c.result.plan is not None else None, "time_s": c.result.time_s,
             "recompute": None if c.recompute is None else list(c.recompute),
             "degrees": None if c.degrees is None else list(c.degrees),
-            "cutoff": c.cutoff, "pruned": c.pruned}
+            "cutoff": c.cutoff, "pruned": c.pruned, "message": c.result.message}
 
 
 def _search_summary(search: PlanSearch) -> dict[str, Any]:
@@ -352,6 +352,17 @@ def cmd_plan(args: argparse.Namespace) -> int:
               f"formula {rejected['formula_batch_time_s']:.4g} s) failed the schedule check: "
               + "; ".join(rejected["reasons"]) + f". This plan is the best of those that pass it "
               f"({rejected['count']} solve(s) answered with fewer virtual stages instead)")
+    if not exact:
+        # why the answer is not proven: the solves of its kind that ended without a proof
+        open_solves = [c for c in search.candidates if c.uniform == (not args.free) and not search.proven(c)]
+        by_status = ", ".join(f"{n} {st}" for st, n in sorted(
+            {st: sum(1 for c in open_solves if c.result.status.value == st)
+             for st in {c.result.status.value for c in open_solves}}.items()))
+        reasons = sorted({c.result.message.split(" (")[0] if c.result.status == Status.FEASIBLE else c.result.message
+                          for c in open_solves if c.result.message})
+        shown = "; ".join(r for r in reasons if not r.startswith("best plan"))[:300]
+        print(f"{'unproven':<13} {len(open_solves)} of {sum(1 for c in search.candidates if c.uniform == (not args.free))} "
+              f"solves ended without a proof ({by_status})" + (f": {shown}" if shown else ""))
     if search.cut_solves:
         print(f"search        {search.solves} solves, {search.cut_solves} below the best "
               f"value found before "

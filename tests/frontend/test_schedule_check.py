@@ -163,3 +163,25 @@ def test_a_cut_uniform_search_makes_the_answer_feasible(monkeypatch, capsys) -> 
                    PLAN_8B + ["--uniform"])
     assert m["micro_batch"] != 8
     assert m["status"] == "feasible" and not m["exact"] and m["bound"] is None
+
+
+def test_the_text_says_which_solves_are_unproven(monkeypatch, capsys) -> None:
+    """The cut uniform workload of the test above, in the text: an 'unproven' line counts the solves
+    that ended without a proof and gives their reason."""
+    import piper.solvers.registry as registry
+    from piper.core.result import Status, make_result
+
+    real = registry.get_solver
+
+    class Cutting(_Recorder):
+        def __call__(self, problem, options):
+            if options.uniform and problem.microbatches == 8:
+                return make_result(problem, self.info.name, Status.UNKNOWN, None, time_s=0.0, bound=0.0,
+                                   message="time limit (simulated)", objective_kind=options.objective)
+            return self.info(problem, options)
+
+    monkeypatch.setattr(registry, "get_solver", lambda name: Cutting(real(name)))
+    assert run_main(main, [a for a in PLAN_8B if a != "--json"] + ["--uniform"]) == 0
+    text = capsys.readouterr().out
+    line = next(x for x in text.splitlines() if x.startswith("unproven"))
+    assert "unknown" in line and "time limit (simulated)" in line
