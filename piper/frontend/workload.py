@@ -158,7 +158,7 @@ class TrainingSetup:
     #: the TMPCs offered at t > 1: None both (each layer chooses), True only with sequence
     #: parallelism (``+sp``), False only without. Megatron-LM, torchtitan and DeepSpeed have one switch
     #: for the whole model (docs/export.md, rule E5), so ``python -m piper plan`` fixes it (True by
-    #: default): a plan then has one setting, as they run (docs/frontend.md, "Sequence parallelism")
+    #: default): a plan then has one setting, as they run (docs/frontend.md, "What the frameworks can run")
     sequence_parallel: bool | None = None
 
     def __post_init__(self) -> None:
