@@ -34,6 +34,7 @@ import argparse
 import json
 import sys
 import time
+from collections import Counter
 from dataclasses import replace
 from typing import Any
 
@@ -149,13 +150,13 @@ def _as_megatron_runs(problem: Problem, plan: Plan, batch_time_s: float) -> dict
     out: dict[str, Any] = {"exports": False, "setting": None, "batch_time_s": None, "change": None, "reason": None}
     try:
         ex = export_plan(problem, plan, "megatron")
-        moved = move_ends(problem, plan) if any(n.startswith("rule E2: moved") for n in ex.notes) else None
         emptied = [n for n in ex.notes if n.startswith("rule E2: stage")]
         if emptied:
             # a chunk of only the final norm: Megatron-LM runs it empty and the norm with the loss
             # (piper/export/common.py); the evaluator cannot score an empty chunk, so no new figure
             return {**out, "exports": True, "setting": "final norm run with the loss (its chunk empty)",
                     "reason": emptied[0]}
+        moved = move_ends(problem, plan) if any(n.startswith("rule E2: moved") for n in ex.notes) else None
         if moved is None:
             return {**out, "exports": True, "batch_time_s": batch_time_s, "change": 0.0}
         # the end nodes one stage off their place move there (piper/export/ends.py), re-scored
@@ -193,7 +194,8 @@ def _per_layer_optimum(cfg: Any, hw: Any, setup: Any, info: Any, options: Option
     if best is None:
         return {"batch_time_s": None, "status": "/".join(sorted({c.result.status.value for c in search.candidates})),
                 "gain": None, "recompute": None, "message": "no plan"}
-    kinds = sorted({tid.split("+")[0] for st in best.result.plan.stages for tid in st.tmpcs.values()})
+    kinds = sorted({tid.split("+")[0] for st in best.result.plan.stages for v, tid in st.tmpcs.items()
+                    if best.problem.node_by_id[v].kind == "transformer"})  # the layers' recomputation kinds
     # as for plan's own answer: optimal only when every solve was proven and no interleaved plan the
     # schedule check rejected beats it (that search then answers with the plans that pass)
     proven = (search.exact_over(True) and best.result.status == Status.OPTIMAL
@@ -286,11 +288,9 @@ def cmd_plan(args: argparse.Namespace) -> int:
     other_metrics = None if other is None else plan_metrics(cfg.with_changes(micro_batch=other.micro_batch), hw, setup,
                                                              other.problem, other.result.plan, other.result.score)
     other_check = None if other is None else check_schedule(other.problem, other.result.plan, other.result.score)
-    # a rejected interleaved plan better by the formulas than the answer: the answer is the best plan
-    # that passed the check, not proven optimal over the schedules the options allow; the rejected
-    # solves' bounds (with every other solve exact) bound them from below
-    # "optimal" only when every solve of the answer's kind was proven (the winner is then the best
-    # over every workload searched) and no rejected plan beats it
+    # "optimal" only when every solve of the answer's kind was proven (the winner is then the best over
+    # every workload searched) and no rejected interleaved plan beats it by the formulas (the answer is
+    # then the best plan that passed the check; the rejected solves' bounds bound the rest)
     exact = search.exact_over(not args.free)
     caveats = prediction_caveats(cfg, hw)
     per_layer = None  # the per-layer search over the same workloads: what the one-setting rule costs
@@ -355,9 +355,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     if not exact:
         # why the answer is not proven: the solves of its kind that ended without a proof
         open_solves = [c for c in search.candidates if c.uniform == (not args.free) and not search.proven(c)]
-        by_status = ", ".join(f"{n} {st}" for st, n in sorted(
-            {st: sum(1 for c in open_solves if c.result.status.value == st)
-             for st in {c.result.status.value for c in open_solves}}.items()))
+        by_status = ", ".join(f"{n} {st}" for st, n in sorted(Counter(c.result.status.value for c in open_solves).items()))
         reasons = sorted({c.result.message.split(" (")[0] if c.result.status == Status.FEASIBLE else c.result.message
                           for c in open_solves if c.result.message})
         shown = "; ".join(r for r in reasons if not r.startswith("best plan"))[:300]

@@ -13,7 +13,7 @@ from piper.core.errors import ExportError
 from piper.core.plan import Plan
 from piper.core.problem import Problem
 from piper.export import common
-from piper.export.common import *
+from piper.export.common import *  # the names of common.__all__, re-exported
 from piper.export.common import Export, ExportPlan, prepare
 
 __all__ = [*common.__all__, "export_plan"]
@@ -29,25 +29,27 @@ def export_plan(problem: Problem, plan: Plan, target: str, *, micro_batch: int |
     with a note."""
     from piper.export.ends import move_ends
 
+    try:
+        return _export(prepare(problem, plan, target, micro_batch=micro_batch))
+    except ExportError as exc:
+        refusal = exc
     notes: tuple[str, ...] = ()
-    moved_ends = False
-    while True:
+    if refusal.rule == "E2":
+        moved = move_ends(problem, plan)
+        if moved is None:
+            raise refusal
+        plan, note = moved
+        notes = (note,)
         try:
             return _export(prepare(problem, plan, target, micro_batch=micro_batch, notes=notes))
         except ExportError as exc:
-            if exc.rule == "E2" and not moved_ends:
-                moved = move_ends(problem, plan)
-                if moved is None:
-                    raise
-                plan, note = moved
-                notes, moved_ends = notes + (note,), True
-                continue
-            if not (fit_recompute and exc.recompute):
-                raise
-            from piper.export.fit import fit_recompute as fit
+            refusal = exc
+    if not (fit_recompute and refusal.recompute):
+        raise refusal
+    from piper.export.fit import fit_recompute as fit
 
-            fitted, note = fit(problem, plan, target, exc)
-            return _export(prepare(problem, fitted, target, micro_batch=micro_batch, notes=notes + (note,)))
+    fitted, note = fit(problem, plan, target, refusal)
+    return _export(prepare(problem, fitted, target, micro_batch=micro_batch, notes=notes + (note,)))
 
 
 def _export(ep: ExportPlan) -> Export:

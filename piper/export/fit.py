@@ -24,7 +24,7 @@ from dataclasses import replace
 
 from piper.core.errors import ExportError
 from piper.core.evaluate import evaluate
-from piper.core.options import BATCH_TIME, TPS
+from piper.core.options import TPS
 from piper.core.plan import Plan
 from piper.core.problem import ACTIVATION_RECOMP, VANILLA, Problem
 from piper.export.common import map_layers, tmpc_meaning
@@ -74,11 +74,6 @@ def fit_recompute(problem: Problem, plan: Plan, target: str, refusal: ExportErro
 def fit_setting(problem: Problem, plan: Plan, target: str, refusal: ExportError,
                 objective: str = TPS) -> tuple[Plan, str, str]:
     """:func:`fit_recompute` with the chosen setting's label: (plan, label, note)."""
-    if objective not in (TPS, BATCH_TIME):
-        raise ValueError(f"objective must be {TPS!r} or {BATCH_TIME!r}, got {objective!r}")
-
-    def value(score) -> float:
-        return score.tps if objective == TPS else score.batch_time
 
     lm = map_layers(problem)
     pos = lm.position
@@ -128,13 +123,13 @@ def fit_setting(problem: Problem, plan: Plan, target: str, refusal: ExportError,
         if score.oom:
             continue
         # strictly better beyond rounding (relative 1e-9), else the earlier (less recomputation) stays
-        if best is None or value(score) < best[0] * (1 - 1e-9):
-            best = (value(score), label, candidate, max(st.memory for st in score.stages))
+        if best is None or score.value(objective) < best[0] * (1 - 1e-9):
+            best = (score.value(objective), label, candidate, max(st.memory for st in score.stages))
     if best is None:
         raise ExportError(f"{refusal} (--fit-recompute: no setting of the target fits the memory limit with this "
                           "split and (d, t))", rule=refusal.rule, target=refusal.target, stage=refusal.stage)
     got, label, fitted, memory = best
-    was = value(base)
+    was = base.value(objective)
     what = "time per sample" if objective == TPS else "batch time"
     change = "" if base.oom else f" ({100 * (got / was - 1):+.2f}%)"
     note = (f"--fit-recompute: the plan's per-layer recomputation has no setting here; exported with {label}: "

@@ -84,7 +84,7 @@ from typing import Any
 from piper.core.errors import FrontendError
 from piper.frontend import costs
 from piper.frontend.config import TransformerConfig
-from piper.frontend.hardware import Hardware
+from piper.frontend.hardware import FITTED_MOE, Hardware
 from piper.frontend.moe import expert_params, is_moe_layer
 from piper.frontend.node_cost import NodeCost
 from piper.frontend.operations import (
@@ -489,8 +489,6 @@ def moe_constants_caveat(cfg: TransformerConfig, hw: Hardware) -> str | None:
     optimistic. None for a dense model or when either constant is set."""
     if cfg.moe is None or hw.moe_layer_overhead_s > 0 or hw.expert_overhead_s > 0:
         return None
-    from piper.frontend.hardware import FITTED_MOE
-
     fitted = ", ".join(f"{name} ({c.moe_layer_overhead_s * 1e3:.3g} ms per MoE layer and pass)"
                        for name, c in FITTED_MOE.items())
     return (f"{hw.name} has no fitted MoE-block constants (fitted: {fitted}): the MoE layers' fixed kernel "

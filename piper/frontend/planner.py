@@ -120,8 +120,6 @@ class PlanSearch:
     runnable: Candidate | None
     #: the best free plan (None when not searched or no b has one)
     free: Candidate | None
-    #: every solve was proven optimal: the search's winners are exact
-    exact: bool
     #: wall-clock seconds of the whole search
     time_s: float
     #: solves that ran under a cutoff (the DP's ``upper_bound``: the best value found before them),
@@ -149,6 +147,11 @@ class PlanSearch:
             return True
         top = self.runnable if c.uniform else self.free
         return top is not None and proves_none_below(c.result, top.value) and (c.pruned or not c.uniform)
+
+    @property
+    def exact(self) -> bool:
+        """Every solve was proven (:meth:`proven`): both winners are exact over the workloads searched."""
+        return self.exact_over(True) and self.exact_over(False)
 
     def exact_over(self, uniform: bool) -> bool:
         """Every solve of one kind (uniform or free) was proven: that kind's winner is exact over the
@@ -323,12 +326,16 @@ def search_plans(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup, inf
                                                          or options.schedule == "interleaved")
     solves = 0
 
+    def budget(solves_left: int) -> float | None:
+        """Seconds the next solve may use (:func:`_share`); None without a time limit."""
+        if options.time_limit_s is None:
+            return None
+        return _share(options.time_limit_s - (time.perf_counter() - start), solves_left)
+
     def run(key: tuple, uniform: bool, cutoff: float | None) -> Candidate:
         nonlocal solves
         problem, workload = problems[key]
-        left = None
-        if options.time_limit_s is not None:
-            left = _share(options.time_limit_s - (time.perf_counter() - start), total - solves)
+        left = budget(total - solves)
         params = {**options.params, **({"upper_bound": cutoff} if cutoff is not None else {})}
         res = info(problem, replace(options, uniform=uniform, time_limit_s=left, params=params))
         solves += 1
@@ -343,8 +350,7 @@ def search_plans(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup, inf
             # passes, each solved in the time this solve has left; the first rejected plan is kept
             if rejected is None:
                 rejected, rejected_check = res, check
-            if options.time_limit_s is not None:
-                left = _share(options.time_limit_s - (time.perf_counter() - start), total - solves + 1)
+            left = budget(total - solves + 1)
             res = info(problem, replace(options, uniform=uniform, time_limit_s=left, params=params,
                                         max_virtual_stages=res.plan.schedule.virtual_stages - 1))
         cand = Candidate(b, uniform, problem, workload, res, c, e, r, cutoff, rejected, rejected_check, dg)
@@ -359,7 +365,7 @@ def search_plans(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup, inf
                 value = "pruned by bound (proven: no plan below the cutoff)"
             if rejected is not None:
                 value += (f"; its interleaved plan ({rejected.value:.6g}) failed the schedule check ("
-                          + "; ".join(rejected_check.reasons) + "): 1F1B only")
+                          + "; ".join(rejected_check.reasons) + "): answered with fewer virtual stages")
             progress(f"{where}micro-batch {b}, {what}{cut}: {res.status.value}, {options.objective} {value} "
                      f"({res.time_s:.2f} s)")
         return cand
@@ -402,9 +408,8 @@ def search_plans(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup, inf
     winner = best(False) if free else None
     runnable = best(True)
 
-    search = PlanSearch(tuple(candidates), runnable, winner, False, time.perf_counter() - start,
-                        sum(1 for c in candidates if c.cutoff is not None) + resolved, resolved)
-    return replace(search, exact=search.exact_over(True) and search.exact_over(False))
+    return PlanSearch(tuple(candidates), runnable, winner, time.perf_counter() - start,
+                      sum(1 for c in candidates if c.cutoff is not None) + resolved, resolved)
 
 
 def _share(left_s: float, solves_left: int) -> float:
