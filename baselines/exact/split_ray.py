@@ -150,7 +150,21 @@ def solve_sequences_ray(
                       f"{len(running)} running, {len(queue)} queued, {last_line - start:.0f} s",
                       file=sys.stderr, flush=True)
     finally:
-        for ref in running:
-            ray.cancel(ref, force=True)
+        _cancel_and_settle(ray, list(running))
         ray.kill(incumbent)
     return run
+
+
+def _cancel_and_settle(ray: Any, refs: list[Any], settle_s: float = 30.0) -> None:
+    """Force-cancel the tasks of ``refs`` that are still running and wait (at most
+    ``settle_s`` seconds) until each has ended. A task that already finished is not
+    cancelled: a late kill could land on its worker after Ray gave that worker a task of
+    the next run ("the worker died unexpectedly", seen in CI when one run followed a
+    stopped one)."""
+    if not refs:
+        return
+    _, pending = ray.wait(refs, num_returns=len(refs), timeout=0)
+    for ref in pending:
+        ray.cancel(ref, force=True)
+    if pending:
+        ray.wait(pending, num_returns=len(pending), timeout=settle_s)

@@ -127,3 +127,29 @@ def test_the_split_proof_on_ray_gives_the_thread_answer(solver: str, n: int) -> 
     assert threads.status == ray.status == Status.OPTIMAL
     assert threads.tps == ray.tps == pytest.approx(dp.tps, rel=1e-9)
     assert ray.stats["split"]["improved"] >= 1
+
+
+def _sleep_then(value: int) -> int:
+    time.sleep(30)
+    return value
+
+
+def test_a_cancelled_task_has_ended_and_a_finished_one_is_left_alone() -> None:
+    """What a run leaves behind when it stops (baselines.exact.split_ray._cancel_and_settle):
+    the running task killed and ended before the next run can start (a late kill had landed
+    on a worker that already ran the next run's task, in CI), the finished one not cancelled."""
+    import ray
+
+    from baselines.exact.split_ray import _cancel_and_settle
+
+    done = ray.remote(num_cpus=1, max_retries=0)(lambda: 7).remote()
+    assert ray.get(done) == 7
+    slow = ray.remote(num_cpus=1, max_retries=0)(_sleep_then).remote(1)
+    time.sleep(1.0)  # running
+    start = time.perf_counter()
+    _cancel_and_settle(ray, [done, slow])
+    ready, _ = ray.wait([slow], timeout=0)
+    assert ready and time.perf_counter() - start < 20
+    with pytest.raises(ray.exceptions.RayError):
+        ray.get(slow)
+    assert ray.get(done) == 7
