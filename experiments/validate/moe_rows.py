@@ -37,7 +37,7 @@ from piper.frontend.score import Layout, score_layout
 from piper.frontend.workload import TrainingSetup
 
 __all__ = ["MOE_ASSUMPTIONS", "MOE_FILE", "MOE_PARAMS", "catalog_params", "dispatcher", "excluded_rows", "fit_cases",
-           "fit_moe", "markdown", "moe_cases", "moe_records", "predict_moe_time_s"]
+           "fit_moe", "latest_cases", "markdown", "moe_cases", "moe_records", "predict_moe_time_s"]
 
 MOE_FILE = "megatron_bridge_h100_moe.csv"
 #: the CSV's model names -> presets
@@ -130,6 +130,17 @@ def _layout_key(c: Case) -> tuple[Any, ...]:
 
 def _release(c: Case) -> tuple[int, ...]:
     return tuple(int(x) for x in c.name.split()[-1].split("."))
+
+
+def latest_cases() -> list[Case]:
+    """The latest release of each layout (model, precision, b, B, dispatcher, t, p, d, v, e): the
+    source's own evidence of what the layout runs at (``experiments.validate --planner``)."""
+    latest: dict[tuple[Any, ...], Case] = {}
+    for c in moe_cases():
+        key = _layout_key(c)
+        if key not in latest or _release(c) > _release(latest[key]):
+            latest[key] = c
+    return list(latest.values())
 
 
 def fit_cases() -> list[Case]:

@@ -1,0 +1,188 @@
+"""The planner against the published layouts of issues 30 and 31: [L3] Table 4's three Llama 3 405B
+rows (8,192 and 16,384 H100, and the long-context row with context parallelism 16) and the latest
+release of each Megatron-Bridge MoE layout (Qwen3 30B-A3B, GPT-OSS 120B), both sides scored by the
+one evaluator with the same pricing and the catalog's constants.
+
+* **The published layout under the model**: the row as ``experiments.validate`` scores it
+  (:func:`experiments.validate.fit.score_case`: per variant the least recomputation that fits, the
+  variant with the least batch time; the Llama 3 rows try v = 1, 2, 4, 8 with Meta's split), i.e.
+  ``python -m piper score``'s iteration time with the optimizer step and the resync's overlap.
+* **The planner's plan**: :func:`piper.frontend.planner.search_plans` as ``python -m piper plan
+  --uniform`` runs it (batch-time objective, micro-batch sizes dividing the batch, 1F1B or
+  interleaved up to v = 8, every interleaved plan checked against its played-out schedule, one
+  recomputation setting, one workload per degree, sequence parallelism on, the context-parallel
+  sizes ``plan`` searches, every expert-parallel size), then each workload's plan rescored as
+  ``score`` prices a layout (:func:`rescore_candidate`: the optimizer step and the resync's overlap
+  of the plan's own p, v and micro-batches, which the solvers do not take: docs/problem.md §10).
+* **The search's own check** (``published_on_search_s``): the published layout evaluated on the
+  workload the search solved for its (c, e, b, recomputation, t), without the iteration keys; when
+  that workload was searched and proven, the search's value there must not exceed it
+  (``search_no_worse``; the layout is then inside the space the DP is exact over).
+
+``python -m experiments.validate --planner --table published`` prints the table
+(docs/results/validation.md).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import replace
+from typing import Any
+
+from experiments.validate.fit import score_case
+from experiments.validate.rows import Case
+from piper.core.evaluate import evaluate
+from piper.core.options import BATCH_TIME, Options
+from piper.frontend.overlap import overlap_microbatches
+from piper.frontend.planner import (
+    ONE_RECOMPUTE_SETTING,
+    Candidate,
+    context_parallel_choices,
+    micro_batch_choices,
+    search_plans,
+)
+from piper.frontend.score import check_layout, layout_plan
+from piper.frontend.workload import build_workload
+from piper.io.workload import load_problem
+
+__all__ = ["MAX_VIRTUAL_STAGES", "compare_published", "published_cases", "published_markdown",
+           "rescore_candidate"]
+
+#: the most virtual stages the search takes (``python -m piper plan``'s default)
+MAX_VIRTUAL_STAGES = 8
+
+
+def published_cases() -> list[Case]:
+    """[L3] Table 4's rows (with and without context parallelism) and the latest release of each MoE layout
+    (:func:`experiments.validate.moe_rows.latest_cases`)."""
+    from experiments.validate.context_rows import llama3_context_cases
+    from experiments.validate.moe_rows import latest_cases
+    from experiments.validate.rows import llama3_cases
+
+    return llama3_cases() + llama3_context_cases() + latest_cases()
+
+
+def rescore_candidate(case: Case, hw: Any, cand: Candidate) -> float:
+    """The batch time (seconds) of ``cand``'s plan priced as :func:`piper.frontend.score.score_layout`
+    prices a layout: its workload (c, e, b, recomputation, degree) rebuilt with the optimizer step
+    and the resync's overlap over the plan's own micro-batches; inf when it does not fit."""
+    plan = cand.result.plan
+    d = plan.stages[0].d
+    v = plan.schedule.virtual_stages
+    m = case.setup.global_batch // (cand.micro_batch * d)
+    setup = replace(case.setup, sequence_parallel=True, optimizer_step=True, context_parallel=cand.context_parallel,
+                    resync_overlap_microbatches=overlap_microbatches(plan.groups, v, m))
+    if case.cfg.moe is not None:
+        setup = replace(setup, expert_parallel=cand.expert_parallel)
+    workload = build_workload(case.cfg.with_changes(micro_batch=cand.micro_batch), hw, setup, degrees=cand.degrees,
+                              recompute=cand.recompute)
+    score = evaluate(load_problem(workload, strict=True), plan)
+    return score.batch_time if not score.oom and math.isfinite(score.batch_time) else math.inf
+
+
+def _published_on_search(case: Case, hw: Any, published: dict[str, Any], search_setup: Any) -> float:
+    """The published layout (the variant and recomputation :func:`score_case` chose) on the workload
+    the search built for its (c, e, b, recomputation, t), without the iteration keys."""
+    cfg = case.cfg.with_changes(micro_batch=published["micro_batch"])
+    lay = next(lay for c, lay in case.extra.get("variants", ((case.cfg, case.layout),))
+               if lay.vp == published["vp"] and c.micro_batch == published["micro_batch"])
+    lay = replace(lay, recompute=published["recompute"])
+    setup = replace(search_setup, context_parallel=lay.cp)
+    if cfg.moe is not None:
+        setup = replace(setup, expert_parallel=lay.ep)
+    workload = build_workload(cfg, hw, setup, degrees=(lay.width,), recompute=(lay.recompute,))
+    problem = load_problem(workload, strict=True)
+    score = evaluate(problem, layout_plan(problem, check_layout(cfg, hw, setup, lay), lay))
+    return score.batch_time if not score.oom and math.isfinite(score.batch_time) else math.inf
+
+
+def compare_published(case: Case, solver: str = "dp", time_limit_s: float | None = 600.0) -> dict[str, Any]:
+    """One row: the published layout's and the planner's batch times (seconds, the same pricing),
+    the gain = published / planner - 1, and the search's own check (module docstring)."""
+    from piper.solvers.registry import get_solver
+
+    t0 = time.perf_counter()
+    hw = case.hw
+    published = score_case(case, (hw.gemm_efficiency, hw.gemm_half_dim))
+    published_s = published["batch_time_s"] if published.get("batch_time_s") is not None else math.inf
+    # the solvers take no iteration keys (docs/problem.md §10): the search's workloads leave out the
+    # resync's overlap and the step, which rescore_candidate puts back
+    setup = replace(case.setup, sequence_parallel=True, overlap_grad_reduce=False, overlap_param_gather=False,
+                    optimizer_step=False)
+    options = Options(objective=BATCH_TIME, schedule="any", max_virtual_stages=MAX_VIRTUAL_STAGES, progress=False,
+                      time_limit_s=time_limit_s)
+    cps = context_parallel_choices(case.cfg, hw, setup, None, None)
+    search = search_plans(case.cfg, hw, setup, get_solver(solver), options,
+                          micro_batches=micro_batch_choices(setup.global_batch, None), free=False,
+                          context_parallels=cps, prune=False, check_schedules=True, recomputes=ONE_RECOMPUTE_SETTING,
+                          per_degree=True)
+    best, best_s = None, math.inf
+    for cand in search.candidates:
+        if cand.result.plan is not None:
+            value = rescore_candidate(case, hw, cand)
+            if value < best_s:
+                best, best_s = cand, value
+    lay = case.layout
+    rec: dict[str, Any] = {
+        "row": case.name, "gpus": lay.gpus, "global_batch": case.setup.global_batch, "seq": case.cfg.seq_length,
+        "published_t": lay.tp, "published_c": lay.cp, "published_p": lay.pp, "published_d": lay.dp,
+        "published_e": lay.ep, "published_v": published.get("vp"), "published_b": published.get("micro_batch"),
+        "published_recompute": published.get("recompute"), "published_s": published_s,
+        "published_source_s": case.published_time_s,
+        "planner_s": best_s, "exact": search.exact_over(True), "solves": len(search.candidates),
+        "rejected_by_schedule_check": len(search.rejected), "context_parallel_searched": list(cps),
+    }
+    on_search = math.inf
+    if published.get("batch_time_s") is not None:
+        on_search = _published_on_search(case, hw, published, setup)
+    # the search's value on the published layout's own workload, when that workload was searched
+    same = [c for c in search.candidates
+            if (c.context_parallel, c.micro_batch, c.recompute, c.degrees)
+            == (lay.cp, published.get("micro_batch"), (published.get("recompute"),), (lay.width,))
+            and (case.cfg.moe is None or c.expert_parallel == lay.ep)]
+    searched = same[0] if same else None
+    rec["published_on_search_s"] = on_search
+    rec["search_on_that_workload_s"] = None if searched is None else searched.value
+    rec["search_no_worse"] = (None if searched is None or not math.isfinite(on_search)
+                              else searched.value <= on_search * (1 + 1e-9))
+    if best is not None:
+        plan = best.result.plan
+        rec.update({
+            "planner_t": plan.stages[0].t // best.context_parallel, "planner_c": best.context_parallel, "planner_p": plan.groups,
+            "planner_d": plan.stages[0].d, "planner_e": best.expert_parallel,
+            "planner_v": plan.schedule.virtual_stages, "planner_b": best.micro_batch,
+            "planner_recompute": "/".join(best.recompute or ("per layer",)),
+            "planner_devices": sum(st.d * st.t for st in plan.group_stages()) * best.context_parallel,
+            "planner_status": best.result.status.value,
+        })
+    rec["gain_percent"] = 100 * (published_s / best_s - 1) if math.isfinite(best_s) else None
+    rec["planner_no_worse"] = best_s <= published_s * (1 + 1e-9)
+    rec["time_s"] = time.perf_counter() - t0
+    return rec
+
+
+def published_markdown(rows: list[dict[str, Any]]) -> str:
+    """The comparison as a Markdown table (seconds per iteration; gain = published / planner - 1)."""
+    lines = ["| row | GPUs | published t, c, p, d, e, v, b, recompute | published s (model) | "
+             "planner t, c, p, d, e, v, b, recompute | planner s | gain | exact | search check |",
+             "|---|---:|---|---:|---|---:|---:|---|---|"]
+    for r in rows:
+        pub = (f"{r['published_t']}, {r['published_c']}, {r['published_p']}, {r['published_d']}, {r['published_e']}, "
+               f"{r['published_v']}, {r['published_b']}, {r['published_recompute']}")
+        pub_s = f"{r['published_s']:.3f}" if math.isfinite(r["published_s"]) else "does not fit"
+        check = {None: "layout's workload not searched", True: "ok", False: "FAILED"}[r["search_no_worse"]]
+        if math.isfinite(r["planner_s"]):
+            pl = (f"{r['planner_t']}, {r['planner_c']}, {r['planner_p']}, {r['planner_d']}, {r['planner_e']}, "
+                  f"{r['planner_v']}, {r['planner_b']}, {r['planner_recompute']}")
+            lines.append(f"| {r['row']} | {r['gpus']} | {pub} | {pub_s} | {pl} | {r['planner_s']:.3f} | "
+                         f"{r['gain_percent']:+.1f}% | {'yes' if r['exact'] else 'no'} | {check} |")
+        else:
+            lines.append(f"| {r['row']} | {r['gpus']} | {pub} | {pub_s} | no plan | - | - | "
+                         f"{'yes' if r['exact'] else 'no'} | {check} |")
+    worse = [r["row"] for r in rows if not r["planner_no_worse"]]
+    failed = [r["row"] for r in rows if r["search_no_worse"] is False]
+    lines += ["", ("The planner's plan is no worse than the published layout on every row (under the model)."
+                   if not worse else f"Planner WORSE than the published layout on: {', '.join(worse)}."),
+              ("" if not failed else f"The search's check FAILED on: {', '.join(failed)}.")]
+    return "\n".join(lines).rstrip() + "\n"

@@ -1,0 +1,61 @@
+"""experiments.validate.planner_published: the planner against the published layouts of Llama 3 and
+Megatron-Bridge's MoE rows, priced the same way on both sides."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from types import SimpleNamespace
+
+import pytest
+
+from experiments.validate.fit import score_case
+from experiments.validate.planner_published import compare_published, published_cases, rescore_candidate
+from piper.frontend.planner import Candidate
+from piper.frontend.score import check_layout, layout_plan, score_layout
+
+
+def _case(name: str):
+    return next(c for c in published_cases() if c.name == name)
+
+
+def test_the_rows_are_llama3s_three_and_the_latest_release_of_each_moe_layout() -> None:
+    names = [c.name for c in published_cases()]
+    assert names[:3] == ["llama3-405b-8192", "llama3-405b-16384", "llama3-405b-16384-cp16"]
+    moe = names[3:]
+    # experiments/data/megatron_bridge_h100_moe.csv: Qwen3 e = 16 last ran in 26.06, GPT-OSS b = 1 in 26.04.01
+    assert "qwen3-30b-a3b 26.06" in moe and "gpt-oss-120b 26.04.01" in moe
+    assert "qwen3-30b-a3b 26.04" not in moe and "gpt-oss-120b 26.02" not in moe
+    assert len(moe) == len(set(moe)) == 5
+
+
+@pytest.mark.parametrize("name, vp", [("qwen3-30b-a3b 26.06", 1), ("llama3-405b-16384-cp16", 8), ("llama3-405b-16384", 8)])
+def test_a_plan_is_rescored_as_score_prices_the_same_layout(name: str, vp: int) -> None:
+    """The published layout's own plan, handed over as a search candidate (its c, e, b, recomputation,
+    degree and, at v = 8, the resync's overlap window), is rescored to score_layout's batch time: the
+    two sides share one pricing."""
+    case = _case(name)
+    lay = next(lay for _, lay in case.extra.get("variants", ((case.cfg, case.layout),)) if lay.vp == vp)
+    cfg = case.cfg.with_changes(micro_batch=1)
+    meg = score_layout(cfg, case.hw, case.setup, lay)
+    assert meg["batch_time_s"] is not None
+    plan = layout_plan(meg["problem"], check_layout(cfg, case.hw, case.setup, lay), lay)
+    cand = Candidate(1, True, None, None, SimpleNamespace(plan=plan), lay.cp, lay.ep, (lay.recompute,),
+                     degrees=(lay.width,))
+    assert rescore_candidate(case, case.hw, cand) == pytest.approx(meg["batch_time_s"], rel=1e-12)
+    if case.cfg.moe is not None:  # (the long-context row has b = 1 only: 128 sequences over 16 x 8 chunks)
+        # and it is not a constant: a micro-batch of 2 with the same plan is priced differently
+        other = replace(cand, micro_batch=2)
+        assert rescore_candidate(case, case.hw, other) != pytest.approx(meg["batch_time_s"], rel=1e-6)
+
+
+def test_the_planner_does_no_worse_than_the_qwen3_bridge_layout() -> None:
+    case = _case("qwen3-30b-a3b 26.06")
+    r = compare_published(case, time_limit_s=None)
+    published = score_case(case, (case.hw.gemm_efficiency, case.hw.gemm_half_dim))
+    assert r["published_s"] == pytest.approx(published["batch_time_s"], rel=1e-12)
+    assert (r["published_e"], r["published_b"], r["published_recompute"]) == (16, 1, "none")
+    # the layout's own workload was searched and proven: the exact search does no worse there
+    assert r["exact"] and r["search_no_worse"] is True
+    assert r["search_on_that_workload_s"] <= r["published_on_search_s"] * (1 + 1e-9)
+    assert r["planner_no_worse"] and r["planner_s"] <= r["published_s"]
+    assert r["planner_devices"] == 16
