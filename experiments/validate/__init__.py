@@ -1,4 +1,5 @@
-"""``python -m experiments.validate [--out DIR] [--quick] [--no-loo] [--json] [--quiet]``: the cost
+"""``python -m experiments.validate [--out DIR] [--quick] [--no-loo] [--json] [--quiet]``
+(``--planner [--table sc21|published]``: the planner's plan against each row's layout instead): the cost
 model (``piper/frontend/``) against published training runs, each row scored by
 ``python -m piper score``'s logic (:func:`piper.frontend.score.score_layout`, the one evaluator's
 batch time) from the row's own settings (issue 30; it absorbs ``python -m experiments.megatron``).

@@ -10,13 +10,16 @@ weight gather overlapped, flash attention, balanced routing (the benchmarks forc
 dropless (capacity factor: the documented default), FP8 for the FP8 / FP8-CS rows. The 25.09 row
 ("tokendrop", precision not stated) is left out: its capacity factor and precision are unknown.
 
-The MoE block's constants (:data:`MOE_PARAMS`: the experts' grouped products' d0 and a fixed time
-per MoE layer and pass) are fitted on these rows (:func:`fit_moe`, with
+The MoE block's constants (:data:`MOE_PARAMS`: the experts' grouped products' d0 and a time per
+routed token copy, MoE layer and pass) are fitted on these rows (:func:`fit_moe`, with
 :func:`experiments.validate.fit.fit`), all but those :data:`EXCLUSION_SPREAD`'s rule leaves out
 (:func:`excluded_rows`), with each row's leave-one-out error; the catalog holds the result
-(``piper.frontend.hardware.FITTED_MOE``). ``python -m experiments.validate.moe_rows [--fit] [--json]``
-prints the rows with the catalog's H100 constants, and with ``--fit`` the fit and the LOO errors
-(docs/results/validation.md).
+(``piper.frontend.hardware.FITTED_MOE``). The other forms of the unpriced MoE time
+(:data:`MOE_FORMS`: a fixed time per MoE layer and pass in its place, or both) are fitted the same
+way; the catalog's form is the one with the least leave-one-out mean absolute error.
+``python -m experiments.validate.moe_rows [--fit [--form NAME]] [--json]`` prints the rows with the
+catalog's H100 constants, and with ``--fit`` the fit of a form (default the catalog's) and the LOO
+errors (docs/results/validation.md).
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ import json
 import math
 import sys
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from experiments.validate.rows import DATA_DIR, Case
@@ -36,21 +39,46 @@ from piper.frontend.presets import preset
 from piper.frontend.score import Layout, score_layout
 from piper.frontend.workload import TrainingSetup
 
-__all__ = ["MOE_ASSUMPTIONS", "MOE_FILE", "MOE_PARAMS", "catalog_params", "dispatcher", "excluded_rows", "fit_cases",
+__all__ = ["CATALOG_FORM", "MOE_ASSUMPTIONS", "MOE_FILE", "MOE_FORMS", "MOE_PARAMS", "MOE_TIMES", "MoEForm", "catalog_params", "dispatcher", "excluded_rows", "fit_cases",
            "fit_moe", "latest_cases", "markdown", "moe_cases", "moe_records", "predict_moe_time_s"]
 
 MOE_FILE = "megatron_bridge_h100_moe.csv"
 #: the CSV's model names -> presets
 MODELS = {"Qwen3_30B_a3B": "qwen3-30b-a3b", "GPT OSS 120B": "gpt-oss-120b"}
-#: the MoE block's fitted constants (Hardware fields; piper/frontend/hardware.py FITTED_MOE): the
-#: experts' grouped products' d0 and the seconds per MoE layer and pass. A third, the seconds per
-#: local expert and pass (``expert_overhead_s``), was tried: its leave-one-out errors were worse
-#: (MAE 9.3% against 7.8%, docs/results/validation.md), so it stays 0 in the catalog
-MOE_PARAMS = ("expert_gemm_half_dim", "moe_layer_overhead_s")
-MOE_BOUNDS = ((0.0, 2048.0), (0.0, 1e-2))
-#: Nelder-Mead's unit per constant, and its start
-MOE_SCALE = (1000.0, 1e-3)
-MOE_START = (500.0, 5e-4)
+
+
+@dataclass(frozen=True)
+class MoEForm:
+    """One form of the MoE block's fitted terms: the Hardware fields fitted, their bounds, and
+    Nelder-Mead's unit per constant and start (:func:`experiments.validate.fit.fit`)."""
+
+    names: tuple[str, ...]
+    bounds: tuple[tuple[float, float], ...]
+    scale: tuple[float, ...]
+    start: tuple[float, ...]
+
+
+#: the fitted times of the MoE block (Hardware fields): each form's fit starts with all of them 0
+MOE_TIMES = ("moe_token_overhead_s", "moe_layer_overhead_s", "expert_overhead_s")
+_D0 = ("expert_gemm_half_dim", (0.0, 2048.0), 1000.0, 500.0)
+_TOKEN = ("moe_token_overhead_s", (0.0, 1e-6), 1e-7, 5e-8)
+_LAYER = ("moe_layer_overhead_s", (0.0, 1e-2), 1e-3, 5e-4)
+
+
+def _form(*terms: tuple[str, tuple[float, float], float, float]) -> MoEForm:
+    return MoEForm(*(tuple(t[i] for t in terms) for i in range(4)))  # type: ignore[arg-type]
+
+
+#: the forms of the unpriced MoE time compared by their leave-one-out errors (docs/results/validation.md):
+#: the experts' d0 with seconds per routed token copy and pass ("token", the catalog's: LOO MAE 7.5%),
+#: per MoE layer and pass ("layer": 7.8%, the catalog's until 2026-12-03), or both ("layer+token": 8.7%,
+#: the full fit puts the fixed time at 0). A fixed time per local expert and pass next to "layer"
+#: (``expert_overhead_s``) was tried before: LOO MAE 9.3%.
+MOE_FORMS = {"token": _form(_D0, _TOKEN), "layer": _form(_D0, _LAYER), "layer+token": _form(_D0, _LAYER, _TOKEN)}
+#: the catalog's form (piper/frontend/hardware.py FITTED_MOE)
+CATALOG_FORM = "token"
+#: the MoE block's fitted constants of the catalog's form (Hardware fields; FITTED_MOE)
+MOE_PARAMS = MOE_FORMS[CATALOG_FORM].names
 #: the exclusion rule: a row is left out of the fit (and reported) when a later release of the same
 #: layout (model, precision, b, B, dispatcher, t, p, d, v, e) differs from it by more than the 10%
 #: target: by the source's own evidence the earlier run was not representative of that layout
@@ -150,9 +178,15 @@ def fit_cases() -> list[Case]:
     return [c for c in cases if c.name not in out]
 
 
+def _with_moe_terms(hw: Any, names: tuple[str, ...], params: Sequence[float]) -> Any:
+    """``hw`` with the MoE block's fitted times (:data:`MOE_TIMES`) 0 but those of ``names``, and
+    ``names`` = ``params``."""
+    return hw.with_changes(**{**{n: 0.0 for n in MOE_TIMES}, **dict(zip(names, (float(x) for x in params)))})
+
+
 @functools.lru_cache(maxsize=8192)
-def _moe_time_s(case: Case, params: tuple[float, ...]) -> float:
-    hw = case.hw.with_changes(**dict(zip(MOE_PARAMS, params)))
+def _moe_time_s(case: Case, params: tuple[float, ...], names: tuple[str, ...]) -> float:
+    hw = _with_moe_terms(case.hw, names, params)
     for rc in ("none", "selective", "full"):
         m = score_layout(case.cfg, hw, case.setup, replace(case.layout, recompute=rc))
         if m["batch_time_s"] is not None:
@@ -160,10 +194,11 @@ def _moe_time_s(case: Case, params: tuple[float, ...]) -> float:
     return math.inf
 
 
-def predict_moe_time_s(case: Case, params: Sequence[float]) -> float:
-    """The iteration time of ``case`` with the MoE constants (:data:`MOE_PARAMS`) = ``params``
-    (the least recomputation that fits; inf when nothing fits); memoized."""
-    return _moe_time_s(case, tuple(float(x) for x in params))
+def predict_moe_time_s(case: Case, params: Sequence[float], names: tuple[str, ...] = MOE_PARAMS) -> float:
+    """The iteration time of ``case`` with the MoE constants ``names`` (default :data:`MOE_PARAMS`)
+    = ``params``, the other fitted times 0 (the least recomputation that fits; inf when nothing
+    fits); memoized."""
+    return _moe_time_s(case, tuple(float(x) for x in params), tuple(names))
 
 
 def catalog_params(gpu: str = "h100-sxm-80gb") -> tuple[float, ...]:
@@ -173,17 +208,23 @@ def catalog_params(gpu: str = "h100-sxm-80gb") -> tuple[float, ...]:
     return tuple(float(hw.gemm_half_dim if getattr(hw, n) is None else getattr(hw, n)) for n in MOE_PARAMS)
 
 
-def fit_moe(rows: list[Case] | None = None, loo: bool = True, log=None) -> dict[str, Any]:
-    """The MoE constants fitted on ``rows`` (default :func:`fit_cases`) with
-    :func:`experiments.validate.fit.fit`, and each row's leave-one-out prediction."""
+def fit_moe(rows: list[Case] | None = None, loo: bool = True, log=None, form: str = CATALOG_FORM) -> dict[str, Any]:
+    """The MoE constants of ``form`` (:data:`MOE_FORMS`) fitted on ``rows`` (default
+    :func:`fit_cases`) with :func:`experiments.validate.fit.fit`, and each row's leave-one-out
+    prediction."""
     from experiments.validate.fit import fit, leave_one_out
 
+    f = MOE_FORMS[form]
     rows = fit_cases() if rows is None else rows
-    params = fit(rows, predict_moe_time_s, MOE_START, MOE_BOUNDS, scale=MOE_SCALE)
-    out: dict[str, Any] = {"params": dict(zip(MOE_PARAMS, (float(x) for x in params))),
+
+    def predict(case: Case, params: Sequence[float]) -> float:
+        return predict_moe_time_s(case, params, f.names)
+
+    params = fit(rows, predict, f.start, f.bounds, scale=f.scale)
+    out: dict[str, Any] = {"form": form, "params": dict(zip(f.names, (float(x) for x in params))),
                            "rows": [c.name for c in rows]}
     if loo:
-        res = leave_one_out(rows, predict_moe_time_s, MOE_START, MOE_BOUNDS, log=log, scale=MOE_SCALE)
+        res = leave_one_out(rows, predict, f.start, f.bounds, log=log, scale=f.scale)
         out["loo"] = {r["row"].name: {"predicted_time_s": r["predicted_time_s"],
                                       "time_error_percent": r["error_percent"],
                                       "tokens_error_percent": 100 * (r["row"].published_time_s / r["predicted_time_s"] - 1),
@@ -195,16 +236,16 @@ def fit_moe(rows: list[Case] | None = None, loo: bool = True, log=None) -> dict[
     return out
 
 
-def moe_records(params: tuple[float, float] | None = None,
-                moe_params: Sequence[float] | None = None) -> list[dict[str, Any]]:
-    """Every row scored (with ``params`` = (e_max, d0) and ``moe_params`` (:data:`MOE_PARAMS`)
-    replacing the catalog's, when given): the predicted tokens/s per GPU and its error against the
-    published figure."""
+def moe_records(params: tuple[float, float] | None = None, moe_params: Sequence[float] | None = None,
+                names: tuple[str, ...] = MOE_PARAMS) -> list[dict[str, Any]]:
+    """Every row scored (with ``params`` = (e_max, d0) and ``moe_params`` (the constants ``names``,
+    default :data:`MOE_PARAMS`, the other fitted times 0) replacing the catalog's, when given): the
+    predicted tokens/s per GPU and its error against the published figure."""
     out = []
     for case in moe_cases():
         hw = case.hw if params is None else case.hw.with_changes(gemm_efficiency=params[0], gemm_half_dim=params[1])
         if moe_params is not None:
-            hw = hw.with_changes(**dict(zip(MOE_PARAMS, moe_params)))
+            hw = _with_moe_terms(hw, names, moe_params)
         m: dict[str, Any] = {}
         for rc in ("none", "selective", "full"):
             m = score_layout(case.cfg, hw, case.setup, replace(case.layout, recompute=rc))
@@ -252,19 +293,29 @@ def markdown(records: list[dict[str, Any]], title: str, loo: dict[str, Any] | No
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> int:
-    """``python -m experiments.validate.moe_rows [--fit] [--json]``: the rows with the catalog's H100
-    constants; ``--fit`` also fits the MoE constants (:data:`MOE_PARAMS`) on :func:`fit_cases`
-    with each row's leave-one-out error (a few minutes)."""
-    argv = sys.argv[1:] if argv is None else argv
+def _main(argv: list[str] | None) -> int:
+    from piper.cli.common import ArgumentParser
+
+    ap = ArgumentParser(prog="python -m experiments.validate.moe_rows",
+                        description="The Megatron-Bridge MoE rows scored with the catalog's H100 constants.")
+    ap.add_argument("--fit", action="store_true",
+                    help="also fit the MoE constants of --form on the fit's rows, with each row's leave-one-out "
+                         "error (a few minutes)")
+    ap.add_argument("--form", choices=sorted(MOE_FORMS), default=CATALOG_FORM,
+                    help=f"with --fit: the form of the unpriced MoE time (default {CATALOG_FORM}, the catalog's)")
+    ap.add_argument("--json", action="store_true", help="print one JSON object (no progress)")
+    args = ap.parse_args(argv)
+    if args.form != CATALOG_FORM and not args.fit:
+        ap.error("--form is an option of --fit")
     cases = moe_cases()
     res: dict[str, Any] = {"catalog": moe_records(), "catalog_params": dict(zip(MOE_PARAMS, catalog_params())),
                            "excluded": excluded_rows(cases), "assumptions": MOE_ASSUMPTIONS}
-    if "--fit" in argv:
-        log = None if "--json" in argv else (lambda msg: print(msg, file=sys.stderr))
-        res["fit"] = fit_moe(log=log)
-        res["fitted"] = moe_records(moe_params=[res["fit"]["params"][n] for n in MOE_PARAMS])
-    if "--json" in argv:
+    if args.fit:
+        log = None if args.json else (lambda msg: print(msg, file=sys.stderr))
+        res["fit"] = fit_moe(log=log, form=args.form)
+        names = MOE_FORMS[args.form].names
+        res["fitted"] = moe_records(moe_params=[res["fit"]["params"][n] for n in names], names=names)
+    if args.json:
         print(json.dumps(res))
         return 0
     cat = ", ".join(f"{k} {v:.4g}" for k, v in res["catalog_params"].items())
@@ -273,10 +324,20 @@ def main(argv: list[str] | None = None) -> int:
         f = res["fit"]
         fitted = ", ".join(f"{k} {v:.4g}" for k, v in f["params"].items())
         print()
-        print(markdown(res["fitted"], f"fitted on {len(f['rows'])} rows ({fitted}); LOO MAE of the iteration "
-                                      f"times {f['loo_mae_percent']:.1f}%, worst {f['loo_worst_percent']:+.1f}%",
-                       f["loo"], res["excluded"]))
+        print(markdown(res["fitted"], f"form {f['form']}, fitted on {len(f['rows'])} rows ({fitted}); LOO MAE of the "
+                                      f"iteration times {f['loo_mae_percent']:.1f}%, worst "
+                                      f"{f['loo_worst_percent']:+.1f}%", f["loo"], res["excluded"]))
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m experiments.validate.moe_rows [--fit [--form NAME]] [--json]``: the rows with the
+    catalog's H100 constants; ``--fit`` also fits the MoE constants of a form (:data:`MOE_FORMS`,
+    default the catalog's) on :func:`fit_cases` with each row's leave-one-out error (a few minutes).
+    A bad flag: one line, exit status 2."""
+    from piper.cli.common import run_main
+
+    return run_main(_main, argv, prog="python -m experiments.validate.moe_rows")
 
 
 if __name__ == "__main__":

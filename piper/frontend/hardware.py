@@ -48,14 +48,16 @@ Sources (vendor datasheets, by name):
   combine over NVLink, i.e. 0.77 of H800's 200 GB/s each way; internode EP 16 43 GB/s of the
   ~50 GB/s CX7 400 Gb/s link (0.86). The same fractions are assumed on every node type (no
   published nccl-tests alltoall figure for DGX H100 was found); not fitted.
-* MoE block (``expert_gemm_half_dim``, ``moe_layer_overhead_s``): FITTED on Megatron-Bridge's
+* MoE block (``expert_gemm_half_dim``, ``moe_token_overhead_s``): FITTED on Megatron-Bridge's
   H100 MoE rows by ``python -m experiments.validate.moe_rows --fit`` (docs/results/validation.md),
   recorded in :data:`FITTED_MOE` with the rows and their leave-one-out error: the d0 of the
   experts' grouped products (their shapes, m = a few thousand rows, are far from the dense rows
-  d0 is fitted on) and a fixed time per MoE layer and pass (router, token counts, permutation
-  bookkeeping, load balancing: what the operation list does not price). ``expert_overhead_s``
-  (a fixed time per local expert and pass) is 0: fitted as a third constant its leave-one-out
-  errors were worse. Other devices: d0 of the dense products, no fixed time.
+  d0 is fitted on) and a time per routed token copy, MoE layer and pass (router, top-k,
+  permutation, load balancing: what the operation list does not price, growing with the tokens).
+  The two fixed times, per MoE layer and pass (``moe_layer_overhead_s``) and per local expert and
+  pass (``expert_overhead_s``), are 0: each had worse leave-one-out errors (the fixed time per layer
+  in place of the per-token one, or next to it). Other devices: d0 of the dense products, none of
+  the three times.
 
 Pass your own numbers with a JSON file (:func:`hardware_from_file`, any field of
 :class:`Hardware`; a bad field is one line naming it) or overrides.
@@ -153,25 +155,33 @@ class FittedMoE:
     expert_overhead_s: float
     #: seconds per MoE layer and pass
     moe_layer_overhead_s: float
+    #: seconds per routed token copy on a device, MoE layer and pass
+    moe_token_overhead_s: float
     #: the published rows they are fitted on
     rows: str
     #: mean absolute leave-one-out error of those rows' iteration times, percent
     loo_mae_percent: float
     #: the worst row's leave-one-out error, percent (signed)
     loo_worst_percent: float
+    #: the most tokens per micro-batch among those rows (micro-batch x sequence): beyond it, how the
+    #: fitted times grow with the micro-batch is an extrapolation (piper/frontend/moe_costs.py
+    #: ``moe_micro_batch_caveat``)
+    max_micro_batch_tokens: int = 0
 
     def hardware_fields(self) -> dict[str, float]:
         """The :class:`Hardware` fields."""
         return {"expert_gemm_half_dim": self.expert_gemm_half_dim, "expert_overhead_s": self.expert_overhead_s,
-                "moe_layer_overhead_s": self.moe_layer_overhead_s}
+                "moe_layer_overhead_s": self.moe_layer_overhead_s, "moe_token_overhead_s": self.moe_token_overhead_s}
 
 
 #: per accelerator: the fitted MoE-block constants, where fitted (module docstring, "MoE block")
 FITTED_MOE: dict[str, FittedMoE] = {
     # fitted on Megatron-Bridge's H100 MoE rows (10 of 11: 26.02 Qwen3 excluded, superseded by 26.02.01 of the
-    # same layout; docs/results/validation.md), LOO MAE 7.8%, worst -32.0% (qwen3-30b-a3b 25.11's time)
-    "h100-sxm-80gb": FittedMoE(504.3, 0.0, 1.771e-3, "Megatron-Bridge H100 MoE rows (Qwen3 30B-A3B, GPT-OSS 120B), "
-                               "10 rows", 7.8, -32.0),
+    # same layout; docs/results/validation.md), LOO MAE 7.5%, worst +22.7% (gpt-oss-120b 25.11's time). The
+    # time per routed token replaced a fixed time per layer and pass (504.3, 1.771 ms: LOO MAE 7.8%, worst
+    # -32.0%); both together: LOO MAE 8.7% (the fit puts the fixed time at 0)
+    "h100-sxm-80gb": FittedMoE(695.7, 0.0, 0.0, 4.635e-8, "Megatron-Bridge H100 MoE rows (Qwen3 30B-A3B, "
+                               "GPT-OSS 120B), 10 rows", 7.5, 22.7, 4 * 4096),
 }
 
 
@@ -217,7 +227,7 @@ _FRACTIONS = {"memory_efficiency", "gemm_efficiency", "flash_attention_efficienc
               *(f"{link}_{c}_efficiency" for link in LINKS for c in COLLECTIVES)}
 #: fields that are >= 0 (latencies, a dimension)
 _NON_NEGATIVE = {"gemm_half_dim", "expert_gemm_half_dim", "nvlink_latency_s", "network_latency_s", "kernel_overhead_s", "expert_overhead_s",
-                 "moe_layer_overhead_s"}
+                 "moe_layer_overhead_s", "moe_token_overhead_s"}
 
 
 @dataclass(frozen=True)
@@ -271,6 +281,10 @@ class Hardware:
     expert_overhead_s: float = 0.0
     #: fixed seconds per MoE layer and pass: router, token counts, permutation bookkeeping (0: none)
     moe_layer_overhead_s: float = 0.0
+    #: seconds per routed token copy (a token sent to one of its k experts) on the device, per MoE
+    #: layer and pass: router scores, top-k, permutation and its inverse, whatever scales with the
+    #: routed tokens and the operation list does not price (0: none)
+    moe_token_overhead_s: float = 0.0
     #: time of one collective or send that moves no bytes, seconds, per link kind
     nvlink_latency_s: float = 0.0
     network_latency_s: float = 0.0

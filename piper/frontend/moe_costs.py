@@ -43,11 +43,12 @@ those expected under balanced uniform routing (:func:`flex_dispatch_time_s`,
 :func:`expected_destinations`: a group of E / P experts holds one of a token's k experts with
 probability 1 - C(E - E / P, k) / C(E, k)).
 
-**Fitted terms** (``Hardware.expert_gemm_half_dim``, ``moe_layer_overhead_s``,
-``expert_overhead_s``; the catalog's values and their rows: ``FITTED_MOE`` in
-piper/frontend/hardware.py): the experts' grouped products use their own d0 in the shape factor
+**Fitted terms** (``Hardware.expert_gemm_half_dim``, ``moe_token_overhead_s``,
+``moe_layer_overhead_s``, ``expert_overhead_s``; the catalog's values and their rows: ``FITTED_MOE``
+in piper/frontend/hardware.py): the experts' grouped products use their own d0 in the shape factor
 (None: the dense products'), and each pass (forward, backward, recomputation) of an MoE layer
-pays a fixed time plus one per local expert (E / e of them). With e_t > 1 the e members of an expert-parallel
+pays a time per routed token copy on the device (T k / t copies), a fixed time, and one per local
+expert (E / e of them); the catalog's H100 fit sets the first, the two fixed times are 0. With e_t > 1 the e members of an expert-parallel
 group sit e_t apart (the expert-tensor-parallel group innermost), so the group spans e e_t devices
 and a node holds G / e_t of its members once e e_t > G.
 
@@ -112,6 +113,7 @@ __all__ = [
     "mla_activation_bytes",
     "moe_activation_bytes",
     "moe_constants_caveat",
+    "moe_micro_batch_caveat",
     "special_layer_ops",
 ]
 
@@ -308,9 +310,10 @@ def _moe_ops(cfg: TransformerConfig, hw: Hardware, t: int, e: int, et: int, phas
     act_fwd = (3 if cfg.ffn_kind == "swiglu" else 2) * p * rows * F / et
     act_bwd = (5 if cfg.ffn_kind == "swiglu" else 3) * p * rows * F / et
     cast = (p + 2.0) if prec == "fp8" else 0.0
-    # fixed per-layer and per-expert kernel time (fitted constants, piper/frontend/hardware.py FITTED_MOE)
+    # per-layer, per-expert and per-routed-token time (fitted constants, piper/frontend/hardware.py FITTED_MOE)
     o.overhead("moe.layer_overhead", hw.moe_layer_overhead_s)
     o.overhead("experts.overhead", hw.expert_overhead_s * E / e)
+    o.overhead("moe.token_overhead", hw.moe_token_overhead_s * td * k)
     # router (bf16 product, fp32 score and top-k), permutation, dispatch
     o.linear("router", td, E, h)
     o.elementwise("router.topk", ROUTER_BYTES_PER_LOGIT * td * E)
@@ -481,17 +484,38 @@ def layer_costs(cfg: TransformerConfig, hw: Hardware, setup: Any, t: int, varian
     return out
 
 
-def moe_constants_caveat(cfg: TransformerConfig, hw: Hardware) -> str | None:
-    """One line for a mixture-of-experts model on hardware without MoE-block constants (both fixed
-    times 0: ``FITTED_MOE`` in piper/frontend/hardware.py holds H100 only, and the hardware file set
-    none): the MoE layers' fixed kernel time, which the fit on H100 found to be 1.771 ms per layer and
-    pass (38% of a Qwen3 30B-A3B layer's modelled time), is then not charged, so the prediction is
-    optimistic. None for a dense model or when either constant is set."""
-    if cfg.moe is None or hw.moe_layer_overhead_s > 0 or hw.expert_overhead_s > 0:
+def moe_micro_batch_caveat(cfg: TransformerConfig, hw: Hardware) -> str | None:
+    """One line for a mixture-of-experts model priced with the catalog's fitted MoE-block constants
+    (``FITTED_MOE``, the hardware file changed none of them) at a micro-batch of more tokens than any
+    row they were fitted on: how the unpriced MoE time grows with the micro-batch is then an
+    extrapolation. A time per routed token (the catalog's form) and a fixed time per layer and pass
+    fit the rows about equally well (leave-one-out mean absolute error 7.5% and 7.8%,
+    docs/results/validation.md) and part ways at larger micro-batches (the fixed time makes them look
+    cheaper per token). None otherwise."""
+    fitted = FITTED_MOE.get(hw.name)
+    if cfg.moe is None or fitted is None or not fitted.max_micro_batch_tokens:
         return None
-    fitted = ", ".join(f"{name} ({c.moe_layer_overhead_s * 1e3:.3g} ms per MoE layer and pass)"
+    if any(getattr(hw, k) != v for k, v in fitted.hardware_fields().items()):
+        return None  # the user's own constants
+    tokens = cfg.micro_batch * cfg.seq_length
+    if tokens <= fitted.max_micro_batch_tokens:
+        return None
+    return (f"micro-batch {cfg.micro_batch} x {cfg.seq_length} = {tokens:,} tokens: the MoE-block constants "
+            f"were fitted on at most {fitted.max_micro_batch_tokens:,} tokens per micro-batch, so how the MoE "
+            f"layers' unpriced time grows with the micro-batch is extrapolated (docs/results/validation.md)")
+
+
+def moe_constants_caveat(cfg: TransformerConfig, hw: Hardware) -> str | None:
+    """One line for a mixture-of-experts model on hardware without MoE-block constants (all three
+    times 0: ``FITTED_MOE`` in piper/frontend/hardware.py holds H100 only, and the hardware file set
+    none): the MoE layers' time per routed token, which the fit on H100 found to be 46 ns per token
+    copy and pass (1.5 ms per layer and pass for Qwen3 30B-A3B at 4,096 tokens, top-8), is then not
+    charged, so the prediction is optimistic. None for a dense model or when any of them is set."""
+    if cfg.moe is None or hw.moe_token_overhead_s > 0 or hw.moe_layer_overhead_s > 0 or hw.expert_overhead_s > 0:
+        return None
+    fitted = ", ".join(f"{name} ({c.moe_token_overhead_s * 1e9:.3g} ns per routed token copy and pass)"
                        for name, c in FITTED_MOE.items())
-    return (f"{hw.name} has no fitted MoE-block constants (fitted: {fitted}): the MoE layers' fixed kernel "
-            f"time is not charged, so this prediction is optimistic; a hardware file can set "
-            f"moe_layer_overhead_s and expert_overhead_s (docs/results/validation.md)")
+    return (f"{hw.name} has no fitted MoE-block constants (fitted: {fitted}): the MoE layers' time per "
+            f"routed token is not charged, so this prediction is optimistic; a hardware file can set "
+            f"moe_token_overhead_s, moe_layer_overhead_s and expert_overhead_s (docs/results/validation.md)")
 

@@ -1,5 +1,7 @@
 """experiments.validate.moe_rows: the Megatron-Bridge MoE rows read and scored (issue 31)."""
 
+from dataclasses import replace
+
 import pytest
 
 from experiments.validate.moe_rows import markdown, moe_cases, moe_records
@@ -68,3 +70,32 @@ def test_catalog_moe_constants_are_the_fits_optimum():
             x[i] = max(0.0, x[i] + sign * step)
             if x[i] != at[i]:
                 assert loss(x) > base, (name, x)
+
+
+def test_the_catalogs_micro_batch_range_is_the_fit_rows():
+    """FITTED_MOE's max_micro_batch_tokens (the plan's caveat past it) is the largest micro-batch of the
+    rows it was fitted on."""
+    from experiments.validate.moe_rows import fit_cases
+    from piper.frontend.hardware import FITTED_MOE
+
+    rows = fit_cases()
+    assert FITTED_MOE["h100-sxm-80gb"].max_micro_batch_tokens == max(c.cfg.micro_batch * c.cfg.seq_length for c in rows)
+
+
+def test_the_fitted_forms_start_from_no_other_time():
+    """Each form fits its own terms with the other MoE times at 0: the "layer" form's prediction at
+    the catalog's d0 is the catalog's with the per-token time swapped for the fixed one."""
+    from experiments.validate.moe_rows import MOE_FORMS, moe_cases, predict_moe_time_s
+    from piper.frontend.score import score_layout
+
+    case = next(c for c in moe_cases() if c.name == "qwen3-30b-a3b 26.06")
+    names = MOE_FORMS["layer"].names
+    got = predict_moe_time_s(case, (695.7, 2e-3), names)
+    hw = case.hw.with_changes(expert_gemm_half_dim=695.7, moe_layer_overhead_s=2e-3, moe_token_overhead_s=0.0)
+    assert got == pytest.approx(score_layout(case.cfg, hw, case.setup, case.layout)["batch_time_s"], rel=1e-12)
+    # at b = 1, t = 1 the per-token time of 4,096 tokens x top-8 equal to the fixed one gives the same
+    # iteration; at b = 2 the per-token form charges twice the time per pass
+    token = MOE_FORMS["token"].names
+    assert got == pytest.approx(predict_moe_time_s(case, (695.7, 2e-3 / (4096 * 8)), token), rel=1e-12)
+    b2 = replace(case, cfg=case.cfg.with_changes(micro_batch=2))
+    assert predict_moe_time_s(b2, (695.7, 2e-3 / (4096 * 8)), token) > predict_moe_time_s(b2, (695.7, 2e-3), names)

@@ -21,7 +21,8 @@ from piper.frontend.presets import PRESETS
 from piper.frontend.workload import TrainingSetup
 
 #: an H100 with no fitted MoE constants (the pre-fit defaults)
-PLAIN = hardware("h100", expert_gemm_half_dim=1097.3, expert_overhead_s=0.0, moe_layer_overhead_s=0.0)
+PLAIN = hardware("h100", expert_gemm_half_dim=1097.3, expert_overhead_s=0.0, moe_layer_overhead_s=0.0,
+                 moe_token_overhead_s=0.0)
 QWEN = PRESETS["qwen3-30b-a3b"]
 
 
@@ -69,13 +70,19 @@ def test_layer_uses_the_setup_dispatcher():
 def test_fixed_times_and_the_experts_d0_by_hand():
     cfg = QWEN.with_changes(precision="fp8")
     e, E = 8, 128
-    hw = PLAIN.with_changes(expert_overhead_s=1e-4, moe_layer_overhead_s=2e-3, expert_gemm_half_dim=100.0)
+    hw = PLAIN.with_changes(expert_overhead_s=1e-4, moe_layer_overhead_s=2e-3, expert_gemm_half_dim=100.0,
+                            moe_token_overhead_s=5e-8)
     ops = special_layer_ops(cfg, hw, 1, "full", False, "moe", e)
     base = special_layer_ops(cfg, PLAIN, 1, "full", False, "moe", e)
     for phase in ("forward", "backward", "recompute"):
         mine = {o.name: o.time_s for o in ops if o.phase == phase}
         assert mine["experts.overhead"] == pytest.approx(1e-4 * E / e)
         assert mine["moe.layer_overhead"] == pytest.approx(2e-3)
+        # 4,096 tokens on the device (t = 1), each sent to its k = 8 experts: 32,768 copies at 50 ns
+        assert mine["moe.token_overhead"] == pytest.approx(4096 * 8 * 5e-8)
+    # at t = 2 (sequence parallelism) each device routes half the tokens
+    half = {o.name: o.time_s for o in special_layer_ops(cfg, hw, 2, "full", True, "moe", e) if o.phase == "forward"}
+    assert half["moe.token_overhead"] == pytest.approx(2048 * 8 * 5e-8)
     assert not any(o.name.endswith("overhead") for o in base)
     # the routed experts' forward FC1 (m = T k e / E rows per expert, E / e of them) at d0 = 100
     m = 4096 * 8 * e / E
@@ -92,18 +99,22 @@ def test_fixed_times_and_the_experts_d0_by_hand():
 def test_catalog_and_hardware_file(tmp_path):
     h100 = hardware("h100")
     f = FITTED_MOE["h100-sxm-80gb"]
-    assert (h100.expert_gemm_half_dim, h100.expert_overhead_s, h100.moe_layer_overhead_s) == (
-        f.expert_gemm_half_dim, f.expert_overhead_s, f.moe_layer_overhead_s)
+    assert (h100.expert_gemm_half_dim, h100.expert_overhead_s, h100.moe_layer_overhead_s,
+            h100.moe_token_overhead_s) == (f.expert_gemm_half_dim, f.expert_overhead_s, f.moe_layer_overhead_s,
+                                           f.moe_token_overhead_s)
+    assert f.moe_token_overhead_s > 0
     assert f.loo_mae_percent > 0 and "Megatron-Bridge" in f.rows
     # the other devices: the dense d0, no fixed time
     a100 = hardware("a100-80gb")
-    assert (a100.expert_gemm_half_dim, a100.expert_overhead_s, a100.moe_layer_overhead_s) == (None, 0.0, 0.0)
+    assert (a100.expert_gemm_half_dim, a100.expert_overhead_s, a100.moe_layer_overhead_s,
+            a100.moe_token_overhead_s) == (None, 0.0, 0.0, 0.0)
     path = tmp_path / "hw.json"
     path.write_text(json.dumps({"gpu": "h100", "expert_overhead_s": 1e-6, "network_all_to_all_efficiency": 0.5}))
     hw = hardware_from_file(path)
     assert (hw.expert_overhead_s, hw.network_all_to_all_efficiency) == (1e-6, 0.5)
     for key, value, msg in (("network_all_to_all_efficiency", 1.5, "network_all_to_all_efficiency must be in"),
                             ("expert_overhead_s", -1.0, "expert_overhead_s must be"),
+                            ("moe_token_overhead_s", -1e-9, "moe_token_overhead_s must be"),
                             ("expert_overhead", 1.0, "expert_overhead")):
         path.write_text(json.dumps({"gpu": "h100", key: value}))
         with pytest.raises(HardwareError, match=msg):
