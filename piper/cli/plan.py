@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 import time
 from collections import Counter
@@ -224,6 +225,24 @@ def _rejected_below(search: PlanSearch, chosen: Candidate | None, free: bool) ->
             "count": len(kind), **best.rejected_check.to_dict()}
 
 
+def _answer_bound(search: PlanSearch, chosen: Candidate, free: bool) -> float | None:
+    """A proven lower bound on every plan of the answer's kind over the workloads searched, in the
+    objective's units: the least of each solve's own (its value when optimal, +inf when infeasible,
+    its bound otherwise; a solve whose interleaved plan the schedule check rejected also the rejected
+    solve's bound), at most the answer's value. None when some solve proved nothing (bound 0 or none:
+    a time limit, the greedy knapsack)."""
+    least = chosen.value
+    for c in search.candidates:
+        if c.uniform == free:
+            continue
+        r = c.result
+        own = c.value if r.status == Status.OPTIMAL else math.inf if r.status == Status.INFEASIBLE else (r.bound or 0.0)
+        if c.rejected is not None:
+            own = min(own, c.rejected.bound or 0.0)
+        least = min(least, own)
+    return least if least > 0 and math.isfinite(least) else None
+
+
 def cmd_plan(args: argparse.Namespace) -> int:
     from piper.solvers.registry import get_solver, solver_names
 
@@ -302,9 +321,11 @@ def cmd_plan(args: argparse.Namespace) -> int:
     status = chosen.result.status.value
     if chosen.result.status == Status.OPTIMAL and (rejected is not None or not exact or kept_failing):
         status = Status.FEASIBLE.value
+    # not proven: how far from the best plan it can be (the rejected plans' bound when those decide it)
+    bound = rejected["bound"] if rejected is not None else None if exact else _answer_bound(search, chosen, args.free)
     if args.json:
         out = {"status": status, "solver": chosen.result.solver, **metrics,
-               "bound": None if rejected is None else rejected["bound"],
+               "bound": bound,
                "plan": plan.to_dict(), "time_s": search.time_s, "time_limit_s": options.time_limit_s,
                "micro_batch": chosen.micro_batch,
                "context_parallel": chosen.context_parallel, "context_parallel_searched": list(cps),
@@ -359,8 +380,11 @@ def cmd_plan(args: argparse.Namespace) -> int:
         reasons = sorted({c.result.message.split(" (")[0] if c.result.status == Status.FEASIBLE else c.result.message
                           for c in open_solves if c.result.message})
         shown = "; ".join(r for r in reasons if not r.startswith("best plan"))[:300]
+        gap = "" if bound is None or rejected is not None else (
+            f"; proven bound {bound:.4g} ({args.objective}): the answer is within "
+            f"{100 * (chosen.value / bound - 1):.1f}% of the best plan searched")
         print(f"{'unproven':<13} {len(open_solves)} of {sum(1 for c in search.candidates if c.uniform == (not args.free))} "
-              f"solves ended without a proof ({by_status})" + (f": {shown}" if shown else ""))
+              f"solves ended without a proof ({by_status})" + (f": {shown}" if shown else "") + gap)
     if search.cut_solves:
         print(f"search        {search.solves} solves, {search.cut_solves} below the best "
               f"value found before "

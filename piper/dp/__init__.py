@@ -120,7 +120,9 @@ best plan is searched and the best wins ("any": 1F1B against interleaved; ties g
   tables solved once per class of segments that cost the same.
 * *Interleaved plans of other graphs*: a heuristic (a few topological orders cut into chunks, each
   group's TMPCs by the knapsack) with a bound that holds for every interleaved plan
-  (:mod:`~piper.dp.interleaved_any`): FEASIBLE (or UNKNOWN without a plan) unless met.
+  (:mod:`~piper.dp.interleaved_any`): FEASIBLE (or UNKNOWN without a plan) unless met. On a chain
+  whose inner layers differ only in their numbers the bound is also the exact optimum of its
+  relaxed identical chain (:func:`~piper.dp.chain.relaxed_chain`: the least numbers over the run).
 
 ``Result.objective``, ``bound`` are then in the objective's units (``objective_kind``);
 "optimal" means proven over every plan the options allow.

@@ -25,9 +25,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from piper.core.options import Candidates
-from piper.core.problem import Problem
+from piper.core.problem import TMPC, Problem
 
-__all__ = ["MAX_ENDS", "IdenticalChain", "identical_chain", "pair_classes", "segment_class"]
+__all__ = ["MAX_ENDS", "RELAXED_FIELDS", "IdenticalChain", "identical_chain", "pair_classes", "relaxed_chain",
+           "segment_class"]
 
 #: at most this many end layers (before and after the identical block together): the group
 #: engine enumerates every way the chunk cuts fall among them (2 ** ends ways)
@@ -167,3 +168,79 @@ def pair_classes(chain: IdenticalChain, sizes: np.ndarray, ptr: np.ndarray, sub:
                 reps.append(r)
             cls[r] = keys[key]
     return cls, np.array(reps, dtype=np.int64)
+
+
+#: the TMPC numbers a relaxed chain takes the least of over its block: every plan's TPS, batch time
+#: and memory are non-decreasing in each (docs/problem.md §4, §9.2, §11), and none of them is a
+#: structural key (the expert degrees e and e_t, which rule 6 tests) or one that shortens the
+#: iteration when it grows (the §10 keys ``resyncOverlapTime``): those must be equal
+RELAXED_FIELDS = ("time_per_sample", "parameter_size", "memory_a", "memory_b", "memory_sharded",
+                  "expert_parameter_size", "memory_sharded_expert")
+
+
+def relaxed_chain(problem: Problem, cand: Candidates) -> tuple[Problem, Candidates, IdenticalChain] | None:
+    """A relaxation of a chain whose inner layers differ only in their numbers (GPT-OSS's
+    alternating sliding-window and full-attention layers): the longest run of consecutive layers
+    with the same TMPC lists (ids, expert degrees, §10 keys, allowed choices), each layer's TMPC
+    replaced by the least of each :data:`RELAXED_FIELDS` number and of its sync bytes over the run,
+    and the edges inside the run by the least of their costs. Every plan of ``problem`` is a plan of
+    the relaxation (the same stages and choices) at most as costly, so the relaxation's optimum, found
+    exactly by counts (:mod:`piper.dp.groups`), bounds ``problem``'s from below. Returns the relaxed
+    problem, its candidates and its identical chain; None when ``problem`` is no path, has no such
+    run, or the relaxation is not an identical chain (too many end layers)."""
+    from dataclasses import replace
+
+    order = _path(problem)
+    if order is None or len(order) < 3:
+        return None
+    nodes = problem.nodes
+    ids = [nodes[p].id for p in order]
+
+    def shape(i: int) -> tuple:
+        nd = nodes[order[i]]
+        allowed = cand.tmpcs[nd.id]
+        return tuple((t, tuple((c.id, c.expert_parallel, c.expert_tensor_parallel, c.resync_overlap_time, c.step_time,
+                                c.step_time_sharded) for c in nd.tmpcs[t]),
+                      tuple(k for k, _ in allowed.get(t, ()))) for t in sorted(nd.tmpcs))
+
+    shapes = [shape(i) for i in range(len(order))]
+    best: tuple[int, int] | None = None
+    i = 0
+    while i < len(order):
+        j = i
+        while j + 1 < len(order) and shapes[j + 1] == shapes[i]:
+            j += 1
+        if j > i and (best is None or j + 1 - i > best[1] - best[0]):
+            best = (i, j + 1)
+        i = j + 1
+    if best is None:
+        return None
+    a, b = best
+    run = [nodes[order[i]] for i in range(a, b)]
+    inside = {(ids[i], ids[i + 1]) for i in range(a, b - 1)}
+    least_cost = min(e.communication_cost for e in problem.edges if (e.u, e.v) in inside)
+
+    def least(t: int, k: int, i: int) -> TMPC:
+        """Run member i's TMPC k at t with the run's least numbers and sync bytes."""
+        mine = run[i].tmpcs[t][k]
+        others = [nd.tmpcs[t][k] for nd in run]
+        changes = {f: min(getattr(c, f) for c in others) for f in RELAXED_FIELDS}
+        fw = min((x for c in others for x in c.sync_fw.values()), default=0.0)
+        bw = min((x for c in others for x in c.sync_bw.values()), default=0.0)
+        return replace(mine, sync_fw={u: min(x, fw) for u, x in mine.sync_fw.items()},
+                       sync_bw={v: min(x, bw) for v, x in mine.sync_bw.items()}, **changes)
+
+    relaxed_nodes = list(nodes)
+    for i, nd in enumerate(run):
+        relaxed_nodes[order[a + i]] = replace(nd, tmpcs={t: tuple(least(t, k, i) for k in range(len(lst)))
+                                                        for t, lst in nd.tmpcs.items()})
+    edges = tuple(replace(e, communication_cost=least_cost) if (e.u, e.v) in inside else e for e in problem.edges)
+    relaxed = replace(problem, nodes=tuple(relaxed_nodes), edges=edges)
+    by_id = relaxed.node_by_id
+    tmpcs = {v: {t: tuple((k, by_id[v].tmpcs[t][k]) for k, _ in lst) for t, lst in per_t.items()}
+             for v, per_t in cand.tmpcs.items()}
+    rcand = replace(cand, tmpcs=tmpcs)
+    chain = identical_chain(relaxed, rcand)
+    if chain is None:
+        return None
+    return relaxed, rcand, chain

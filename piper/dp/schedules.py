@@ -35,7 +35,7 @@ from piper.core.plan import ONE_F_ONE_B
 from piper.core.problem import Problem
 from piper.core.result import Result, Status, make_result
 from piper.dp.batch import solve_batch_1f1b
-from piper.dp.chain import identical_chain
+from piper.dp.chain import identical_chain, relaxed_chain
 from piper.dp.compile_clock import solve_clock
 from piper.dp.groups import solve_groups
 from piper.dp.interleaved_any import interleaved_heuristic
@@ -136,10 +136,24 @@ def _value(problem: Problem, oc: Outcome | None, kind: str) -> float:
 def _interleaved(problem: Problem, cand, chain, kinds: tuple[int, ...], batch: bool, mode: int, ub: float,
                  deadline: float | None, linearize: bool) -> Outcome:
     """The best interleaved plan (v in ``kinds``) below ``ub``: exact by counts on an identical chain,
-    else the heuristic."""
+    else the heuristic, its bound raised by the exact optimum of the relaxed identical chain when the
+    graph is a chain whose inner layers differ only in their numbers (:func:`relaxed_chain`: every
+    interleaved plan costs at least that optimum)."""
     if chain is not None:
         return solve_groups(problem, chain, cand, kinds, batch, mode, ub=ub, deadline=deadline)
-    return interleaved_heuristic(problem, cand, kinds, batch, mode, deadline=deadline, linearize=linearize)
+    found = interleaved_heuristic(problem, cand, kinds, batch, mode, deadline=deadline, linearize=linearize)
+    relaxed = relaxed_chain(problem, cand) if mode == EXACT else None  # (a path has one order: linearize changes nothing)
+    if relaxed is None or not found.complete:
+        return found
+    r_problem, r_cand, r_chain = relaxed
+    # below the best plan known (the heuristic's, or the caller's ub): "none below" is the bound
+    bound = solve_groups(r_problem, r_chain, r_cand, kinds, batch, mode, ub=min(ub, found.value), deadline=deadline)
+    stats = {**found.stats, "relaxed_chain": {"first": r_chain.first, "stop": r_chain.stop, "lower": bound.lower,
+                                              "complete": bound.complete, **bound.stats}}
+    if not bound.complete:
+        return replace(found, stats=stats)
+    # found.lower = min(least layout bound, found.value); both that and bound.lower hold for every interleaved plan
+    return replace(found, lower=min(found.value, max(found.lower, bound.lower)), stats=stats)
 
 
 def _combine(problem: Problem, name: str, kind: str, mode: int, parts: list[tuple[str, Outcome]], on_chain: bool,

@@ -141,11 +141,15 @@ class PlanSearch:
 
     def proven(self, c: Candidate) -> bool:
         """``c``'s workload holds no plan of its kind better than the search's winner of that kind:
-        solved optimal or infeasible, or cut off below the winner with the proof that it holds none
-        (a free search proving a bound at least the winner counts without a cutoff too)."""
+        solved optimal or infeasible, solved "feasible" with a proven bound at least the winner's
+        value, or cut off below the winner with the proof that it holds none (a free search proving
+        a bound at least the winner counts without a cutoff too)."""
         if c.result.status in (Status.OPTIMAL, Status.INFEASIBLE):
             return True
         top = self.runnable if c.uniform else self.free
+        if (c.result.status == Status.FEASIBLE and top is not None and c is not top and c.result.bound is not None
+                and c.result.bound >= top.value * (1 - 1e-9)):
+            return True
         return top is not None and proves_none_below(c.result, top.value) and (c.pruned or not c.uniform)
 
     @property
@@ -216,12 +220,14 @@ def uniform_lower_bound(problem: Problem, options: Options) -> float | None:
     the least bound of Piper's DP over its uniform layouts (:func:`piper.dp.groups.layouts`: the
     least compute and resync of every layer at t, spread over L groups of d devices; memory and
     edges ignored), the bound the DP itself stops its layout search at. +inf when no layout
-    exists or some layer has no allowed choice; None when the graph is not a chain of identical
-    layers (the DP's search of its uniform plans is then not exhaustive for interleaved plans, so
-    a cutoff proves nothing: the planner solves it without one). Only orders the search: what
-    prunes a workload is the DP's own proof under ``upper_bound``."""
+    exists or some layer has no allowed choice. A chain whose inner layers differ only in their
+    numbers (GPT-OSS) is bounded on its relaxed identical chain (:func:`piper.dp.chain.relaxed_chain`,
+    whose exact optimum also bounds the DP's interleaved search there). None when the graph is
+    neither (the DP's search of its interleaved plans is then a heuristic whose bound is only the
+    layouts', so a cutoff proves little: the planner solves it without one). Only orders the search:
+    what prunes a workload is the DP's own proof under ``upper_bound``."""
     from piper.core.options import candidates
-    from piper.dp.chain import identical_chain
+    from piper.dp.chain import identical_chain, relaxed_chain
     from piper.dp.groups import least_layout_bound
 
     cand = candidates(problem, options)
@@ -229,7 +235,10 @@ def uniform_lower_bound(problem: Problem, options: Options) -> float | None:
         return math.inf
     chain = identical_chain(problem, cand)
     if chain is None:
-        return None
+        relaxed = relaxed_chain(problem, cand)
+        if relaxed is None:
+            return None
+        problem, cand, chain = relaxed
     return least_layout_bound(problem, cand, chain.order, options.virtual_stage_choices(),
                               options.objective == BATCH_TIME)
 

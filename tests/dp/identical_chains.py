@@ -102,3 +102,37 @@ def disagreement(problem: Problem, options: Options, solver: str = "dp") -> str 
     if dp.status == Status.FEASIBLE and (solver != "dp" or dp.bound <= optimum * (1 + 1e-9)):
         return None
     return f"{name}: dp {dp.status} {dp.value} (bound {dp.bound}), brute {optimum}"
+
+
+def periodic_chain_problem(seed: int) -> Problem:
+    """A random chain whose 3-5 inner layers alternate between two kinds with the same TMPC ids and
+    other numbers (time and activation memory; GPT-OSS's sliding-window and full-attention layers),
+    at most 8 nodes (brute force's limit): no identical chain, a relaxed one
+    (piper/dp/chain.py ``relaxed_chain``)."""
+    rng = random.Random(seed)
+    n_inner = rng.randint(3, 5)
+    pre, post = rng.randint(0, 1), rng.randint(0, 2)
+    n = pre + n_inner + post
+    degrees = [1, 2] if rng.random() < 0.7 else [1]
+    base = {t: _tmpcs(rng, t, rng.randint(1, 3), True) for t in degrees}
+    other = {t: [dict(c, timePerSample=c["timePerSample"] + (rng.choice([-1.0, 0.5, 1.0, 2.0]) / t
+                                                             if c["timePerSample"] > 1 else 1.0),
+                      memoryUsageA=max(0.0, c["memoryUsageA"] + rng.choice([-1.0, 0.0, 1.0])))
+                 for c in lst] for t, lst in base.items()}
+    nodes, edges = [], []
+    for i in range(n):
+        inner = pre <= i < pre + n_inner
+        kind = base if (i - pre) % 2 == 0 else other
+        per_t = {t: [dict(c) for c in kind[t]] if inner else _tmpcs(rng, t, rng.randint(1, 2), True) for t in degrees}
+        for lst in per_t.values():
+            for c in lst:
+                c["syncTimeFw"] = {str(i - 1): float(rng.randint(0, 1))} if i > 0 else {}
+                c["syncTimeBw"] = {str(i + 1): float(rng.randint(0, 1))} if i < n - 1 else {}
+        nodes.append({"id": i, "TMPCs": {str(t): lst for t, lst in per_t.items()}})
+        if i:
+            edges.append({"sourceId": i - 1, "destId": i, "communicationCost": float(rng.randint(0, 3))})
+    k, n_mb = rng.choice([2, 3, 4, 6]), rng.choice([2, 4, 8])
+    total = sum(max(c["memoryUsageA"] + c["memoryUsageB"] for c in nd["TMPCs"]["1"]) for nd in nodes)
+    return problem_from_dict({"maxDevices": k, "maxMemoryPerDevice": float(max(6, round(total * rng.uniform(0.3, 1.0)))),
+                              "bandwidth": 2.0, "mbsInBatch": n_mb, "nodes": nodes, "edges": edges,
+                              "name": f"periodic-chain-{seed}"})
