@@ -185,3 +185,45 @@ def test_the_text_says_which_solves_are_unproven(monkeypatch, capsys) -> None:
     text = capsys.readouterr().out
     line = next(x for x in text.splitlines() if x.startswith("unproven"))
     assert "unknown" in line and "time limit (simulated)" in line
+
+
+def _plan_weakened(monkeypatch, capsys, bound_of, args) -> dict:
+    """``plan --json`` with every uniform solve of micro-batch 4 (16 micro-batches; the answer has 8)
+    answered "feasible": its own plan, with the bound ``bound_of(result)`` in place of the proof."""
+    import piper.solvers.registry as registry
+    from piper.core.result import Status, make_result
+
+    real = registry.get_solver
+
+    class Weakening(_Recorder):
+        def __call__(self, problem, options):
+            res = self.info(problem, options)
+            if options.uniform and problem.microbatches == 16 and res.plan is not None:
+                return make_result(problem, self.info.name, Status.FEASIBLE, res.plan, time_s=0.0, objective=res.value,
+                                   bound=bound_of(res), message="best plan (simulated)", objective_kind=options.objective)
+            return res
+
+    monkeypatch.setattr(registry, "get_solver", lambda name: Weakening(real(name)))
+    assert run_main(main, args) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_a_feasible_solve_bounded_above_the_answer_is_proven(monkeypatch, capsys) -> None:
+    """A "feasible" solve whose proven bound is at least the answer's value holds no better plan:
+    the answer stays optimal (PlanSearch.proven)."""
+    m = _plan_weakened(monkeypatch, capsys, lambda res: res.value, PLAN_8B + ["--uniform"])
+    assert m["micro_batch"] == 8 and m["status"] == "optimal" and m["exact"] and m["bound"] is None
+
+
+def test_an_unproven_answer_reports_its_proven_bound(monkeypatch, capsys) -> None:
+    """A "feasible" solve bounded below the answer: the answer is feasible, and its bound is the least
+    any solve proved (here the weakened solves' bound, half the least of their values)."""
+    bounds = []
+
+    def low(res):
+        bounds.append(0.5 * res.value)
+        return bounds[-1]
+
+    m = _plan_weakened(monkeypatch, capsys, low, PLAN_8B + ["--uniform"])
+    assert m["status"] == "feasible" and not m["exact"]
+    assert m["bound"] == pytest.approx(min(bounds), rel=1e-12) and m["bound"] < m["batch_time_s"]
