@@ -141,18 +141,30 @@ def _interleaved(problem: Problem, cand, chain, kinds: tuple[int, ...], batch: b
     interleaved plan costs at least that optimum)."""
     if chain is not None:
         return solve_groups(problem, chain, cand, kinds, batch, mode, ub=ub, deadline=deadline)
-    found = interleaved_heuristic(problem, cand, kinds, batch, mode, deadline=deadline, linearize=linearize)
     relaxed = relaxed_chain(problem, cand) if mode == EXACT else None  # (a path has one order: linearize changes nothing)
-    if relaxed is None or not found.complete:
-        return found
+    if relaxed is None:
+        return interleaved_heuristic(problem, cand, kinds, batch, mode, deadline=deadline, linearize=linearize)
     r_problem, r_cand, r_chain = relaxed
-    # below the best plan known (the heuristic's, or the caller's ub): "none below" is the bound
-    bound = solve_groups(r_problem, r_chain, r_cand, kinds, batch, mode, ub=min(ub, found.value), deadline=deadline)
-    stats = {**found.stats, "relaxed_chain": {"first": r_chain.first, "stop": r_chain.stop, "lower": bound.lower,
-                                              "complete": bound.complete, **bound.stats}}
-    if not bound.complete:
+    # the relaxation first: its exact optimum bounds every interleaved plan, so when it holds nothing
+    # below ub neither does the graph (no heuristic then: most of the planner's cut-off solves)
+    bound = solve_groups(r_problem, r_chain, r_cand, kinds, batch, mode, ub=ub, deadline=deadline)
+    relaxed_stats = {"first": r_chain.first, "stop": r_chain.stop, "lower": bound.lower, "complete": bound.complete,
+                     **bound.stats}
+    if bound.complete and bound.plan is None:
+        return Outcome(None, math.inf, bound.lower, True, {"relaxed_chain": relaxed_stats})
+    found = interleaved_heuristic(problem, cand, kinds, batch, mode, deadline=deadline, linearize=linearize)
+    if bound.plan is not None:
+        # the relaxation's best plan priced on the graph itself (the same stages and choices): a plan
+        # the heuristic's cuts may have missed
+        score = evaluate(problem, bound.plan)
+        value = score.value("batch-time" if batch else "tps")
+        if not score.oom and value < found.value:
+            found = replace(found, plan=bound.plan, value=value)
+    stats = {**found.stats, "relaxed_chain": relaxed_stats}
+    if not (bound.complete and found.complete):
         return replace(found, stats=stats)
-    # found.lower = min(least layout bound, found.value); both that and bound.lower hold for every interleaved plan
+    # both bounds hold for every interleaved plan: the layouts' (found.lower = min(it, the heuristic's
+    # value)) and the relaxation's optimum; neither above a plan found
     return replace(found, lower=min(found.value, max(found.lower, bound.lower)), stats=stats)
 
 
