@@ -112,3 +112,15 @@ def test_the_planner_orders_and_cuts_relaxed_chains() -> None:
             assert bound <= best.value * (1 + 1e-9), seed
             checked += 1
     assert checked >= 10
+
+
+@pytest.mark.slow  # about a minute on 2 cores; the first 60 seeds run in CI above
+def test_a_wider_sweep_agrees_with_brute_force() -> None:
+    bad = []
+    for seed in range(60, 400):
+        p = periodic_chain_problem(seed)
+        for options in OPTIONS:
+            why = disagreement(p, options)
+            if why:
+                bad.append(why)
+    assert not bad, bad[:5]
