@@ -311,7 +311,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     # every workload searched) and no rejected interleaved plan beats it by the formulas (the answer is
     # then the best plan that passed the check; the rejected solves' bounds bound the rest)
     exact = search.exact_over(not args.free)
-    caveats = prediction_caveats(run_cfg, hw)  # the answer's micro-batch
+    caveats = prediction_caveats(run_cfg, hw, chosen.context_parallel)  # the answer's micro-batch and c
     per_layer = None  # the per-layer search over the same workloads: what the one-setting rule costs
     if chosen.recompute is not None and not args.free:
         per_layer = _per_layer_optimum(cfg, hw, setup, info, options, chosen, check, started,

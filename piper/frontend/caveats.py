@@ -10,11 +10,11 @@ from piper.frontend.moe_costs import moe_constants_caveat, moe_micro_batch_cavea
 __all__ = ["prediction_caveats"]
 
 
-def prediction_caveats(cfg: TransformerConfig, hw: Hardware) -> list[str]:
+def prediction_caveats(cfg: TransformerConfig, hw: Hardware, context_parallel: int = 1) -> list[str]:
     """The caveats of predicting ``cfg`` on ``hw``: matrix products priced with unfitted catalog
     values (:func:`~piper.frontend.hardware.unfitted_gemm_caveat`), an MoE model without fitted
     MoE-block constants (:func:`~piper.frontend.moe_costs.moe_constants_caveat`) or with them at a
     micro-batch larger than they were fitted on (:func:`~piper.frontend.moe_costs.moe_micro_batch_caveat`:
-    ``cfg.micro_batch`` is the plan's)."""
-    return [line for line in (unfitted_gemm_caveat(hw), moe_constants_caveat(cfg, hw), moe_micro_batch_caveat(cfg, hw))
-            if line is not None]
+    ``cfg.micro_batch`` and ``context_parallel`` are the plan's)."""
+    return [line for line in (unfitted_gemm_caveat(hw), moe_constants_caveat(cfg, hw),
+                              moe_micro_batch_caveat(cfg, hw, context_parallel)) if line is not None]

@@ -98,7 +98,7 @@ from piper.frontend.operations import (
     ops_time_s,
     optimizer_step_time_s,
 )
-from piper.frontend.tmpc import expert_tmpc_id, tmpc_ids
+from piper.frontend.tmpc import expert_layout, expert_tmpc_id, parse_tmpc_id, tmpc_ids
 
 __all__ = [
     "MAX_EXPERT_PARALLEL",
@@ -109,6 +109,7 @@ __all__ = [
     "expert_layouts",
     "flex_dispatch_time_s",
     "layer_costs",
+    "layer_tmpc_ops",
     "layer_variant",
     "mla_activation_bytes",
     "moe_activation_bytes",
@@ -414,6 +415,18 @@ def moe_activation_bytes(cfg: TransformerConfig, t: int, e: int, et: int) -> flo
     return routed + shared - dense_mlp
 
 
+def layer_tmpc_ops(cfg: TransformerConfig, hw: Hardware, setup: Any, t: int, variant: str, tmpc: str,
+                   window: int | None = None) -> list[Op]:
+    """The operations behind :func:`layer_costs`' TMPC ``tmpc`` at degree t, priced the same way (the
+    context-parallel costs take the fused attention kernel's times from them)."""
+    if setup.efficiency is not None:
+        hw = hw.with_changes(gemm_efficiency=setup.efficiency)
+    recompute, sp = parse_tmpc_id(tmpc)
+    e, et = expert_layout(tmpc)
+    return special_layer_ops(cfg, hw, t, recompute, sp, variant, e, et, setup.kernels(), window,
+                             getattr(setup, "token_dispatcher", "alltoall"))
+
+
 def layer_costs(cfg: TransformerConfig, hw: Hardware, setup: Any, t: int, variant: str,
                 max_devices: int, window: int | None = None) -> list[LayerCost]:
     """The TMPCs of an MoE or MLA transformer layer at degree t (ids: :func:`expert_tmpc_id` for MoE
@@ -484,11 +497,11 @@ def layer_costs(cfg: TransformerConfig, hw: Hardware, setup: Any, t: int, varian
     return out
 
 
-def moe_micro_batch_caveat(cfg: TransformerConfig, hw: Hardware) -> str | None:
+def moe_micro_batch_caveat(cfg: TransformerConfig, hw: Hardware, context_parallel: int = 1) -> str | None:
     """One line for a mixture-of-experts model priced with the catalog's fitted MoE-block constants
-    (``FITTED_MOE``, the hardware file changed none of them) at a micro-batch of more tokens than any
-    row they were fitted on: how the unpriced MoE time grows with the micro-batch is then an
-    extrapolation. A time per routed token (the catalog's form) and a fixed time per layer and pass
+    (``FITTED_MOE``, the hardware file changed none of them) at a micro-batch of more tokens per
+    context-parallel rank (b s / c) than any row they were fitted on (all at c = 1): how the unpriced
+    MoE time grows with the micro-batch is then an extrapolation. A time per routed token (the catalog's form) and a fixed time per layer and pass
     fit the rows about equally well (leave-one-out mean absolute error 7.5% and 7.8%,
     docs/results/validation.md) and part ways at larger micro-batches (the fixed time makes them look
     cheaper per token). None otherwise."""
@@ -497,10 +510,11 @@ def moe_micro_batch_caveat(cfg: TransformerConfig, hw: Hardware) -> str | None:
         return None
     if any(getattr(hw, k) != v for k, v in fitted.hardware_fields().items()):
         return None  # the user's own constants
-    tokens = cfg.micro_batch * cfg.seq_length
+    tokens = cfg.micro_batch * cfg.seq_length // context_parallel
     if tokens <= fitted.max_micro_batch_tokens:
         return None
-    return (f"micro-batch {cfg.micro_batch} x {cfg.seq_length} = {tokens:,} tokens: the MoE-block constants "
+    where = "" if context_parallel == 1 else f" / c = {context_parallel}"
+    return (f"micro-batch {cfg.micro_batch} x {cfg.seq_length}{where} = {tokens:,} tokens: the MoE-block constants "
             f"were fitted on at most {fitted.max_micro_batch_tokens:,} tokens per micro-batch, so how the MoE "
             f"layers' unpriced time grows with the micro-batch is extrapolated (docs/results/validation.md)")
 

@@ -192,8 +192,8 @@ def context_parallel_choices(cfg: TransformerConfig, hw: Hardware, setup: Traini
     long sequences, the powers of two Megatron-Core accepts, up to ``max_cp``."""
     if fixed is not None:
         return (fixed,)
-    if cfg.moe is not None or cfg.mla is not None:
-        return (1,)  # context parallelism of MoE and MLA layers is not modelled (the workload refuses it)
+    if cfg.mla is not None or any(cfg.attention_window(i) is not None for i in range(cfg.layers)):
+        return (1,)  # context parallelism of MLA and sliding-window layers is not modelled (the workload refuses it)
     out = [1]
     s = cfg.seq_length
     if s < context.MIN_SEARCH_SEQ or not setup.flash_attention:

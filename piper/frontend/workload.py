@@ -48,7 +48,7 @@ from piper.core.errors import FrontendError
 from piper.frontend import context, costs
 from piper.frontend.config import TransformerConfig
 from piper.frontend.hardware import Hardware
-from piper.frontend.moe_costs import layer_costs, layer_variant
+from piper.frontend.moe_costs import layer_costs, layer_tmpc_ops, layer_variant
 from piper.frontend.node_cost import NodeCost
 from piper.frontend.operations import (
     Kernels,
@@ -310,23 +310,37 @@ def node_costs(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup, kind:
 
 
 def model_parallel_node_costs(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup, kind: str,
-                              t: int, window: int | None = None) -> list[NodeCost]:
+                              t: int, window: int | None = None, variant: str | None = None) -> list[NodeCost]:
     """The TMPCs of a node at degree key t, the model-parallel width t_tensor x c with
     c = ``setup.context_parallel`` (docs/problem.md §11): :func:`node_costs` at c = 1, else the
     tensor-parallel costs of s / c tokens at t_tensor = t / c with ring attention, the weights'
-    reduction over c and the state sharded over c (:mod:`piper.frontend.context`)."""
+    reduction over c and the state sharded over c (:mod:`piper.frontend.context`). ``variant``
+    "moe": an MoE layer (:func:`~piper.frontend.moe_costs.layer_costs`): the same, its experts
+    dispatching the s / c tokens of each device and their weights, state and copies as at c = 1
+    (the expert keys of docs/problem.md §11 count the copies over the width t_tensor x c x d, which
+    is how Megatron-Core lays expert parallelism over the data- and context-parallel ranks)."""
     c = setup.context_parallel
+    max_devices = setup.nodes * hw.devices_per_node
     if c == 1:
+        if variant is not None:
+            return layer_costs(cfg, hw, setup, t, variant, max_devices, window)
         return node_costs(cfg, hw, setup, kind, t, window)
     if window is not None:
         raise FrontendError(f"context parallelism (--cp {c}) with sliding-window attention is not modelled yet: "
                             "use --cp 1 for this model")
+    if variant not in (None, "moe") or cfg.mla is not None:
+        what = "multi-head latent attention" if cfg.mla is not None else f"{variant} layers"
+        raise FrontendError(f"context parallelism (--cp {c}) with {what} is not modelled yet: use --cp 1 for this model")
     if t % c:
         raise FrontendError(f"degree {t} is not a multiple of the context-parallel size (--cp) {c}")
     tt = t // c
     local_cfg = context.local_config(cfg, c)
-    local = node_costs(local_cfg, hw, setup, kind, tt)
-    whole = node_costs(cfg, hw, setup, kind, tt)
+    if variant is None:
+        local = node_costs(local_cfg, hw, setup, kind, tt)
+        whole = node_costs(cfg, hw, setup, kind, tt)
+    else:
+        local = layer_costs(local_cfg, hw, setup, tt, variant, max_devices)
+        whole = layer_costs(cfg, hw, setup, tt, variant, max_devices)
     hw_eff = effective_hardware(hw, setup)
     link = context.context_link(hw_eff, t)
     kv = context.kv_block_bytes(cfg, c, tt)
@@ -338,9 +352,12 @@ def model_parallel_node_costs(cfg: TransformerConfig, hw: Hardware, setup: Train
     bandwidth = intra if t <= hw.devices_per_node else network
     f = all_reduce_factor(cfg, setup)
     out = []
-    for lc, wc in zip(local, whole):
+    for lc, wc in zip(local, whole, strict=True):
         recompute, sp = parse_tmpc_id(lc.tmpc_id)
-        ops = node_ops(kind, local_cfg, hw_eff, tt, recompute, sp, setup.kernels()) if kind == "transformer" else None
+        if variant is not None:
+            ops = layer_tmpc_ops(local_cfg, hw, setup, tt, variant, lc.tmpc_id)
+        else:
+            ops = node_ops(kind, local_cfg, hw_eff, tt, recompute, sp, setup.kernels()) if kind == "transformer" else None
         resync = context.context_resync_s(f, wc.gradient_bytes, c, setup.global_batch // cfg.micro_batch, bandwidth)
         out.append(context.with_context(lc, wc, ops, ring_of, c, resync_s=resync,
                                         distributed_optimizer=setup.distributed_optimizer))
@@ -482,18 +499,12 @@ def build_workload(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup | 
             entries = []
             key = (kind, variant, window, t)
             if key not in cache:
-                if variant is None:
-                    cache[key] = model_parallel_node_costs(cfg, hw, setup, kind, t, window)
-                elif setup.context_parallel > 1:
-                    raise FrontendError(f"context parallelism (--cp {setup.context_parallel}) with {variant} layers is "
-                                        "not modelled yet: use --cp 1 for this model")
-                else:
-                    cache[key] = layer_costs(cfg, hw, setup, t, variant, setup.nodes * hw.devices_per_node, window)
+                cache[key] = model_parallel_node_costs(cfg, hw, setup, kind, t, window, variant)
             for c in cache[key]:
                 if recompute is not None and kind == "transformer" and parse_tmpc_id(c.tmpc_id)[0] not in recompute:
                     continue
-                if cfg.moe is not None and t > 1 and not parse_tmpc_id(c.tmpc_id)[1]:
-                    continue  # Megatron-Core: an MoE model with t > 1 runs sequence parallelism everywhere
+                if cfg.moe is not None and t // setup.context_parallel > 1 and not parse_tmpc_id(c.tmpc_id)[1]:
+                    continue  # Megatron-Core: an MoE model with t_tensor > 1 runs sequence parallelism everywhere
                 extra = c.p2p_bytes - edge_bytes
                 entry: dict[str, Any] = {
                     "id": c.tmpc_id,

@@ -47,3 +47,13 @@ def test_an_moe_micro_batch_beyond_the_fitted_rows_is_an_extrapolation() -> None
     assert lines(qwen.with_changes(micro_batch=8), h100.with_changes(moe_token_overhead_s=1e-8)) == []  # the user's own
     assert lines(preset("llama3-8b").with_changes(micro_batch=8, seq_length=4096), h100) == []  # dense
     assert lines(qwen.with_changes(micro_batch=8), hardware("a100-80gb")) == []  # no fitted constants: the other caveat
+
+
+def test_the_moe_micro_batch_counts_the_tokens_of_one_context_parallel_rank() -> None:
+    qwen = preset("qwen3-30b-a3b").with_changes(seq_length=32768, micro_batch=1)
+    (line,) = [x for x in prediction_caveats(qwen, hardware("h100"), 1) if "extrapolated" in x]
+    assert "32,768 tokens" in line
+    assert not [x for x in prediction_caveats(qwen, hardware("h100"), 2) if "extrapolated" in x]  # 16,384 each
+    (line,) = [x for x in prediction_caveats(qwen.with_changes(seq_length=65536), hardware("h100"), 2)
+               if "extrapolated" in x]
+    assert "65536 / c = 2 = 32,768 tokens" in line
