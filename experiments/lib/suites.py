@@ -394,8 +394,9 @@ def models_suite(count: int = len(MODEL_CASES)) -> list[Instance]:
 def frontier_models_suite() -> list[Instance]:
     """Front-end workloads of issue 31's two layouts, tiny enough for every exact solver: a 2-layer
     mixture-of-experts transformer (4 experts, top-2; one workload per expert-parallel size, as
-    ``plan`` builds them) and a 2-layer transformer at sequence 8,192 with context-parallel size 2
-    (the degree keys are t x c, docs/problem.md §11), one node of 8 devices, memory that binds."""
+    ``plan`` builds them), a 2-layer transformer at sequence 8,192 with context-parallel size 2
+    (the degree keys are t x c, docs/problem.md §11), and the MoE transformer at sequence 8,192 with
+    both (c = 2, e = 2: rule 6 over the width), one node of 8 devices, memory that binds."""
     from dataclasses import replace as _replace
 
     from piper.frontend.config import TransformerConfig
@@ -417,6 +418,12 @@ def frontier_models_suite() -> list[Instance]:
     workload = build_workload(long, hw_long, TrainingSetup(nodes=1, global_batch=8, context_parallel=2))
     out.append(Instance(f"{long.name}-cp2", problem_from_dict(workload), "frontier-models",
                         "long context from the front end, context-parallel size 2"))
+    long_moe = _replace(moe, name="toy-moe-l2-e4-s8192", seq_length=8192)
+    workload = build_workload(long_moe, hw_long, TrainingSetup(nodes=1, global_batch=8, context_parallel=2,
+                                                               expert_parallel=2))
+    out.append(Instance(f"{long_moe.name}-cp2-ep2", problem_from_dict(workload), "frontier-models",
+                        "mixture of experts at long context from the front end, context-parallel size 2, "
+                        "expert-parallel size 2"))
     return out
 
 
@@ -500,14 +507,14 @@ def default_suite() -> list[Instance]:
     """The embedded default: tiny + small + paper-slices + infeasible + two rounds of the
     version-2 families + two model front end workloads + 4 seeds of the schedules suite + 4 MoE
     instances + the front end's tiny MoE and long-context workloads + one identical chain in three
-    settings (54 instances, all proven by the exact solvers within seconds each)."""
+    settings (55 instances, all proven by the exact solvers within seconds each)."""
     return [*tiny_suite(), *small_suite(), *paper_slices_suite(), *infeasible_suite(), *cluster_suite(2),
             *models_suite(2), *schedules_suite(4), *moe_suite(4), *frontier_models_suite(), *identical_chains_suite(1)]
 
 
 SUITES: dict[str, tuple[str, Callable[[], list[Instance]]]] = {
     "default": ("the embedded default: tiny + small + paper-slices + infeasible + 8 version-2 + 2 models + 10 schedules"
-                " + 4 MoE + 3 front-end MoE / long-context + 3 identical-chains", default_suite),
+                " + 4 MoE + 4 front-end MoE / long-context + 3 identical-chains", default_suite),
     "tiny": ("12 random DAGs, 3-7 layers, k <= 6", tiny_suite),
     "small": ("4 random DAGs, 8-10 layers, k = 4, N = 8, t in {1,2,4}", small_suite),
     "paper-slices": ("5 slices: first 6-12 layers of BERT-32, GNMT, ResNet-50; k = 4, memory binds", paper_slices_suite),
@@ -519,8 +526,9 @@ SUITES: dict[str, tuple[str, Callable[[], list[Instance]]]] = {
                   "with interleaved plans", schedules_suite),
     "moe": ("16 tiny MoE DAGs (expert parallelism, rule 6): TPS and batch time, free and uniform, 4 interleaved",
             moe_suite),
-    "frontier-models": ("3 front-end workloads: a tiny MoE transformer at expert-parallel sizes 2 and 4, a "
-                        "2-layer transformer at sequence 8,192 with context-parallel size 2", frontier_models_suite),
+    "frontier-models": ("4 front-end workloads: a tiny MoE transformer at expert-parallel sizes 2 and 4, a "
+                        "2-layer transformer at sequence 8,192 with context-parallel size 2, the MoE one at "
+                        "8,192 with both (c = 2, e = 2)", frontier_models_suite),
     "identical-chains": ("4 chains of identical layers (6-8 layers) x {TPS free, batch time free, batch time "
                          "uniform}: the aggregated model against the others", identical_chains_suite),
     "real-magnitudes": ("issue 18's reproducer + 11 operator-like graphs with real magnitudes, 6-12 layers; "
