@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import math
 from pathlib import Path
 from typing import Any
 
@@ -77,8 +78,11 @@ def markdown(res: dict[str, Any]) -> str:
             lines.append(f"| {r['row']} | {r['gpus']} | {r['tp']} | {r['pp']} | {r['dp']} | {r['vp']} | "
                          f"{r['micro_batch']} | {r['tmpc']} | {r['max_memory_gb']:.1f} | {r['published_time_s']:.3f} | "
                          f"{pred} | {_pct(r['in_sample_error_percent'])} | {_pct(r['loo_error_percent'])} |")
+        ins = s["in_sample_mae_percent"]
+        in_sample = (f"in-sample {ins:.1f}%" if math.isfinite(ins) else
+                     "no in-sample error (out of sample: no constant is fitted on these rows)")
         lines += ["", f"Mean absolute error: LOO **{s['loo_mae_percent']:.1f}%** (worst {s['loo_max_abs_percent']:.1f}%), "
-                      f"in-sample {s['in_sample_mae_percent']:.1f}%.", ""]
+                      f"{in_sample}.", ""]
         for a in res["assumptions"].get(table, []):
             lines.append(f"- assumed: {a}")
         lines.append("")
