@@ -30,9 +30,9 @@ def build_parser(prog: str = PROG) -> ArgumentParser:
                     help="instead: the planner's best uniform plan against the layout each row ran (the catalog's "
                          "constants; planner.csv, planner.json, PLANNER.md)")
     ap.add_argument("--table", choices=PLANNER_TABLES, default="sc21",
-                    help="with --planner: sc21 (Megatron's SC'21 Table 1, the default) or published (Llama 3 "
-                         "405B's three rows, context parallelism included, and the latest release of each "
-                         "Megatron-Bridge MoE layout; about 4 minutes)")
+                    help="with --planner: sc21 (Megatron's SC'21 Table 1, the default) or published (the "
+                         "Megatron-LM README's H100 rows, Llama 3 405B's three rows, context parallelism "
+                         "included, and the latest release of each Megatron-Bridge MoE layout; about 5 minutes)")
     ap.add_argument("--rows", type=flags.name_list(ROW_NAMES, "row"), metavar="NAME[,NAME...]",
                     help="only these rows (--planner --table sc21)")
     flags.add_time_limit(ap, None, "each fit of the constants (the best so far when it runs out)")

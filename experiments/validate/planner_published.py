@@ -1,7 +1,8 @@
-"""The planner against the published layouts of issues 30 and 31: [L3] Table 4's three Llama 3 405B
-rows (8,192 and 16,384 H100, and the long-context row with context parallelism 16) and the latest
-release of each Megatron-Bridge MoE layout (Qwen3 30B-A3B, GPT-OSS 120B), both sides scored by the
-one evaluator with the same pricing and the catalog's constants.
+"""The planner against the published layouts of issues 30 and 31: the Megatron-LM README's nine H100
+GPT rows, [L3] Table 4's three Llama 3 405B rows (8,192 and 16,384 H100, and the long-context row
+with context parallelism 16) and the latest release of each Megatron-Bridge MoE layout (Qwen3
+30B-A3B, GPT-OSS 120B), both sides scored by the one evaluator with the same pricing and the
+catalog's constants.
 
 * **The published layout under the model**: the row as ``experiments.validate`` scores it
   (:func:`experiments.validate.fit.score_case`: per variant the least recomputation that fits, the
@@ -54,13 +55,13 @@ MAX_VIRTUAL_STAGES = 8
 
 
 def published_cases() -> list[Case]:
-    """[L3] Table 4's rows (with and without context parallelism) and the latest release of each MoE layout
-    (:func:`experiments.validate.moe_rows.latest_cases`)."""
+    """The Megatron-LM README's H100 rows, [L3] Table 4's rows (with and without context parallelism)
+    and the latest release of each MoE layout (:func:`experiments.validate.moe_rows.latest_cases`)."""
     from experiments.validate.context_rows import llama3_context_cases
     from experiments.validate.moe_rows import latest_cases
-    from experiments.validate.rows import llama3_cases
+    from experiments.validate.rows import llama3_cases, readme_cases
 
-    return llama3_cases() + llama3_context_cases() + latest_cases()
+    return readme_cases() + llama3_cases() + llama3_context_cases() + latest_cases()
 
 
 def rescore_candidate(case: Case, hw: Any, cand: Candidate) -> float:

@@ -20,8 +20,9 @@ def _case(name: str):
 
 def test_the_rows_are_llama3s_three_and_the_latest_release_of_each_moe_layout() -> None:
     names = [c.name for c in published_cases()]
-    assert names[:3] == ["llama3-405b-8192", "llama3-405b-16384", "llama3-405b-16384-cp16"]
-    moe = names[3:]
+    assert len(names) == 9 + 3 + 5 and names[0] == "gpt-1.7b" and names[8] == "gpt-462b"
+    assert names[9:12] == ["llama3-405b-8192", "llama3-405b-16384", "llama3-405b-16384-cp16"]
+    moe = names[12:]
     # experiments/data/megatron_bridge_h100_moe.csv: Qwen3 e = 16 last ran in 26.06, GPT-OSS b = 1 in 26.04.01
     assert "qwen3-30b-a3b 26.06" in moe and "gpt-oss-120b 26.04.01" in moe
     assert "qwen3-30b-a3b 26.04" not in moe and "gpt-oss-120b 26.02" not in moe

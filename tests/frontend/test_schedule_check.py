@@ -227,3 +227,44 @@ def test_an_unproven_answer_reports_its_proven_bound(monkeypatch, capsys) -> Non
     m = _plan_weakened(monkeypatch, capsys, low, PLAN_8B + ["--uniform"])
     assert m["status"] == "feasible" and not m["exact"]
     assert m["bound"] == pytest.approx(min(bounds), rel=1e-12) and m["bound"] < m["batch_time_s"]
+
+
+def test_an_even_split_the_descent_skips_answers_instead_of_its_1f1b_plan() -> None:
+    """The Megatron-LM README's gpt-314b (3,072 H100, t = 8, b = 1, no recomputation): the DP's v = 6
+    optimum has unequal chunks and plays out 7% slower than its formula; the descent to v = 5, ..., 2
+    finds only failing plans and ends at 1F1B (10.95 s), while Megatron's own even split at the same
+    layout (v = 6, 2 layers per chunk: the published layout) passes the check at 9.72 s. The workload
+    now answers with that plan, "feasible" (the rejected plan's bound below it)."""
+    from dataclasses import replace
+
+    from experiments.validate.rows import readme_cases
+    from piper.core.options import BATCH_TIME, Options
+    from piper.core.result import Status
+    from piper.frontend.planner import even_split_alternative, search_plans
+    from piper.frontend.score import check_layout, layout_plan
+    from piper.solvers.registry import get_solver
+
+    case = next(c for c in readme_cases() if c.name == "gpt-314b")
+    setup = replace(case.setup, sequence_parallel=True, overlap_grad_reduce=False, overlap_param_gather=False,
+                    optimizer_step=False)
+    options = Options(objective=BATCH_TIME, schedule="any", max_virtual_stages=8, progress=False)
+    (cand,) = search_plans(case.cfg.with_changes(micro_batch=1), case.hw, setup, get_solver("dp"), options,
+                           micro_batches=(1,), free=False, degrees=(8,), recomputes=(("none",),),
+                           check_schedules=True).candidates
+    assert cand.rejected is not None and cand.rejected.plan.schedule.virtual_stages == 6
+    plan = cand.result.plan
+    assert cand.result.status == Status.FEASIBLE and plan.schedule.virtual_stages == 6 and plan.groups == 8
+    assert [sum(1 for v in st.nodes if cand.problem.node_by_id[v].kind == "transformer") for st in plan.stages] == [2] * 48
+    # it is the published layout's plan, on this workload
+    lay = replace(case.layout, vp=6, recompute="none", sequence_parallel=True)
+    cfg = case.cfg.with_changes(micro_batch=1)
+    published = layout_plan(cand.problem, check_layout(cfg, case.hw, setup, lay), lay)
+    assert plan == published
+    assert cand.result.bound <= cand.rejected.value <= cand.value
+    # without a cutoff to beat, the function finds the same plan; mixed TMPCs: none
+    got = even_split_alternative(cfg, cand.problem, cand.rejected.plan, BATCH_TIME, float("inf"))
+    assert got is not None and got[0] == plan and got[1] == pytest.approx(cand.value, rel=1e-12)
+    mixed = replace(cand.rejected.plan, stages=tuple(
+        replace(st, tmpcs={v: ("none" if i == 3 and cand.problem.node_by_id[v].kind == "transformer" else tid)
+                           for v, tid in st.tmpcs.items()}) for i, st in enumerate(cand.rejected.plan.stages)))
+    assert even_split_alternative(cfg, cand.problem, mixed, BATCH_TIME, float("inf")) is None
