@@ -35,13 +35,13 @@ from experiments.validate.fit import score_case
 from experiments.validate.rows import Case
 from piper.core.evaluate import evaluate
 from piper.core.options import BATCH_TIME, Options
-from piper.frontend.overlap import overlap_microbatches
 from piper.frontend.planner import (
     ONE_RECOMPUTE_SETTING,
     Candidate,
     context_parallel_choices,
     micro_batch_choices,
     search_plans,
+    with_optimizer_step_s,
 )
 from piper.frontend.score import check_layout, layout_plan
 from piper.frontend.workload import build_workload
@@ -66,20 +66,9 @@ def published_cases() -> list[Case]:
 
 def rescore_candidate(case: Case, hw: Any, cand: Candidate) -> float:
     """The batch time (seconds) of ``cand``'s plan priced as :func:`piper.frontend.score.score_layout`
-    prices a layout: its workload (c, e, b, recomputation, degree) rebuilt with the optimizer step
-    and the resync's overlap over the plan's own micro-batches; inf when it does not fit."""
-    plan = cand.result.plan
-    d = plan.stages[0].d
-    v = plan.schedule.virtual_stages
-    m = case.setup.global_batch // (cand.micro_batch * d)
-    setup = replace(case.setup, sequence_parallel=True, optimizer_step=True, context_parallel=cand.context_parallel,
-                    resync_overlap_microbatches=overlap_microbatches(plan.groups, v, m))
-    if case.cfg.moe is not None:
-        setup = replace(setup, expert_parallel=cand.expert_parallel)
-    workload = build_workload(case.cfg.with_changes(micro_batch=cand.micro_batch), hw, setup, degrees=cand.degrees,
-                              recompute=cand.recompute)
-    score = evaluate(load_problem(workload, strict=True), plan)
-    return score.batch_time if not score.oom and math.isfinite(score.batch_time) else math.inf
+    prices a layout: :func:`piper.frontend.planner.with_optimizer_step_s` with the row's setup
+    (sequence parallelism on, the resync's overlap where the row has it); inf when it does not fit."""
+    return with_optimizer_step_s(case.cfg, hw, replace(case.setup, sequence_parallel=True), cand)
 
 
 def _published_on_search(case: Case, hw: Any, published: dict[str, Any], search_setup: Any) -> float:

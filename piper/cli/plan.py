@@ -67,6 +67,7 @@ from piper.frontend.planner import (
     context_parallel_choices,
     micro_batch_choices,
     search_plans,
+    with_optimizer_step_s,
 )
 from piper.frontend.schedule_check import check_schedule
 from piper.render.table import render_plan
@@ -321,11 +322,14 @@ def cmd_plan(args: argparse.Namespace) -> int:
     status = chosen.result.status.value
     if chosen.result.status == Status.OPTIMAL and (rejected is not None or not exact or kept_failing):
         status = Status.FEASIBLE.value
+    # the iteration as `score` prices this layout: the optimizer step too (the solvers do not take it)
+    with_step = with_optimizer_step_s(cfg, hw, setup, chosen)
     # not proven: how far from the best plan it can be (the rejected plans' bound when those decide it)
     bound = rejected["bound"] if rejected is not None else None if exact else _answer_bound(search, chosen, args.free)
     if args.json:
         out = {"status": status, "solver": chosen.result.solver, **metrics,
                "bound": bound,
+               "batch_time_with_optimizer_step_s": with_step if math.isfinite(with_step) else None,
                "plan": plan.to_dict(), "time_s": search.time_s, "time_limit_s": options.time_limit_s,
                "micro_batch": chosen.micro_batch,
                "context_parallel": chosen.context_parallel, "context_parallel_searched": list(cps),
@@ -390,7 +394,9 @@ def cmd_plan(args: argparse.Namespace) -> int:
               f"value found before "
               f"them: {search.pruned} pruned by bound (proven to hold no better plan)"
               + (f", {search.resolved} solved again without the cutoff (ties)" if search.resolved else ""))
-    print(f"predicted     batch time {m['batch_time_s']:.4g} s, {m['tokens_per_s']:.4g} tokens/s, "
+    step = (f" ({with_step:.4g} s with the optimizer step, as `score` prices this layout)"
+            if math.isfinite(with_step) else "")
+    print(f"predicted     batch time {m['batch_time_s']:.4g} s{step}, {m['tokens_per_s']:.4g} tokens/s, "
           f"{m['tflops_per_device']:.4g} TFLOP/s per device, MFU {100 * m['mfu']:.1f}%")
     if chosen.recompute is not None:
         line = (f"{'recompute':<13} {chosen.recompute[0]} on every layer, one setting for the model as the frameworks "

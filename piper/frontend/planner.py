@@ -64,7 +64,7 @@ from piper.io.workload import load_problem
 from piper.solvers.registry import SolverInfo
 
 __all__ = ["MICRO_BATCHES", "ONE_RECOMPUTE_SETTING", "SEARCH_GC_THRESHOLDS", "TIE", "Candidate", "PlanSearch", "context_parallel_choices",
-           "even_split_alternative", "fewer_collections", "micro_batch_choices", "search_plans", "uniform_lower_bound"]
+           "even_split_alternative", "fewer_collections", "with_optimizer_step_s", "micro_batch_choices", "search_plans", "uniform_lower_bound"]
 
 #: the recomputation workloads of a search for plans the frameworks run: none, selective or full
 #: recomputation of every transformer layer (``search_plans(recomputes=...)``)
@@ -432,6 +432,27 @@ def search_plans(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup, inf
 
     return PlanSearch(tuple(candidates), runnable, winner, time.perf_counter() - start,
                       sum(1 for c in candidates if c.cutoff is not None) + resolved, resolved)
+
+
+def with_optimizer_step_s(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup, cand: Candidate) -> float:
+    """The batch time (seconds) of ``cand``'s plan priced as ``python -m piper score`` prices a layout:
+    its workload (c, e, micro-batch, recomputation, degrees) rebuilt with the optimizer step (docs/problem.md
+    §10, which the solvers do not take) and, when ``setup`` overlaps the resync, its overlap over the plan's
+    own micro-batches (p groups, v, m = B / (b d)); inf when it does not fit."""
+    from piper.core.evaluate import evaluate
+    from piper.frontend.overlap import overlap_microbatches
+
+    plan = cand.result.plan
+    d = plan.stages[0].d
+    m = max(1, setup.global_batch // (cand.micro_batch * d))
+    run = replace(setup, optimizer_step=True, context_parallel=cand.context_parallel,
+                  resync_overlap_microbatches=overlap_microbatches(plan.groups, plan.schedule.virtual_stages, m))
+    if cfg.moe is not None:
+        run = replace(run, expert_parallel=cand.expert_parallel)
+    workload = build_workload(cfg.with_changes(micro_batch=cand.micro_batch), hw, run, degrees=cand.degrees,
+                              recompute=cand.recompute)
+    score = evaluate(load_problem(workload, strict=True), plan)
+    return score.batch_time if not score.oom and math.isfinite(score.batch_time) else math.inf
 
 
 def even_split_alternative(cfg: TransformerConfig, problem: Problem, rejected: Plan, objective: str,
