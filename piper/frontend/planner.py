@@ -64,7 +64,8 @@ from piper.io.workload import load_problem
 from piper.solvers.registry import SolverInfo
 
 __all__ = ["MICRO_BATCHES", "ONE_RECOMPUTE_SETTING", "SEARCH_GC_THRESHOLDS", "TIE", "Candidate", "PlanSearch", "context_parallel_choices",
-           "even_split_alternative", "fewer_collections", "with_optimizer_step_s", "micro_batch_choices", "search_plans", "uniform_lower_bound"]
+           "even_split_alternative", "fewer_collections", "micro_batch_choices", "search_plans", "uniform_lower_bound",
+           "with_optimizer_step_s"]
 
 #: the recomputation workloads of a search for plans the frameworks run: none, selective or full
 #: recomputation of every transformer layer (``search_plans(recomputes=...)``)
@@ -464,7 +465,7 @@ def even_split_alternative(cfg: TransformerConfig, problem: Problem, rejected: P
     (:func:`piper.frontend.score.layout_plan`), that passes the schedule check (equal chunks: the
     formulas hold). The check's descent to v - 1 looks only at each v's optimum; an even split it
     skips can beat the 1F1B plan it ends at (the Megatron-LM README's gpt-314b: its own layout, v = 6,
-    9.05 s against the descent's 1F1B plan at 10.95 s). None when no such plan exists or the layers
+    9.72 s against the descent's 1F1B plan at 10.95 s, both without the optimizer step). None when no such plan exists or the layers
     hold more than one TMPC. ``context_parallel``: the workload's c (its degree keys are t x c)."""
     from piper.core.evaluate import evaluate
     from piper.frontend.score import Layout, even_split, layout_plan
