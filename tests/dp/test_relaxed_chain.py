@@ -55,10 +55,10 @@ def test_a_structural_difference_is_not_relaxed() -> None:
     """Layers whose TMPC ids differ are not one run: no relaxation spans them."""
     p = periodic_chain_problem(0)
     cand = candidates(p)
-    rp, _, chain = relaxed_chain(p, cand)
+    _, _, chain = relaxed_chain(p, cand)
     inner = [p.nodes[i] for i in chain.order[chain.first:chain.stop]]
-    renamed = {nd.id: dataclasses.replace(nd, tmpcs={t: tuple(dataclasses.replace(c, id=f"{c.id}-{j % 2 and nd.id}")
-                                                            for j, c in enumerate(lst))
+    # every second inner layer's TMPCs renamed: the same numbers, another structure
+    renamed = {nd.id: dataclasses.replace(nd, tmpcs={t: tuple(dataclasses.replace(c, id=f"{c.id}-other") for c in lst)
                                                      for t, lst in nd.tmpcs.items()})
                for nd in inner[1::2]}
     q = dataclasses.replace(p, nodes=tuple(renamed.get(nd.id, nd) for nd in p.nodes))
