@@ -28,7 +28,7 @@ def build_parser(prog: str = PROG) -> ArgumentParser:
     ap.add_argument("--json", action="store_true", help="print one JSON object instead of the tables (no progress)")
     ap.add_argument("--planner", action="store_true",
                     help="instead: the planner's best uniform plan against the layout each row ran (the catalog's "
-                         "constants; planner.csv, planner.json, PLANNER.md)")
+                         "constants; written to --out: planner.csv, planner.json, PLANNER.md)")
     ap.add_argument("--table", choices=PLANNER_TABLES, default="sc21",
                     help="with --planner: sc21 (Megatron's SC'21 Table 1, the default) or published (the "
                          "Megatron-LM README's H100 rows, Llama 3 405B's three rows, context parallelism "

@@ -20,7 +20,8 @@ number.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import itertools
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -188,8 +189,6 @@ def relaxed_chain(problem: Problem, cand: Candidates) -> tuple[Problem, Candidat
     exactly by counts (:mod:`piper.dp.groups`), bounds ``problem``'s from below. Returns the relaxed
     problem, its candidates and its identical chain; None when ``problem`` is no path, has no such
     run, or the relaxation is not an identical chain (too many end layers)."""
-    from dataclasses import replace
-
     order = _path(problem)
     if order is None or len(order) < 3:
         return None
@@ -203,16 +202,12 @@ def relaxed_chain(problem: Problem, cand: Candidates) -> tuple[Problem, Candidat
                                 c.step_time_sharded) for c in nd.tmpcs[t]),
                       tuple(k for k, _ in allowed.get(t, ()))) for t in sorted(nd.tmpcs))
 
-    shapes = [shape(i) for i in range(len(order))]
-    best: tuple[int, int] | None = None
-    i = 0
-    while i < len(order):
-        j = i
-        while j + 1 < len(order) and shapes[j + 1] == shapes[i]:
-            j += 1
-        if j > i and (best is None or j + 1 - i > best[1] - best[0]):
-            best = (i, j + 1)
-        i = j + 1
+    runs, at = [], 0  # (start, stop) of each run of equal shapes, in chain order
+    for _, group in itertools.groupby(shape(i) for i in range(len(order))):
+        size = sum(1 for _ in group)
+        runs.append((at, at + size))
+        at += size
+    best = max((r for r in runs if r[1] - r[0] >= 2), key=lambda r: r[1] - r[0], default=None)  # the first longest
     if best is None:
         return None
     a, b = best

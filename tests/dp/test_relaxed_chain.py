@@ -66,16 +66,16 @@ def test_a_structural_difference_is_not_relaxed() -> None:
     assert got is None or got[2].stop - got[2].first < chain.stop - chain.first
 
 
+def _disagreements(seeds: range) -> list[str]:
+    """Every disagreement with brute force on the periodic chains of ``seeds`` under :data:`OPTIONS`."""
+    return [why for seed in seeds for options in OPTIONS
+            if (why := disagreement(periodic_chain_problem(seed), options))]
+
+
 def test_every_status_and_bound_agrees_with_brute_force() -> None:
     """"optimal" is brute force's optimum, "feasible" carries a bound at most it, on the sweep and
     three option sets (both objectives, interleaved plans allowed)."""
-    bad = []
-    for seed in SWEEP:
-        p = periodic_chain_problem(seed)
-        for options in OPTIONS:
-            why = disagreement(p, options)
-            if why:
-                bad.append(why)
+    bad = _disagreements(SWEEP)
     assert not bad, bad[:5]
 
 
@@ -116,11 +116,5 @@ def test_the_planner_orders_and_cuts_relaxed_chains() -> None:
 
 @pytest.mark.slow  # about a minute on 2 cores; the first 60 seeds run in CI above
 def test_a_wider_sweep_agrees_with_brute_force() -> None:
-    bad = []
-    for seed in range(60, 400):
-        p = periodic_chain_problem(seed)
-        for options in OPTIONS:
-            why = disagreement(p, options)
-            if why:
-                bad.append(why)
+    bad = _disagreements(range(60, 400))
     assert not bad, bad[:5]
