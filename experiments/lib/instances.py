@@ -17,7 +17,7 @@ from piper.core.plan import Plan, Stage
 from piper.core.problem import ACTIVATION_RECOMP, VANILLA, Problem, problem_to_dict
 from piper.io.workload import problem_from_dict
 
-__all__ = ["random_problem", "random_moe_problem", "with_expert_keys", "random_dag", "repeated_layers", "witness_memory",
+__all__ = ["random_problem", "random_moe_problem", "with_expert_keys", "with_iteration_keys", "random_dag", "repeated_layers", "witness_memory",
            "operator_graph_problem", "SHAPES", "identical_chain_problem"]
 
 SHAPES = ("chain", "branchy")
@@ -187,6 +187,44 @@ def with_expert_keys(problem: Problem, rng: random.Random, *, moe_share: float =
         for t, lst in nd["TMPCs"].items():
             for j, c in enumerate(lst):
                 c.update(shared.setdefault((t, j), keys()) if same_per_position else keys())
+    return problem_from_dict(raw)
+
+
+def with_iteration_keys(problem: Problem, rng: random.Random, *, share: float = 0.8,
+                        same_per_position: bool = False) -> Problem:
+    """``problem`` with the iteration keys of docs/problem.md §10 on about ``share`` of its layers, in
+    the form Piper's DP prices exactly (piper/dp/iteration.py): per layer and degree t one set of
+    numbers for all its TMPCs (their parameter sizes set to the first's), h (``resyncOverlapTime``)
+    drawn around the layer's own resync per iteration f w / B (so that the resync is sometimes hidden,
+    sometimes not) and at most (N / min(N, k)) times its least p, and a step o or o_s (``stepTime``,
+    ``stepTimeSharded``) of up to a tenth of its least p each. ``same_per_position`` draws the numbers
+    once per (t, layer identity) so that identical layers (tests/dp/identical_chains.py) stay identical:
+    the key is the layer's TMPC list."""
+    raw = problem_to_dict(problem)
+    bw = min(problem.bandwidth, problem.bandwidth_intra)
+    f, n_mb = problem.resync_factor, problem.microbatches
+    room = n_mb / min(n_mb, problem.devices)  # h d <= N p at the largest d
+    drawn: dict[Any, dict[str, float]] = {}
+
+    def keys(lst: list[dict[str, Any]]) -> dict[str, float]:
+        p_min = min(c["timePerSample"] for c in lst)
+        w = lst[0]["parameterSize"]
+        h = min(room * p_min, rng.uniform(0.0, 1.5) * f * w / bw)
+        return {"parameterSize": w, "resyncOverlapTime": float(h),
+                "stepTime": float(rng.choice((0.0, rng.uniform(0.0, 0.1) * p_min))),
+                "stepTimeSharded": float(rng.choice((0.0, rng.uniform(0.0, 0.1) * p_min)))}
+
+    for nd in raw["nodes"]:
+        if rng.random() >= share and not same_per_position:
+            continue
+        for t, lst in nd["TMPCs"].items():
+            if same_per_position:
+                ident = (t, repr(sorted((c["id"], c["timePerSample"], c["parameterSize"]) for c in lst)))
+                got = drawn.setdefault(ident, keys(lst))
+            else:
+                got = keys(lst)
+            for c in lst:
+                c.update(got)
     return problem_from_dict(raw)
 
 

@@ -248,6 +248,13 @@ class Problem:
         """All tensor-parallel degrees t that some layer supports, sorted."""
         return tuple(sorted({t for n in self.nodes for t in n.tmpcs}))
 
+    @cached_property
+    def has_iteration_keys(self) -> bool:
+        """Whether some TMPC has a docs/problem.md §10 key > 0 (``resyncOverlapTime``, ``stepTime``,
+        ``stepTimeSharded``): then the evaluator's TPS prices the resync's overlap and the step."""
+        return any(c.resync_overlap_time > 0 or c.step_time > 0 or c.step_time_sharded > 0
+                   for nd in self.nodes for lst in nd.tmpcs.values() for c in lst)
+
     @property
     def n(self) -> int:
         return len(self.nodes)

@@ -17,6 +17,7 @@ import numpy as np
 from piper.core.errors import SolverError
 from piper.core.options import Candidates
 from piper.core.problem import TMPC, Problem
+from piper.dp.iteration import check_iteration_keys, iteration_active
 
 BIG = np.int64(1) << np.int64(60)
 #: table mode: achievable upper-bound values (greedy choices, galloping, shared across d)
@@ -71,6 +72,14 @@ class LayerArrays(NamedTuple):
     #: and memory (folded into ``rq``, ``c0`` and ``sq``) are not cost(1) / d + a constant.  Always
     #: an array (all False without the keys), so that it adds no compiled variant of the kernels
     xq: np.ndarray
+    #: docs/problem.md §10 (:mod:`piper.dp.iteration`), present only when some TMPC has an iteration
+    #: key: per (TMPC, index of d in ds) the resync time per sample R / B_resync (then ``rq`` is 0, so
+    #: that option costs leave the resync out) and the step o + o_s / d (time units per iteration);
+    #: per TMPC h (``ih``, time units per iteration); the microbatches N. Empty arrays otherwise
+    ir: np.ndarray
+    io: np.ndarray
+    ih: np.ndarray
+    n_mb: float
 
 
 class Limits(NamedTuple):
@@ -148,6 +157,7 @@ def run_arrays(problem: Problem, cand: Candidates, bw_edge: float | None = None)
     opt_cnt = np.zeros((n, max(1, len(ts))), dtype=np.int64)
     tp, tw, ta, tb, tsh, tt, inb_ptr, outb_ptr = [], [], [], [], [], [], [], []
     experts: list[TMPC | None] = []  # the TMPC when it has expert terms (docs/problem.md §11)
+    flat_tmpcs: list[TMPC] = []
     inb: list[float] = []
     outb: list[float] = []
     labels: list[tuple[int, int, str]] = []
@@ -164,6 +174,7 @@ def run_arrays(problem: Problem, cand: Candidates, bw_edge: float | None = None)
                 tsh.append(c.memory_sharded)
                 tt.append(t)
                 experts.append(c if c.has_expert_terms else None)
+                flat_tmpcs.append(c)
                 inb_ptr.append(len(inb))
                 for e in in_lists[v]:
                     inb.append(2 * (e.communication_cost + c.sync_fw[e.u]))
@@ -195,6 +206,17 @@ def run_arrays(problem: Problem, cand: Candidates, bw_edge: float | None = None)
             resync_x, memory_x = expert_terms_or_ban(c, d, tt[q], f, n_mb, problem.memory_per_device)
             rq[q, di] += resync_x
             sq[di, q] += memory_x
+    ir, io, ih = absent_array(), absent_array(), np.zeros(0, dtype=np.float64)
+    if iteration_active(problem):
+        # docs/problem.md §10: the options price no resync; each stage adds its exposed resync and step
+        # (piper.dp.stage.stage_costs), fixed by its layers (piper.dp.iteration.check_iteration_keys)
+        check_iteration_keys(problem, cand)
+        ir = np.ascontiguousarray(rq / np.array([[bw_in if t * d <= g_node else bw for d in ds] for t in tt],
+                                                dtype=np.float64).reshape(len(tt), len(ds)))
+        io = np.ascontiguousarray(f64([[c.step_time + c.step_time_sharded / d for d in ds] for c in flat_tmpcs])
+                                  .reshape(len(flat_tmpcs), len(ds)))
+        ih = f64([c.resync_overlap_time for c in flat_tmpcs])
+        rq = np.zeros_like(rq)
     c0 = f64([[rq[q, di] / (bw_in if t * d <= g_node else bw) + tp[q] / d for di, d in enumerate(ds)]
               for q, t in enumerate(tt)]).reshape(len(tp), len(ds))
     # empty = not needed (no sharded state / one bandwidth, as in version 1): the kernels then
@@ -207,6 +229,6 @@ def run_arrays(problem: Problem, cand: Candidates, bw_edge: float | None = None)
         n=n, ts=ts, ds=np.array(cand.ds, dtype=np.int64), opt_start=opt_start, opt_cnt=opt_cnt,
         tp=f64(tp), tw=f64(tw), ta=f64(ta), tb=f64(tb), in_ptr=in_ptr, in_src=in_src, out_ptr=out_ptr,
         out_dst=out_dst, inb_ptr=i64(inb_ptr), inb=f64(inb), outb_ptr=i64(outb_ptr), outb=f64(outb), rq=rq, pq=pq,
-        c0=c0, rb=rb_opt, sq=sq_opt, bw_edge=float(bw_edge), xq=xq,
+        c0=c0, rb=rb_opt, sq=sq_opt, bw_edge=float(bw_edge), xq=xq, ir=ir, io=io, ih=ih, n_mb=float(n_mb),
     )
     return RunArrays(layers, tuple(labels))

@@ -25,10 +25,12 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from piper.core.errors import SolverError
 from piper.core.options import Candidates
 from piper.core.problem import TMPC, Problem
+from piper.dp.iteration import check_iteration_keys
 
-__all__ = ["MAX_ENDS", "RELAXED_FIELDS", "IdenticalChain", "identical_chain", "pair_classes", "relaxed_chain",
+__all__ = ["MAX_ENDS", "RELAXED_FIELDS", "RELAXED_MAX_FIELDS", "IdenticalChain", "identical_chain", "pair_classes", "relaxed_chain",
            "segment_class"]
 
 #: at most this many end layers (before and after the identical block together): the group
@@ -94,7 +96,7 @@ def identical_chain(problem: Problem, cand: Candidates) -> IdenticalChain | None
         per_t = cand.tmpcs[ids[i]]
         return tuple((t, tuple((c.time_per_sample, c.parameter_size, c.memory_a, c.memory_b, c.memory_sharded,
                                 c.expert_parallel, c.expert_tensor_parallel, c.expert_parameter_size,
-                                c.memory_sharded_expert)
+                                c.memory_sharded_expert, c.resync_overlap_time, c.step_time, c.step_time_sharded)
                                for _, c in per_t[t])) for t in sorted(per_t))
 
     def head_side(i: int) -> tuple:
@@ -172,18 +174,21 @@ def pair_classes(chain: IdenticalChain, sizes: np.ndarray, ptr: np.ndarray, sub:
 
 
 #: the TMPC numbers a relaxed chain takes the least of over its block: every plan's TPS, batch time
-#: and memory are non-decreasing in each (docs/problem.md §4, §9.2, §11), and none of them is a
-#: structural key (the expert degrees e and e_t, which rule 6 tests) or one that shortens the
-#: iteration when it grows (the §10 keys ``resyncOverlapTime``): those must be equal
+#: and memory are non-decreasing in each (docs/problem.md §4, §9.2, §10, §11), and none of them is a
+#: structural key (the expert degrees e and e_t, which rule 6 tests, must be equal)
 RELAXED_FIELDS = ("time_per_sample", "parameter_size", "memory_a", "memory_b", "memory_sharded",
-                  "expert_parameter_size", "memory_sharded_expert")
+                  "expert_parameter_size", "memory_sharded_expert", "step_time", "step_time_sharded")
+#: the TMPC numbers a relaxed chain takes the largest of: every plan's TPS and batch time are
+#: non-increasing in each (docs/problem.md §10: ``resyncOverlapTime`` hides more of the resync)
+RELAXED_MAX_FIELDS = ("resync_overlap_time",)
 
 
 def relaxed_chain(problem: Problem, cand: Candidates) -> tuple[Problem, Candidates, IdenticalChain] | None:
     """A relaxation of a chain whose inner layers differ only in their numbers (GPT-OSS's
     alternating sliding-window and full-attention layers): the longest run of consecutive layers
-    with the same TMPC lists (ids, expert degrees, §10 keys, allowed choices), each layer's TMPC
-    replaced by the least of each :data:`RELAXED_FIELDS` number and of its sync bytes over the run,
+    with the same TMPC lists (ids, expert degrees, allowed choices), each layer's TMPC replaced by
+    the least of each :data:`RELAXED_FIELDS` number (the largest of each :data:`RELAXED_MAX_FIELDS`
+    number) and of its sync bytes over the run,
     and the edges inside the run by the least of their costs. Every plan of ``problem`` is a plan of
     the relaxation (the same stages and choices) at most as costly, so the relaxation's optimum, found
     exactly by counts (:mod:`piper.dp.groups`), bounds ``problem``'s from below. Returns the relaxed
@@ -198,8 +203,7 @@ def relaxed_chain(problem: Problem, cand: Candidates) -> tuple[Problem, Candidat
     def shape(i: int) -> tuple:
         nd = nodes[order[i]]
         allowed = cand.tmpcs[nd.id]
-        return tuple((t, tuple((c.id, c.expert_parallel, c.expert_tensor_parallel, c.resync_overlap_time, c.step_time,
-                                c.step_time_sharded) for c in nd.tmpcs[t]),
+        return tuple((t, tuple((c.id, c.expert_parallel, c.expert_tensor_parallel) for c in nd.tmpcs[t]),
                       tuple(k for k, _ in allowed.get(t, ()))) for t in sorted(nd.tmpcs))
 
     runs, at = [], 0  # (start, stop) of each run of equal shapes, in chain order
@@ -220,6 +224,7 @@ def relaxed_chain(problem: Problem, cand: Candidates) -> tuple[Problem, Candidat
         mine = run[i].tmpcs[t][k]
         others = [nd.tmpcs[t][k] for nd in run]
         changes = {f: min(getattr(c, f) for c in others) for f in RELAXED_FIELDS}
+        changes.update({f: max(getattr(c, f) for c in others) for f in RELAXED_MAX_FIELDS})
         fw = min((x for c in others for x in c.sync_fw.values()), default=0.0)
         bw = min((x for c in others for x in c.sync_bw.values()), default=0.0)
         return replace(mine, sync_fw={u: min(x, fw) for u, x in mine.sync_fw.items()},
@@ -237,5 +242,9 @@ def relaxed_chain(problem: Problem, cand: Candidates) -> tuple[Problem, Candidat
     rcand = replace(cand, tmpcs=tmpcs)
     chain = identical_chain(relaxed, rcand)
     if chain is None:
+        return None
+    try:  # the group engine's searches need a stage's value to grow with its layers (piper.dp.iteration)
+        check_iteration_keys(relaxed, rcand)
+    except SolverError:
         return None
     return relaxed, rcand, chain

@@ -13,6 +13,7 @@ from piper.core.result import Result, Status, make_result
 from piper.dp.compile_clock import compile_seconds, solve_clock
 from piper.dp.driver import solve_run
 from piper.dp.ideals import enumerate_ideals, ideal_pairs, pair_cap
+from piper.dp.iteration import check_iteration_keys
 from piper.dp.limits import Progress, TimeUp
 from piper.dp.runs import UNIFORM_MAX_WORK, edge_runs, restrict
 from piper.dp.schedules import solve_schedules
@@ -45,6 +46,8 @@ def solve_dp(problem: Problem, options: Options | None = None) -> Result:
     options = options or Options()
     if options.knapsack not in ("exact", "greedy"):
         raise SolverError(f"unknown knapsack mode {options.knapsack!r}; use 'exact' or 'greedy'")
+    # docs/problem.md §10: refused here, in one line, when the DP cannot price the keys exactly
+    check_iteration_keys(problem, candidates(problem, options))
     compiled_before = compile_seconds()
     plain = options.objective == TPS and options.virtual_stage_choices() == (1,)
     if plain and options.params.get("upper_bound") is None:

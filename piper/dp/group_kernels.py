@@ -20,12 +20,19 @@ __all__ = ["group_curve", "group_points", "group_choice", "group_dp", "group_dp_
 
 
 @njit(cache=True)
-def group_curve(off, cost, mem, tauv, n_fixed, m_lo, m_hi, M, t_max, mode, shared, out_k, out_tau, out_low):
+def group_curve(off, cost, mem, tauv, n_fixed, m_lo, m_hi, M, t_max, mode, shared, out_k, out_tau, out_low,
+                it_fixed, it_mid, n_mb):
     """For m = m_lo .. m_hi middle layers: the group's least TPS (out_k[m - m_lo]), the tau of that
     choice and a lower bound on every fitting choice's tau (exact: the least tau when the TMPCs of
     some item differ in w, else the same choice's).  Stops at the first m whose value is +inf or
     above t_max (the value is non-decreasing in m: dropping a layer keeps a choice fitting and
-    makes it no slower); the entries from there on are +inf."""
+    makes it no slower); the entries from there on are +inf.
+
+    docs/problem.md §10 (:mod:`piper.dp.iteration`; ``it_fixed`` empty when the workload has no such
+    key): the options' costs leave the resync out, and the group with m middle layers adds
+    max(0, N R - H) / N + O / N, with (R, H, O) = it_fixed + m it_mid (resync time per sample, h and
+    the step of the fixed items, and of one middle layer: the same for every choice). Still
+    non-decreasing in m, since h d <= N p (:func:`piper.dp.iteration.check_iteration_keys`)."""
     n_max = n_fixed + m_hi
     ch = np.empty(max(1, n_max), dtype=np.int64)
     ch2 = np.empty(max(1, n_max), dtype=np.int64)
@@ -36,6 +43,11 @@ def group_curve(off, cost, mem, tauv, n_fixed, m_lo, m_hi, M, t_max, mode, share
     for m in range(m_lo, m_hi + 1):
         ni = n_fixed + m
         val = knapsack(mode, off[: ni + 1], cost, mem, M, ch[:ni])
+        if val != np.inf and it_fixed.shape[0]:
+            resync = it_fixed[0] + m * it_mid[0]
+            hide = it_fixed[1] + m * it_mid[1]
+            step = it_fixed[2] + m * it_mid[2]
+            val += max(0.0, n_mb * resync - hide) / n_mb + step / n_mb
         if val == np.inf or val > t_max:
             break
         tau = total_of(ch[:ni], tauv)
@@ -52,7 +64,7 @@ def group_curve(off, cost, mem, tauv, n_fixed, m_lo, m_hi, M, t_max, mode, share
 
 @njit(cache=True)
 def group_points(e_off, e_cost, e_tau, e_mem, e_shared, k_cost, k_tau, k_mem, k_shared, io, n_o, n_i, n_none, room,
-                 sync_free, M, t_max, mode):
+                 sync_free, M, t_max, mode, e_it, k_it, n_mb):
     """Every point of one group (:func:`piper.dp.groups._group_curves`, one :func:`group_curve` per
     count of one-layer chunks cut on both sides, ``singles`` = 0 .. io), in one call.
 
@@ -62,7 +74,10 @@ def group_points(e_off, e_cost, e_tau, e_mem, e_shared, k_cost, k_tau, k_mem, k_
     those options share one resync.  The group's chunks of identical layers: io cut on both sides,
     n_o after only, n_i before only, n_none neither.  Items are laid out as the group's items
     (ends, singles, cut before, cut after, then the middle layers).  Returns the points' counts,
-    values, tau, tau bounds and singles, and whether every curve's options share one resync."""
+    values, tau, tau bounds and singles, and whether every curve's options share one resync.
+
+    ``e_it`` (the end layers' resync time per sample, h and step, summed) and ``k_it`` (one identical
+    layer's): docs/problem.md §10's terms (:func:`group_curve`); both empty without the keys."""
     n_e = e_off.shape[0] - 1
     q = k_cost.shape[1]
     total = 0
@@ -122,7 +137,13 @@ def group_points(e_off, e_cost, e_tau, e_mem, e_shared, k_cost, k_tau, k_mem, k_
         pk = np.empty(n)
         ptau = np.empty(n)
         plow = np.empty(n)
-        group_curve(off, cost, mem, tau, n_fixed, m_lo, m_hi, M, t_max, mode, shared, pk, ptau, plow)
+        it_fixed = np.empty(0)
+        if e_it.shape[0]:
+            it_fixed = np.empty(3)
+            for r in range(3):
+                it_fixed[r] = e_it[r] + (n_fixed - n_e) * k_it[r]
+        group_curve(off, cost, mem, tau, n_fixed, m_lo, m_hi, M, t_max, mode, shared, pk, ptau, plow,
+                    it_fixed, k_it, n_mb)
         base = least - n_none
         for r in range(n):
             if pk[r] == np.inf:

@@ -73,6 +73,8 @@ __all__ = ["Layout", "layouts", "least_layout_bound", "solve_groups"]
 SLACK = 1e-9
 #: cut patterns of a chunk's identical layers: a cut before and after, after only, before only, none
 CUT_BOTH, CUT_AFTER, CUT_BEFORE, UNCUT = range(4)
+#: rows of an option table (:func:`_options`): cost, tau, memory, resync bytes, h, step
+ROWS = 6
 
 
 @dataclass(frozen=True)
@@ -174,13 +176,22 @@ def _layout_rows(problem: Problem, cand: Candidates, positions: tuple[int, ...],
     out = []
     ts = [t for t in cand.ts if all(t in cand.tmpcs[problem.nodes[p].id] for p in positions)]
     f = problem.resync_factor
+    iteration = problem.has_iteration_keys
     for t in ts:
         w_sum, params = _least_work(problem, cand, positions, t)
+        opts = [cand.tmpcs[problem.nodes[p].id][t] for p in positions]
+        hide = sum(max(c.resync_overlap_time for _, c in lst) for lst in opts) if iteration else 0.0
         for d in cand.ds:
             if t * d > k:
                 continue
             r_sum = f * (d - 1) * params / (d * n_mb)
             bw_resync = problem.bandwidth_intra if d * t <= g_size else problem.bandwidth
+            resync_t = r_sum / bw_resync
+            if iteration:
+                # docs/problem.md §10: the groups' exposed resyncs sum to at least the whole graph's
+                # (max(0, .) is subadditive), and their steps to the graph's
+                step = sum(min(c.step_time + c.step_time_sharded / d for _, c in lst) for lst in opts)
+                resync_t = max(0.0, n_mb * resync_t - hide) / n_mb + step / n_mb
             for v in kinds:
                 if v == 1:
                     top = min(n, n_mb // d, k // (d * t))
@@ -190,7 +201,7 @@ def _layout_rows(problem: Problem, cand: Candidates, positions: tuple[int, ...],
                     sizes = [L for L in range(2, top + 1) if (n_mb // d) % L == 0]
                 for L in sizes:
                     bw_edge = problem.bandwidth_intra if L * d * t <= g_size else problem.bandwidth
-                    t_low = (w_sum / d + r_sum / bw_resync) / L
+                    t_low = (w_sum / d + resync_t) / L
                     lower = n_mb * t_low + max(0.0, w_sum - d * t_low) / v if batch else t_low
                     out.append((lower, v, L, t, d, bw_edge, bw_resync))
     return out
@@ -370,6 +381,7 @@ def _options(problem: Problem, chain: IdenticalChain, cand: Candidates, lay: Lay
     in_edge = problem.in_edges[head][0] if cut_in else None
     out_edge = problem.out_edges[tail][0] if cut_out else None
     f, n_mb = problem.resync_factor, problem.microbatches
+    iteration = problem.has_iteration_keys
     heads, tails = cand.tmpcs[head][t], cand.tmpcs[tail][t]
     out = []
     for idx, (_, c) in enumerate(cand.tmpcs[own][t]):
@@ -379,11 +391,15 @@ def _options(problem: Problem, chain: IdenticalChain, cand: Candidates, lay: Lay
         if out_edge is not None:
             edge += 2.0 * (out_edge.communication_cost + tails[idx][1].sync_bw[out_edge.v])
         resync, memory = option_resync_memory(c, d, t, f, n_mb, y, problem.memory_per_device)
-        cost = edge / (d * lay.bw_edge) + resync / lay.bw_resync + c.time_per_sample / d
-        # the last row: the resync bytes, equal over a layer's options exactly when its least-TPS
-        # choice is a least-tau one
-        out.append((cost, c.time_per_sample + edge / lay.bw_edge, memory, resync))
-    return np.array(out, dtype=np.float64).T.reshape(4, len(out))
+        if iteration:  # docs/problem.md §10: the group adds its exposed resync and step (group_points)
+            cost = edge / (d * lay.bw_edge) + c.time_per_sample / d
+        else:
+            cost = edge / (d * lay.bw_edge) + resync / lay.bw_resync + c.time_per_sample / d
+        # row 3: the resync bytes, equal over a layer's options exactly when its least-TPS choice is a
+        # least-tau one; rows 4, 5: h and the step o + o_s / d (docs/problem.md §10)
+        out.append((cost, c.time_per_sample + edge / lay.bw_edge, memory, resync, c.resync_overlap_time,
+                    c.step_time + c.step_time_sharded / d))
+    return np.array(out, dtype=np.float64).T.reshape(ROWS, len(out))
 
 
 class _OptionParts:
@@ -559,13 +575,34 @@ def _group_curves(problem: Problem, chain: IdenticalChain, cand: Candidates, lay
     e_off, e_cost, e_tau, e_mem, e_shared = _end_arrays(problem, chain, cand, lay, y, shape.ends, memo)
     k_cost, k_tau, k_mem, k_shared = _identical_arrays(problem, chain, cand, lay, y, memo)
     io, n_o, n_i, n_none = shape.patterns
+    e_it, k_it = _iteration_sums(problem, chain, cand, lay, y, shape, memo)
     c, k, tau, low, singles, shared = group_points(e_off, e_cost, e_tau, e_mem, e_shared, k_cost, k_tau, k_mem,
                                                    k_shared, io, n_o, n_i, n_none, room, chain.sync_free,
-                                                   problem.memory_per_device, t_max, mode)
+                                                   problem.memory_per_device, t_max, mode, e_it, k_it,
+                                                   float(problem.microbatches))
     pts = _Points(c, k, tau, low, singles)
     shared = bool(shared)
     entry = cache[key] = (pts, shared, t_max, room)
     return entry
+
+
+def _iteration_sums(problem: Problem, chain: IdenticalChain, cand: Candidates, lay: Layout, y: float,
+                    shape: GroupShape, memo: dict) -> tuple[np.ndarray, np.ndarray]:
+    """docs/problem.md §10 (:func:`~piper.dp.group_kernels.group_curve`): (resync time per sample, h,
+    step) summed over the group's end layers, and of one identical layer, each layer's from its first
+    option (every option of a layer has the same: :func:`piper.dp.iteration.check_iteration_keys`);
+    two empty arrays when the workload has no §10 key."""
+    if not problem.has_iteration_keys:
+        return np.empty(0), np.empty(0)
+
+    def terms(kind: tuple[int, bool, bool]) -> np.ndarray:
+        arr, _ = _kind_arrays(problem, chain, cand, lay, y, kind, memo)
+        return np.array([arr[3, 0] / lay.bw_resync, arr[4, 0], arr[5, 0]])
+
+    ends = np.zeros(3)
+    for end in shape.ends:
+        ends = ends + terms(end)
+    return ends, terms((-1, False, False))
 
 
 def _room(problem: Problem, chain: IdenticalChain, cand: Candidates, lay: Layout, y: float, shape: GroupShape,

@@ -184,7 +184,40 @@ def stage_costs(lay, sc, m, d, cost):
                 cost[r] = c0[q, di]
             else:
                 cost[r] = (e / d + rq[q, di]) / bw + pq[q, di]
-        return
+    else:
+        _costs_two_bandwidths(lay, sc, m, d, di, cost)
+    if not _absent(lay.ir):
+        _add_iteration_terms(lay, sc, m, di, cost)
+
+
+@njit(cache=True)
+def _add_iteration_terms(lay, sc, m, di, cost):
+    """docs/problem.md §10 (:mod:`piper.dp.iteration`): the options' costs leave the resync out (rq = 0);
+    the stage's exposed resync and step, max(0, N R - H) / N + O / N, the same for every choice (each
+    layer's options share the numbers they are made of), go onto every option of the stage's first
+    layer, so that every choice's sum is the stage's value. The stage's layers are those of sc.off up
+    to the one whose options end at m."""
+    off, qidx, ir, io, ih = sc.off, sc.qidx, lay.ir, lay.io, lay.ih
+    n_mb = lay.n_mb
+    resync = 0.0
+    hide = 0.0
+    step = 0.0
+    i = 0
+    while off[i] < m:
+        q = qidx[off[i]]
+        resync += ir[q, di]
+        hide += ih[q]
+        step += io[q, di]
+        i += 1
+    extra = max(0.0, n_mb * resync - hide) / n_mb + step / n_mb
+    for r in range(off[0], off[1]):
+        cost[r] += extra
+
+
+@njit(cache=True)
+def _costs_two_bandwidths(lay, sc, m, d, di, cost):
+    """:func:`stage_costs` when some B_resync differs from B_edge."""
+    qidx, ebytes, rq, pq, c0, bw, rb = sc.qidx, sc.ebytes, lay.rq, lay.pq, lay.c0, lay.bw_edge, lay.rb
     for r in range(m):
         q = qidx[r]
         e = ebytes[r]

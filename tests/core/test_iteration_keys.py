@@ -1,5 +1,6 @@
 """docs/problem.md §10: resyncOverlapTime, stepTime, stepTimeSharded in the loader, the evaluator
-(hand-computed) and the brute-force oracle; solvers without them refuse."""
+(hand-computed), the brute-force oracle and Piper's DP (tests/dp/test_iteration_keys.py has its
+sweeps); solvers without them refuse."""
 
 import pytest
 
@@ -57,9 +58,11 @@ def test_bad_values_and_refusals():
     from piper import solve
 
     p = load_problem(_workload(h=3.0, o=1.0))
-    with pytest.raises(SolverError, match="resyncOverlapTime"):
-        solve(p, None, "dp")
-    import baselines  # noqa: F401  registers brute
+    import baselines  # noqa: F401  registers brute and equi
 
+    with pytest.raises(SolverError, match="resyncOverlapTime"):
+        solve(p, None, "equi")
     res = solve(p, None, "brute")
     assert res.tps == pytest.approx(evaluate(p, res.plan).tps)
+    dp = solve(p, None, "dp")
+    assert dp.status.value == "optimal" and dp.tps == pytest.approx(res.tps, rel=1e-12)

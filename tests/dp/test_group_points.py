@@ -79,7 +79,7 @@ def test_group_points_matches_one_knapsack_per_count(mode: int) -> None:
     checked = points = 0
     for _ in range(150):
         args = _instance(rng)
-        c, k, tau, low, singles, shared = group_points(*args, mode)
+        c, k, tau, low, singles, shared = group_points(*args, mode, np.empty(0), np.empty(0), 1.0)
         (r_c, r_k, r_tau, r_low, r_s), r_shared = _reference(*args, mode)
         assert c.tolist() == r_c and singles.tolist() == r_s
         assert k.tolist() == r_k and tau.tolist() == r_tau and low.tolist() == r_low  # bit for bit

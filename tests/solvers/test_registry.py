@@ -5,7 +5,7 @@ state) refuses an instance that uses it, naming the feature; every shipped solve
 import pytest
 
 from piper import Options, SolverError, problem_from_dict, problem_to_dict, solve
-from piper.core.problem import WORKLOAD_FEATURES, EXPERT_FEATURES, CLUSTER_FEATURES
+from piper.core.problem import CLUSTER_FEATURES, EXPERT_FEATURES, ITERATION_FEATURES, WORKLOAD_FEATURES
 from piper.solvers.registry import SOLVERS, SolverInfo, get_solver, register, unregister
 from tests.helpers import tmpc, workload
 
@@ -25,9 +25,10 @@ def test_solver_infos_declare_their_features():
         assert info.features <= frozenset(WORKLOAD_FEATURES), name
 
 
-def test_dp_and_dp_greedy_and_equi_declare_every_cluster_feature():
-    for name in ("dp", "dp-greedy", "equi"):
-        assert SOLVERS[name].features == frozenset(CLUSTER_FEATURES + EXPERT_FEATURES), name
+def test_dp_and_dp_greedy_declare_every_workload_feature_and_equi_not_the_iteration_keys():
+    for name in ("dp", "dp-greedy"):
+        assert SOLVERS[name].features == frozenset(CLUSTER_FEATURES + ITERATION_FEATURES + EXPERT_FEATURES), name
+    assert SOLVERS["equi"].features == frozenset(CLUSTER_FEATURES + EXPERT_FEATURES)
 
 
 def test_the_exact_models_declare_every_cluster_feature():
