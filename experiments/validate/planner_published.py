@@ -12,11 +12,12 @@ catalog's constants.
   --uniform`` runs it (batch-time objective, micro-batch sizes dividing the batch, 1F1B or
   interleaved up to v = 8, every interleaved plan checked against its played-out schedule, one
   recomputation setting, one workload per degree, sequence parallelism on, the context-parallel
-  sizes ``plan`` searches, every expert-parallel size), then each workload's plan rescored as
-  ``score`` prices a layout (:func:`rescore_candidate`: the optimizer step and the resync's overlap
-  of the plan's own p, v and micro-batches, which the solvers do not take: docs/problem.md §10).
+  sizes ``plan`` searches, every expert-parallel size), its workloads carrying the optimizer step and
+  the row's overlap of the resync over 1F1B's window (docs/problem.md §10, which Piper's DP prices),
+  then each workload's plan rescored as ``score`` prices a layout (:func:`rescore_candidate`: the
+  overlap window of the plan's own p, v and micro-batches, wider for an interleaved plan).
 * **The search's own check** (``published_on_search_s``): the published layout evaluated on the
-  workload the search solved for its (c, e, b, recomputation, t), without the iteration keys; when
+  workload the search solved for its (c, e, b, recomputation, t) (:func:`piper.frontend.planner.search_setup`); when
   that workload was searched and proven, the search's value there must not exceed it
   (``search_no_worse``; the layout is then inside the space the DP is exact over).
 
@@ -41,6 +42,8 @@ from piper.frontend.planner import (
     context_parallel_choices,
     micro_batch_choices,
     search_plans,
+    search_setup,
+    takes_iteration_keys,
     with_optimizer_step_s,
 )
 from piper.frontend.score import check_layout, layout_plan
@@ -71,14 +74,14 @@ def rescore_candidate(case: Case, hw: Any, cand: Candidate) -> float:
     return with_optimizer_step_s(case.cfg, hw, replace(case.setup, sequence_parallel=True), cand)
 
 
-def _published_on_search(case: Case, hw: Any, published: dict[str, Any], search_setup: Any) -> float:
+def _published_on_search(case: Case, hw: Any, published: dict[str, Any], built: Any) -> float:
     """The published layout (the variant and recomputation :func:`score_case` chose) on the workload
-    the search built for its (c, e, b, recomputation, t), without the iteration keys."""
+    the search built for its (c, e, b, recomputation, t)."""
     cfg = case.cfg.with_changes(micro_batch=published["micro_batch"])
     lay = next(lay for c, lay in case.extra.get("variants", ((case.cfg, case.layout),))
                if lay.vp == published["vp"] and c.micro_batch == published["micro_batch"])
     lay = replace(lay, recompute=published["recompute"])
-    setup = replace(search_setup, context_parallel=lay.cp)
+    setup = replace(built, context_parallel=lay.cp)
     if cfg.moe is not None:
         setup = replace(setup, expert_parallel=lay.ep)
     workload = build_workload(cfg, hw, setup, degrees=(lay.width,), recompute=(lay.recompute,))
@@ -96,17 +99,18 @@ def compare_published(case: Case, solver: str = "dp", time_limit_s: float | None
     hw = case.hw
     published = score_case(case, (hw.gemm_efficiency, hw.gemm_half_dim))
     published_s = published["batch_time_s"] if published.get("batch_time_s") is not None else math.inf
-    # the solvers take no iteration keys (docs/problem.md §10): the search's workloads leave out the
-    # resync's overlap and the step, which rescore_candidate puts back
-    setup = replace(case.setup, sequence_parallel=True, overlap_grad_reduce=False, overlap_param_gather=False,
-                    optimizer_step=False)
+    # the search's workloads carry the step and the row's overlap of the resync over 1F1B's window
+    # (docs/problem.md §10); rescore_candidate prices each plan with its own schedule's window
+    info = get_solver(solver)
+    setup = replace(case.setup, sequence_parallel=True)
+    keys = takes_iteration_keys(info, setup)
     options = Options(objective=BATCH_TIME, schedule="any", max_virtual_stages=MAX_VIRTUAL_STAGES, progress=False,
                       time_limit_s=time_limit_s)
     cps = context_parallel_choices(case.cfg, hw, setup, None, None)
-    search = search_plans(case.cfg, hw, setup, get_solver(solver), options,
+    search = search_plans(case.cfg, hw, setup, info, options,
                           micro_batches=micro_batch_choices(setup.global_batch, None), free=False,
                           context_parallels=cps, prune=False, check_schedules=True, recomputes=ONE_RECOMPUTE_SETTING,
-                          per_degree=True)
+                          per_degree=True, iteration_keys=keys)
     best, best_s = None, math.inf
     for cand in search.candidates:
         if cand.result.plan is not None:
@@ -125,7 +129,7 @@ def compare_published(case: Case, solver: str = "dp", time_limit_s: float | None
     }
     on_search = math.inf
     if published.get("batch_time_s") is not None:
-        on_search = _published_on_search(case, hw, published, setup)
+        on_search = _published_on_search(case, hw, published, search_setup(setup, keys))
     # the search's value on the published layout's own workload, when that workload was searched
     same = [c for c in search.candidates
             if (c.context_parallel, c.micro_batch, c.recompute, c.degrees)

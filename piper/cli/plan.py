@@ -67,6 +67,7 @@ from piper.frontend.planner import (
     context_parallel_choices,
     micro_batch_choices,
     search_plans,
+    takes_iteration_keys,
     with_optimizer_step_s,
 )
 from piper.frontend.schedule_check import check_schedule
@@ -98,6 +99,12 @@ def add_plan_parser(subparsers: Any) -> argparse.ArgumentParser:
                    help="let each transformer layer choose its recomputation (Piper's workload; the frameworks "
                         "have one setting for the model, which is what plan searches by default: none, selective "
                         "or full on every layer)")
+    g.add_argument("--overlap-grad-reduce", action="store_true",
+                   help="the layout runs Megatron-LM's --overlap-grad-reduce: the search prices the gradient reduce "
+                        "hidden behind the last micro-batch's backward pass (docs/problem.md §10)")
+    g.add_argument("--overlap-param-gather", action="store_true",
+                   help="the layout runs --overlap-param-gather: the weight all-gather hidden behind the first "
+                        "micro-batch's forward pass")
     g.add_argument("--time-limit", type=seconds_or_zero_arg, default=DEFAULT_TIME_LIMIT_S, metavar="S",
                    help=f"time limit of the whole command's search, seconds (default {DEFAULT_TIME_LIMIT_S:g}: the "
                         "free search of a thousand devices can take hours; 0: none)")
@@ -191,7 +198,8 @@ def _per_layer_optimum(cfg: Any, hw: Any, setup: Any, info: Any, options: Option
             return {"batch_time_s": None, "status": "unknown", "gain": None, "recompute": None,
                     "message": "no time left"}
     search = search_plans(cfg, hw, setup, info, replace(options, time_limit_s=left), micro_batches=micro_batches,
-                          free=False, context_parallels=cps, prune=True, check_schedules=check, per_degree=True)
+                          free=False, context_parallels=cps, prune=True, check_schedules=check, per_degree=True,
+                          iteration_keys=takes_iteration_keys(info, setup))
     best = search.runnable
     if best is None:
         return {"batch_time_s": None, "status": "/".join(sorted({c.result.status.value for c in search.candidates})),
@@ -262,7 +270,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
         raise UsageError(str(exc.args[0]) + did_you_mean(args.solver, solver_names())) from None
     if args.cp is not None and args.max_cp is not None and args.cp > args.max_cp:
         raise UsageError(f"--cp {args.cp} is above --max-cp {args.max_cp}: give one of them")
-    cfg, hw, setup = model_from_args(args)
+    cfg, hw, setup = model_from_args(args, overlap_grad_reduce=args.overlap_grad_reduce,
+                                     overlap_param_gather=args.overlap_param_gather)
     if args.sequence_parallel == "off" and cfg.moe is not None:
         raise UsageError(f"--sequence-parallel off: {cfg.name}'s MoE layers need sequence parallelism at t > 1 "
                          "(Megatron-Core's rule); use on (the default) or per-layer")
@@ -276,7 +285,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
     recomputes = (None,) if args.recompute_per_layer else ONE_RECOMPUTE_SETTING
     search = search_plans(cfg, hw, setup, info, options, micro_batches=micro_batch_choices(
         setup.global_batch, args.micro_batch), free=not args.uniform, progress=say, context_parallels=cps,
-        prune=True, check_schedules=check, started=started, recomputes=recomputes, per_degree=True)
+        prune=True, check_schedules=check, started=started, recomputes=recomputes, per_degree=True,
+        iteration_keys=takes_iteration_keys(info, setup))
     chosen = search.free if args.free else search.runnable
     kept_failing = False
     if chosen is None:
@@ -322,7 +332,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
     status = chosen.result.status.value
     if chosen.result.status == Status.OPTIMAL and (rejected is not None or not exact or kept_failing):
         status = Status.FEASIBLE.value
-    # the iteration as `score` prices this layout: the optimizer step too (the solvers do not take it)
+    # the iteration as `score` prices this layout: the optimizer step and the overlap window of its own
+    # schedule (the search's workloads carry the step and 1F1B's window when the solver takes the keys)
     with_step = with_optimizer_step_s(cfg, hw, setup, chosen)
     # not proven: how far from the best plan it can be (the rejected plans' bound when those decide it)
     bound = rejected["bound"] if rejected is not None else None if exact else _answer_bound(search, chosen, args.free)
@@ -330,6 +341,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         out = {"status": status, "solver": chosen.result.solver, **metrics,
                "bound": bound,
                "batch_time_with_optimizer_step_s": with_step if math.isfinite(with_step) else None,
+               "iteration_keys_in_search": search.iteration_keys,
                "plan": plan.to_dict(), "time_s": search.time_s, "time_limit_s": options.time_limit_s,
                "micro_batch": chosen.micro_batch,
                "context_parallel": chosen.context_parallel, "context_parallel_searched": list(cps),
@@ -394,8 +406,13 @@ def cmd_plan(args: argparse.Namespace) -> int:
               f"value found before "
               f"them: {search.pruned} pruned by bound (proven to hold no better plan)"
               + (f", {search.resolved} solved again without the cutoff (ties)" if search.resolved else ""))
-    step = (f" ({with_step:.4g} s with the optimizer step, as `score` prices this layout)"
-            if math.isfinite(with_step) else "")
+    if not math.isfinite(with_step) or (search.iteration_keys and abs(with_step - m["batch_time_s"]) <= 1e-9 * with_step):
+        step = " (with the optimizer step)" if search.iteration_keys else ""
+    elif search.iteration_keys:
+        step = (f" (with the optimizer step; {with_step:.4g} s with its schedule's overlap window, as `score` "
+                f"prices this layout)")
+    else:
+        step = f" ({with_step:.4g} s with the optimizer step, as `score` prices this layout)"
     print(f"predicted     batch time {m['batch_time_s']:.4g} s{step}, {m['tokens_per_s']:.4g} tokens/s, "
           f"{m['tflops_per_device']:.4g} TFLOP/s per device, MFU {100 * m['mfu']:.1f}%")
     if chosen.recompute is not None:

@@ -20,7 +20,7 @@ workload ``python -m piper plan`` solves has one TMPC per layer and degree, so t
 
 Two more facts the engines rely on hold only when a stage's value grows with its layers; with the keys
 a layer lowers the exposed resync by up to h / N while adding at least p / d, so the DP also asks
-h d <= N p for every allowed TMPC and d (a layer hides the resync behind at most the compute its
+h d <= N p (up to :data:`OVERLAP_RTOL`) for every allowed TMPC and d (a layer hides the resync behind at most the compute its
 replica runs in an iteration, (N / d) p). :func:`check_iteration_keys` refuses anything else with a
 :class:`~piper.core.errors.SolverError` naming the layer, the degree and the numbers.
 """
@@ -31,7 +31,14 @@ from piper.core.errors import SolverError
 from piper.core.options import Candidates
 from piper.core.problem import TMPC, Problem
 
-__all__ = ["check_iteration_keys", "iteration_active", "shared_numbers"]
+__all__ = ["OVERLAP_RTOL", "check_iteration_keys", "iteration_active", "shared_numbers"]
+
+#: relative slack of the h d <= N p condition: a front end that hides the resync behind all of a
+#: replica's compute (d = N, both overlaps) writes h = p up to rounding (forward + backward summed
+#: apart); a stage value that falls by at most this fraction of a layer's compute when the layer
+#: joins moves the DP's bounds by no more than the evaluator's agreement tolerance (1e-9 relative,
+#: piper/core/checks.py)
+OVERLAP_RTOL = 1e-12
 
 
 def iteration_active(problem: Problem) -> bool:
@@ -65,7 +72,7 @@ def check_iteration_keys(problem: Problem, cand: Candidates) -> None:
                         f"keys; layer {nd.label} at t={t}: TMPC {first.id!r} and {c.id!r} differ (offer one TMPC per "
                         f"degree, or use the MILP, CP-SAT or brute force)")
             for _, c in lst:
-                if c.resync_overlap_time * d_max > n_mb * c.time_per_sample:
+                if c.resync_overlap_time * d_max > n_mb * c.time_per_sample * (1 + OVERLAP_RTOL):
                     raise SolverError(
                         f"the DP takes resyncOverlapTime h only up to the compute a layer's replica runs per "
                         f"iteration, (N / d) p (docs/problem.md §10); layer {nd.label}, TMPC {c.id!r} at t={t}: "

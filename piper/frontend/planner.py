@@ -34,6 +34,14 @@ value is solved again without it, so that the winner, its plan and its value are
 of the unpruned search (ties go to the first (c, e, b) in the unpruned order). With the free
 search the uniform searches run unpruned: the free searches are ordered by every uniform plan's
 value.
+
+The iteration (``iteration_keys``, :func:`takes_iteration_keys`): with a solver that honours the
+keys of docs/problem.md §10 (Piper's DP) the search's workloads carry the optimizer step and, when
+the setup overlaps the data-parallel resync (``--overlap-grad-reduce`` / ``--overlap-param-gather``),
+its overlap over a window of one micro-batch (1F1B's; an interleaved plan hides more:
+:mod:`piper.frontend.overlap`), so every solve minimizes that iteration time and an interleaved plan's
+value is an upper bound of its own (:func:`with_optimizer_step_s` prices it with its own window).
+Without them the workloads carry neither, and :func:`with_optimizer_step_s` prices the answer's.
 """
 
 from __future__ import annotations
@@ -48,7 +56,7 @@ from dataclasses import dataclass, replace
 from piper.core.errors import FrontendError, PlanError
 from piper.core.options import BATCH_TIME, Options
 from piper.core.plan import Plan
-from piper.core.problem import Problem
+from piper.core.problem import ITERATION_FEATURES, Problem
 from piper.core.result import Result, Status, make_result
 from piper.frontend import context
 from piper.frontend.config import TransformerConfig
@@ -64,8 +72,8 @@ from piper.io.workload import load_problem
 from piper.solvers.registry import SolverInfo
 
 __all__ = ["MICRO_BATCHES", "ONE_RECOMPUTE_SETTING", "SEARCH_GC_THRESHOLDS", "TIE", "Candidate", "PlanSearch", "context_parallel_choices",
-           "even_split_alternative", "fewer_collections", "micro_batch_choices", "search_plans", "uniform_lower_bound",
-           "with_optimizer_step_s"]
+           "even_split_alternative", "fewer_collections", "micro_batch_choices", "search_plans", "search_setup", "takes_iteration_keys",
+           "uniform_lower_bound", "with_optimizer_step_s"]
 
 #: the recomputation workloads of a search for plans the frameworks run: none, selective or full
 #: recomputation of every transformer layer (``search_plans(recomputes=...)``)
@@ -131,6 +139,8 @@ class PlanSearch:
     #: workloads solved again without the cutoff (within :data:`TIE` of the best value: the winner's
     #: exact plan and value are those of the unpruned search)
     resolved: int = 0
+    #: the workloads carried the optimizer step and the resync's overlap (module docstring)
+    iteration_keys: bool = False
 
     @property
     def solves(self) -> int:
@@ -272,7 +282,8 @@ def search_plans(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup, inf
                  progress: Callable[[str], None] | None = None,
                  context_parallels: tuple[int, ...] = (1,), degrees: tuple[int, ...] | None = None,
                  prune: bool = False, check_schedules: bool = False, started: float | None = None,
-                 recomputes: tuple[tuple[str, ...] | None, ...] = (None,), per_degree: bool = False) -> PlanSearch:
+                 recomputes: tuple[tuple[str, ...] | None, ...] = (None,), per_degree: bool = False,
+                 iteration_keys: bool = False) -> PlanSearch:
     """Solve the model's workload for every context-parallel size c and micro-batch size b, uniform
     and (``free``) free; the time limit of ``options`` is for the whole search, shared out as it goes.
 
@@ -309,8 +320,15 @@ def search_plans(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup, inf
     each prices its data-parallel resync between nodes at its own bandwidth (a workload offering
     every degree prices it at the largest one's: :func:`~piper.frontend.workload.resync_bandwidths`,
     pessimistic for t < 8); the free searches keep one workload of every degree (a free plan may
-    mix degrees)."""
+    mix degrees).
+
+    ``iteration_keys``: the workloads carry the optimizer step and the setup's overlap of the resync
+    (window one micro-batch; module docstring); the solver must honour them
+    (:func:`takes_iteration_keys`). Without: neither, whatever the setup asks."""
     start = time.perf_counter() if started is None else started
+    if iteration_keys and not takes_iteration_keys(info, setup):
+        raise ValueError(f"solver {info.name!r} with this setup does not take the iteration keys (docs/problem.md §10)")
+    keyed = search_setup(setup, iteration_keys)
     if check_schedules and options.schedule == "interleaved":
         raise ValueError("check_schedules answers a failing workload with 1F1B: it needs schedule 'any', "
                          "not 'interleaved' (which only reports the check)")
@@ -397,7 +415,7 @@ def search_plans(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup, inf
         if key in problems:
             return
         c, e, b, r, dg = key
-        run_setup = replace(setup, context_parallel=c)
+        run_setup = replace(keyed, context_parallel=c)
         if cfg.moe is not None:
             run_setup = replace(run_setup, expert_parallel=e)
         workload = build_workload(cfg.with_changes(micro_batch=b), hw, run_setup, degrees=dg, recompute=r)
@@ -432,14 +450,32 @@ def search_plans(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup, inf
     runnable = best(True)
 
     return PlanSearch(tuple(candidates), runnable, winner, time.perf_counter() - start,
-                      sum(1 for c in candidates if c.cutoff is not None) + resolved, resolved)
+                      sum(1 for c in candidates if c.cutoff is not None) + resolved, resolved, iteration_keys)
+
+
+def search_setup(setup: TrainingSetup, iteration_keys: bool) -> TrainingSetup:
+    """The setup :func:`search_plans` builds its workloads from: with ``iteration_keys`` the optimizer
+    step and the setup's overlap of the resync over 1F1B's window of one micro-batch; without, neither."""
+    if iteration_keys:
+        return replace(setup, optimizer_step=True, resync_overlap_microbatches=1.0)
+    return replace(setup, optimizer_step=False, overlap_grad_reduce=False, overlap_param_gather=False)
+
+
+def takes_iteration_keys(info: SolverInfo, setup: TrainingSetup) -> bool:
+    """Whether :func:`search_plans` can give ``info`` workloads with the keys of docs/problem.md §10:
+    it honours them, and the setup offers each MoE layer one expert layout per degree (with
+    ``expert_tensor_parallel`` a layer's TMPCs at a degree differ in their expert keys, which Piper's
+    DP refuses with the iteration keys: piper/dp/iteration.py)."""
+    return set(ITERATION_FEATURES) <= set(info.features) and not setup.expert_tensor_parallel
 
 
 def with_optimizer_step_s(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup, cand: Candidate) -> float:
     """The batch time (seconds) of ``cand``'s plan priced as ``python -m piper score`` prices a layout:
     its workload (c, e, micro-batch, recomputation, degrees) rebuilt with the optimizer step (docs/problem.md
-    §10, which the solvers do not take) and, when ``setup`` overlaps the resync, its overlap over the plan's
-    own micro-batches (p groups, v, m = B / (b d)); inf when it does not fit."""
+    §10) and, when ``setup`` overlaps the resync, its overlap over the plan's own micro-batches (p groups,
+    v, m = B / (b d)): the search's value when its workloads carried the keys and the plan runs 1F1B, at
+    most that value for an interleaved plan (a wider window), and the step and overlap a search without
+    the keys left out. inf when it does not fit."""
     from piper.core.evaluate import evaluate
     from piper.frontend.overlap import overlap_microbatches
 

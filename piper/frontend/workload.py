@@ -457,7 +457,11 @@ def build_workload(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup | 
     only keys of docs/problem.md, plus the top-level ``name`` and ``model``
     (:func:`model_record`)). The keys of docs/problem.md §10 (``resyncOverlapTime``,
     ``stepTime``, ``stepTimeSharded``) are written only when the setup asks for them
-    (``overlap_grad_reduce`` / ``overlap_param_gather``, ``optimizer_step``).
+    (``overlap_grad_reduce`` / ``overlap_param_gather``, ``optimizer_step``). A layer's TMPCs at one
+    degree share one ``resyncOverlapTime``, the least of theirs (recomputation lengthens the backward
+    pass the gradient reduce hides behind; the least is what every choice hides at least), so that
+    Piper's DP prices the keys exactly (piper/dp/iteration.py: it needs a layer's TMPCs at a degree to
+    share them); a workload with one TMPC per layer and degree (``score``'s) keeps its own.
 
     ``degrees`` / ``recompute`` (optional) keep only those tensor-parallel degrees and the
     transformer TMPCs of those recomputation kinds (``python -m piper score`` builds the one
@@ -525,6 +529,11 @@ def build_workload(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup | 
                 if setup.optimizer_step:
                     entry["stepTimeSharded" if setup.distributed_optimizer else "stepTime"] = c.step_s
                 entries.append(entry)
+            if overlap and entries:
+                # one h per layer and degree: the least its TMPCs hide behind (see the docstring)
+                least = min(e["resyncOverlapTime"] for e in entries)
+                for e in entries:
+                    e["resyncOverlapTime"] = least
             tmpcs[str(t)] = entries
         nodes.append({"id": nid, "name": NODE_NAMES[kind], "kind": kind, "layerIndex": layer, "TMPCs": tmpcs})
     edges = [{"sourceId": i, "destId": i + 1, "communicationCost": edge_bytes} for i in range(len(chain) - 1)]
