@@ -16,7 +16,10 @@ catalog's constants.
   the row's overlap of the resync over 1F1B's window (docs/problem.md §10, which Piper's DP prices),
   then each workload's plan rescored as ``score`` prices a layout (:func:`rescore_candidate`: the
   overlap window of the plan's own p, v and micro-batches, wider for an interleaved plan).
-* **The search's own check** (``published_on_search_s``): the published layout evaluated on the
+* **The search's own check** (``published_on_search_s``; "outside the proof" when the search loses
+  there to an interleaved published layout whose v is above the search's most virtual stages, or
+  whose workload's interleaved plans failed the schedule check: the search is then exact over 1F1B
+  plans only, :func:`~piper.frontend.planner.search_plans`): the published layout evaluated on the
   workload the search solved for its (c, e, b, recomputation, t) (:func:`piper.frontend.planner.search_setup`); when
   that workload was searched and proven, the search's value there must not exceed it
   (``search_no_worse``; the layout is then inside the space the DP is exact over).
@@ -138,8 +141,17 @@ def compare_published(case: Case, solver: str = "dp", time_limit_s: float | None
     searched = same[0] if same else None
     rec["published_on_search_s"] = on_search
     rec["search_on_that_workload_s"] = None if searched is None else searched.value
-    rec["search_no_worse"] = (None if searched is None or not math.isfinite(on_search)
-                              else searched.value <= on_search * (1 + 1e-9))
+    no_worse = (None if searched is None or not math.isfinite(on_search)
+                else searched.value <= on_search * (1 + 1e-9))
+    # an interleaved published layout is outside the space the search proved when its v is above the
+    # search's most virtual stages, or when that workload's interleaved plans failed the schedule check
+    # (the search is then exact over 1F1B plans only, search_plans): a loss there proves nothing
+    vp = published.get("vp") or 1
+    why = ("" if no_worse is not False or vp == 1 else
+           f"v = {vp} is above the search's {MAX_VIRTUAL_STAGES}" if vp > MAX_VIRTUAL_STAGES else
+           "its interleaved plans failed the schedule check" if searched.rejected is not None else "")
+    rec["search_outside_proof"] = why or None
+    rec["search_no_worse"] = None if why else no_worse
     if best is not None:
         plan = best.result.plan
         rec.update({
@@ -166,6 +178,9 @@ def published_markdown(rows: list[dict[str, Any]]) -> str:
                f"{r['published_v']}, {r['published_b']}, {r['published_recompute']}")
         pub_s = f"{r['published_s']:.3f}" if math.isfinite(r["published_s"]) else "does not fit"
         check = {None: "layout's workload not searched", True: "ok", False: "FAILED"}[r["search_no_worse"]]
+        if r.get("search_outside_proof"):
+            check = (f"outside the proof: {r['search_outside_proof']} (search {r['search_on_that_workload_s']:.3f} s, "
+                     f"layout {r['published_on_search_s']:.3f} s there)")
         if math.isfinite(r["planner_s"]):
             pl = (f"{r['planner_t']}, {r['planner_c']}, {r['planner_p']}, {r['planner_d']}, {r['planner_e']}, "
                   f"{r['planner_v']}, {r['planner_b']}, {r['planner_recompute']}")

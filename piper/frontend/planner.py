@@ -384,15 +384,16 @@ def search_plans(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup, inf
             res = info(problem, replace(options, uniform=uniform, time_limit_s=left, params=params,
                                         max_virtual_stages=res.plan.schedule.virtual_stages - 1))
         if rejected is not None and uniform:
-            # Megatron-LM's even split of the rejected layout, which the descent to v - 1 skips
+            # Megatron-LM's even splits at the rejected plan's degree, which the descent to v - 1 skips
             alt = even_split_alternative(cfg.with_changes(micro_batch=b), problem, rejected.plan, options.objective,
-                                         res.value, c)
+                                         res.value, c, options.max_virtual_stages)
             if alt is not None:
                 res = make_result(problem, res.solver, Status.FEASIBLE, alt[0], time_s=res.time_s, objective=alt[1],
                                   bound=min(rejected.bound, alt[1]) if rejected.bound is not None else None,
                                   objective_kind=options.objective,
-                                  message=f"Megatron's even split at the rejected layout (v = "
-                                          f"{alt[0].schedule.virtual_stages}), better than the schedule check's "
+                                  message=f"Megatron's even split at the rejected plan's degree (p = "
+                                          f"{alt[0].groups}, v = {alt[0].schedule.virtual_stages}), better than the "
+                                          f"schedule check's "
                                           f"descent ({res.value:.6g})")
         cand = Candidate(b, uniform, problem, workload, res, c, e, r, cutoff, rejected, rejected_check, dg)
         if progress is not None:
@@ -493,16 +494,21 @@ def with_optimizer_step_s(cfg: TransformerConfig, hw: Hardware, setup: TrainingS
 
 
 def even_split_alternative(cfg: TransformerConfig, problem: Problem, rejected: Plan, objective: str,
-                           below: float, context_parallel: int = 1) -> tuple[Plan, float] | None:
+                           below: float, context_parallel: int = 1,
+                           max_virtual_stages: int | None = None) -> tuple[Plan, float] | None:
     """The best plan, below ``below`` (the objective's units), of Megatron-LM's even split at the
-    rejected interleaved plan's layout: its (t, d) and L device groups, v' = v, v - 1, ..., 2 virtual
-    stages whose L v' chunks split the transformer layers evenly, every layer with the rejected plan's
-    one TMPC, the embedding in the first chunk and the output side in the last
+    rejected interleaved plan's degree t: its L device groups of d devices, and every other pipeline
+    size L' dividing the layers with the most replicas that fit, d' = k // (t L') (Megatron's d =
+    GPUs / (t p)); v' = V, V - 1, ..., 2 virtual stages (V = ``max_virtual_stages``, default the
+    rejected plan's v) whose L' v' chunks split the transformer layers evenly, every layer with the
+    rejected plan's one TMPC, the embedding in the first chunk and the output side in the last
     (:func:`piper.frontend.score.layout_plan`), that passes the schedule check (equal chunks: the
     formulas hold). The check's descent to v - 1 looks only at each v's optimum; an even split it
     skips can beat the 1F1B plan it ends at (the Megatron-LM README's gpt-314b: its own layout, v = 6,
-    9.72 s against the descent's 1F1B plan at 10.95 s, both without the optimizer step). None when no such plan exists or the layers
-    hold more than one TMPC. ``context_parallel``: the workload's c (its degree keys are t x c)."""
+    9.72 s against the descent's 1F1B plan at 10.95 s, both without the optimizer step; gpt-119b:
+    the descent's plans have 3 groups, which 92 layers do not split evenly, and its own layout, 4
+    groups, is one of the other pipeline sizes). None when no such plan exists or the layers hold
+    more than one TMPC. ``context_parallel``: the workload's c (its degree keys are t x c)."""
     from piper.core.evaluate import evaluate
     from piper.frontend.score import Layout, even_split, layout_plan
     from piper.frontend.tmpc import expert_layout, parse_tmpc_id
@@ -518,7 +524,10 @@ def even_split_alternative(cfg: TransformerConfig, problem: Problem, rejected: P
     width, d, groups = first.t, first.d, rejected.groups
     c = context_parallel
     best: tuple[Plan, float] | None = None
-    for v in range(rejected.schedule.virtual_stages, 1, -1):
+    top = max(rejected.schedule.virtual_stages, max_virtual_stages or 0)
+    shapes = [(groups, d)] + [(g, problem.devices // (width * g)) for g in range(2, cfg.layers + 1)
+                              if cfg.layers % g == 0 and g != groups and problem.devices // (width * g) >= 1]
+    for (groups, d), v in ((shape, v) for shape in shapes for v in range(top, 1, -1)):
         if cfg.layers % (groups * v):
             continue
         layout = Layout(tp=width // c, pp=groups, dp=d, recompute=recompute, sequence_parallel=sp, vp=v, cp=c,

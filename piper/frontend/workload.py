@@ -139,8 +139,9 @@ class TrainingSetup:
     #: shard the gradients too (ZeRO stage 2; FSDP without resharding the weights): each device
     #: keeps 1/d of the gradient buffer (``memoryUsageShardedB``)
     shard_gradients: bool = False
-    #: write the optimizer step's time (workload keys ``stepTime`` / ``stepTimeSharded``, which
-    #: the DP and the exact models do not honour yet: off for workloads meant for solvers)
+    #: write the optimizer step's time (workload keys ``stepTime`` / ``stepTimeSharded``,
+    #: docs/problem.md §10: solvers without them refuse such a workload; ``plan`` asks for them when
+    #: its solver honours them, piper/frontend/planner.py)
     optimizer_step: bool = False
     #: c, the context-parallel size (``--context-parallel-size``): the workload's degree keys are
     #: t_tensor x c (docs/problem.md §11, :mod:`piper.frontend.context`)

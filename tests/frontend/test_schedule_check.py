@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import replace
 
 import pytest
 
@@ -235,7 +236,6 @@ def test_an_even_split_the_descent_skips_answers_instead_of_its_1f1b_plan() -> N
     finds only failing plans and ends at 1F1B (10.95 s), while Megatron's own even split at the same
     layout (v = 6, 2 layers per chunk: the published layout) passes the check at 9.72 s. The workload
     now answers with that plan, "feasible" (the rejected plan's bound below it)."""
-    from dataclasses import replace
 
     from experiments.validate.rows import readme_cases
     from piper.core.options import BATCH_TIME, Options
@@ -268,3 +268,29 @@ def test_an_even_split_the_descent_skips_answers_instead_of_its_1f1b_plan() -> N
         replace(st, tmpcs={v: ("none" if i == 3 and cand.problem.node_by_id[v].kind == "transformer" else tid)
                            for v, tid in st.tmpcs.items()}) for i, st in enumerate(cand.rejected.plan.stages)))
     assert even_split_alternative(cfg, cand.problem, mixed, BATCH_TIME, float("inf")) is None
+
+
+def test_the_even_split_of_another_pipeline_size_replaces_a_rejected_plan() -> None:
+    """The Megatron-LM README's gpt-177b (t = 8, b = 2, 2,304 H100) on the search's workload with the
+    iteration keys: the DP's best interleaved plan has 4 device groups and fails the schedule check, and
+    so do the descent's; 96 layers split evenly over 4 groups only with v in {1, 2, 3, 4, 6, 8, 12, ...},
+    but the published layout (p = 6, v = 8) is another pipeline size. The search answers with it (the
+    descent ended at 6.38 s; the layout takes 5.19 s), not with the descent's plan."""
+    from experiments.validate.rows import readme_cases
+    from piper.core.options import BATCH_TIME, Options
+    from piper.frontend.planner import search_plans, search_setup
+    from piper.frontend.score import check_layout, layout_plan
+    from piper.solvers.registry import get_solver
+
+    case = next(c for c in readme_cases() if c.name == "gpt-177b")
+    setup = replace(case.setup, sequence_parallel=True)
+    cfg = case.cfg.with_changes(micro_batch=2)
+    options = Options(objective=BATCH_TIME, schedule="any", max_virtual_stages=8, progress=False)
+    (cand,) = search_plans(cfg, case.hw, setup, get_solver("dp"), options, micro_batches=(2,), free=False,
+                           degrees=(8,), recomputes=(("none",),), check_schedules=True, iteration_keys=True).candidates
+    assert cand.rejected is not None and cand.rejected.plan.groups != 6
+    lay = replace(case.layout, recompute="none", sequence_parallel=True)
+    published = layout_plan(cand.problem, check_layout(cfg, case.hw, search_setup(setup, True), lay), lay)
+    assert cand.result.plan == published
+    assert cand.value == pytest.approx(evaluate(cand.problem, published).batch_time, rel=1e-12)
+    assert "p = 6, v = 8" in cand.result.message
