@@ -6,9 +6,9 @@ Megatron ran, both scored by the one evaluator with the same pricing.
 The same pricing: Megatron's layout is scored by :func:`piper.frontend.score.score_layout`
 (a workload of its degree t only, with the optimizer step: ``TrainingSetup.optimizer_step``);
 the planner's plan is rescored the same way, on the workload of its own b and t with the
-optimizer step (:func:`rescore`). The DP solves workloads without the step (it refuses the
-iteration keys, docs/problem.md §10); the step is the same per-iteration cost for every plan
-of one (t, d), so it changes which plan wins only between layouts.
+optimizer step (:func:`rescore`). The search's workloads carry the step too (docs/problem.md §10,
+which Piper's DP prices: ``search_plans(iteration_keys=True)``), so the DP minimizes that iteration;
+[SC21]'s runs do not overlap the resync, so there is no overlap to price.
 
 The search runs once per tensor-parallel degree t (``search_plans(degrees=(t,))``): a workload
 offering every degree prices the data-parallel resync between nodes at the bandwidth of the
@@ -43,6 +43,8 @@ from piper.frontend.planner import (
     ONE_RECOMPUTE_SETTING,
     micro_batch_choices,
     search_plans,
+    search_setup,
+    takes_iteration_keys,
 )
 from piper.frontend.score import check_layout, layout_plan, score_layout
 from piper.frontend.workload import build_workload, tensor_parallel_degrees
@@ -99,9 +101,10 @@ def compare_row(case: Case, hw: Any, solver: str = "dp", max_virtual_stages: int
         # recomputation setting), every interleaved plan checked against its played-out schedule
         # as the search finds it (a failing one's workload answers with its best 1F1B plan)
         for sp in ((False,) if t == 1 else (False, True)):
-            search = search_plans(case.cfg, hw, replace(case.setup, sequence_parallel=sp), info, options,
+            setup = replace(case.setup, sequence_parallel=sp)
+            search = search_plans(case.cfg, hw, setup, info, options,
                                   micro_batches=bs, free=False, degrees=(t,), recomputes=ONE_RECOMPUTE_SETTING,
-                                  check_schedules=True)
+                                  check_schedules=True, iteration_keys=takes_iteration_keys(info, setup))
             exact = exact and search.exact
             rejected += len(search.rejected)
             passing = [c for c in search.candidates if c.result.plan is not None]
@@ -109,8 +112,9 @@ def compare_row(case: Case, hw: Any, solver: str = "dp", max_virtual_stages: int
                 value = rescore(case, hw, cand.micro_batch, cand.result.plan)
                 if best is None or value < best["planner_s"]:
                     best = {"planner_s": value, "candidate": cand}
-    # Megatron's plan on the planner's workload of its b and t (no step): the search's optimum must not exceed it
-    meg_search = build_workload(case.cfg, hw, case.setup, degrees=(case.layout.tp,))
+    # Megatron's plan on the planner's workload of its b and t: the search's optimum must not exceed it
+    meg_search = build_workload(case.cfg, hw, search_setup(case.setup, takes_iteration_keys(info, case.setup)),
+                                degrees=(case.layout.tp,))
     problem = load_problem(meg_search, strict=True)
     sizes = check_layout(case.cfg, hw, case.setup, case.layout)
     meg_on_search = evaluate(problem, layout_plan(problem, sizes, case.layout)).batch_time
