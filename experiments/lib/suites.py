@@ -22,9 +22,10 @@ the same problems on every machine). Suites:
   batch time, free and uniform plans, a few with interleaved plans.
 * ``identical-chains``: chains of identical layers (1 head, 3-5 identical, 2 tail layers)
   under TPS and the batch time, free and uniform: solver ``aggregate`` against the others.
+* ``iteration``: front-end and random instances with the iteration keys (docs/problem.md §10).
 * ``default``: what ``python -m experiments.compare`` runs with no arguments:
   tiny + small + paper-slices + infeasible + 8 of cluster + 2 of models + 4 of schedules + 3 of
-  identical-chains, sized to finish well within 3 minutes
+  identical-chains + 4 of iteration, sized to finish well within 3 minutes
   on 2 cores with every solver.
 
 A slice (:func:`slice_problem`, the one slicing function of the project) is the induced
@@ -50,6 +51,7 @@ from experiments.lib.instances import (
     operator_graph_problem,
     random_moe_problem,
     random_problem,
+    with_iteration_keys,
     witness_memory,
 )
 from piper.core.problem import Problem, problem_to_dict
@@ -503,18 +505,63 @@ def identical_chains_suite(count: int = len(IDENTICAL_CHAIN_CASES)) -> list[Inst
     return out
 
 
+def iteration_suite(count: int = 4) -> list[Instance]:
+    """Instances with the iteration keys of docs/problem.md §10 (the resync's overlap and the
+    optimizer step): ``count`` tiny front-end transformers (:data:`MODEL_CASES`) built with
+    ``--overlap-grad-reduce``, ``--overlap-param-gather`` and the step (the workloads ``plan``
+    solves; batch time, the last one TPS), and ``count`` tiny random DAGs with random keys
+    (:func:`~experiments.lib.instances.with_iteration_keys`; every other one with TMPCs of a layer
+    that differ in h, which Piper's DP refuses and the exact models and brute force take)."""
+    from piper.frontend.config import TransformerConfig
+    from piper.frontend.hardware import hardware
+    from piper.frontend.workload import TrainingSetup, build_workload
+
+    out = []
+    for i, (layers, hidden, heads, kv, ffn, nodes, per_node, memory) in enumerate(MODEL_CASES[:count]):
+        cfg = TransformerConfig(name=f"toy-l{layers}-h{hidden}-{ffn}", layers=layers, hidden_size=hidden,
+                                attention_heads=heads, kv_heads=kv,
+                                ffn_hidden_size=4 * hidden if ffn == "gelu" else 3 * hidden,
+                                vocab_size=32000, seq_length=2048, ffn_kind=ffn)
+        hw = hardware("a100-80gb", None, devices_per_node=per_node, memory_bytes=memory)
+        setup = TrainingSetup(nodes=nodes, global_batch=16, overlap_grad_reduce=True, overlap_param_gather=True,
+                              optimizer_step=True)
+        problem = problem_from_dict(build_workload(cfg, hw, setup))
+        objective = "tps" if i == count - 1 else "batch-time"
+        out.append(Instance(f"{cfg.name}-{nodes}x{per_node}-iteration-{objective}", problem, "iteration",
+                            "model front end workload with the resync's overlap and the optimizer step",
+                            objective=objective))
+    for seed in range(count):
+        rng = random.Random(7000 + seed)
+        base = random_problem(300 + seed)
+        problem = with_iteration_keys(base, rng)
+        if seed % 2:
+            # a layer whose TMPCs differ in h: outside what the DP prices (it refuses)
+            raw = problem_to_dict(problem)
+            for nd in raw["nodes"]:
+                for lst in nd["TMPCs"].values():
+                    for j, c in enumerate(lst):
+                        c["resyncOverlapTime"] = c.get("resyncOverlapTime", 0.0) * (1 + j)
+            problem = problem_from_dict(raw)
+        out.append(Instance(problem_name(problem, f"random-seed{300 + seed}") + "-iteration", problem, "iteration",
+                            "random DAG with the iteration keys" + (", h differing per TMPC" if seed % 2 else ""),
+                            objective="batch-time" if seed % 2 == 0 else None))
+    return out
+
+
 def default_suite() -> list[Instance]:
     """The embedded default: tiny + small + paper-slices + infeasible + two rounds of the
     version-2 families + two model front end workloads + 4 seeds of the schedules suite + 4 MoE
     instances + the front end's tiny MoE and long-context workloads + one identical chain in three
-    settings (55 instances, all proven by the exact solvers within seconds each)."""
+    settings + 2 front-end and 2 random instances with the iteration keys (59 instances, all proven by the
+    exact solvers within seconds each)."""
     return [*tiny_suite(), *small_suite(), *paper_slices_suite(), *infeasible_suite(), *cluster_suite(2),
-            *models_suite(2), *schedules_suite(4), *moe_suite(4), *frontier_models_suite(), *identical_chains_suite(1)]
+            *models_suite(2), *schedules_suite(4), *moe_suite(4), *frontier_models_suite(), *identical_chains_suite(1),
+            *iteration_suite(2)]
 
 
 SUITES: dict[str, tuple[str, Callable[[], list[Instance]]]] = {
     "default": ("the embedded default: tiny + small + paper-slices + infeasible + 8 version-2 + 2 models + 10 schedules"
-                " + 4 MoE + 4 front-end MoE / long-context + 3 identical-chains", default_suite),
+                " + 4 MoE + 4 front-end MoE / long-context + 3 identical-chains + 4 iteration", default_suite),
     "tiny": ("12 random DAGs, 3-7 layers, k <= 6", tiny_suite),
     "small": ("4 random DAGs, 8-10 layers, k = 4, N = 8, t in {1,2,4}", small_suite),
     "paper-slices": ("5 slices: first 6-12 layers of BERT-32, GNMT, ResNet-50; k = 4, memory binds", paper_slices_suite),
@@ -531,6 +578,9 @@ SUITES: dict[str, tuple[str, Callable[[], list[Instance]]]] = {
                         "8,192 with both (c = 2, e = 2)", frontier_models_suite),
     "identical-chains": ("4 chains of identical layers (6-8 layers) x {TPS free, batch time free, batch time "
                          "uniform}: the aggregated model against the others", identical_chains_suite),
+    "iteration": ("8 instances with the iteration keys (docs/problem.md §10): 4 tiny front-end transformers with "
+                  "the resync's overlap and the optimizer step, 4 random DAGs with random keys (2 the DP refuses)",
+                  iteration_suite),
     "real-magnitudes": ("issue 18's reproducer + 11 operator-like graphs with real magnitudes, 6-12 layers; "
                         "real-magnitudes:COUNT[:FIRST[:MAXN]] for more", _real_magnitudes_named),
 }
