@@ -15,7 +15,7 @@ from __future__ import annotations
 from baselines.brute import MAX_NODES as BRUTE_MAX_NODES
 from piper.core.options import OBJECTIVES
 from piper.core.plan import SCHEDULE_KINDS
-from piper.core.problem import WORKLOAD_FEATURES, EXPERT_FEATURES, CLUSTER_FEATURES
+from piper.core.problem import WORKLOAD_FEATURES, EXPERT_FEATURES, CLUSTER_FEATURES, ITERATION_FEATURES
 from piper.solvers.params import BOOL, DICT, INT, LIST, NUMBER, STR
 from piper.solvers.registry import SolverInfo, register
 
@@ -39,8 +39,11 @@ AGGREGATE_PARAMS = {"msg": BOOL, "num_workers": INT, "precision_bits": INT, "rel
 #: the solver-specific ``solve`` flags of the exact models
 EXACT_FLAGS = frozenset({"--warm-start", "--split", "--verify", "--split-backend", "--ray-address", "--max-model-size"})
 _ALL = frozenset(CLUSTER_FEATURES)
-#: the exact models and equi also honour expert parallelism (docs/problem.md §11, rule 6)
-_EXACT = frozenset(CLUSTER_FEATURES + EXPERT_FEATURES)
+#: equi also honours expert parallelism (docs/problem.md §11, rule 6)
+_EQUI = frozenset(CLUSTER_FEATURES + EXPERT_FEATURES)
+#: the exact models honour every workload key: expert parallelism and the iteration keys of
+#: docs/problem.md §10 (rows (E), docs/formulations.md §12)
+_EXACT = frozenset(CLUSTER_FEATURES + EXPERT_FEATURES + ITERATION_FEATURES)
 #: the exact models minimize both objectives over 1F1B plans (docs/formulations.md §9); they
 #: do not model interleaved plans, so the registry refuses options that allow them
 _EXACT_OBJECTIVES = frozenset(OBJECTIVES)
@@ -56,7 +59,7 @@ register(SolverInfo("brute", "baselines.brute:solve_brute", True, "exhaustive en
                     max_nodes=BRUTE_MAX_NODES, features=frozenset(WORKLOAD_FEATURES), params={}, objectives=frozenset(OBJECTIVES),
                     schedules=frozenset(SCHEDULE_KINDS)))
 register(SolverInfo("equi", "baselines.equi:solve_equi", False, "PipeDream-2BW-like equi-partition baseline",
-                    features=_EXACT, params={"equi_mode": STR, "equi_separate": BOOL}, objectives=frozenset(OBJECTIVES)))
+                    features=_EQUI, params={"equi_mode": STR, "equi_separate": BOOL}, objectives=frozenset(OBJECTIVES)))
 register(SolverInfo("aggregate", "baselines.aggregate.solver:solve_aggregate", True,
                     "exact CP-SAT model over layer counts (docs/formulations.md §11); only for chains whose inner "
                     "layers are identical (at most 8 other nodes at the ends): any other graph is refused",

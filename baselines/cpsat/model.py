@@ -63,8 +63,8 @@ class CpsatModel:
         nx = sum(len(c) for c in data.choices.values()) * data.slots
         mass = max(data.s_max, data.devices) * (n + m_edges + 1) * (nx + 1)
         # coefficients in units of tau may exceed 1 (a d > 1 option's resync): the largest scales the mass
-        span = max((max([c.kappa, *c.gin.values(), *c.gout.values()]) for lst in data.choices.values() for c in lst),
-                   default=1.0)
+        span = max((max([c.kappa, abs(c.rex), *c.gin.values(), *c.gout.values()])
+                    for lst in data.choices.values() for c in lst), default=1.0)
         mass *= max(1, math.ceil(span))
         if data.batch:  # the objective N·T + Σσ - max σ: N + L stage-sized terms
             mass *= data.problem.microbatches + data.slots + 1
@@ -80,7 +80,10 @@ class CpsatModel:
         #: batch-time objective, |obj_int·τ/2^P - batch time| <= epsilon: N times the TPS's,
         #: plus Σ_i |σ_i error| <= (n + 2m) half units (each layer in one stage, each edge
         #: charged to at most two; Σσ - max σ moves by at most Σ_i |error_i|)
-        self.epsilon = (n + m_edges) * data.tau / 2 ** (p + 1)
+        #: (with the iteration keys each layer rounds two terms, κ and rex: max(0, ·) moves by
+        #: at most the sum of its terms' errors)
+        rounded = (2 * n if data.iteration else n) + m_edges
+        self.epsilon = rounded * data.tau / 2 ** (p + 1)
         if data.batch:
             self.epsilon = (data.problem.microbatches * self.epsilon
                             + (n + 2 * m_edges) * data.tau / 2 ** (p + 1))
@@ -90,6 +93,8 @@ class CpsatModel:
         self.rho: dict[tuple[int, int], cp_model.IntVar] = {}
         self.h: dict[int, cp_model.IntVar] = {}
         self.w: dict[int, cp_model.IntVar] = {}
+        #: slot -> (e_i, its exposed resync; s_i = Σ rex x, or None) (iteration keys only)
+        self.e: dict[int, tuple[cp_model.IntVar, cp_model.IntVar | None]] = {}
         #: (edge, slot) -> the rows of r[e,i]: (terms, the other end)
         self.r_rows: dict[tuple[int, int], list] = {}
         self._build()
@@ -240,6 +245,9 @@ class CpsatModel:
         # objective
         # no stage is slower than all layers' slowest terms plus every edge's largest charge
         t_ub = sum(max((q(c.kappa) for c in d.choices[v]), default=0) for v in nodes) + sum(edge_top.values())
+        if d.iteration:
+            self._exposure_rows()
+            t_ub += self.e_ub
         self.t_ub = t_ub
         T = self.T = m.NewIntVar(0, max(1, t_ub), "T")
         r_i: dict[int, list[cp_model.IntVar]] = {}
@@ -247,7 +255,8 @@ class CpsatModel:
             r_i.setdefault(i, []).append(rv)
         for i in range(1, L + 1):
             checkpoint("building the CP-SAT model (stage rows)")
-            m.Add(T >= sum(q(c.kappa) * var for (v, h, c), var in x.items() if h == i) + sum(r_i.get(i, [])))
+            m.Add(T >= sum(q(c.kappa) * var for (v, h, c), var in x.items() if h == i) + sum(r_i.get(i, []))
+                  + self.exposure(i))
         m.Add(S * T >= sum(opts[c.opt].d * q(c.kappa) * var for (v, i, c), var in x.items()))
         m.Add(k * T >= sum(opts[c.opt].t * opts[c.opt].d * q(c.kappa) * var for (v, i, c), var in x.items()))
         xs_v: dict[int, list[tuple[Choice, cp_model.IntVar]]] = {}
@@ -277,6 +286,31 @@ class CpsatModel:
         if d.batch:
             self._batch_rows(xs_vio, inv)
         m.Minimize(self.obj)
+
+    def exposure(self, i: int) -> Any:
+        """Slot i's exposed-resync variable e_i, or 0 (no iteration keys, or no rex > 0 there)."""
+        return self.e[i][0] if i in self.e else 0
+
+    def _exposure_rows(self) -> None:
+        """Rows (E) (docs/formulations.md §12), iteration keys only: per slot i with some rex > 0,
+        s_i = Σ q(rex) x[·,i,·] and e_i >= max(0, s_i) (e_i = max(0, s_i) exactly under the
+        batch-time objective, where every stage time is exact); ``self.e_ub`` bounds every e_i."""
+        d, m, q = self.data, self.m, self.q
+        self.e_ub = sum(max([0, *(q(c.rex) for c in cs)]) for cs in d.choices.values())
+        for i in range(1, d.slots + 1):
+            terms = [(q(c.rex), var) for (v, h, c), var in self.x.items() if h == i and q(c.rex) != 0]
+            if not any(g > 0 for g, _ in terms):
+                continue
+            ev = m.NewIntVar(0, max(1, self.e_ub), f"e_{i}")
+            if d.batch:
+                low = sum(g for g, _ in terms if g < 0)
+                sv = m.NewIntVar(low, max(1, self.e_ub), f"s_{i}")
+                m.Add(sv == sum(g * var for g, var in terms))
+                m.AddMaxEquality(ev, [sv, 0])
+                self.e[i] = (ev, sv)
+            else:
+                m.Add(ev >= sum(g * var for g, var in terms))
+                self.e[i] = (ev, None)
 
     def _batch_rows(self, xs_vio: dict[tuple[int, int, int], list[tuple[Choice, cp_model.IntVar]]],
                     inv: dict[tuple[int, int], cp_model.IntVar]) -> None:
@@ -318,7 +352,7 @@ class CpsatModel:
         for i in range(1, L + 1):
             sv = m.NewIntVar(0, max(1, self.t_ub), f"stage_{i}")
             m.Add(sv == sum(q(c.kappa) * var for (v, h, c), var in self.x.items() if h == i)
-                  + sum(rv for (j, h), rv in self.r.items() if h == i))
+                  + sum(rv for (j, h), rv in self.r.items() if h == i) + self.exposure(i))
             stage.append(sv)
         m.AddMaxEquality(self.T, stage)
         sig_ub = max(1, sum(max((q(c.sigma) for c in cs), default=0) for cs in d.choices.values())
@@ -488,8 +522,13 @@ class CpsatModel:
                 tot += q(c.kappa)
                 self._warm_charges(warm, i, c.gin, c.gout, self.r, rvals)
             tot += sum(val for (e, h), val in rvals.items() if h == i)
+            tot += max(0, self.exposed_sum(warm, i)) if i in self.e else 0
             worst = max(worst, tot)
         return worst, rvals
+
+    def exposed_sum(self, warm: WarmStart, i: int) -> int:
+        """s_i of the warm start: Σ q(rex) over slot i's layers (rows (E))."""
+        return sum(self.q(c.rex) for h, c in warm.assign.values() if h == i)
 
     def objective_int(self, warm: WarmStart) -> int:
         """The warm start's objective as the model computes it (model units): its largest
@@ -544,6 +583,11 @@ class CpsatModel:
         for key, var in self.r.items():
             m.AddHint(var, rvals.get(key, 0))
         m.AddHint(self.T, worst)
+        for i, (ev, sv) in self.e.items():
+            total = self.exposed_sum(warm, i)
+            m.AddHint(ev, max(0, total))
+            if sv is not None:
+                m.AddHint(sv, total)
         if d.batch:
             sig = self.sigma_int(warm)
             for i, (tot, rho) in sig.items():

@@ -34,6 +34,15 @@ everything both models need, with the notation of ``docs/formulations.md`` §1:
   TPS_i = Σ_{v∈S_i} κ + Σ_{cut in-edges} γin + Σ_{cut out-edges} γout, exactly the
   evaluator's formula regrouped per term.
 
+  With the iteration keys of docs/problem.md §10 (h, o, o_s) the resync term leaves κ:
+  κ = p_ℓ/d + (o_ℓ + o_s,ℓ/d)/N (paid whatever else shares the stage) and
+  rex(v,o,ℓ) = ρ - h_ℓ/N with ρ the resync part above (per sample, at B_res(o)), and
+  TPS_i = Σ κ + Σ γ + max(0, Σ_{v∈S_i} rex): the evaluator's max(0, N·R_i/B - H_i)/N + O_i/N.
+  Every cut that reads κ as a lower bound on a layer's share of a stage stays valid
+  (max(0, ·) >= 0); the models add one exposure variable per slot (rows (E),
+  docs/formulations.md §12). Without the keys rex = 0 and κ is the version-2 number bit
+  for bit.
+
   The batch-time objective (``options.objective``, docs/formulations.md §9) also needs each
   stage's σ_i = P_i + X_i/B_edge (the evaluator's tau): per choice σ = p_ℓ and the edge
   charges 2(c_e + sync)/B_edge (γ without the division by d), :meth:`ModelData.stage_sigma`,
@@ -75,7 +84,7 @@ from piper.core.options import BATCH_TIME, TPS, Candidates, Options, candidates
 from piper.core.plan import Plan, Stage
 from piper.core.problem import TMPC, Problem
 
-__all__ = ["Option", "Choice", "ModelData", "build_model_data", "WarmStart", "is_uniform"]
+__all__ = ["Option", "Choice", "ModelData", "build_model_data", "WarmStart", "is_uniform", "dominates"]
 
 
 def is_uniform(options: Options) -> bool:
@@ -121,6 +130,10 @@ class Choice:
     sigma: float = 0.0
     sin: dict[int, float] = field(default_factory=dict)
     sout: dict[int, float] = field(default_factory=dict)
+    #: docs/problem.md §10 (iteration keys; 0 without them): the choice's resync minus what its
+    #: overlap hides, (ρ - h/N)/τ, ρ its resync per sample; a stage pays max(0, Σ rex) on top of
+    #: Σ κ, and κ then holds only the part always paid, p/d + (o + o_s/d)/N (over τ)
+    rex: float = 0.0
 
 
 @dataclass
@@ -162,6 +175,9 @@ class ModelData:
     uniform: bool = False
     #: what the models minimize (``Options.objective``): "tps" or "batch-time"
     objective: str = TPS
+    #: the instance has docs/problem.md §10 keys: every slot's TPS adds max(0, Σ rex) (its
+    #: exposed resync), the models' rows (E) (docs/formulations.md §12)
+    iteration: bool = False
 
     def __post_init__(self) -> None:
         self._slot_opt_sets = {i: set(v) for i, v in self.slot_opts.items()}
@@ -289,7 +305,7 @@ class ModelData:
                 if found is None:  # a dominated TMPC: take its dominator (no worse anywhere)
                     wanted = self.problem.node_by_id[v].tmpc(st.t, st.tmpcs[v])
                     if wanted is not None and self.options.allows(wanted):
-                        found = next((c for c in self.choices[v] if c.opt == o and _dominates(c.tmpc, wanted)), None)
+                        found = next((c for c in self.choices[v] if c.opt == o and dominates(c.tmpc, wanted)), None)
                         substituted = substituted or found is not None
                 if found is None or i > self.max_slot[v]:
                     self.warm_message = f"warm start ignored: layer {v}'s choice in stage {i} is excluded"
@@ -327,9 +343,13 @@ class ModelData:
             # batch time: members also share w per TMPC, so that an exchange changes κ by
             # Δp/d and σ by Δp (docs/formulations.md §9): a faster κ is a faster σ too
             # (and the same expert resync per TMPC: e e_t and w_x, docs/problem.md §11)
+            # with iteration keys (docs/problem.md §10) members also share w, h, o and o_s per TMPC,
+            # so that an exchange changes κ by Δp/d and leaves the slot's Σ rex as it was
             key = tuple(sorted((c.opt, c.tmpc_index, c.mem_a, c.mem_b)
                                + ((c.tmpc.parameter_size, c.tmpc.expert_width, c.tmpc.expert_parameter_size)
-                                  if self.batch else ())
+                                  if self.batch or self.iteration else ())
+                               + ((c.tmpc.resync_overlap_time, c.tmpc.step_time, c.tmpc.step_time_sharded)
+                                  if self.iteration else ())
                                for c in self.choices[nd.id]))
             classes.setdefault(key, []).append(nd.id)
         return [members for members in classes.values() if len(members) > 1]
@@ -429,8 +449,20 @@ class ModelData:
         return total + sum(r.values()), r
 
     def stage_value(self, assign: dict[int, tuple[int, Choice]], i: int) -> tuple[float, dict[int, float]]:
-        """(scaled TPS of slot i, edge index -> scaled cut cost charged to slot i)."""
-        return self._slot_total(assign, i, lambda c: (c.kappa, c.gin, c.gout))
+        """(scaled TPS of slot i, edge index -> scaled cut cost charged to slot i); with
+        iteration keys the slot's exposed resync max(0, Σ rex) is part of the TPS."""
+        total, r = self._slot_total(assign, i, lambda c: (c.kappa, c.gin, c.gout))
+        if self.iteration:
+            total += self.exposed(assign, i)
+        return total, r
+
+    def exposed(self, assign: dict[int, tuple[int, Choice]], i: int) -> float:
+        """Slot i's exposed resync max(0, Σ rex) (model units; docs/problem.md §10)."""
+        return max(0.0, sum(c.rex for j, c in assign.values() if j == i))
+
+    def exposed_bound(self) -> float:
+        """An upper bound on any slot's exposed resync: Σ over layers of their largest rex (>= 0)."""
+        return sum(max([0.0, *(c.rex for c in cs)]) for cs in self.choices.values())
 
     def stage_sigma(self, assign: dict[int, tuple[int, Choice]], i: int) -> tuple[float, dict[int, float]]:
         """(scaled σ of slot i, edge index -> scaled σ charge of slot i): σ_i = P_i + X_i/B_edge,
@@ -483,7 +515,7 @@ def _descendant_counts(problem: Problem) -> dict[int, int]:
     return {v: len(s) for v, s in desc.items()}
 
 
-def _dominates(a: TMPC, b: TMPC) -> bool:
+def dominates(a: TMPC, b: TMPC) -> bool:
     """a is at least as good as b in every term of the score and of memory."""
     return (
         a.time_per_sample <= b.time_per_sample
@@ -498,6 +530,10 @@ def _dominates(a: TMPC, b: TMPC) -> bool:
         and a.memory_sharded_expert <= b.memory_sharded_expert
         and all(a.sync_fw[u] <= b.sync_fw[u] for u in b.sync_fw)
         and all(a.sync_bw[x] <= b.sync_bw[x] for x in b.sync_bw)
+        # iteration keys (docs/problem.md §10): hides at least as much, no longer a step
+        and a.resync_overlap_time >= b.resync_overlap_time
+        and a.step_time <= b.step_time
+        and a.step_time_sharded <= b.step_time_sharded
     )
 
 
@@ -508,7 +544,7 @@ def _undominated(lst: tuple[tuple[int, TMPC], ...]) -> tuple[tuple[int, TMPC], .
     keep = []
     for pos, (idx, c) in enumerate(lst):
         beaten = any(
-            _dominates(other, c) and (not _dominates(c, other) or opos < pos)
+            dominates(other, c) and (not dominates(c, other) or opos < pos)
             for opos, (_, other) in enumerate(lst)
             if opos != pos
         )
@@ -544,8 +580,9 @@ def build_model_data(problem: Problem, options: Options, *, memory_factor: float
     eidx = {(e.u, e.v): j for j, e in enumerate(problem.edges)}
 
     # raw per-choice numbers (unscaled)
-    raw: dict[int, list[tuple[int, int, TMPC, float, dict[int, float], dict[int, float], tuple]]] = {}
+    raw: dict[int, list[tuple]] = {}
     tau = 0.0
+    iteration = problem.has_iteration_keys
     for nd in problem.nodes:
         v = nd.id
         lst = []
@@ -568,6 +605,11 @@ def build_model_data(problem: Problem, options: Options, *, memory_factor: float
                 kappa = c.time_per_sample / o.d + factor * (o.d - 1) * c.parameter_size / (o.d * n_mb * bw_res)
                 if resync_x:
                     kappa += resync_x / bw_res
+                rex = 0.0
+                if iteration:  # docs/problem.md §10: κ keeps what is always paid, rex the rest
+                    rho = factor * (o.d - 1) * c.parameter_size / (o.d * n_mb) + resync_x
+                    kappa = c.time_per_sample / o.d + (c.step_time + c.step_time_sharded / o.d) / n_mb
+                    rex = rho / bw_res - c.resync_overlap_time / n_mb
                 gin = {
                     eidx[(e.u, v)]: 2.0 * (e.communication_cost + c.sync_fw[e.u]) / (o.d * bw_edge)
                     for e in problem.in_edges[v]
@@ -577,13 +619,13 @@ def build_model_data(problem: Problem, options: Options, *, memory_factor: float
                     for e in problem.out_edges[v]
                 }
                 if o.d == 1:
-                    tau = max(tau, kappa + sum(gin.values()) + sum(gout.values()))
+                    tau = max(tau, kappa + max(0.0, rex) + sum(gin.values()) + sum(gout.values()))
                 # σ's edge charges (batch time): the same bytes at B_edge, not divided by d
                 sig_in = {eidx[(e.u, v)]: 2.0 * (e.communication_cost + c.sync_fw[e.u]) / bw_edge
                           for e in problem.in_edges[v]}
                 sig_out = {eidx[(v, e.v)]: 2.0 * (e.communication_cost + c.sync_bw[e.v]) / bw_edge
                            for e in problem.out_edges[v]}
-                lst.append((j, idx, c, kappa, gin, gout, (sig_in, sig_out), mem_b))
+                lst.append((j, idx, c, kappa, gin, gout, (sig_in, sig_out), mem_b, rex))
         raw[v] = lst
     if tau <= 0 or not math.isfinite(tau):
         # only d>1 options (impossible: d=1 always allowed) or all-zero times
@@ -607,13 +649,15 @@ def build_model_data(problem: Problem, options: Options, *, memory_factor: float
                 sigma=c.time_per_sample / tau,
                 sin={e: g / tau for e, g in sig[0].items()},
                 sout={e: g / tau for e, g in sig[1].items()},
+                rex=rex / tau,
             )
-            for (j, idx, c, kp, gin, go, sig, mem_b) in raw[v]
+            for (j, idx, c, kp, gin, go, sig, mem_b, rex) in raw[v]
         ]
         if not choices[v] and reason is None:
             reason = f"layer {nd.label} has no TMPC that fits in memory (a + b > M for every allowed TMPC)"
 
-    span = max((max([c.kappa, *c.gin.values(), *c.gout.values()]) for lst in choices.values() for c in lst), default=0.0)
+    span = max((max([c.kappa, abs(c.rex), *c.gin.values(), *c.gout.values()]) for lst in choices.values() for c in lst),
+               default=0.0)
     if span > MAX_TIME_SPAN:
         raise SolverError(
             f"the exact models cannot represent this instance: a layer's time at some (t, d) is {span:.3g} times "
@@ -649,4 +693,5 @@ def build_model_data(problem: Problem, options: Options, *, memory_factor: float
         edge_bandwidth=bw_edge,
         uniform=is_uniform(options),
         objective=getattr(options, "objective", TPS),
+        iteration=iteration,
     )

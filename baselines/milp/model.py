@@ -1,5 +1,6 @@
 """The MILP's model (docs/formulations.md §2): :class:`MilpModel`, the PuLP problem and its
-variables for one instance (rows (A)-(K), (X), (E'), (U); under the batch-time objective
+variables for one instance (rows (A)-(K), (X), (E'), (U), and (E) with the iteration keys of
+docs/problem.md §10 (docs/formulations.md §12); under the batch-time objective
 also (Hσ), (Iσ), (M), (Σ) of docs/formulations.md §9), with its warm start, the bounds
 that fix one option sequence of the split and the plan read back; :func:`build_model`
 builds it with the model knobs of the options; :func:`build_milp`, :func:`write_lp` and
@@ -68,6 +69,8 @@ class MilpModel:
         self.x: dict[tuple[int, int, Choice], pulp.LpVariable] = {}
         self.u: dict[tuple[int, int, int], pulp.LpVariable] = {}
         self.r: dict[tuple[int, int], pulp.LpVariable] = {}
+        #: slot -> e_i, its exposed resync (iteration keys only, rows (E))
+        self.e: dict[int, pulp.LpVariable] = {}
         #: the cutoff on T (the batch time's is N times it, docs/formulations.md §9)
         self.tps_cut = None if cutoff is None else data.tps_cutoff(cutoff)
         self.T = pulp.LpVariable("T", lowBound=0, upBound=self.tps_cut)
@@ -247,8 +250,16 @@ class MilpModel:
         r_i: dict[int, list[pulp.LpVariable]] = {}
         for (j, h), rv in r.items():
             r_i.setdefault(h, []).append(rv)
+        # (E) iteration keys (docs/problem.md §10): slot i's exposed resync e_i >= max(0, Σ rex x)
+        if d.iteration:
+            for i in range(1, L + 1):
+                terms = [(c.rex, var) for _, c, var in xs_i.get(i, []) if c.rex != 0.0]
+                if any(g > 0 for g, _ in terms):
+                    ev = self.e[i] = pulp.LpVariable(f"e_{i}", lowBound=0)
+                    prob += ev >= lsum(g * var for g, var in terms), f"E_{i}"
         for i in range(1, L + 1):
-            prob += T >= lsum(c.kappa * var for _, c, var in xs_i.get(i, [])) + lsum(r_i.get(i, [])), f"I_{i}"
+            prob += (T >= lsum(c.kappa * var for _, c, var in xs_i.get(i, [])) + lsum(r_i.get(i, []))
+                     + (self.e[i] if i in self.e else 0), f"I_{i}")
 
         # (J)
         checkpoint("building the MILP (rows J)")
@@ -328,6 +339,8 @@ class MilpModel:
             for (j, h), var in self.r.items():
                 if h == i:
                     var.setInitialValue(rcost.get(j, 0.0))
+            if i in self.e:
+                self.e[i].setInitialValue(d.exposed(warm.assign, i))
         self.T.setInitialValue(worst)
         if d.batch:
             sig = {i: d.stage_sigma(warm.assign, i) for i in range(1, d.slots + 1)}

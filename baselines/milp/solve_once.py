@@ -58,7 +58,8 @@ def claim_tolerance(data: ModelData, gap_abs: float) -> float:
     PRIMAL_TOL, the row's value differs from the plan's stage time by at most
     INTEGER_TOL · C + PRIMAL_TOL · (m + 1), C = Σ_v max κ + Σ_e 2 (max γin + max γout)
     (every coefficient that can appear in one stage's rows); the gap and CBC's increment
-    add to it. Times τ, in problem units.
+    add to it. Times τ, in problem units. With the iteration keys (rows (E)) C adds Σ_v max |rex|
+    and the stage's rows one more PRIMAL_TOL.
 
     Under the batch-time objective (docs/formulations.md §9) the objective B = N·T + Σσ - Σm
     adds up N times T's error, each slot's σ row's error (the same terms with p and σ's
@@ -74,7 +75,11 @@ def claim_tolerance(data: ModelData, gap_abs: float) -> float:
         gin = max((c.gin.get(j, 0.0) for c in data.choices.get(v, [])), default=0.0)
         gout = max((c.gout.get(j, 0.0) for c in data.choices.get(u, [])), default=0.0)
         c_sum += 2.0 * (gin + gout)
-    model_units = INTEGER_TOL * c_sum + PRIMAL_TOL * (len(data.edges) + 1)
+    extra_rows = 0
+    if data.iteration:  # rows (E): e_i >= Σ rex x, one more row's tolerance in each stage
+        c_sum += sum(max([0.0, *(abs(c.rex) for c in cs)]) for cs in data.choices.values())
+        extra_rows = 1
+    model_units = INTEGER_TOL * c_sum + PRIMAL_TOL * (len(data.edges) + 1 + extra_rows)
     if data.batch:
         s_sum = sum(max((c.sigma for c in cs), default=0.0) for cs in data.choices.values())
         for j, (u, v) in enumerate(data.edges):

@@ -17,7 +17,7 @@ from piper.core.plan import Plan, Stage
 from piper.core.problem import ACTIVATION_RECOMP, VANILLA, Problem, problem_to_dict
 from piper.io.workload import problem_from_dict
 
-__all__ = ["random_problem", "random_moe_problem", "with_expert_keys", "with_iteration_keys", "random_dag", "repeated_layers", "witness_memory",
+__all__ = ["random_problem", "random_moe_problem", "with_expert_keys", "with_iteration_keys", "with_free_iteration_keys", "random_dag", "repeated_layers", "witness_memory",
            "operator_graph_problem", "SHAPES", "identical_chain_problem"]
 
 SHAPES = ("chain", "branchy")
@@ -225,6 +225,40 @@ def with_iteration_keys(problem: Problem, rng: random.Random, *, share: float = 
                 got = keys(lst)
             for c in lst:
                 c.update(got)
+    return problem_from_dict(raw)
+
+
+def with_free_iteration_keys(problem: Problem, rng: random.Random, *, same_per_position: bool = False) -> Problem:
+    """``problem`` with the iteration keys of docs/problem.md §10 drawn per TMPC, in no form a
+    solver could lean on: each TMPC gets, independently, h (``resyncOverlapTime``) with
+    probability 0.8 between 0 and twice its own resync per iteration f w / B, o (``stepTime``) and
+    o_s (``stepTimeSharded``) each with probability 0.5, up to 0.3 and 0.6 of its compute per
+    iteration N p (so that the step weighs like the compute, as it does at small N). Piper's DP
+    refuses most of these (a layer's TMPCs differ in h, o, o_s); the exact models and brute force
+    take them. ``same_per_position`` draws once per (t, TMPC index, p, w) so that identical layers
+    stay identical (their TMPCs still differ from each other)."""
+    raw = problem_to_dict(problem)
+    bw = min(problem.bandwidth, problem.bandwidth_intra)
+    f, n_mb = problem.resync_factor, problem.microbatches
+    drawn: dict[Any, dict[str, float]] = {}
+
+    def keys(c: dict[str, Any]) -> dict[str, float]:
+        out = {}
+        if rng.random() < 0.8:
+            out["resyncOverlapTime"] = rng.uniform(0.0, 2.0) * f * c["parameterSize"] / bw
+        if rng.random() < 0.5:
+            out["stepTime"] = rng.uniform(0.0, 0.3) * n_mb * c["timePerSample"]
+        if rng.random() < 0.5:
+            out["stepTimeSharded"] = rng.uniform(0.0, 0.6) * n_mb * c["timePerSample"]
+        return out
+
+    for nd in raw["nodes"]:
+        for t, lst in nd["TMPCs"].items():
+            for j, c in enumerate(lst):
+                if same_per_position:
+                    c.update(drawn.setdefault((t, j, c["timePerSample"], c["parameterSize"]), keys(c)))
+                else:
+                    c.update(keys(c))
     return problem_from_dict(raw)
 
 

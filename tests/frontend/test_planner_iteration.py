@@ -1,6 +1,6 @@
 """The planner's search with the iteration keys (docs/problem.md §10; piper/frontend/planner.py):
 the workloads carry the optimizer step and the resync's overlap, Piper's DP prices them exactly
-(against brute force on a small front-end workload with real magnitudes), and the search minimizes
+(against brute force and the exact models on a small front-end workload with real magnitudes), and the search minimizes
 the iteration ``score`` prices, which a search without the keys does not."""
 
 from __future__ import annotations
@@ -57,6 +57,21 @@ def test_dp_prices_a_front_end_workload_with_the_keys_as_brute_force(uniform, ov
         assert dp.status.value == brute.status.value == "optimal"
         assert dp.value == pytest.approx(brute.value, rel=1e-9)
         assert evaluate(problem, dp.plan).batch_time == pytest.approx(dp.score.batch_time, rel=1e-12)
+
+
+@pytest.mark.parametrize("solver", ["cpsat", "milp-highs"])
+def test_the_exact_models_prove_the_dps_plan_on_the_keyed_front_end_workload(solver):
+    """The planner's workloads with the keys (one h per layer and degree, the step) are proven by the
+    exact models too (docs/formulations.md §12): the same optimum as the DP and brute force."""
+    setup = TrainingSetup(nodes=2, global_batch=8, overlap_grad_reduce=True, overlap_param_gather=True,
+                          optimizer_step=True)
+    problem = load_problem(build_workload(TOY, TOY_HW, setup, degrees=(1, 2), recompute=("none", "full")), strict=True)
+    for objective in ("tps", BATCH_TIME):
+        options = Options(objective=objective)
+        exact, brute = solve(problem, options, solver), solve_brute(problem, options)
+        assert exact.status.value == "optimal", exact.message
+        assert abs(exact.value - brute.value) <= exact.tolerance + 1e-12 * brute.value
+        assert solve(problem, options, "dp").value == pytest.approx(exact.value, rel=1e-9)
 
 
 def test_the_overlap_changes_the_toy_optimum():
