@@ -38,12 +38,12 @@ AGGREGATE_PARAMS = {"msg": BOOL, "num_workers": INT, "precision_bits": INT, "rel
                     "cp_params": DICT, "max_sequences": INT, "probe_parts": INT, "probe_s": NUMBER}
 #: the solver-specific ``solve`` flags of the exact models
 EXACT_FLAGS = frozenset({"--warm-start", "--split", "--verify", "--split-backend", "--ray-address", "--max-model-size"})
-_ALL = frozenset(CLUSTER_FEATURES)
-#: equi also honours expert parallelism (docs/problem.md §11, rule 6)
-_EQUI = frozenset(CLUSTER_FEATURES + EXPERT_FEATURES)
-#: the exact models honour every workload key: expert parallelism and the iteration keys of
-#: docs/problem.md §10 (rows (E), docs/formulations.md §12)
+#: the exact models and equi honour every workload key: expert parallelism (docs/problem.md §11, rule 6)
+#: and the iteration keys of docs/problem.md §10 (rows (E), docs/formulations.md §12; equi scores its
+#: candidates with the evaluator only)
 _EXACT = frozenset(CLUSTER_FEATURES + EXPERT_FEATURES + ITERATION_FEATURES)
+#: the aggregated model: the cluster and the iteration keys, not expert parallelism
+_AGGREGATE = frozenset(CLUSTER_FEATURES + ITERATION_FEATURES)
 #: the exact models minimize both objectives over 1F1B plans (docs/formulations.md §9); they
 #: do not model interleaved plans, so the registry refuses options that allow them
 _EXACT_OBJECTIVES = frozenset(OBJECTIVES)
@@ -59,9 +59,9 @@ register(SolverInfo("brute", "baselines.brute:solve_brute", True, "exhaustive en
                     max_nodes=BRUTE_MAX_NODES, features=frozenset(WORKLOAD_FEATURES), params={}, objectives=frozenset(OBJECTIVES),
                     schedules=frozenset(SCHEDULE_KINDS)))
 register(SolverInfo("equi", "baselines.equi:solve_equi", False, "PipeDream-2BW-like equi-partition baseline",
-                    features=_EQUI, params={"equi_mode": STR, "equi_separate": BOOL}, objectives=frozenset(OBJECTIVES)))
+                    features=_EXACT, params={"equi_mode": STR, "equi_separate": BOOL}, objectives=frozenset(OBJECTIVES)))
 register(SolverInfo("aggregate", "baselines.aggregate.solver:solve_aggregate", True,
                     "exact CP-SAT model over layer counts (docs/formulations.md §11); only for chains whose inner "
                     "layers are identical (at most 8 other nodes at the ends): any other graph is refused",
-                    features=_ALL, params=AGGREGATE_PARAMS, flags=frozenset({"--warm-start"}),
+                    features=_AGGREGATE, params=AGGREGATE_PARAMS, flags=frozenset({"--warm-start"}),
                     objectives=frozenset(OBJECTIVES)))

@@ -50,8 +50,9 @@ Decisions where the authors' code is silent or would crash, written down here:
   mode is not applicable and the topological mode is used (``stats["mode"]``
   says which, ``message`` says why).
 
-Version 2 (docs/problem.md §2: nodes of G devices, B_in, f, sharded memory s/d) is
-honoured because every candidate plan is scored by the one evaluator
+Version 2 (docs/problem.md §2: nodes of G devices, B_in, f, sharded memory s/d) and the
+iteration keys (§10: the resync's overlap, the optimizer step) are honoured because every
+candidate plan is scored by the one evaluator
 (:func:`piper.core.evaluate.evaluate`), which applies the version-2 formulas; this module
 computes no stage time of its own. Every equi plan is uniform (docs/problem.md §2.5:
 one (d, t) in all stages), so ``Options.uniform`` restricts nothing here: equi is the

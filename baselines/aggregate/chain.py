@@ -3,7 +3,7 @@
 A workload qualifies when its graph is a chain v_0 -> v_1 -> ... -> v_{n-1} (every node at
 most one in-edge and one out-edge, connected) whose *inner* nodes, a run of consecutive
 nodes, are identical: the same degrees, at each degree the same TMPC list (ids, times,
-parameter sizes, memory a, b, s, in the same order), the same sync bytes on their in-edge and
+parameter sizes, memory a, b, s and the iteration keys h, o, o_s, in the same order), the same sync bytes on their in-edge and
 on their out-edge (per TMPC), and the same communication cost on every edge between two
 inner nodes. Names, kinds and layer indices are never read. The run chosen is the longest
 (the first of equal length); the nodes before it (the *head*) and after it (the *tail*)
@@ -36,6 +36,9 @@ class Chain:
     tail: int
     #: communication cost (bytes per sample) of the edge order[i] -> order[i + 1]
     edge_costs: tuple[float, ...]
+    #: the workload has the iteration keys of docs/problem.md §10 (each stage row then holds its
+    #: exposed resync, docs/formulations.md §12)
+    iteration: bool = False
 
     @property
     def n(self) -> int:
@@ -80,7 +83,8 @@ def _chain_order(problem: Problem) -> tuple[int, ...]:
 def _core(problem: Problem, v: int) -> tuple:
     """What must be equal for two inner nodes, sync bytes aside."""
     node = problem.node_by_id[v]
-    return tuple((t, tuple((c.id, c.time_per_sample, c.parameter_size, c.memory_a, c.memory_b, c.memory_sharded)
+    return tuple((t, tuple((c.id, c.time_per_sample, c.parameter_size, c.memory_a, c.memory_b, c.memory_sharded,
+                            c.resync_overlap_time, c.step_time, c.step_time_sharded)
                            for c in node.tmpcs[t])) for t in sorted(node.tmpcs))
 
 
@@ -126,4 +130,4 @@ def detect_chain(problem: Problem, max_ends: int = MAX_ENDS) -> Chain:
     if head + tail > max_ends:
         raise SolverError(f"{_WHO}; the longest run of identical nodes has {best[1] - best[0] + 1} of {n} nodes, "
                           f"leaving {head + tail} end nodes (at most {max_ends})")
-    return Chain(order, head, tail, costs)
+    return Chain(order, head, tail, costs, problem.has_iteration_keys)

@@ -6,7 +6,8 @@ then every stage has it), a range of devices used (Σ d t), and the edge bandwid
 that range implies (B_in when Σ d t <= G, else B). A :class:`Choice` is one allowed,
 undominated TMPC of the inner layer or of one end node at one option, with its exact
 per-sample numbers: the stage-time share kappa = p/d + f (d - 1) w / (d N B_resync) (time
-units), the compute p, the memory terms a and b + s/d (exact rationals of the float inputs),
+units; with the iteration keys of docs/problem.md §10 kappa = p/d + (o + o_s/d)/N and the resync
+less the overlap is ``rex``, docs/formulations.md §12), the compute p, the memory terms a and b + s/d (exact rationals of the float inputs),
 and the sync bytes on its in-edge and out-edge.
 """
 
@@ -108,6 +109,10 @@ class Choice:
     #: sync bytes on its in-edge / out-edge (0 where there is no such edge)
     fw: float
     bw: float
+    #: docs/problem.md §10 (0 without the iteration keys): its resync per sample less what its overlap
+    #: hides, ρ - h/N; kappa is then p/d + (o + o_s/d)/N and a stage pays max(0, Σ rex) on top
+    #: (docs/formulations.md §12)
+    rex: float = 0.0
 
 
 def _parts(problem: Problem) -> list[tuple[str, int, int, float]]:
@@ -199,7 +204,8 @@ def _sync(problem: Problem, t: int, index: int, v_fw: int, v_bw: int) -> tuple[f
 
 
 def _dominated(c: tuple, others: list[tuple], pos: int) -> bool:
-    """``c`` = (p, w, a, b, s, fw, bw) is beaten by another entry in every term (ties: the first kept)."""
+    """``c`` = (p, w, a, b, s, fw, bw, -h, o, o_s) is beaten by another entry in every term (ties: the
+    first kept)."""
     for opos, o in enumerate(others):
         if opos != pos and all(x <= y for x, y in zip(o, c)) and (o != c or opos < pos):
             return True
@@ -214,6 +220,7 @@ def choices(problem: Problem, cand: Candidates, space: Space, v: int,
     plan avoids dominated TMPCs, both objectives being non-decreasing in each) and whose a + b
     + s/d fits in M (y >= 1)."""
     n_mb, f, g = problem.microbatches, problem.resync_factor, problem.node_size
+    iteration = problem.has_iteration_keys
     limit = Fraction(problem.memory_per_device)
     v_fw, v_bw = sync_nodes or (v, v)
     out = []
@@ -221,7 +228,8 @@ def choices(problem: Problem, cand: Candidates, space: Space, v: int,
         listed = cand.tmpcs[v].get(t, ())
         allowed = [c for _, c in listed]
         syncs = [_sync(problem, t, index, v_fw, v_bw) for index, _ in listed]
-        keys = [(c.time_per_sample, c.parameter_size, c.memory_a, c.memory_b, c.memory_sharded, *sync)
+        keys = [(c.time_per_sample, c.parameter_size, c.memory_a, c.memory_b, c.memory_sharded, *sync,
+                 -c.resync_overlap_time, c.step_time, c.step_time_sharded)
                 for c, sync in zip(allowed, syncs)]
         bw_res = problem.bandwidth_intra if d * t <= g else problem.bandwidth
         for pos, c in enumerate(allowed):
@@ -232,6 +240,10 @@ def choices(problem: Problem, cand: Candidates, space: Space, v: int,
             if mem_a + mem_b > limit:
                 continue
             kappa = c.time_per_sample / d + f * (d - 1) * c.parameter_size / (d * n_mb * bw_res)
+            rex = 0.0
+            if iteration:  # docs/problem.md §10: kappa keeps what is always paid, rex the rest
+                kappa = c.time_per_sample / d + (c.step_time + c.step_time_sharded / d) / n_mb
+                rex = f * (d - 1) * c.parameter_size / (d * n_mb * bw_res) - c.resync_overlap_time / n_mb
             fw, bw = syncs[pos]
-            out.append(Choice(oi, c, kappa, c.time_per_sample, mem_a, mem_b, fw, bw))
+            out.append(Choice(oi, c, kappa, c.time_per_sample, mem_a, mem_b, fw, bw, rex))
     return out

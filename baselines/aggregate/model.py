@@ -102,6 +102,8 @@ class AggregateModel:
 
         self.k_int = {id(c): q(self.sigma * c.kappa) for c in [*inner, *(c for lst in ends.values() for c in lst)]}
         self.p_int = {id(c): q(c.p) for c in [*inner, *(c for lst in ends.values() for c in lst)]}
+        #: docs/formulations.md §12: each choice's rex in integers (0 without the iteration keys)
+        self.rex_int = {id(c): q(self.sigma * c.rex) for c in [*inner, *(c for lst in ends.values() for c in lst)]}
         t_cap = cutoff  # obj >= T for both objectives
 
         # ---- memory coefficients (exact integers when possible) ----
@@ -408,9 +410,16 @@ class AggregateModel:
                     [var for (jj, ci), var in n.items() if jj == j]
                     + [var for (e, jj, ci), var in x.items() if jj == j]))
             row += [rv for rv, _ in tps_parts[j]]
+            e_top = 0
+            if chain.iteration:  # the slot's exposed resync max(0, Σ rex), exact (docs/formulations.md §12)
+                exposure = self._exposure(j, n, x, inner, ends, n_in)
+                if exposure is not None:
+                    ev, e_top = exposure
+                    row.append(ev)
+                    self._node_terms[False, j].append((1, ev))
             t_ub = max(t_ub, n_in * max([self.k_int[id(c)] for c in inner] or [0])
                        + sum(max([self.k_int[id(c)] for c in lst] or [0]) for lst in ends.values())
-                       + sum(top_c for _, top_c in tps_parts[j]))
+                       + sum(top_c for _, top_c in tps_parts[j]) + e_top)
             tps_parts[j] = row
             if self.batch:
                 trow = [self.p_int[id(inner[ci])] * var for (jj, ci), var in n.items() if jj == j]
@@ -466,6 +475,26 @@ class AggregateModel:
         m.Minimize(obj)
         self.used, self.z, self.n, self.x, self.inn, self.fi, self.la = used, z, n, x, inn, fi, la
 
+    def _exposure(self, j: int, n: dict, x: dict, inner: list[Choice], ends: dict[int, list[Choice]],
+                  n_in: int) -> tuple[cp_model.IntVar, int] | None:
+        """Slot j's exposed resync e_j = max(0, Σ rex n + Σ rex x) (integers) and its upper bound, or
+        None when no choice there has rex > 0 (the slot exposes nothing)."""
+        m, rex = self.model, self.rex_int
+        terms = [(rex[id(inner[ci])], var) for (jj, ci), var in n.items() if jj == j]
+        terms += [(rex[id(ends[e][ci])], var) for (e, jj, ci), var in x.items() if jj == j]
+        terms = [(g, var) for g, var in terms if g != 0]
+        if not any(g > 0 for g, _ in terms):
+            return None
+        hi = n_in * max([0, *(rex[id(c)] for c in inner)]) + sum(max([0, *(rex[id(c)] for c in lst)])
+                                                                 for lst in ends.values())
+        lo = n_in * min([0, *(rex[id(c)] for c in inner)]) + sum(min([0, *(rex[id(c)] for c in lst)])
+                                                                 for lst in ends.values())
+        s = m.NewIntVar(lo, hi, f"s{j}")
+        m.Add(s == sum(g * var for g, var in terms))
+        ev = m.NewIntVar(0, hi, f"e{j}")
+        m.AddMaxEquality(ev, [s, 0])
+        return ev, hi
+
     def _tau_cut(self, T, tau_ub: int, every: list[Choice], edges_int: int, d_of: list[int]) -> tuple[int, int, int]:
         """(a, b, c) with a max tau <= b T + c valid for the integer encoding of every plan of the
         part (T holds N TPS). Always: tau_j <= d_j TPS_j <= d_max TPS, so N max tau <= d_max T +
@@ -475,7 +504,8 @@ class AggregateModel:
         (1 + d lambda) tau_j <= d TPS_j + d lambda E_j. lambda is rounded down (which only
         weakens the row); a = N 2^k + floor(N d lambda 2^k), b = d 2^k."""
         n_mb, n = self.n_mb, self.chain.n
-        e1 = (n + 2) / 2  # rounding of one row, in units
+        # rounding of one row, in units (with the iteration keys a stage row rounds kappa and rex per node)
+        e1 = ((2 * n if self.chain.iteration else n) + 2) / 2
         d_max = max(d_of)
         weak = (n_mb, d_max, math.ceil((n_mb + d_max) * e1) + 1)
         if not self.space.single:
@@ -519,11 +549,14 @@ class AggregateModel:
         """How far the model's objective (times ``unit``) may be from the true value of the plan
         it encodes, in the objective's units: each row sums at most n_j + 2 rounded terms (n_j
         nodes, two cut edges), each off by at most unit/2. TPS: (n + 2) u / 2. Batch time: the
-        N TPS row, the max tau and the sum of the L <= J taus: (3 n + 4 + 2 J) u / 2."""
+        N TPS row, the max tau and the sum of the L <= J taus: (3 n + 4 + 2 J) u / 2. With the
+        iteration keys (``chain.iteration``) a stage row rounds two terms per node (kappa and rex;
+        max(0, ·) moves by at most its terms' errors): n more in the TPS row."""
         n = chain.n
+        extra = n if chain.iteration else 0
         if objective != BATCH_TIME:
-            return (n + 2) * unit / 2
-        return (3 * n + 4 + 2 * space.slots) * unit / 2
+            return (n + extra + 2) * unit / 2
+        return (3 * n + extra + 4 + 2 * space.slots) * unit / 2
 
     def tight_objective(self, solver: cp_model.CpSolver) -> int:
         """The objective of the solution's plan with every slack taken up (T the largest row,

@@ -30,7 +30,7 @@ from piper.core.options import Options
 from piper.core.plan import Plan
 from piper.core.problem import Problem
 
-__all__ = ["MIN_PRECISION_BITS", "PROBE_S", "PROBE_PARTS", "default_bits", "probe_part", "DEFAULT_REL_GAP", "SLICE_S", "Incumbent", "Part", "solve_part"]
+__all__ = ["AGGREGATE_GUARD_PARAMETERS", "MIN_PRECISION_BITS", "PROBE_S", "PROBE_PARTS", "default_bits", "probe_part", "DEFAULT_REL_GAP", "SLICE_S", "Incumbent", "Part", "solve_part"]
 
 #: the unit of time of a model is (the incumbent's value) / 2^bits; by default bits is the least
 #: that keeps twice the model's rounding error (epsilon) within a quarter of rel_gap times the value
@@ -82,6 +82,14 @@ class Incumbent:
     notes: list[str] = field(default_factory=list)
 
 
+#: OR-Tools 9.15's presolve probing declared a feasible aggregated model INFEASIBLE (a wrong
+#: refutation, so a wrong "infeasible" answer): a 6-node chain with the iteration keys at 40 and 42
+#: bits of time precision, and the same chain without them at the same unit
+#: (tests/baselines/test_aggregate.py::test_the_probing_guard_keeps_a_feasible_part_feasible).
+#: Presolve without probing, or no presolve, solves it; probing is off in every aggregated model.
+AGGREGATE_GUARD_PARAMETERS: dict[str, Any] = {"cp_model_probing_level": 0}
+
+
 def _solver(options: Options, time_limit: float | None, stop_first: bool) -> cp_model.CpSolver:
     solver = cp_model.CpSolver()
     p = solver.parameters
@@ -94,7 +102,7 @@ def _solver(options: Options, time_limit: float | None, stop_first: bool) -> cp_
     p.log_search_progress = bool(params.get("msg", False))
     if time_limit is not None:
         p.max_time_in_seconds = max(0.01, float(time_limit))
-    for key, val in {**GUARD_PARAMETERS, **dict(params.get("cp_params", {}))}.items():
+    for key, val in {**GUARD_PARAMETERS, **AGGREGATE_GUARD_PARAMETERS, **dict(params.get("cp_params", {}))}.items():
         if val is None:
             continue
         try:

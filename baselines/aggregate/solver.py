@@ -78,7 +78,10 @@ def _crude_bound(problem: Problem, chain: Chain, parts: list[Part], batch: bool)
             continue
         d_min = min(d for _, d in p.space.options)
         tps = (chain.n_inner * max(c.kappa for c in p.inner) + sum(max(c.kappa for c in lst) for lst in p.ends.values())
-               + 2 * beta / (d_min * p.space.bw_edge))
+               + 2 * beta / (d_min * p.space.bw_edge)
+               # the exposed resync (iteration keys): at most every positive rex
+               + chain.n_inner * max(0.0, *(c.rex for c in p.inner))
+               + sum(max(0.0, *(c.rex for c in lst)) for lst in p.ends.values()))
         tau = (chain.n_inner * max(c.p for c in p.inner) + sum(max(c.p for c in lst) for lst in p.ends.values())
                + 2 * beta / p.space.bw_edge)
         worst = max(worst, problem.microbatches * tps + p.space.slots * tau if batch else tps)

@@ -579,7 +579,8 @@ SUITES: dict[str, tuple[str, Callable[[], list[Instance]]]] = {
     "identical-chains": ("4 chains of identical layers (6-8 layers) x {TPS free, batch time free, batch time "
                          "uniform}: the aggregated model against the others", identical_chains_suite),
     "iteration": ("8 instances with the iteration keys (docs/problem.md §10): 4 tiny front-end transformers with "
-                  "the resync's overlap and the optimizer step, 4 random DAGs with random keys (2 the DP refuses)",
+                  "the resync's overlap and the optimizer step, 4 random DAGs with random keys (2 the DP refuses; "
+                  "every other solver takes them all)",
                   iteration_suite),
     "real-magnitudes": ("issue 18's reproducer + 11 operator-like graphs with real magnitudes, 6-12 layers; "
                         "real-magnitudes:COUNT[:FIRST[:MAXN]] for more", _real_magnitudes_named),

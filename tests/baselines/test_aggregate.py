@@ -7,6 +7,7 @@ runs in CI; the sweeps (a few hundred instances) with ``-m slow``."""
 from __future__ import annotations
 
 import math
+import random
 from dataclasses import replace
 
 import pytest
@@ -15,6 +16,7 @@ from piper import Options, Problem, problem_from_dict, solve
 from piper.core.checks import check_result
 from piper.core.errors import SolverError
 from piper.core.result import Status
+from experiments.lib.instances import with_free_iteration_keys, with_iteration_keys
 from tests.baselines.chains import identical_chain
 from tests.dp.identical_chains import identical_chain_problem, worked_check_chain
 
@@ -28,10 +30,13 @@ def _options(objective: str, uniform: bool, **kw) -> Options:
 def aggregate_disagreement(problem: Problem, options: Options, **params) -> str | None:
     """Why ``aggregate`` (with the knobs ``params``) disagrees with brute force and the DP (None
     when it agrees): the same status; an optimal plan within the result's tolerance of brute's
-    optimum (and of the DP's); its claim and bound consistent (check_result with brute's optimum)."""
+    optimum (and of the DP's, when the DP prices the instance); its claim and bound consistent (check_result with brute's optimum)."""
     agg = solve(problem, replace(options, params=params), solver="aggregate")
     brute = solve(problem, options, solver="brute")
-    dp = solve(problem, options, solver="dp")
+    try:
+        dp = solve(problem, options, solver="dp")
+    except SolverError:  # iteration keys outside what the DP prices (piper/dp/iteration.py)
+        dp = None
     name = problem.extra.get("name", "instance")
     optimum = brute.value if brute.plan is not None else math.inf
     issues = check_result(problem, options, agg, optimum=optimum)
@@ -46,7 +51,7 @@ def aggregate_disagreement(problem: Problem, options: Options, **params) -> str 
         return f"{name}: aggregate {agg.value} (tolerance {agg.tolerance}), brute {optimum}"
     if not agg.bound <= optimum * (1 + 1e-9):
         return f"{name}: aggregate's bound {agg.bound} > brute's optimum {optimum}"
-    if dp.status == Status.OPTIMAL and abs(dp.value - agg.value) > slack:
+    if dp is not None and dp.status == Status.OPTIMAL and abs(dp.value - agg.value) > slack:
         return f"{name}: aggregate {agg.value}, dp {dp.value}"
     return None
 
@@ -81,6 +86,31 @@ def test_agrees_sweep(seed: int, objective: str, uniform: bool) -> None:
     assert aggregate_disagreement(problem, _options(objective, uniform)) is None
     if not uniform and seed % 4 == 0:
         assert unsound(problem, _options(objective, False, time_limit_s=10), max_sequences=0) is None
+
+
+def _keyed_case(seed: int) -> tuple[Problem, str, bool]:
+    """:func:`_case` with the iteration keys of docs/problem.md §10 (docs/formulations.md §12), the same
+    on every inner layer: every third seed in the form the DP prices too (one set per layer and
+    degree), the others drawn per TMPC (h, o, o_s differ between a layer's TMPCs; the DP refuses)."""
+    problem, objective, uniform = _case(seed)
+    rng = random.Random(90_000 + seed)
+    if seed % 3 == 0:
+        return with_iteration_keys(problem, rng, same_per_position=True), objective, uniform
+    return with_free_iteration_keys(problem, rng, same_per_position=True), objective, uniform
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_iteration_keys_agree_with_brute_force(seed: int) -> None:
+    problem, objective, uniform = _keyed_case(seed)
+    assert problem.has_iteration_keys
+    assert aggregate_disagreement(problem, _options(objective, uniform)) is None
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", range(12, 212))
+def test_iteration_keys_sweep(seed: int) -> None:
+    problem, objective, uniform = _keyed_case(seed)
+    assert aggregate_disagreement(problem, _options(objective, uniform)) is None
 
 
 def unsound(problem: Problem, options: Options, **params) -> str | None:
@@ -207,3 +237,35 @@ def test_memory_integers_round_down() -> None:
     assert not exact and limit == 2**MEMORY_GRID_BITS
     unit = m / 2**MEMORY_GRID_BITS
     assert all(i <= v / unit < i + 1 for i, v in zip(ints, values))
+
+
+def test_the_probing_guard_keeps_a_feasible_part_feasible() -> None:
+    """OR-Tools 9.15's presolve probing calls this feasible part (seed 20 of the keyed sweep, 3 uniform
+    stages of t = d = 1) INFEASIBLE at 40 bits of time precision; the aggregated models run without
+    probing (AGGREGATE_GUARD_PARAMETERS) and find brute force's optimum. Without the guard the part
+    is refuted and the solver answers "infeasible" for an instance brute force solves."""
+    from ortools.sat.python import cp_model
+
+    from baselines.aggregate.chain import detect_chain
+    from baselines.aggregate.model import AggregateModel
+    from baselines.aggregate.search import AGGREGATE_GUARD_PARAMETERS, _solver
+    from baselines.aggregate.solver import _crude_bound, _model_limit, _parts
+    from piper.core.options import candidates
+
+    assert AGGREGATE_GUARD_PARAMETERS == {"cp_model_probing_level": 0}
+    problem, objective, uniform = _keyed_case(20)
+    options = _options(objective, uniform)
+    chain = detect_chain(problem)
+    parts = _parts(problem, candidates(problem, options), chain, True, 2000)
+    part = next(p for p in parts if p.space.label() == "t=1 d=1 L=3 inside")
+    unit = _crude_bound(problem, chain, parts, False) / 2.0**40
+    model = AggregateModel(problem.microbatches, _model_limit(problem, chain), chain, part.space, part.inner,
+                           part.ends, objective, unit, None)
+    guarded = _solver(options, 30.0, False)
+    assert guarded.parameters.cp_model_probing_level == 0
+    assert guarded.Solve(model.model) == cp_model.OPTIMAL
+    unguarded = _solver(replace(options, params={"cp_params": {"cp_model_probing_level": None}}), 30.0, False)
+    assert unguarded.Solve(model.model) == cp_model.INFEASIBLE  # the bug (drop the guard once this fails)
+    assert aggregate_disagreement(problem, options) is None
+    res = solve(problem, options, solver="aggregate")
+    assert res.status == Status.OPTIMAL

@@ -1,6 +1,6 @@
 """docs/problem.md §10: resyncOverlapTime, stepTime, stepTimeSharded in the loader, the evaluator
 (hand-computed), the brute-force oracle and Piper's DP (tests/dp/test_iteration_keys.py has its
-sweeps); solvers without them refuse."""
+sweeps) and every shipped solver; a solver registered without them refuses."""
 
 import pytest
 
@@ -58,11 +58,22 @@ def test_bad_values_and_refusals():
     from piper import solve
 
     p = load_problem(_workload(h=3.0, o=1.0))
-    import baselines  # noqa: F401  registers brute and equi
+    import baselines  # noqa: F401  registers brute, equi and the exact models
+    from piper.solvers.registry import SolverInfo, register, unregister
 
-    with pytest.raises(SolverError, match="resyncOverlapTime"):
-        solve(p, None, "equi")
+    # a solver registered without the keys refuses (every shipped one honours them)
+    register(SolverInfo("no-iteration-keys", "piper.dp:solve_dp", True, "the DP without the iteration keys",
+                        {"knapsack": "exact"}))
+    try:
+        with pytest.raises(SolverError, match="resyncOverlapTime"):
+            solve(p, None, "no-iteration-keys")
+    finally:
+        unregister("no-iteration-keys")
     res = solve(p, None, "brute")
     assert res.tps == pytest.approx(evaluate(p, res.plan).tps)
-    dp = solve(p, None, "dp")
-    assert dp.status.value == "optimal" and dp.tps == pytest.approx(res.tps, rel=1e-12)
+    for name in ("dp", "milp-highs", "cpsat", "aggregate"):
+        other = solve(p, None, name)
+        assert other.status.value == "optimal" and other.tps == pytest.approx(res.tps, rel=1e-9), name
+    # equi is a heuristic: its plan is scored with the keys, never better than the optimum
+    equi = solve(p, None, "equi")
+    assert equi.tps == pytest.approx(evaluate(p, equi.plan).tps) and equi.tps >= res.tps * (1 - 1e-12)

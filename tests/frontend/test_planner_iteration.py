@@ -19,10 +19,13 @@ from piper.frontend.planner import search_plans, takes_iteration_keys, with_opti
 from piper.frontend.presets import preset
 from piper.frontend.workload import TrainingSetup, build_workload
 from piper.io.workload import load_problem
-from piper.solvers.registry import get_solver
+from piper.solvers.registry import SolverInfo, get_solver
 
 TOY = TransformerConfig(name="toy", layers=3, hidden_size=64, attention_heads=4, kv_heads=4, ffn_hidden_size=256,
                         vocab_size=128, seq_length=256, micro_batch=1)
+#: a solver that does not honour the keys (every shipped one does); never registered
+NO_KEYS = SolverInfo("no-iteration-keys", "piper.dp:solve_dp", True, "the DP without the iteration keys",
+                     {"knapsack": "exact"})
 #: a slow network, so that the resync matters and its overlap decides
 TOY_HW = Hardware(name="toy", peak_flops=1e12, memory_bytes=1e9, devices_per_node=2, nvlink_bandwidth=1e9,
                   network_bandwidth=1e7, memory_bandwidth=1e11)
@@ -94,7 +97,7 @@ def test_the_keyed_search_minimizes_the_iteration_score_prices():
     setup = TrainingSetup(nodes=4, global_batch=256, overlap_grad_reduce=True, overlap_param_gather=True,
                           sequence_parallel=True)
     dp = get_solver("dp")
-    assert takes_iteration_keys(dp, setup) and not takes_iteration_keys(get_solver("equi"), setup)
+    assert takes_iteration_keys(dp, setup) and not takes_iteration_keys(NO_KEYS, setup)
     options = Options(objective=BATCH_TIME, max_virtual_stages=1)
     kw = {"micro_batches": (1, 2, 4), "free": False, "recomputes": (("none",), ("selective",)), "per_degree": True}
     keyed = search_plans(cfg, hw, setup, dp, options, iteration_keys=True, **kw)
@@ -111,7 +114,7 @@ def test_the_keyed_search_minimizes_the_iteration_score_prices():
 def test_search_refuses_keys_for_a_solver_without_them():
     setup = TrainingSetup(nodes=1, global_batch=8)
     with pytest.raises(ValueError, match="iteration keys"):
-        search_plans(TOY, TOY_HW, setup, get_solver("equi"), Options(), micro_batches=(1,), iteration_keys=True)
+        search_plans(TOY, TOY_HW, setup, NO_KEYS, Options(), micro_batches=(1,), iteration_keys=True)
 
 
 def test_plan_command_prices_the_iteration(cli):

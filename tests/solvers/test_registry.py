@@ -25,17 +25,17 @@ def test_solver_infos_declare_their_features():
         assert info.features <= frozenset(WORKLOAD_FEATURES), name
 
 
-def test_dp_and_dp_greedy_declare_every_workload_feature_and_equi_not_the_iteration_keys():
+def test_dp_and_dp_greedy_declare_every_workload_feature():
     for name in ("dp", "dp-greedy"):
         assert SOLVERS[name].features == frozenset(CLUSTER_FEATURES + ITERATION_FEATURES + EXPERT_FEATURES), name
-    assert SOLVERS["equi"].features == frozenset(CLUSTER_FEATURES + EXPERT_FEATURES)
 
 
-def test_the_exact_models_declare_every_cluster_feature():
-    # every workload key, the iteration keys of docs/problem.md §10 included; equi refuses those
-    for name in ("milp-highs", "cpsat", "milp", "brute"):
+def test_the_exact_models_declare_every_workload_feature():
+    # every workload key, the iteration keys of docs/problem.md §10 included (docs/formulations.md §12);
+    # equi scores its candidates with the evaluator; the aggregated model refuses expert parallelism
+    for name in ("milp-highs", "cpsat", "milp", "brute", "equi"):
         assert SOLVERS[name].features == frozenset(WORKLOAD_FEATURES), name
-    assert SOLVERS["equi"].features == frozenset(CLUSTER_FEATURES + EXPERT_FEATURES)
+    assert SOLVERS["aggregate"].features == frozenset(CLUSTER_FEATURES + ITERATION_FEATURES)
 
 
 @pytest.fixture
