@@ -23,21 +23,22 @@ from baselines.aggregate.chain import Chain
 from baselines.aggregate.data import Choice, Space
 from baselines.aggregate.expand import expand_plan
 from baselines.aggregate.model import AggregateModel
-from baselines.cpsat.params import GUARD_PARAMETERS
+from baselines.cpsat.params import GUARD_PARAMETERS, MAX_PRECISION_BITS
 from piper.core.errors import SolverError
 from piper.core.evaluate import evaluate
 from piper.core.options import Options
 from piper.core.plan import Plan
 from piper.core.problem import Problem
 
-__all__ = ["AGGREGATE_GUARD_PARAMETERS", "MIN_PRECISION_BITS", "PROBE_S", "PROBE_PARTS", "default_bits", "probe_part", "DEFAULT_REL_GAP", "SLICE_S", "Incumbent", "Part", "solve_part"]
+__all__ = ["MIN_PRECISION_BITS", "PROBE_S", "PROBE_PARTS", "default_bits", "probe_part", "DEFAULT_REL_GAP", "SLICE_S", "Incumbent", "Part", "solve_part"]
 
 #: the unit of time of a model is (the incumbent's value) / 2^bits; by default bits is the least
 #: that keeps twice the model's rounding error (epsilon) within a quarter of rel_gap times the value
 #: (:func:`default_bits`), and at least this
 MIN_PRECISION_BITS = 16
-#: without an incumbent, the unit is (the crude bound) / 2^this
-CRUDE_BITS = 40
+#: without an incumbent, the unit is (the crude bound) / 2^this (was 40: OR-Tools 9.15 refuted a
+#: feasible part at 40 and 42 bits, docs/formulations.md §11.4)
+CRUDE_BITS = MAX_PRECISION_BITS
 #: a part is refuted when it holds no plan better than (1 - this) times the incumbent
 DEFAULT_REL_GAP = 7.5e-6
 #: before the proving pass, the PROBE_PARTS parts of least cheap bound are each searched for a
@@ -82,14 +83,6 @@ class Incumbent:
     notes: list[str] = field(default_factory=list)
 
 
-#: OR-Tools 9.15's presolve probing declared a feasible aggregated model INFEASIBLE (a wrong
-#: refutation, so a wrong "infeasible" answer): a 6-node chain with the iteration keys at 40 and 42
-#: bits of time precision, and the same chain without them at the same unit
-#: (tests/baselines/test_aggregate.py::test_the_probing_guard_keeps_a_feasible_part_feasible).
-#: Presolve without probing, or no presolve, solves it; probing is off in every aggregated model.
-AGGREGATE_GUARD_PARAMETERS: dict[str, Any] = {"cp_model_probing_level": 0}
-
-
 def _solver(options: Options, time_limit: float | None, stop_first: bool) -> cp_model.CpSolver:
     solver = cp_model.CpSolver()
     p = solver.parameters
@@ -102,7 +95,7 @@ def _solver(options: Options, time_limit: float | None, stop_first: bool) -> cp_
     p.log_search_progress = bool(params.get("msg", False))
     if time_limit is not None:
         p.max_time_in_seconds = max(0.01, float(time_limit))
-    for key, val in {**GUARD_PARAMETERS, **AGGREGATE_GUARD_PARAMETERS, **dict(params.get("cp_params", {}))}.items():
+    for key, val in {**GUARD_PARAMETERS, **dict(params.get("cp_params", {}))}.items():
         if val is None:
             continue
         try:
@@ -129,7 +122,7 @@ def probe_part(problem: Problem, chain: Chain, part: Part, inc: Incumbent, optio
     rel_gap = float(dict(options.params).get("rel_gap", DEFAULT_REL_GAP))
     kind = options.objective
     fine = math.isfinite(inc.value)
-    bits = int(dict(options.params).get("precision_bits", default_bits(chain, part.space, kind, rel_gap)))
+    bits = _bits(options, chain, part.space, kind, rel_gap)
     unit = _unit(inc.value if fine else crude, bits if fine else CRUDE_BITS)
     eps = AggregateModel.epsilon_for(chain, part.space, kind, unit)
     cutoff = math.floor((inc.value + eps) / unit) if fine else None
@@ -153,6 +146,19 @@ def probe_part(problem: Problem, chain: Chain, part: Part, inc: Incumbent, optio
         inc.eps_max = max(inc.eps_max, eps)
 
 
+def _bits(options: Options, chain: Chain, space: Space, objective: str, rel_gap: float) -> int:
+    """``params["precision_bits"]`` (at most MAX_PRECISION_BITS, else a SolverError), or
+    :func:`default_bits` capped there (a gap too tight for it is then refused by the caller)."""
+    given = options.params.get("precision_bits")
+    if given is None:
+        return min(MAX_PRECISION_BITS, default_bits(chain, space, objective, rel_gap))
+    if not MIN_PRECISION_BITS <= int(given) <= MAX_PRECISION_BITS:
+        raise SolverError(f"aggregate: params['precision_bits'] must lie in {MIN_PRECISION_BITS}..{MAX_PRECISION_BITS}, "
+                          f"got {given} (above it OR-Tools 9.15's presolve gave wrong certificates: "
+                          "docs/formulations.md §3.3)")
+    return int(given)
+
+
 def default_bits(chain: Chain, space: Space, objective: str, rel_gap: float) -> int:
     """The least bits b >= MIN_PRECISION_BITS with 2 epsilon <= rel_gap value / 4 when the unit
     is value / 2^b (epsilon is linear in the unit). Finer units make CP-SAT's proofs slower
@@ -169,7 +175,7 @@ def solve_part(problem: Problem, chain: Chain, part: Part, inc: Incumbent, optio
     rel_gap = float(params.get("rel_gap", DEFAULT_REL_GAP))
     if not 0 < rel_gap < 1:
         raise SolverError(f"aggregate: rel_gap must lie in (0, 1), got {rel_gap!r}")
-    bits = int(params.get("precision_bits", default_bits(chain, part.space, options.objective, rel_gap)))
+    bits = _bits(options, chain, part.space, options.objective, rel_gap)
     slice_s = float(params.get("slice_s", SLICE_S))
     kind = options.objective
     start = time.perf_counter()

@@ -16,8 +16,8 @@
 
 Knobs (``Options.params``): ``rel_gap`` (default 7.5e-6: a part counts as refuted when it holds
 no plan better than (1 - rel_gap) times the incumbent), ``precision_bits`` (default: the least
-that keeps twice a model's rounding error within rel_gap / 4 of the value, at least 16; a
-model's unit of time is the incumbent's value / 2^bits), ``slice_s`` (seconds a model is
+that keeps twice a model's rounding error within rel_gap / 4 of the value, at least 16 and at
+most 30: docs/formulations.md §3.3, §11.4; a model's unit of time is the incumbent's value / 2^bits), ``slice_s`` (seconds a model is
 optimized before it is cut off below its best plan and solved again; default 0: every model
 stops at its first plan),
 ``num_workers`` (CP-SAT workers, default ``options.threads``), ``msg`` (CP-SAT's log),

@@ -17,6 +17,7 @@ from typing import Any
 
 from ortools.sat.python import cp_model
 
+from baselines.cpsat.params import MAX_PRECISION_BITS
 from baselines.exact.model_data import Choice, ModelData, WarmStart
 from piper.core.errors import SolverError
 from piper.core.options import Options
@@ -68,6 +69,9 @@ class CpsatModel:
         mass *= max(1, math.ceil(span))
         if data.batch:  # the objective N·T + Σσ - max σ: N + L stage-sized terms
             mass *= data.problem.microbatches + data.slots + 1
+        if not 8 <= precision_bits <= MAX_PRECISION_BITS:
+            raise SolverError(f"params['precision_bits'] must lie in 8..{MAX_PRECISION_BITS}, got {precision_bits} "
+                              "(above it OR-Tools 9.15's presolve gave wrong certificates: docs/formulations.md §3.3)")
         p = precision_bits
         while p > 8 and mass * 2**p > 2**60:
             p -= 1

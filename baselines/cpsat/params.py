@@ -1,6 +1,6 @@
 """CP-SAT's solver parameters (docs/formulations.md §3, §6): :func:`solver_parameters`
-configures a CpSolver from the options, always with the guard against OR-Tools 9.15's
-wrong-OPTIMAL bug (:data:`GUARD_PARAMETERS`, google/or-tools#5293) and, for a proof search
+configures a CpSolver from the options, always with the guards against OR-Tools 9.15's
+wrong certificates (:data:`GUARD_PARAMETERS`: google/or-tools#5293, and presolve's probing) and, for a proof search
 below a warm start, the proof portfolio (:data:`PROOF_SUBSOLVERS`, :data:`PROOF_PARAMETERS`;
 OR-Tools 9.15 runs the first num_workers - 1 of the subsolvers requested). :func:`run_search`
 runs one search so that SIGINT / SIGTERM stop it (``StopSearch``, docs/errors.md,
@@ -17,8 +17,18 @@ from piper.core import stopping
 from piper.core.errors import SolverError
 from piper.core.options import Options
 
-#: the parameter that avoids OR-Tools 9.15's wrong-OPTIMAL bug on this model
-GUARD_PARAMETERS: dict[str, Any] = {"presolve_inclusion_work_limit": 0}
+#: the finest time precision (bits per unit of time) the CP-SAT models accept. Above it OR-Tools 9.15's
+#: presolve gave wrong certificates on these models, with or without probing: "infeasible" for a
+#: 4-layer instance brute force solves at 32, 35 and 36 bits (correct at 24-31, 33-34, 37-39), and
+#: wrong optima at 36-46 bits (docs/formulations.md §3.3; 200 keyed instances x 28, 30, 32, 36 bits:
+#: 4 wrong answers, none at 28 or 30)
+MAX_PRECISION_BITS = 30
+
+#: the parameters that avoid OR-Tools 9.15's wrong answers on these models: the inclusion step of
+#: presolve certified wrong optima (google/or-tools#5293), and presolve's probing certified wrong
+#: optima and wrong infeasibility at 32-46 bits of time precision (docs/formulations.md §3.4;
+#: tests/baselines/test_exact_models.py::test_probing_off_keeps_the_certificates_right)
+GUARD_PARAMETERS: dict[str, Any] = {"presolve_inclusion_work_limit": 0, "cp_model_probing_level": 0}
 
 #: A proof search (strict cutoff below a warm start) requests only complete tree searches,
 #: in this order: CP-SAT's pure CP/SAT search with clause learning first (it found the

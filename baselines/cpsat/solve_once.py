@@ -100,6 +100,7 @@ def solve_once(model: CpsatModel, options: Options, warm: WarmStart | None, star
             "num_workers": solver.parameters.num_workers,
             "requested_subsolvers": list(solver.parameters.subsolvers),
             "presolve_inclusion_work_limit": solver.parameters.presolve_inclusion_work_limit,
+            "cp_model_probing_level": solver.parameters.cp_model_probing_level,
             "cp_status": solver.StatusName(code),
         }
     )

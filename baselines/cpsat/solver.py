@@ -83,7 +83,7 @@ def solve_cpsat(problem: Problem, options: Options | None = None) -> Result:
     """Solve ``problem`` exactly (up to the documented 2ε) with CP-SAT.
 
     ``options.params``: ``num_workers`` (default ``options.threads``), ``msg`` (search
-    log), ``precision_bits`` (P, default 30), ``verify`` (re-prove an optimum with
+    log), ``precision_bits`` (P, default and at most 30: MAX_PRECISION_BITS), ``verify`` (re-prove an optimum with
     presolve off), ``cp_params`` (extra CP-SAT parameters; a value None leaves the
     default, e.g. {"presolve_inclusion_work_limit": None} switches the guard off),
     ``strict_cutoff`` (default True: a warm start makes a proof search below it; False

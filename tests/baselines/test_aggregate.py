@@ -242,17 +242,18 @@ def test_memory_integers_round_down() -> None:
 def test_the_probing_guard_keeps_a_feasible_part_feasible() -> None:
     """OR-Tools 9.15's presolve probing calls this feasible part (seed 20 of the keyed sweep, 3 uniform
     stages of t = d = 1) INFEASIBLE at 40 bits of time precision; the aggregated models run without
-    probing (AGGREGATE_GUARD_PARAMETERS) and find brute force's optimum. Without the guard the part
+    probing (baselines/cpsat/params.py GUARD_PARAMETERS) and find brute force's optimum. Without the guard the part
     is refuted and the solver answers "infeasible" for an instance brute force solves."""
     from ortools.sat.python import cp_model
 
     from baselines.aggregate.chain import detect_chain
     from baselines.aggregate.model import AggregateModel
-    from baselines.aggregate.search import AGGREGATE_GUARD_PARAMETERS, _solver
+    from baselines.aggregate.search import _solver
+    from baselines.cpsat.params import GUARD_PARAMETERS
     from baselines.aggregate.solver import _crude_bound, _model_limit, _parts
     from piper.core.options import candidates
 
-    assert AGGREGATE_GUARD_PARAMETERS == {"cp_model_probing_level": 0}
+    assert GUARD_PARAMETERS["cp_model_probing_level"] == 0
     problem, objective, uniform = _keyed_case(20)
     options = _options(objective, uniform)
     chain = detect_chain(problem)

@@ -178,15 +178,15 @@ def _dp_optimum() -> float:
 
 
 def test_cpsat_always_sets_the_wrong_optimal_guard() -> None:
-    """OR-Tools 9.15 certifies wrong optima on this model without this parameter
+    """OR-Tools 9.15 certifies wrong optima on this model without these parameters
     (google/or-tools#5293, docs/formulations.md §3.4)."""
-    assert GUARD_PARAMETERS == {"presolve_inclusion_work_limit": 0}
+    assert GUARD_PARAMETERS == {"presolve_inclusion_work_limit": 0, "cp_model_probing_level": 0}
     solver = solver_parameters(Options(threads=2), 10.0)
     assert solver.parameters.presolve_inclusion_work_limit == 0
     assert solver.parameters.num_workers == 2
     assert solver.parameters.relative_gap_limit == 0.0
     res = solve_cpsat(tiny(_feasible_seed()), Options(threads=2))
-    assert res.stats["presolve_inclusion_work_limit"] == 0
+    assert res.stats["presolve_inclusion_work_limit"] == 0 and res.stats["cp_model_probing_level"] == 0
 
 
 def test_cpsat_parameter_errors_name_the_parameter() -> None:
@@ -675,3 +675,27 @@ def test_highs_scheduler_made_on_an_ended_thread_is_replaced() -> None:
     worker.join()
     codes.append(solve())
     assert codes == [pulp.LpStatusOptimal] * 2
+
+
+def test_precision_above_30_bits_is_refused_and_the_default_is_right() -> None:
+    """OR-Tools 9.15's presolve gave wrong certificates on instances of the keyed sweep
+    (tests/baselines/test_exact_iteration_keys.py) above 30 bits of time precision: "infeasible" for
+    case 145 (which brute force solves) at 32, 35 and 36 bits, and for case 23 "optimal" at a plan 31%
+    above the optimum at 40 bits (probing on). The knob is capped at 30 (MAX_PRECISION_BITS, a one-line
+    refusal); at the default both are proven right."""
+    from dataclasses import replace as with_
+
+    from baselines.cpsat.params import MAX_PRECISION_BITS
+    from piper.core.errors import SolverError
+    from tests.baselines.test_exact_iteration_keys import case, oracle
+
+    assert MAX_PRECISION_BITS == 30
+    for index in (145, 23):
+        problem, options = case(index)
+        best = oracle(index)
+        assert best.status == Status.OPTIMAL
+        res = solve(problem, options, solver="cpsat")
+        assert res.status == Status.OPTIMAL
+        assert abs(res.value - best.value) <= res.tolerance + 1e-12 * best.value
+        with pytest.raises(SolverError, match=r"precision_bits.*8\.\.30, got 32"):
+            solve(problem, with_(options, params={"precision_bits": 32}), solver="cpsat")
