@@ -30,7 +30,7 @@ from piper.core.options import Options
 from piper.core.plan import Plan
 from piper.core.problem import Problem
 
-__all__ = ["MIN_PRECISION_BITS", "PROBE_S", "PROBE_PARTS", "default_bits", "probe_part", "DEFAULT_REL_GAP", "SLICE_S", "Incumbent", "Part", "solve_part"]
+__all__ = ["AGGREGATE_PARAMETERS", "CRUDE_BITS", "MIN_PRECISION_BITS", "PROBE_S", "PROBE_PARTS", "default_bits", "probe_part", "DEFAULT_REL_GAP", "SLICE_S", "Incumbent", "Part", "solve_part"]
 
 #: the unit of time of a model is (the incumbent's value) / 2^bits; by default bits is the least
 #: that keeps twice the model's rounding error (epsilon) within a quarter of rel_gap times the value
@@ -83,6 +83,14 @@ class Incumbent:
     notes: list[str] = field(default_factory=list)
 
 
+#: the CP-SAT parameters of every aggregated model: the per-layer model's guard against the inclusion
+#: step (baselines/cpsat/params.py) but with presolve's probing on. Probing refuted a feasible part only
+#: at 40 and 42 bits, which MAX_PRECISION_BITS now rules out, and without it the free batch-time models
+#: of tiny chains took up to 10x longer (tests/baselines/test_aggregate.py seed 60: 140 s against 13 s;
+#: docs/formulations.md §11.4)
+AGGREGATE_PARAMETERS: dict[str, Any] = {k: v for k, v in GUARD_PARAMETERS.items() if k != "cp_model_probing_level"}
+
+
 def _solver(options: Options, time_limit: float | None, stop_first: bool) -> cp_model.CpSolver:
     solver = cp_model.CpSolver()
     p = solver.parameters
@@ -95,7 +103,7 @@ def _solver(options: Options, time_limit: float | None, stop_first: bool) -> cp_
     p.log_search_progress = bool(params.get("msg", False))
     if time_limit is not None:
         p.max_time_in_seconds = max(0.01, float(time_limit))
-    for key, val in {**GUARD_PARAMETERS, **dict(params.get("cp_params", {}))}.items():
+    for key, val in {**AGGREGATE_PARAMETERS, **dict(params.get("cp_params", {}))}.items():
         if val is None:
             continue
         try:

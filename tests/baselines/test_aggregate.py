@@ -239,34 +239,38 @@ def test_memory_integers_round_down() -> None:
     assert all(i <= v / unit < i + 1 for i, v in zip(ints, values))
 
 
-def test_the_probing_guard_keeps_a_feasible_part_feasible() -> None:
+def test_precision_is_capped_where_cp_sat_refuted_a_feasible_part() -> None:
     """OR-Tools 9.15's presolve probing calls this feasible part (seed 20 of the keyed sweep, 3 uniform
-    stages of t = d = 1) INFEASIBLE at 40 bits of time precision; the aggregated models run without
-    probing (baselines/cpsat/params.py GUARD_PARAMETERS) and find brute force's optimum. Without the guard the part
-    is refuted and the solver answers "infeasible" for an instance brute force solves."""
+    stages of t = d = 1) INFEASIBLE at 40 bits of time precision, the crude unit's bits before; the
+    aggregated models now use at most 30 (CRUDE_BITS, params['precision_bits'], docs/formulations.md
+    §11.4), where CP-SAT with the models' parameters solves it, and the solver finds brute force's
+    optimum. (A part wrongly refuted made the solver answer "infeasible".)"""
     from ortools.sat.python import cp_model
 
     from baselines.aggregate.chain import detect_chain
     from baselines.aggregate.model import AggregateModel
-    from baselines.aggregate.search import _solver
-    from baselines.cpsat.params import GUARD_PARAMETERS
+    from baselines.aggregate.search import AGGREGATE_PARAMETERS, CRUDE_BITS, _solver
     from baselines.aggregate.solver import _crude_bound, _model_limit, _parts
+    from baselines.cpsat.params import MAX_PRECISION_BITS
     from piper.core.options import candidates
 
-    assert GUARD_PARAMETERS["cp_model_probing_level"] == 0
+    assert CRUDE_BITS == MAX_PRECISION_BITS == 30
+    assert AGGREGATE_PARAMETERS == {"presolve_inclusion_work_limit": 0}
     problem, objective, uniform = _keyed_case(20)
     options = _options(objective, uniform)
     chain = detect_chain(problem)
     parts = _parts(problem, candidates(problem, options), chain, True, 2000)
     part = next(p for p in parts if p.space.label() == "t=1 d=1 L=3 inside")
-    unit = _crude_bound(problem, chain, parts, False) / 2.0**40
-    model = AggregateModel(problem.microbatches, _model_limit(problem, chain), chain, part.space, part.inner,
-                           part.ends, objective, unit, None)
-    guarded = _solver(options, 30.0, False)
-    assert guarded.parameters.cp_model_probing_level == 0
-    assert guarded.Solve(model.model) == cp_model.OPTIMAL
-    unguarded = _solver(replace(options, params={"cp_params": {"cp_model_probing_level": None}}), 30.0, False)
-    assert unguarded.Solve(model.model) == cp_model.INFEASIBLE  # the bug (drop the guard once this fails)
+    crude = _crude_bound(problem, chain, parts, False)
+
+    def status(bits: int) -> int:
+        model = AggregateModel(problem.microbatches, _model_limit(problem, chain), chain, part.space, part.inner,
+                               part.ends, objective, crude / 2.0**bits, None)
+        return _solver(options, 30.0, False).Solve(model.model)
+
+    assert status(40) == cp_model.INFEASIBLE  # the bug (the cap may be revisited once this fails)
+    assert status(CRUDE_BITS) == cp_model.OPTIMAL
     assert aggregate_disagreement(problem, options) is None
-    res = solve(problem, options, solver="aggregate")
-    assert res.status == Status.OPTIMAL
+    assert solve(problem, options, solver="aggregate").status == Status.OPTIMAL
+    with pytest.raises(SolverError, match=r"precision_bits'\] must lie in 16\.\.30, got 31"):
+        solve(problem, replace(options, params={"precision_bits": 31}), solver="aggregate")
