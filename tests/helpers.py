@@ -231,3 +231,23 @@ def assert_no_random_plan_beats(problem: Problem, options: Options, objective: s
             continue
         if not score.oom:
             assert score.value(objective) >= best - 1e-9 * abs(score.value(objective)), (objective, v, plan)
+
+
+def check_against_oracle(solver: str, problem: Problem, options: Options, best: Result, label: str) -> None:
+    """``solver`` on ``problem`` agrees with the oracle's answer ``best`` (brute force): the same
+    status, check_result clean against its optimum, an optimum within the result's tolerance, a bound
+    never above it, and the value the evaluator's. ``label`` names the case in failures."""
+    from piper import solve
+    from piper.core.checks import check_result
+    from piper.core.result import Status
+
+    res = solve(problem, options, solver=solver)
+    what = (f"{solver} {label} ({options.objective}, uniform={options.uniform}, "
+            f"features={problem.active_features()})")
+    optimum = best.value if best.status == Status.OPTIMAL else math.inf
+    assert res.status == best.status, (what, res.status, res.message)
+    issues = check_result(problem, options, res, optimum=optimum)
+    assert not issues, (what, [str(x) for x in issues])
+    if best.status == Status.OPTIMAL:
+        assert abs(res.value - optimum) <= res.tolerance + 1e-12 * optimum, (what, res.value, optimum, res.tolerance)
+        assert res.bound <= optimum * (1 + 1e-12) and res.value == evaluate(problem, res.plan).value(options.objective)

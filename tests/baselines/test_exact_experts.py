@@ -15,11 +15,10 @@ import pytest
 from baselines.brute import solve_brute
 from baselines.exact.model_data import build_model_data
 from experiments.lib.instances import random_moe_problem
-from piper import Options, Problem, evaluate, problem_from_dict, solve
-from piper.core.checks import check_result
+from piper import Options, Problem, problem_from_dict, solve
 from piper.core.options import BATCH_TIME, TPS
 from piper.core.result import Result, Status
-from tests.helpers import tmpc, with_random_cluster_keys, workload
+from tests.helpers import check_against_oracle, tmpc, with_random_cluster_keys, workload
 
 EXACT = ("milp-highs", "cpsat", "milp")
 
@@ -62,16 +61,7 @@ def oracle(i: int) -> Result:
 
 
 def check(solver: str, i: int) -> None:
-    p, opts = case(i)
-    best, res = oracle(i), solve(p, opts, solver=solver)
-    what = f"{solver} case {i} ({opts.objective}, uniform={opts.uniform}, features={p.active_features()})"
-    optimum = best.value if best.status == Status.OPTIMAL else math.inf
-    assert res.status == best.status, (what, res.status, res.message)
-    issues = check_result(p, opts, res, optimum=optimum)
-    assert not issues, (what, [str(x) for x in issues])
-    if best.status == Status.OPTIMAL:
-        assert abs(res.value - optimum) <= res.tolerance + 1e-12 * optimum, (what, res.value, optimum, res.tolerance)
-        assert res.bound <= optimum * (1 + 1e-12) and res.value == evaluate(p, res.plan).value(opts.objective)
+    check_against_oracle(solver, *case(i), oracle(i), f"case {i}")
 
 
 FAST = 10

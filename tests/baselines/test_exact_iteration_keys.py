@@ -17,13 +17,12 @@ from baselines.brute import solve_brute
 from baselines.exact.model_data import dominates, build_model_data
 from experiments.lib.instances import random_moe_problem, random_problem, with_free_iteration_keys
 from piper import Options, Problem, evaluate, load_problem, solve
-from piper.core.checks import check_result
 from piper.core.options import BATCH_TIME, TPS
 from piper.core.problem import problem_to_dict
 from piper.core.result import Result, Status
 from piper.io.workload import problem_from_dict
 from tests.baselines.chains import identical_chain
-from tests.helpers import with_random_cluster_keys
+from tests.helpers import check_against_oracle, with_random_cluster_keys
 
 EXACT = ("milp-highs", "cpsat", "milp")
 
@@ -152,16 +151,7 @@ def oracle_without_keys(i: int) -> Result:
 
 
 def check(solver: str, i: int) -> None:
-    p, opts = case(i)
-    best, res = oracle(i), solve(p, opts, solver=solver)
-    what = f"{solver} case {i} ({opts.objective}, uniform={opts.uniform}, features={p.active_features()})"
-    optimum = best.value if best.status == Status.OPTIMAL else math.inf
-    assert res.status == best.status, (what, res.status, res.message)
-    issues = check_result(p, opts, res, optimum=optimum)
-    assert not issues, (what, [str(x) for x in issues])
-    if best.status == Status.OPTIMAL:
-        assert abs(res.value - optimum) <= res.tolerance + 1e-12 * optimum, (what, res.value, optimum, res.tolerance)
-        assert res.bound <= optimum * (1 + 1e-12) and res.value == evaluate(p, res.plan).value(opts.objective)
+    check_against_oracle(solver, *case(i), oracle(i), f"case {i}")
 
 
 FAST = 12
