@@ -54,7 +54,7 @@ from piper.cli.model import (
 )
 from piper.core.errors import UsageError
 from piper.core.evaluate import evaluate
-from piper.core.options import BATCH_TIME, Options
+from piper.core.options import BATCH_TIME, TPS, Options
 from piper.core.plan import Plan
 from piper.core.problem import Problem
 from piper.core.result import Status
@@ -67,10 +67,12 @@ from piper.frontend.planner import (
     context_parallel_choices,
     micro_batch_choices,
     search_plans,
+    as_scored,
     takes_iteration_keys,
     with_optimizer_step_s,
 )
 from piper.frontend.schedule_check import check_schedule
+from piper.frontend.window_check import needs_window_check, window_check
 from piper.render.table import render_plan
 
 __all__ = ["add_plan_parser", "cmd_plan"]
@@ -337,6 +339,19 @@ def cmd_plan(args: argparse.Namespace) -> int:
     with_step = with_optimizer_step_s(cfg, hw, setup, chosen)
     # not proven: how far from the best plan it can be (the rejected plans' bound when those decide it)
     bound = rejected["bound"] if rejected is not None else None if exact else _answer_bound(search, chosen, args.free)
+    # the search priced the resync's overlap over 1F1B's window: bound the plans whose wider window
+    # (or per-layer recomputation) it may overvalue, as `score` prices them (piper/frontend/window_check.py)
+    window = None
+    if needs_window_check(setup, options, search, args.free):
+        scored = as_scored(cfg, hw, setup, chosen)
+        own = math.inf if scored is None else scored.tps if args.objective == TPS else scored.batch_time
+        left = None if options.time_limit_s is None else max(0.0, options.time_limit_s - (time.perf_counter() - started))
+        window = window_check(search, own, info, options, free=args.free, time_limit_s=left, progress=say)
+        if not window.proven and status == Status.OPTIMAL.value:
+            status = Status.FEASIBLE.value
+        if bound is not None or (exact and not window.proven):
+            bound = window.bound if bound is None else min(bound, window.bound)
+            bound = bound if math.isfinite(bound) else None
     if args.json:
         out = {"status": status, "solver": chosen.result.solver, **metrics,
                "bound": bound,
@@ -356,6 +371,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
                "search": _search_summary(search),
                "schedule_check": check_schedule(chosen.problem, plan, score).to_dict(),
                "rejected_interleaved": rejected, "caveats": caveats, "megatron": megatron,
+               "window_check": None if window is None else window.to_dict(),
                "recompute": None if chosen.recompute is None else list(chosen.recompute),
                "recompute_per_layer": per_layer,
                "candidates": [_candidate_summary(c) for c in search.candidates]}
@@ -401,6 +417,16 @@ def cmd_plan(args: argparse.Namespace) -> int:
             f"{100 * (chosen.value / bound - 1):.1f}% of the best plan searched")
         print(f"{'unproven':<13} {len(open_solves)} of {sum(1 for c in search.candidates if c.uniform == (not args.free))} "
               f"solves ended without a proof ({by_status})" + (f": {shown}" if shown else "") + gap)
+    if window is not None:
+        covered = "interleaved plans" if window.schedules == "interleaved" else "plans (per-layer recomputation)"
+        verdict = ("none beats the answer" if window.proven else
+                   "the answer is not proven against them" + (
+                       f": proven bound {window.bound:.4g} ({args.objective}), the answer within "
+                       f"{100 * (window.value / window.bound - 1):.1f}%" if window.bound > 0 else
+                       f" ({window.unproven} solve(s) proved nothing)"))
+        print(f"{'window':<13} the search hid the resync behind 1F1B's window of one micro-batch; {covered}, "
+              f"which hide it behind more as `score` prices them, bounded without the resync: {window.solves} "
+              f"solves, {window.pruned} pruned by bound ({window.time_s:.2f} s): {verdict}")
     if search.cut_solves:
         print(f"search        {search.solves} solves, {search.cut_solves} below the best "
               f"value found before "

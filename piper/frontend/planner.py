@@ -40,7 +40,8 @@ keys of docs/problem.md §10 (Piper's DP) the search's workloads carry the optim
 the setup overlaps the data-parallel resync (``--overlap-grad-reduce`` / ``--overlap-param-gather``),
 its overlap over a window of one micro-batch (1F1B's; an interleaved plan hides more:
 :mod:`piper.frontend.overlap`), so every solve minimizes that iteration time and an interleaved plan's
-value is an upper bound of its own (:func:`with_optimizer_step_s` prices it with its own window).
+value is an upper bound of its own (:func:`with_optimizer_step_s` prices it with its own window;
+:mod:`piper.frontend.window_check` bounds the plans the search may overvalue, for ``plan``'s status).
 Without them the workloads carry neither, and :func:`with_optimizer_step_s` prices the answer's.
 """
 
@@ -54,6 +55,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 
 from piper.core.errors import FrontendError, PlanError
+from piper.core.evaluate import Score, evaluate
 from piper.core.options import BATCH_TIME, Options
 from piper.core.plan import Plan
 from piper.core.problem import ITERATION_FEATURES, Problem
@@ -72,7 +74,7 @@ from piper.io.workload import load_problem
 from piper.solvers.registry import SolverInfo
 
 __all__ = ["MICRO_BATCHES", "ONE_RECOMPUTE_SETTING", "SEARCH_GC_THRESHOLDS", "TIE", "Candidate", "PlanSearch", "context_parallel_choices",
-           "even_split_alternative", "fewer_collections", "micro_batch_choices", "search_plans", "search_setup", "takes_iteration_keys",
+           "as_scored", "even_split_alternative", "fewer_collections", "micro_batch_choices", "search_plans", "search_setup", "takes_iteration_keys", "time_share_s",
            "uniform_lower_bound", "with_optimizer_step_s"]
 
 #: the recomputation workloads of a search for plans the frameworks run: none, selective or full
@@ -357,10 +359,10 @@ def search_plans(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup, inf
     solves = 0
 
     def budget(solves_left: int) -> float | None:
-        """Seconds the next solve may use (:func:`_share`); None without a time limit."""
+        """Seconds the next solve may use (:func:`time_share_s`); None without a time limit."""
         if options.time_limit_s is None:
             return None
-        return _share(options.time_limit_s - (time.perf_counter() - start), solves_left)
+        return time_share_s(options.time_limit_s - (time.perf_counter() - start), solves_left)
 
     def run(key: tuple, uniform: bool, cutoff: float | None) -> Candidate:
         nonlocal solves
@@ -477,7 +479,13 @@ def with_optimizer_step_s(cfg: TransformerConfig, hw: Hardware, setup: TrainingS
     v, m = B / (b d)): the search's value when its workloads carried the keys and the plan runs 1F1B, at
     most that value for an interleaved plan (a wider window), and the step and overlap a search without
     the keys left out. inf when it does not fit."""
-    from piper.core.evaluate import evaluate
+    score = as_scored(cfg, hw, setup, cand)
+    return score.batch_time if score is not None else math.inf
+
+
+def as_scored(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup, cand: Candidate) -> Score | None:
+    """The evaluator's score of ``cand``'s plan priced as :func:`with_optimizer_step_s` says (both
+    objectives: ``tps`` and ``batch_time``); None when it does not fit."""
     from piper.frontend.overlap import overlap_microbatches
 
     plan = cand.result.plan
@@ -490,7 +498,7 @@ def with_optimizer_step_s(cfg: TransformerConfig, hw: Hardware, setup: TrainingS
     workload = build_workload(cfg.with_changes(micro_batch=cand.micro_batch), hw, run, degrees=cand.degrees,
                               recompute=cand.recompute)
     score = evaluate(load_problem(workload, strict=True), plan)
-    return score.batch_time if not score.oom and math.isfinite(score.batch_time) else math.inf
+    return score if not score.oom and math.isfinite(score.batch_time) else None
 
 
 def even_split_alternative(cfg: TransformerConfig, problem: Problem, rejected: Plan, objective: str,
@@ -545,7 +553,7 @@ def even_split_alternative(cfg: TransformerConfig, problem: Problem, rejected: P
     return best
 
 
-def _share(left_s: float, solves_left: int) -> float:
+def time_share_s(left_s: float, solves_left: int) -> float:
     """Seconds one solve may use of the ``left_s`` the search has left with ``solves_left`` solves to
     make (this one included): half of it while others remain, all of it for the last. Most solves of
     a search end in a fraction of a second (cut off below the best plan so far), so an even share

@@ -1,0 +1,175 @@
+"""The window check: whether ``python -m piper plan``'s answer stays optimal where ``score``'s pricing
+and the search's differ.
+
+With ``--overlap-grad-reduce`` / ``--overlap-param-gather`` the search's workloads let each stage
+hide its data-parallel resync behind 1F1B's window of one micro-batch (:mod:`piper.frontend.planner`,
+module docstring), and ``score`` prices a layout with its own schedule's window, wider for an
+interleaved plan (:mod:`piper.frontend.overlap`). The search's "optimal" is then a proof over the
+search's pricing only: a 1F1B plan's value is its ``score``, an interleaved plan's value is an upper
+bound of its ``score``, so an interleaved plan the search valued above the answer can beat it as
+``score`` prices both. With per-layer recomputation (``--recompute-per-layer``) a layer's TMPCs share
+the least overlap of theirs (:func:`piper.frontend.workload.build_workload`), an upper bound for 1F1B
+plans too.
+
+The check bounds those plans from below. Each workload the search solved for the answer's kind
+(uniform or free) is solved once more **without the resync**: every TMPC's ``parameterSize`` and
+``expertParameterSize`` set to 0 and its ``resyncOverlapTime`` dropped, everything else as it was
+(memory, compute, the pipeline's sends, the optimizer step). A plan's exposed resync,
+max(0, N R / B_resync - H) / N in its stage's time (docs/problem.md §10), is at least 0 whatever the
+window H hides it behind, so each plan's value there is at most its value under any window, its
+``score`` included, and the least over the workloads is a lower bound on every plan the check covers:
+the interleaved plans (v >= 2, schedule "interleaved") when every workload offers one recomputation
+setting, every plan (schedule "any") when some layer chooses among several. The 1F1B plans of a
+one-setting search keep the search's own proof (their window is the search's). Each solve runs
+under the cutoff of the answer's own ``score`` value, so a workload that cannot hold a better plan is
+pruned by the DP's bound, as in the search.
+
+The answer's "optimal" stands when that bound is at least its ``score`` value; else its status is
+"feasible" and the bound is reported. The bound ignores the whole resync, so it is loose for plans
+whose resync the wide window cannot hide; it never claims what it has not proved.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any
+
+from piper.core.options import BATCH_TIME, INTERLEAVED, ONE_F_ONE_B, Options
+from piper.core.result import Result, Status
+from piper.frontend.planner import Candidate, PlanSearch, proves_none_below, time_share_s
+from piper.frontend.workload import TrainingSetup
+from piper.io.workload import load_problem
+from piper.solvers.registry import SolverInfo
+
+__all__ = ["WindowCheck", "needs_window_check", "window_check", "without_resync"]
+
+#: relative slack of "the bound is at least the answer's value" (the DP's own on a cutoff, 1e-9)
+RTOL = 1e-9
+
+
+@dataclass(frozen=True)
+class WindowCheck:
+    """The check's outcome for one answer (module docstring); values in the objective's units."""
+
+    #: the answer's value as ``score`` prices it (its own window and the optimizer step)
+    value: float
+    #: a proven lower bound on every plan the check covers, as ``score`` prices it (+inf: none fits)
+    bound: float
+    #: "interleaved" (the 1F1B plans keep the search's proof) or "any" (every plan: per-layer recomputation)
+    schedules: str
+    solves: int
+    #: solves that proved, under the cutoff of :attr:`value`, that their workload holds no better plan
+    pruned: int
+    #: solves that ended without a proof (a time limit): the bound is then 0
+    unproven: int
+    time_s: float
+
+    @property
+    def proven(self) -> bool:
+        """No plan the check covers beats the answer as ``score`` prices them."""
+        return self.bound >= self.value * (1 - RTOL)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"proven": self.proven, "value": self.value,
+                "bound": self.bound if math.isfinite(self.bound) else None,
+                "schedules": self.schedules, "solves": self.solves, "pruned": self.pruned,
+                "unproven": self.unproven, "time_s": self.time_s}
+
+
+def needs_window_check(setup: TrainingSetup, options: Options, search: PlanSearch, free: bool) -> bool:
+    """Whether the answer's proof covers less than ``score``'s pricing (module docstring): the search's
+    workloads carried the resync's overlap, and some plan of the answer's kind may have a wider window
+    (interleaved plans allowed) or some layer chooses its recomputation."""
+    if not search.iteration_keys or not (setup.overlap_grad_reduce or setup.overlap_param_gather):
+        return False
+    per_layer = any(c.recompute is None or len(c.recompute) > 1 for c in search.candidates if c.uniform != free)
+    return per_layer or max(options.virtual_stage_choices()) > 1
+
+
+def without_resync(workload: dict[str, Any]) -> dict[str, Any]:
+    """A copy of ``workload`` without the data-parallel resync: every TMPC's ``parameterSize`` and
+    ``expertParameterSize`` 0, no ``resyncOverlapTime``; every other key as it was."""
+    out = copy.deepcopy(workload)
+    for node in out["nodes"]:
+        for entries in node["TMPCs"].values():
+            for entry in entries:
+                entry["parameterSize"] = 0.0
+                if "expertParameterSize" in entry:
+                    entry["expertParameterSize"] = 0.0
+                entry.pop("resyncOverlapTime", None)
+    return out
+
+
+def window_check(search: PlanSearch, value: float, info: SolverInfo, options: Options, *, free: bool,
+                 time_limit_s: float | None = None,
+                 progress: Callable[[str], None] | None = None) -> WindowCheck:
+    """Bound every plan of the answer's kind (``free``: Piper's free plans, else the uniform ones) that
+    the search's pricing may overvalue, below ``value`` (the answer's ``score`` value, the objective's
+    units: :func:`piper.frontend.planner.as_scored`); ``time_limit_s`` for all the check's solves
+    (None: none). Solvers that take the ``upper_bound`` knob (Piper's DP) solve under the cutoff
+    ``value``, the others each workload in full."""
+    start = time.perf_counter()
+    kind = [c for c in search.candidates if c.uniform != free]
+    per_layer = any(c.recompute is None or len(c.recompute) > 1 for c in kind)
+    allowed = options.virtual_stage_choices()
+    if per_layer:
+        schedule = options.schedule
+    elif max(allowed) > 1:
+        schedule = INTERLEAVED
+    else:
+        return WindowCheck(value, math.inf, ONE_F_ONE_B, 0, 0, 0, 0.0)
+    # as in the search: the DP takes the cutoff for the batch time and for interleaved-only searches
+    cutoffs = "upper_bound" in (info.params or {}) and (options.objective == BATCH_TIME or schedule == INTERLEAVED)
+    seen: set[int] = set()
+    bound, solves, pruned, unproven = math.inf, 0, 0, 0
+    for i, cand in enumerate(kind):
+        if id(cand.workload) in seen:
+            continue
+        seen.add(id(cand.workload))
+        left = None if time_limit_s is None else time_share_s(time_limit_s - (time.perf_counter() - start),
+                                                                len(kind) - i)
+        params = {**options.params, **({"upper_bound": value} if cutoffs and math.isfinite(value) else {})}
+        problem = load_problem(without_resync(cand.workload), strict=True)
+        res = info(problem, replace(options, schedule=schedule, uniform=not free, time_limit_s=left, params=params))
+        solves += 1
+        own = _lower_bound(res)
+        if own is None:
+            unproven += 1
+            own = 0.0
+        elif proves_none_below(res, value):
+            pruned += 1
+        bound = min(bound, own)
+        if progress is not None:
+            progress(f"window check {solves}: {_label(cand)}: {res.status.value}, lower bound "
+                     f"{own:.6g} ({'pruned' if proves_none_below(res, value) else 'solved'}, {res.time_s:.2f} s)")
+    return WindowCheck(value, bound, schedule, solves, pruned, unproven, time.perf_counter() - start)
+
+
+def _lower_bound(res: Result) -> float | None:
+    """What one solve proves about its workload's best plan (the objective's units): its value when
+    optimal, +inf when infeasible, its bound when it has one (a pruned solve's is at least its
+    cutoff); None when it proved nothing (no bound, or 0: a time limit, the greedy knapsack)."""
+    if res.status == Status.OPTIMAL:
+        return res.value
+    if res.status == Status.INFEASIBLE:
+        return math.inf
+    if res.bound is not None and res.bound > 0:
+        return res.bound
+    return None
+
+
+def _label(cand: Candidate) -> str:
+    parts = [f"micro-batch {cand.micro_batch}"]
+    if cand.context_parallel > 1:
+        parts.append(f"c={cand.context_parallel}")
+    if cand.expert_parallel > 1:
+        parts.append(f"e={cand.expert_parallel}")
+    if cand.recompute is not None:
+        parts.append("recompute " + "/".join(cand.recompute))
+    if cand.degrees is not None and len(cand.degrees) == 1:
+        parts.append(f"degree {cand.degrees[0]}")
+    return ", ".join(parts)
