@@ -14,10 +14,10 @@ from typing import Any
 
 from piper.core.evaluate import evaluate
 from piper.core.plan import Plan, Stage
-from piper.core.problem import ACTIVATION_RECOMP, VANILLA, Problem, problem_to_dict
+from piper.core.problem import ACTIVATION_RECOMP, ITERATION_FEATURES, VANILLA, Problem, problem_to_dict
 from piper.io.workload import problem_from_dict
 
-__all__ = ["random_problem", "random_moe_problem", "with_expert_keys", "with_iteration_keys", "with_free_iteration_keys", "random_dag", "repeated_layers", "witness_memory",
+__all__ = ["random_problem", "random_moe_problem", "with_expert_keys", "with_iteration_keys", "with_free_iteration_keys", "without_iteration_keys", "random_dag", "repeated_layers", "witness_memory",
            "operator_graph_problem", "SHAPES", "identical_chain_problem"]
 
 SHAPES = ("chain", "branchy")
@@ -259,6 +259,18 @@ def with_free_iteration_keys(problem: Problem, rng: random.Random, *, same_per_p
                     c.update(drawn.setdefault((t, j, c["timePerSample"], c["parameterSize"]), keys(c)))
                 else:
                     c.update(keys(c))
+    return problem_from_dict(raw)
+
+
+def without_iteration_keys(problem: Problem) -> Problem:
+    """``problem`` with every TMPC's iteration keys (docs/problem.md §10:
+    :data:`~piper.core.problem.ITERATION_FEATURES`) dropped; the rest as it was."""
+    raw = problem_to_dict(problem)
+    for nd in raw["nodes"]:
+        for lst in nd["TMPCs"].values():
+            for c in lst:
+                for key in ITERATION_FEATURES:
+                    c.pop(key, None)
     return problem_from_dict(raw)
 
 

@@ -8,14 +8,13 @@ expert parallelism mixed in. A fast subset runs in CI, the sweep with -m slow.""
 from __future__ import annotations
 
 import functools
-import math
 import random
 
 import pytest
 
 from baselines.brute import solve_brute
 from baselines.exact.model_data import dominates, build_model_data
-from experiments.lib.instances import random_moe_problem, random_problem, with_free_iteration_keys
+from experiments.lib.instances import random_moe_problem, random_problem, with_free_iteration_keys, without_iteration_keys
 from piper import Options, Problem, evaluate, load_problem, solve
 from piper.core.options import BATCH_TIME, TPS
 from piper.core.problem import problem_to_dict
@@ -141,13 +140,7 @@ def oracle(i: int) -> Result:
 @functools.cache
 def oracle_without_keys(i: int) -> Result:
     p, opts = case(i)
-    raw = problem_to_dict(p)
-    for nd in raw["nodes"]:
-        for lst in nd["TMPCs"].values():
-            for c in lst:
-                for key in ("resyncOverlapTime", "stepTime", "stepTimeSharded"):
-                    c.pop(key, None)
-    return solve_brute(problem_from_dict(raw), opts)
+    return solve_brute(without_iteration_keys(p), opts)
 
 
 def check(solver: str, i: int) -> None:

@@ -10,7 +10,7 @@ import random
 
 import pytest
 
-from experiments.lib.instances import random_problem, with_iteration_keys
+from experiments.lib.instances import random_problem, with_iteration_keys, without_iteration_keys
 from piper import Options, problem_from_dict, solve
 from piper.core.errors import SolverError
 from piper.core.options import BATCH_TIME, TPS, candidates
@@ -44,17 +44,9 @@ FAST = [with_iteration_keys(random_problem(i, n=random.Random(i).randint(2, 6)),
 
 def test_the_fast_cases_bind_the_keys() -> None:
     """The instances are not vacuous: with the keys dropped, brute force's optimum moves on most."""
-    from piper import problem_to_dict
-
     moved = 0
     for p in FAST:
-        raw = problem_to_dict(p)
-        for nd in raw["nodes"]:
-            for lst in nd["TMPCs"].values():
-                for c in lst:
-                    for key in ("resyncOverlapTime", "stepTime", "stepTimeSharded"):
-                        c.pop(key, None)
-        plain = solve(problem_from_dict(raw), Options(), solver="brute")
+        plain = solve(without_iteration_keys(p), Options(), solver="brute")
         keyed = solve(p, Options(), solver="brute")
         moved += plain.plan is not None and keyed.value != plain.value
     assert moved >= 8
