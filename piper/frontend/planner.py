@@ -466,10 +466,12 @@ def search_setup(setup: TrainingSetup, iteration_keys: bool) -> TrainingSetup:
 
 def takes_iteration_keys(info: SolverInfo, setup: TrainingSetup) -> bool:
     """Whether :func:`search_plans` can give ``info`` workloads with the keys of docs/problem.md §10:
-    it honours them, and the setup offers each MoE layer one expert layout per degree (with
-    ``expert_tensor_parallel`` a layer's TMPCs at a degree differ in their expert keys, which Piper's
-    DP refuses with the iteration keys: piper/dp/iteration.py)."""
-    return set(ITERATION_FEATURES) <= set(info.features) and not setup.expert_tensor_parallel
+    it honours them, and, for a solver that prices them only when a layer's TMPCs at a degree share
+    them (``SolverInfo.iteration_keys_shared_per_degree``: Piper's DP, piper/dp/iteration.py), the
+    setup offers each MoE layer one expert layout per degree (with ``expert_tensor_parallel`` a
+    layer's TMPCs at a degree differ in their expert keys). The exact models take them either way."""
+    return set(ITERATION_FEATURES) <= set(info.features) and not (
+        setup.expert_tensor_parallel and info.iteration_keys_shared_per_degree)
 
 
 def with_optimizer_step_s(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup, cand: Candidate) -> float:

@@ -80,6 +80,10 @@ class SolverInfo:
     objectives: frozenset[str] = frozenset({TPS})
     #: the schedules it plans ("1f1b", "interleaved"); options that allow another are refused
     schedules: frozenset[str] = frozenset({ONE_F_ONE_B})
+    #: it prices the iteration keys (docs/problem.md §10) only when a layer's allowed TMPCs at a degree
+    #: share them and the numbers they act on (Piper's DP: piper/dp/iteration.py); the planner then
+    #: gives it the keys only for workloads built that way (piper.frontend.planner.takes_iteration_keys)
+    iteration_keys_shared_per_degree: bool = False
 
     def refusal(self, options: Options) -> str | None:
         """Why this solver cannot honour ``options`` (an objective or a schedule it does not
@@ -185,7 +189,7 @@ DP_SCHEDULES = frozenset({ONE_F_ONE_B, INTERLEAVED})
 
 register(SolverInfo("dp", "piper.dp:solve_dp", True, "Piper's two-level DP, exact knapsack", {"knapsack": "exact"},
                     features=frozenset(CLUSTER_FEATURES + ITERATION_FEATURES + EXPERT_FEATURES), params=DP_PARAMS, flags=DP_FLAGS,
-                    objectives=DP_OBJECTIVES, schedules=DP_SCHEDULES))
+                    objectives=DP_OBJECTIVES, schedules=DP_SCHEDULES, iteration_keys_shared_per_degree=True))
 register(SolverInfo("dp-greedy", "piper.dp:solve_dp", False, "Piper's DP with the reference greedy knapsack",
                     {"knapsack": "greedy"}, features=frozenset(CLUSTER_FEATURES + ITERATION_FEATURES + EXPERT_FEATURES), params=DP_PARAMS, flags=DP_FLAGS,
-                    objectives=DP_OBJECTIVES, schedules=DP_SCHEDULES))
+                    objectives=DP_OBJECTIVES, schedules=DP_SCHEDULES, iteration_keys_shared_per_degree=True))

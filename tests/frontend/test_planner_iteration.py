@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 
 import pytest
 
 from baselines.brute import solve_brute
 from piper import Options, evaluate, solve
+from piper.core.errors import SolverError
 from piper.core.options import BATCH_TIME
 from piper.frontend.config import TransformerConfig
 from piper.frontend.hardware import Hardware, hardware
@@ -124,3 +126,33 @@ def test_plan_command_prices_the_iteration(cli):
     res = json.loads(out)
     assert res["iteration_keys_in_search"] is True
     assert math.isclose(res["batch_time_with_optimizer_step_s"], res["batch_time_s"], rel_tol=1e-9)
+
+
+def test_the_exact_models_take_the_keys_with_expert_tensor_parallelism():
+    """With ``expert_tensor_parallel`` a MoE layer's TMPCs at a degree differ in their expert keys: the
+    DP would refuse the iteration keys there, the exact models do not, so only the DP's search goes
+    without them; a CP-SAT search with them answers brute force's optimum of each workload it solved."""
+    from piper.frontend.moe import MoEConfig
+
+    cfg = TransformerConfig(name="toy-moe", layers=2, hidden_size=64, attention_heads=4, kv_heads=4,
+                            ffn_hidden_size=128, vocab_size=128, seq_length=64, micro_batch=1,
+                            moe=MoEConfig(experts=4, top_k=2, expert_ffn_hidden_size=64))
+    hw = replace(TOY_HW, memory_bytes=1e10, devices_per_node=4)  # at t = 2: e = 2 with e_t = 1 or 2
+    setup = TrainingSetup(nodes=1, global_batch=4, overlap_grad_reduce=True, expert_tensor_parallel=True,
+                          expert_parallel=2)
+    cpsat = get_solver("cpsat")
+    assert takes_iteration_keys(cpsat, setup) and not takes_iteration_keys(get_solver("dp"), setup)
+    assert takes_iteration_keys(get_solver("dp"), replace(setup, expert_tensor_parallel=False))
+    search = search_plans(cfg, hw, setup, cpsat, Options(objective=BATCH_TIME), micro_batches=(1,), free=False,
+                          recomputes=(("none",),), iteration_keys=True)
+    assert search.iteration_keys and search.runnable is not None
+    refused = 0
+    for c in search.candidates:
+        assert c.problem.has_iteration_keys
+        with pytest.raises(SolverError, match="share"):
+            solve(c.problem, Options(objective=BATCH_TIME, uniform=True), "dp")
+        refused += 1
+        brute = solve_brute(c.problem, Options(objective=BATCH_TIME, uniform=True))
+        assert c.result.status.value == brute.status.value == "optimal"
+        assert abs(c.value - brute.value) <= c.result.tolerance + 1e-9 * brute.value
+    assert refused >= 1
