@@ -418,14 +418,16 @@ def cmd_plan(args: argparse.Namespace) -> int:
         print(f"{'unproven':<13} {len(open_solves)} of {sum(1 for c in search.candidates if c.uniform == (not args.free))} "
               f"solves ended without a proof ({by_status})" + (f": {shown}" if shown else "") + gap)
     if window is not None:
-        covered = "interleaved plans" if window.schedules == "interleaved" else "plans (per-layer recomputation)"
+        covered = ("interleaved plans, which hide it behind more as `score` prices them"
+                   if window.schedules == "interleaved" else
+                   "every plan (a layer's TMPCs share the least overlap of theirs, which undervalues 1F1B plans too)")
         verdict = ("none beats the answer" if window.proven else
                    "the answer is not proven against them" + (
                        f": proven bound {window.bound:.4g} ({args.objective}), the answer within "
                        f"{100 * (window.value / window.bound - 1):.1f}%" if window.bound > 0 else
                        f" ({window.unproven} solve(s) proved nothing)"))
         print(f"{'window':<13} the search hid the resync behind 1F1B's window of one micro-batch; {covered}, "
-              f"which hide it behind more as `score` prices them, bounded without the resync: {window.solves} "
+              f"bounded without the resync: {window.solves} "
               f"solves, {window.pruned} pruned by bound ({window.time_s:.2f} s): {verdict}")
     if search.cut_solves:
         print(f"search        {search.solves} solves, {search.cut_solves} below the best "

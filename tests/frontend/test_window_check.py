@@ -119,3 +119,16 @@ def test_plan_keeps_optimal_where_the_check_proves_it(cli):
     res = json.loads(out)
     assert res["status"] == "optimal" and res["window_check"]["proven"] is True and res["bound"] is None
     assert res["window_check"]["bound"] >= res["window_check"]["value"] * (1 - 1e-9)
+
+
+def test_per_layer_recomputation_checks_every_plan(cli):
+    """With --recompute-per-layer a layer's TMPCs share the least overlap (an upper bound for 1F1B plans
+    too), so the check covers every schedule, not only the interleaved plans."""
+    code, out, err = cli("piper", "plan", "llama3-8b", "--gpu", "a100-80gb", "--nodes", "4", "--global-batch", "16",
+                         "--network-bandwidth", "2.5GB", "--uniform", "--overlap-grad-reduce", "--recompute-per-layer",
+                         "--max-virtual-stages", "1", "--micro-batch", "1", "--json")
+    assert code == 0, err
+    res = json.loads(out)
+    assert res["window_check"] is not None and res["window_check"]["schedules"] == "any"
+    assert res["window_check"]["bound"] <= res["batch_time_with_optimizer_step_s"] * (1 + 1e-9)
+    assert res["status"] == ("optimal" if res["window_check"]["proven"] else "feasible")
