@@ -59,6 +59,8 @@ from piper.core.plan import Plan
 from piper.core.problem import Problem
 from piper.core.result import Status
 from piper.frontend.caveats import prediction_caveats
+from piper.frontend.config import TransformerConfig
+from piper.frontend.hardware import Hardware
 from piper.frontend.metrics import plan_metrics
 from piper.frontend.planner import (
     ONE_RECOMPUTE_SETTING,
@@ -73,6 +75,7 @@ from piper.frontend.planner import (
 )
 from piper.frontend.schedule_check import check_schedule
 from piper.frontend.window_check import needs_window_check, window_check
+from piper.frontend.workload import TrainingSetup
 from piper.render.table import render_plan
 
 __all__ = ["add_plan_parser", "cmd_plan"]
@@ -254,6 +257,27 @@ def _answer_bound(search: PlanSearch, chosen: Candidate, free: bool) -> float | 
     return least if least > 0 and math.isfinite(least) else None
 
 
+def _scored_value(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup, cand: Candidate, objective: str) -> float:
+    """``cand``'s plan as ``score`` prices it (its own overlap window, the optimizer step), in the
+    objective's units; inf when it does not fit."""
+    scored = as_scored(cfg, hw, setup, cand)
+    return math.inf if scored is None else scored.tps if objective == TPS else scored.batch_time
+
+
+def _best_as_scored(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup, search: PlanSearch,
+                    chosen: Candidate, free: bool, objective: str) -> Candidate:
+    """The candidate of the answer's kind whose plan ``score`` prices best (ties: ``chosen``, then the
+    search's order); ``chosen`` when none beats it."""
+    best, best_value = chosen, _scored_value(cfg, hw, setup, chosen, objective)
+    for c in search.candidates:
+        if c is chosen or c.uniform == free or c.result.plan is None:
+            continue
+        value = _scored_value(cfg, hw, setup, c, objective)
+        if value < best_value * (1 - 1e-12):
+            best, best_value = c, value
+    return best
+
+
 def cmd_plan(args: argparse.Namespace) -> int:
     from piper.solvers.registry import get_solver, solver_names
 
@@ -298,6 +322,27 @@ def cmd_plan(args: argparse.Namespace) -> int:
             chosen = replace(failed[0], result=failed[0].rejected, rejected=None, rejected_check=None)
             kept_failing = True
     rejected = _rejected_below(search, chosen, args.free)
+    window_needed = chosen is not None and not kept_failing and needs_window_check(setup, options, search, args.free)
+    window = None
+    if window_needed:
+        # the search ranks plans by 1F1B's overlap window, `score` each by its own schedule's: answer the
+        # plan found that `score` prices best, then bound the plans the search may overvalue and take a
+        # better one the check finds (piper/frontend/window_check.py)
+        chosen = _best_as_scored(cfg, hw, setup, search, chosen, args.free, args.objective)
+        left = None if options.time_limit_s is None else max(0.0, options.time_limit_s - (time.perf_counter() - started))
+        def resolve(c: Candidate) -> Candidate | None:
+            # the search's own solve of c's workload, without a cutoff (its schedule-check fallbacks too)
+            one = search_plans(cfg, hw, replace(setup, expert_parallel=c.expert_parallel) if cfg.moe is not None
+                               else setup, info, options, micro_batches=(c.micro_batch,), free=args.free,
+                               context_parallels=(c.context_parallel,), degrees=c.degrees, check_schedules=check,
+                               recomputes=(c.recompute,), per_degree=c.uniform, iteration_keys=search.iteration_keys,
+                               started=started)
+            return one.free if args.free else one.runnable
+
+        window = window_check(search, _scored_value(cfg, hw, setup, chosen, args.objective), info, options,
+                              free=args.free, time_limit_s=left, progress=say,
+                              rescore=lambda c: _scored_value(cfg, hw, setup, c, args.objective), resolve=resolve)
+        chosen = window.better or chosen
     if chosen is None:
         statuses = sorted({c.result.status.value for c in search.candidates})
         messages = sorted({c.result.message for c in search.candidates if c.result.message})
@@ -339,16 +384,13 @@ def cmd_plan(args: argparse.Namespace) -> int:
     with_step = with_optimizer_step_s(cfg, hw, setup, chosen)
     # not proven: how far from the best plan it can be (the rejected plans' bound when those decide it)
     bound = rejected["bound"] if rejected is not None else None if exact else _answer_bound(search, chosen, args.free)
-    # the search priced the resync's overlap over 1F1B's window: bound the plans whose wider window
-    # (or per-layer recomputation) it may overvalue, as `score` prices them (piper/frontend/window_check.py)
-    window = None
-    if needs_window_check(setup, options, search, args.free):
-        scored = as_scored(cfg, hw, setup, chosen)
-        own = math.inf if scored is None else scored.tps if args.objective == TPS else scored.batch_time
-        left = None if options.time_limit_s is None else max(0.0, options.time_limit_s - (time.perf_counter() - started))
-        window = window_check(search, own, info, options, free=args.free, time_limit_s=left, progress=say)
-        if not window.proven and status == Status.OPTIMAL.value:
+    # the window check (above): "optimal" only when no plan the search may overvalue beats the answer
+    if window is not None:
+        if not window.proven:
             status = Status.FEASIBLE.value
+        elif window.better is not None and exact and rejected is None and not kept_failing:
+            # proven: every 1F1B plan is at least the search's winner, every other at least the bound
+            status = Status.OPTIMAL.value
         if bound is not None or (exact and not window.proven):
             bound = window.bound if bound is None else min(bound, window.bound)
             bound = bound if math.isfinite(bound) else None

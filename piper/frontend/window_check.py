@@ -39,8 +39,9 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from piper.core.options import BATCH_TIME, INTERLEAVED, ONE_F_ONE_B, Options
-from piper.core.result import Result, Status
+from piper.core.result import Result, Status, make_result
 from piper.frontend.planner import Candidate, PlanSearch, proves_none_below, time_share_s
+from piper.frontend.schedule_check import check_schedule
 from piper.frontend.workload import TrainingSetup
 from piper.io.workload import load_problem
 from piper.solvers.registry import SolverInfo
@@ -67,6 +68,9 @@ class WindowCheck:
     #: solves that ended without a proof (a time limit): the bound is then 0
     unproven: int
     time_s: float
+    #: a plan the check found (a solve's plan without the resync, on its real workload) that ``score``
+    #: prices below the answer it was given, the best such (:attr:`value` is then its value); None: none
+    better: Candidate | None = None
 
     @property
     def proven(self) -> bool:
@@ -74,7 +78,7 @@ class WindowCheck:
         return self.bound >= self.value * (1 - RTOL)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"proven": self.proven, "value": self.value,
+        return {"proven": self.proven, "value": self.value, "found_better": self.better is not None,
                 "bound": self.bound if math.isfinite(self.bound) else None,
                 "schedules": self.schedules, "solves": self.solves, "pruned": self.pruned,
                 "unproven": self.unproven, "time_s": self.time_s}
@@ -106,12 +110,22 @@ def without_resync(workload: dict[str, Any]) -> dict[str, Any]:
 
 def window_check(search: PlanSearch, value: float, info: SolverInfo, options: Options, *, free: bool,
                  time_limit_s: float | None = None,
-                 progress: Callable[[str], None] | None = None) -> WindowCheck:
+                 progress: Callable[[str], None] | None = None,
+                 rescore: Callable[[Candidate], float] | None = None,
+                 resolve: Callable[[Candidate], Candidate | None] | None = None) -> WindowCheck:
     """Bound every plan of the answer's kind (``free``: Piper's free plans, else the uniform ones) that
     the search's pricing may overvalue, below ``value`` (the answer's ``score`` value, the objective's
     units: :func:`piper.frontend.planner.as_scored`); ``time_limit_s`` for all the check's solves
     (None: none). Solvers that take the ``upper_bound`` knob (Piper's DP) solve under the cutoff
-    ``value``, the others each workload in full."""
+    ``value``, the others each workload in full.
+
+    ``rescore`` (optional: a candidate's plan as ``score`` prices it, the objective's units, inf when
+    it does not fit): in each workload the check cannot prune, the solve's plan (a plan of the real
+    workload too: only the resync's numbers differ) and, when the search kept no plan of that workload
+    and ``resolve`` is given, the search's own solve of it without a cutoff (``resolve``: one more
+    solve, with the schedule check's fallbacks); a plan that passes the schedule check and that
+    ``rescore`` prices below the best so far becomes :attr:`WindowCheck.better`, and the later solves
+    run under its value."""
     start = time.perf_counter()
     kind = [c for c in search.candidates if c.uniform != free]
     per_layer = any(c.recompute is None or len(c.recompute) > 1 for c in kind)
@@ -126,6 +140,7 @@ def window_check(search: PlanSearch, value: float, info: SolverInfo, options: Op
     cutoffs = "upper_bound" in (info.params or {}) and (options.objective == BATCH_TIME or schedule == INTERLEAVED)
     seen: set[int] = set()
     bound, solves, pruned, unproven = math.inf, 0, 0, 0
+    better: Candidate | None = None
     for i, cand in enumerate(kind):
         if id(cand.workload) in seen:
             continue
@@ -136,6 +151,18 @@ def window_check(search: PlanSearch, value: float, info: SolverInfo, options: Op
         problem = load_problem(without_resync(cand.workload), strict=True)
         res = info(problem, replace(options, schedule=schedule, uniform=not free, time_limit_s=left, params=params))
         solves += 1
+        if rescore is not None and not proves_none_below(res, value):
+            # plans this workload may hold below the answer: the solve's own (without the resync) and,
+            # when the search kept none of this workload (cut off by its cutoff), its best as the
+            # search prices it, each scored as `score` prices it
+            tries = [_as_candidate(cand, res, options)] if res.plan is not None else []
+            if cand.result.plan is None and resolve is not None:
+                tries.append(resolve(cand))
+                solves += 1
+            for found in tries:
+                found_value = rescore(found) if found is not None and found.result.plan is not None else math.inf
+                if found_value < value * (1 - RTOL):
+                    value, better = found_value, found
         own = _lower_bound(res)
         if own is None:
             unproven += 1
@@ -146,7 +173,21 @@ def window_check(search: PlanSearch, value: float, info: SolverInfo, options: Op
         if progress is not None:
             progress(f"window check {solves}: {_label(cand)}: {res.status.value}, lower bound "
                      f"{own:.6g} ({'pruned' if proves_none_below(res, value) else 'solved'}, {res.time_s:.2f} s)")
-    return WindowCheck(value, bound, schedule, solves, pruned, unproven, time.perf_counter() - start)
+    return WindowCheck(value, bound, schedule, solves, pruned, unproven, time.perf_counter() - start, better)
+
+
+def _as_candidate(cand: Candidate, res: Result, options: Options) -> Candidate | None:
+    """``res``'s plan (solved without the resync) as a candidate of ``cand``'s real workload, scored
+    there by the evaluator; None when it is an interleaved plan that fails the schedule check (the
+    answers ``plan`` gives pass it)."""
+    result = make_result(cand.problem, res.solver, Status.FEASIBLE, res.plan, time_s=res.time_s,
+                         objective_kind=options.objective,
+                         message="found by the window check (solved without the resync, scored with it)")
+    if result.score is None or not math.isfinite(result.value):
+        return None
+    if res.plan.schedule.interleaved and not check_schedule(cand.problem, res.plan, result.score).ok:
+        return None
+    return replace(cand, result=result, cutoff=None, rejected=None, rejected_check=None)
 
 
 def _lower_bound(res: Result) -> float | None:

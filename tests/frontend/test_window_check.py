@@ -132,3 +132,19 @@ def test_per_layer_recomputation_checks_every_plan(cli):
     assert res["window_check"] is not None and res["window_check"]["schedules"] == "any"
     assert res["window_check"]["bound"] <= res["batch_time_with_optimizer_step_s"] * (1 + 1e-9)
     assert res["status"] == ("optimal" if res["window_check"]["proven"] else "feasible")
+
+
+def test_plan_answers_the_better_plan_the_check_finds(cli):
+    """Over micro-batches 1-16 the search's answer (b = 1, 1.645 s) is beaten as ``score`` prices it by
+    a b = 2 plan (Megatron's even split at t = 4, v = 4: 1.637 s) whose workload the search cut off
+    by its own pricing (1.988 s there); the check solves that workload again and answers it."""
+    code, out, err = cli("piper", "plan", "llama3-8b", "--gpu", "a100-80gb", "--nodes", "4", "--global-batch", "16",
+                         "--network-bandwidth", "2.5GB", "--uniform", "--overlap-grad-reduce", "--overlap-param-gather",
+                         "--max-virtual-stages", "4", "--json")
+    assert code == 0, err
+    res = json.loads(out)
+    assert res["window_check"]["found_better"] is True and res["micro_batch"] == 2
+    assert res["batch_time_with_optimizer_step_s"] == pytest.approx(res["window_check"]["value"], rel=1e-12)
+    assert res["batch_time_with_optimizer_step_s"] < 1.645 * (1 - 1e-3) < res["batch_time_s"]
+    assert res["schedule_check"]["ok"] is True
+    assert res["status"] == "feasible" and res["bound"] <= res["batch_time_with_optimizer_step_s"]
