@@ -249,6 +249,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--budget-s", type=float, default=420.0,
                     help="stop starting new rows after this many seconds (the rows so far are written)")
     args = ap.parse_args(argv)
+    for flag, value, low in (("--warmup", args.warmup, 0), ("--repeats", args.repeats, 1)):
+        if value < low:
+            print(f"measure_layer: {flag} must be >= {low}, got {value}", file=sys.stderr)
+            return 2
+    if not (args.budget_s > 0 and math.isfinite(args.budget_s)):
+        print(f"measure_layer: --budget-s must be a positive number of seconds, got {args.budget_s}", file=sys.stderr)
+        return 2
     import torch
 
     started = time.perf_counter()

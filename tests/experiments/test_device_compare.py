@@ -89,3 +89,13 @@ def test_the_measurement_runs_and_compares_on_a_cpu(tmp_path, capsys):
     res = json.loads(capsys.readouterr().out)
     assert len(res["layers"]) == 12 and all(math.isfinite(r["predicted_forward_s"]) for r in res["layers"])
     assert (tmp_path / "cmp" / "layers.png").stat().st_size > 0
+
+
+def test_the_measurement_refuses_bad_knobs_in_one_line(tmp_path, capsys):
+    from experiments.device.measure_layer import main as measure
+
+    for argv, flag in ((["--repeats", "0"], "--repeats"), (["--warmup", "-1"], "--warmup"),
+                       (["--budget-s", "nan"], "--budget-s")):
+        assert measure(["--out", str(tmp_path / "x.json"), "--device", "cpu", *argv]) == 2
+        err = capsys.readouterr().err.strip()
+        assert "\n" not in err and flag in err
