@@ -63,13 +63,29 @@ def layer_config(row: dict[str, Any]) -> TransformerConfig:
                              seq_length=row["seq"], micro_batch=row["micro_batch"], attention_head_dim=row["head_dim"])
 
 
+#: fields that are whole numbers >= 1 (the rest but model, op and precision are numbers > 0)
+COUNT_KEYS = ("t", "micro_batch", "seq", "heads", "kv_heads", "head_dim", "ffn", "hidden", "m", "n", "k")
+
+
 def _check(rows: Any, keys: tuple[str, ...], what: str) -> list[dict[str, Any]]:
     if not isinstance(rows, list):
         raise FrontendError(f"{what}: expected a list of rows")
     for i, row in enumerate(rows):
-        missing = [k for k in keys if not isinstance(row, dict) or k not in row]
+        if not isinstance(row, dict):
+            raise FrontendError(f"{what} row {i}: expected an object")
+        missing = [k for k in keys if k not in row]
         if missing:
             raise FrontendError(f"{what} row {i}: missing field {missing[0]!r}")
+        for k in keys:
+            v = row[k]
+            if k in ("model", "op", "precision"):
+                ok = isinstance(v, str)
+            elif k in COUNT_KEYS:
+                ok = isinstance(v, int) and not isinstance(v, bool) and v >= 1
+            else:
+                ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0
+            if not ok:
+                raise FrontendError(f"{what} row {i}: field {k!r} = {v!r} is not a valid value")
     return rows
 
 
@@ -191,7 +207,10 @@ def main(argv: list[str] | None = None) -> int:
         data = json.loads(Path(args.timings).read_text())
         if not isinstance(data, dict):
             raise FrontendError(f"{args.timings}: expected a JSON object")
-        gpu = (data.get("environment") or {}).get("gpu")
+        env = data.get("environment") or {}
+        if not isinstance(env, dict):
+            raise FrontendError(f"{args.timings}: 'environment' must be an object")
+        gpu = env.get("gpu")
         name = args.hardware or catalog_name(gpu)
         if name is None:
             raise FrontendError(f"{args.timings}: GPU {gpu!r} has no catalog entry; give --hardware")

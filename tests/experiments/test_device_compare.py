@@ -99,3 +99,17 @@ def test_the_measurement_refuses_bad_knobs_in_one_line(tmp_path, capsys):
         assert measure(["--out", str(tmp_path / "x.json"), "--device", "cpu", *argv]) == 2
         err = capsys.readouterr().err.strip()
         assert "\n" not in err and flag in err
+
+
+@pytest.mark.parametrize("change, field", [({"t": 0}, "'t'"), ({"forward_s": -1.0}, "'forward_s'"),
+                                           ({"model": 3}, "'model'"), ({"seq": 2.5}, "'seq'")])
+def test_bad_row_values_are_one_line(tmp_path, capsys, change, field):
+    bad = tmp_path / "t.json"
+    bad.write_text(json.dumps({"environment": {"gpu": "NVIDIA H200"},
+                               "layers": [{**_row("llama3-8b", 1, 1, 4096), **change}], "gemms": []}))
+    assert main([str(bad)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and field in err
+    bad.write_text(json.dumps({"environment": ["H200"], "layers": [], "gemms": []}))
+    assert main([str(bad)]) == 2
+    assert "environment" in capsys.readouterr().err
