@@ -66,10 +66,10 @@ from piper.frontend.planner import (
     ONE_RECOMPUTE_SETTING,
     Candidate,
     PlanSearch,
+    as_scored,
     context_parallel_choices,
     micro_batch_choices,
     search_plans,
-    as_scored,
     takes_iteration_keys,
     with_optimizer_step_s,
 )
@@ -456,7 +456,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         shown = "; ".join(r for r in reasons if not r.startswith("best plan"))[:300]
         gap = "" if bound is None or rejected is not None else (
             f"; proven bound {bound:.4g} ({args.objective}): the answer is within "
-            f"{100 * (chosen.value / bound - 1):.1f}% of the best plan searched")
+            f"{100 * ((chosen.value if window is None else window.value) / bound - 1):.1f}% of the best plan searched")
         print(f"{'unproven':<13} {len(open_solves)} of {sum(1 for c in search.candidates if c.uniform == (not args.free))} "
               f"solves ended without a proof ({by_status})" + (f": {shown}" if shown else "") + gap)
     if window is not None:
