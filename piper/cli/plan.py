@@ -393,7 +393,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
             status = Status.OPTIMAL.value
         if bound is not None or (exact and not window.proven):
             bound = window.bound if bound is None else min(bound, window.bound)
-            bound = bound if math.isfinite(bound) else None
+            bound = bound if math.isfinite(bound) and bound > 0 else None  # 0: the check proved nothing
     if args.json:
         out = {"status": status, "solver": chosen.result.solver, **metrics,
                "bound": bound,
@@ -467,7 +467,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
                    "the answer is not proven against them" + (
                        f": proven bound {window.bound:.4g} ({args.objective}), the answer within "
                        f"{100 * (window.value / window.bound - 1):.1f}%" if window.bound > 0 else
-                       f" ({window.unproven} solve(s) proved nothing)"))
+                       f" ({window.unproven} workload(s) left unbounded: the time limit, or a solver without bounds)"))
         print(f"{'window':<13} the search hid the resync behind 1F1B's window of one micro-batch; {covered}, "
               f"bounded without the resync: {window.solves} "
               f"solves, {window.pruned} pruned by bound ({window.time_s:.2f} s): {verdict}")

@@ -65,7 +65,8 @@ class WindowCheck:
     solves: int
     #: solves that proved, under the cutoff of :attr:`value`, that their workload holds no better plan
     pruned: int
-    #: solves that ended without a proof (a time limit): the bound is then 0
+    #: workloads left without a proof (a solve cut by the time limit, or none made once it was spent):
+    #: the bound is then 0
     unproven: int
     time_s: float
     #: a plan the check found (a solve's plan without the resync, on its real workload) that ``score``
@@ -145,6 +146,11 @@ def window_check(search: PlanSearch, value: float, info: SolverInfo, options: Op
         if id(cand.workload) in seen:
             continue
         seen.add(id(cand.workload))
+        if time_limit_s is not None and time.perf_counter() - start >= time_limit_s:
+            # the time limit is spent: the workloads left are not bounded (the check proves nothing more)
+            unproven += 1
+            bound = 0.0
+            continue
         left = None if time_limit_s is None else time_share_s(time_limit_s - (time.perf_counter() - start),
                                                                 len(kind) - i)
         params = {**options.params, **({"upper_bound": value} if cutoffs and math.isfinite(value) else {})}
@@ -156,7 +162,8 @@ def window_check(search: PlanSearch, value: float, info: SolverInfo, options: Op
             # when the search kept none of this workload (cut off by its cutoff), its best as the
             # search prices it, each scored as `score` prices it
             tries = [_as_candidate(cand, res, options)] if res.plan is not None else []
-            if cand.result.plan is None and resolve is not None:
+            if cand.result.plan is None and resolve is not None and (
+                    time_limit_s is None or time.perf_counter() - start < time_limit_s):
                 tries.append(resolve(cand))
                 solves += 1
             for found in tries:

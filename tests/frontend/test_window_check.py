@@ -148,3 +148,9 @@ def test_plan_answers_the_better_plan_the_check_finds(cli):
     assert res["batch_time_with_optimizer_step_s"] < 1.645 * (1 - 1e-3) < res["batch_time_s"]
     assert res["schedule_check"]["ok"] is True
     assert res["status"] == "feasible" and res["bound"] <= res["batch_time_with_optimizer_step_s"]
+
+
+def test_a_spent_time_limit_proves_nothing(search):
+    check = window_check(search, 1.645, get_solver("dp"), OPTIONS, free=False, time_limit_s=0.0)
+    assert check.solves == 0 and check.bound == 0.0 and not check.proven
+    assert check.unproven == len({id(c.workload) for c in search.candidates})
