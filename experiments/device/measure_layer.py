@@ -13,8 +13,8 @@ FlashAttention or cuDNN, whichever PyTorch picks; grouped-query heads with ``ena
 output projection ((a d / t) -> h), dropout where the model has it (GPT-3), the residual adds, the
 MLP (SwiGLU: h -> 2 f / t, f / t -> h; GELU: h -> f / t, f / t -> h) with biases where the model has
 them. No sequence parallelism (the norms run on all b s tokens). The forward pass is timed with
-autograd recording (as in training), the backward pass as forward + backward minus forward; each the
-median of ``--repeats`` timed runs after ``--warmup`` untimed ones, CUDA events on a GPU.
+autograd recording (as in training), the backward pass alone (after an untimed forward pass); each
+the median of ``--repeats`` timed runs after ``--warmup`` untimed ones, CUDA events on a GPU.
 
 The matrix products: each forward product of the layer shards above (m = b s tokens, n x k the
 weight) in BF16, and in FP8 (``torch._scaled_mm``, E4M3 operands, per-tensor scales, BF16 out)
@@ -175,18 +175,23 @@ def measure_layer(torch, name: str, spec: dict, t: int, b: int, s: int, dtype, d
     def forward():
         layer(x, cos, sin)
 
-    def forward_backward():
-        layer(x, cos, sin).backward(grad)
+    def backward_s() -> float:
+        # the backward pass alone: a fresh forward pass (untimed), then its backward pass timed
+        out = layer(x, cos, sin)
+        sec = timer(lambda: out.backward(grad))
         x.grad = None
         for prm in layer.parameters():
             prm.grad = None
+        return sec
 
     fwd = _median(timer, forward, warmup, repeats)
-    both = _median(timer, forward_backward, warmup, repeats)
+    for _ in range(warmup):
+        backward_s()
+    bwd = statistics.median(backward_s() for _ in range(repeats))
     del layer, x, grad
     return {"model": name, "t": t, "micro_batch": b, "seq": s, "precision": "bf16" if dtype == torch.bfloat16 else "fp32",
             "heads": sh["heads"], "kv_heads": sh["kv_heads"], "head_dim": sh["head_dim"], "ffn": sh["ffn"],
-            "hidden": spec["h"], "forward_s": fwd, "backward_s": both - fwd, "forward_backward_s": both}
+            "hidden": spec["h"], "forward_s": fwd, "backward_s": bwd, "forward_backward_s": fwd + bwd}
 
 
 def gemm_shapes(spec: dict, t: int, tokens: int) -> list[tuple[str, int, int, int]]:
