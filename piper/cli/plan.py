@@ -462,14 +462,18 @@ def cmd_plan(args: argparse.Namespace) -> int:
     if window is not None:
         covered = ("interleaved plans, which hide it behind more as `score` prices them"
                    if window.schedules == "interleaved" else
-                   "every plan (a layer's TMPCs share the least overlap of theirs, which undervalues 1F1B plans too)")
+                   "every plan (a layer's TMPCs share the least overlap of theirs, which undervalues 1F1B plans too)"
+                   if search.iteration_keys else
+                   "every plan (the solver does not take the iteration keys here, so the search priced neither the "
+                   "optimizer step nor the overlap)")
         verdict = ("none beats the answer" if window.proven else
                    "the answer is not proven against them" + (
                        f": proven bound {window.bound:.4g} ({args.objective}), the answer within "
                        f"{100 * (window.value / window.bound - 1):.1f}%" if window.bound > 0 else
                        f" ({window.unproven} workload(s) left unbounded: the time limit, or a solver without bounds)"))
-        print(f"{'window':<13} the search hid the resync behind 1F1B's window of one micro-batch; {covered}, "
-              f"bounded without the resync: {window.solves} "
+        hid = ("the search hid the resync behind 1F1B's window of one micro-batch" if search.iteration_keys
+               else "`score` prices the optimizer step and the resync's overlap")
+        print(f"{'window':<13} {hid}; {covered}, bounded without the resync: {window.solves} "
               f"solves, {window.pruned} pruned by bound ({window.time_s:.2f} s): {verdict}")
     if search.cut_solves:
         print(f"search        {search.solves} solves, {search.cut_solves} below the best "

@@ -9,7 +9,10 @@ search's pricing only: a 1F1B plan's value is its ``score``, an interleaved plan
 bound of its ``score``, so an interleaved plan the search valued above the answer can beat it as
 ``score`` prices both. With per-layer recomputation (``--recompute-per-layer``) a layer's TMPCs share
 the least overlap of theirs (:func:`piper.frontend.workload.build_workload`), an upper bound for 1F1B
-plans too.
+plans too. A search whose solver does not take the iteration keys (Piper's DP with
+``--expert-tensor-parallel``: :func:`piper.frontend.planner.takes_iteration_keys`) leaves out the
+optimizer step and the overlap altogether, so its proof says nothing of ``score``'s pricing for
+any plan.
 
 The check bounds those plans from below. Each workload the search solved for the answer's kind
 (uniform or free) is solved once more **without the resync**: every TMPC's ``parameterSize`` and
@@ -19,7 +22,8 @@ max(0, N R / B_resync - H) / N in its stage's time (docs/problem.md §10), is at
 window H hides it behind, so each plan's value there is at most its value under any window, its
 ``score`` included, and the least over the workloads is a lower bound on every plan the check covers:
 the interleaved plans (v >= 2, schedule "interleaved") when every workload offers one recomputation
-setting, every plan (schedule "any") when some layer chooses among several. The 1F1B plans of a
+setting, every plan (the options' schedules) when some layer chooses among several or the search went
+without the keys (its workloads have no step either: a step is >= 0 too). The 1F1B plans of a
 one-setting search keep the search's own proof (their window is the search's). Each solve runs
 under the cutoff of the answer's own ``score`` value, so a workload that cannot hold a better plan is
 pruned by the DP's bound, as in the search.
@@ -87,9 +91,12 @@ class WindowCheck:
 
 def needs_window_check(setup: TrainingSetup, options: Options, search: PlanSearch, free: bool) -> bool:
     """Whether the answer's proof covers less than ``score``'s pricing (module docstring): the search's
-    workloads carried the resync's overlap, and some plan of the answer's kind may have a wider window
+    workloads went without the iteration keys (``score`` always prices the optimizer step), or they
+    carried the resync's overlap and some plan of the answer's kind may have a wider window
     (interleaved plans allowed) or some layer chooses its recomputation."""
-    if not search.iteration_keys or not (setup.overlap_grad_reduce or setup.overlap_param_gather):
+    if not search.iteration_keys:
+        return True
+    if not (setup.overlap_grad_reduce or setup.overlap_param_gather):
         return False
     per_layer = any(c.recompute is None or len(c.recompute) > 1 for c in search.candidates if c.uniform != free)
     return per_layer or max(options.virtual_stage_choices()) > 1
@@ -131,7 +138,7 @@ def window_check(search: PlanSearch, value: float, info: SolverInfo, options: Op
     kind = [c for c in search.candidates if c.uniform != free]
     per_layer = any(c.recompute is None or len(c.recompute) > 1 for c in kind)
     allowed = options.virtual_stage_choices()
-    if per_layer:
+    if per_layer or not search.iteration_keys:
         schedule = options.schedule
     elif max(allowed) > 1:
         schedule = INTERLEAVED

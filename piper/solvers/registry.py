@@ -31,7 +31,7 @@ from piper.core.problem import CLUSTER_FEATURES, EXPERT_FEATURES, ITERATION_FEAT
 from piper.core.result import Result, Status, make_result
 from piper.solvers.params import BOOL, INT, LIST, NUMBER, STR, KnobTypes, check_params
 
-__all__ = ["SolverInfo", "SOLVERS", "ENTRY_POINT_GROUP", "DP_FLAGS", "register", "unregister", "get_solver", "solve",
+__all__ = ["SolverInfo", "SOLVERS", "ENTRY_POINT_GROUP", "DP_FLAGS", "DP_OBJECTIVES", "DP_PARAMS", "DP_SCHEDULES", "register", "unregister", "get_solver", "solve",
            "solver_names", "solvers_with_flag"]
 
 #: the entry-point group of packages that register more solvers when imported (``baselines``)

@@ -154,3 +154,28 @@ def test_a_spent_time_limit_proves_nothing(search):
     check = window_check(search, 1.645, get_solver("dp"), OPTIONS, free=False, time_limit_s=0.0)
     assert check.solves == 0 and check.bound == 0.0 and not check.proven
     assert check.unproven == len({id(c.workload) for c in search.candidates})
+
+
+def test_a_search_without_the_iteration_keys_is_not_called_optimal(cli):
+    """A solver that does not take the keys gets workloads without the optimizer step and the overlap,
+    so its proof says nothing of the iteration ``score`` prices: the check covers every plan and,
+    the step being left out of its bound too, the answer stays "feasible" with that bound."""
+    from piper.core.problem import CLUSTER_FEATURES, EXPERT_FEATURES
+    from piper.solvers.registry import DP_OBJECTIVES, DP_PARAMS, DP_SCHEDULES, SolverInfo, register, unregister
+
+    register(SolverInfo("dp-without-keys", "piper.dp:solve_dp", True, "the DP, registered without the keys",
+                        {"knapsack": "exact"}, features=frozenset(CLUSTER_FEATURES + EXPERT_FEATURES),
+                        params=DP_PARAMS, objectives=DP_OBJECTIVES, schedules=DP_SCHEDULES))
+    try:
+        code, out, err = cli("piper", "plan", "llama2-13b", "--gpu", "h100", "--nodes", "2", "--global-batch", "16",
+                             "--uniform", "--micro-batch", "1", "--solver", "dp-without-keys", "--json")
+    finally:
+        unregister("dp-without-keys")
+    assert code == 0, err
+    res = json.loads(out)
+    assert res["iteration_keys_in_search"] is False and res["exact"] is True
+    check = res["window_check"]
+    assert check is not None and check["schedules"] == "any" and not check["proven"]
+    assert res["status"] == "feasible"
+    assert 0 < res["bound"] <= res["batch_time_with_optimizer_step_s"]
+    assert res["batch_time_with_optimizer_step_s"] > res["batch_time_s"]  # the step the search left out
