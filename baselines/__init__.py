@@ -15,7 +15,7 @@ from __future__ import annotations
 from baselines.brute import MAX_NODES as BRUTE_MAX_NODES
 from piper.core.options import OBJECTIVES
 from piper.core.plan import SCHEDULE_KINDS
-from piper.core.problem import WORKLOAD_FEATURES, EXPERT_FEATURES, CLUSTER_FEATURES, ITERATION_FEATURES
+from piper.core.problem import WORKLOAD_FEATURES, EXPERT_FEATURES, CLUSTER_FEATURES, ITERATION_FEATURES, WINDOW_FEATURES
 from piper.solvers.params import BOOL, DICT, INT, LIST, NUMBER, STR
 from piper.solvers.registry import SolverInfo, register
 
@@ -40,10 +40,11 @@ AGGREGATE_PARAMS = {"msg": BOOL, "num_workers": INT, "precision_bits": INT, "rel
 EXACT_FLAGS = frozenset({"--warm-start", "--split", "--verify", "--split-backend", "--ray-address", "--max-model-size"})
 #: the exact models and equi honour every workload key: expert parallelism (docs/problem.md §11, rule 6)
 #: and the iteration keys of docs/problem.md §10 (rows (E), docs/formulations.md §12; equi scores its
-#: candidates with the evaluator only)
-_EXACT = frozenset(CLUSTER_FEATURES + EXPERT_FEATURES + ITERATION_FEATURES)
+#: candidates with the evaluator only); ``resyncOverlapWindow`` (§10.1) changes only interleaved plans,
+#: which none of them makes (its window is 1 for every 1F1B plan)
+_EXACT = frozenset(CLUSTER_FEATURES + EXPERT_FEATURES + ITERATION_FEATURES + WINDOW_FEATURES)
 #: the aggregated model: the cluster and the iteration keys, not expert parallelism
-_AGGREGATE = frozenset(CLUSTER_FEATURES + ITERATION_FEATURES)
+_AGGREGATE = frozenset(CLUSTER_FEATURES + ITERATION_FEATURES + WINDOW_FEATURES)
 #: the exact models minimize both objectives over 1F1B plans (docs/formulations.md §9); they
 #: do not model interleaved plans, so the registry refuses options that allow them
 _EXACT_OBJECTIVES = frozenset(OBJECTIVES)

@@ -51,7 +51,9 @@ Version 3 (docs/problem.md §9), again by its own few lines:
 Expert parallelism (docs/problem.md §11), again by its own lines: a TMPC combination is
 skipped at (d, t) when some TMPC's e e_t does not divide d t (rule 6); otherwise each TMPC
 adds f (r - 1) w_x / (r N) to the resync bytes and s_x / r to the memory, r = d t / (e e_t),
-in 1F1B stages and interleaved groups alike.
+in 1F1B stages and interleaved groups alike. With ``resyncOverlapWindow`` "schedule"
+(docs/problem.md §10.1) an interleaved group's hidden time H is multiplied by
+min(m, ((v - 1) L + 1) / v).
 """
 
 from __future__ import annotations
@@ -252,6 +254,8 @@ def solve_brute(problem: Problem, options: Options | None = None) -> Result:
             for rest in chunkings(remaining & ~mask, count - 1):
                 yield rest + [mask]
 
+    window_schedule = problem.resync_overlap_window == "schedule"
+
     def interleaved_search() -> None:
         """Every interleaved plan the options allow (module docstring)."""
         nonlocal best_value, best_plan, timed_out
@@ -298,6 +302,9 @@ def solve_brute(problem: Problem, options: Options | None = None) -> Result:
                                                 + expert[0]) / bw_resync
                                     hide, step = iteration_keys(combo, d)
                                     if hide > 0:
+                                        # docs/problem.md §10.1: the group's window of micro-batches
+                                        if window_schedule:
+                                            hide *= min(m, ((v - 1) * groups + 1) / v)
                                         resync_t = max(0.0, n_mb * resync_t - hide) / n_mb
                                     tps += resync_t + step / n_mb
                                     points.append((tps, tau, tuple(c.id for c in combo)))

@@ -17,7 +17,7 @@ from piper.core.plan import Plan, Stage
 from piper.core.problem import ACTIVATION_RECOMP, ITERATION_FEATURES, VANILLA, Problem, problem_to_dict
 from piper.io.workload import problem_from_dict
 
-__all__ = ["random_problem", "random_moe_problem", "with_expert_keys", "with_iteration_keys", "with_free_iteration_keys", "without_iteration_keys", "random_dag", "repeated_layers", "witness_memory",
+__all__ = ["random_problem", "random_moe_problem", "with_expert_keys", "with_iteration_keys", "with_free_iteration_keys", "without_iteration_keys", "with_schedule_window", "random_dag", "repeated_layers", "witness_memory",
            "operator_graph_problem", "SHAPES", "identical_chain_problem"]
 
 SHAPES = ("chain", "branchy")
@@ -271,6 +271,21 @@ def without_iteration_keys(problem: Problem) -> Problem:
             for c in lst:
                 for key in ITERATION_FEATURES:
                     c.pop(key, None)
+    return problem_from_dict(raw)
+
+
+def with_schedule_window(problem: Problem) -> Problem:
+    """``problem`` with ``resyncOverlapWindow`` "schedule" (docs/problem.md §10.1) and every
+    ``resyncOverlapTime`` capped at the least ``timePerSample`` of its layer's TMPCs at that degree (the
+    DP's h <= p, piper/dp/iteration.py; a layer's TMPCs keep one h)."""
+    raw = problem_to_dict(problem)
+    raw["resyncOverlapWindow"] = "schedule"
+    for nd in raw["nodes"]:
+        for lst in nd["TMPCs"].values():
+            p_min = min(c["timePerSample"] for c in lst)
+            for c in lst:
+                if "resyncOverlapTime" in c:
+                    c["resyncOverlapTime"] = min(c["resyncOverlapTime"], p_min)
     return problem_from_dict(raw)
 
 

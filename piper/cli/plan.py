@@ -325,9 +325,9 @@ def cmd_plan(args: argparse.Namespace) -> int:
     window_needed = chosen is not None and not kept_failing and needs_window_check(setup, options, search, args.free)
     window = None
     if window_needed:
-        # the search ranks plans by 1F1B's overlap window, `score` each by its own schedule's: answer the
-        # plan found that `score` prices best, then bound the plans the search may overvalue and take a
-        # better one the check finds (piper/frontend/window_check.py)
+        # the search's pricing differs from `score`'s (per-layer recomputation's shared least overlap, or
+        # no iteration keys): answer the plan found that `score` prices best, then bound the plans the
+        # search may overvalue and take a better one the check finds (piper/frontend/window_check.py)
         chosen = _best_as_scored(cfg, hw, setup, search, chosen, args.free, args.objective)
         left = None if options.time_limit_s is None else max(0.0, options.time_limit_s - (time.perf_counter() - started))
         def resolve(c: Candidate) -> Candidate | None:
@@ -462,7 +462,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     if window is not None:
         covered = ("interleaved plans, which hide it behind more as `score` prices them"
                    if window.schedules == "interleaved" else
-                   "every plan (a layer's TMPCs share the least overlap of theirs, which undervalues 1F1B plans too)"
+                   "every plan, which a recomputing layer's longer backward pass lets hide more as `score` prices it"
                    if search.iteration_keys else
                    "every plan (the solver does not take the iteration keys here, so the search priced neither the "
                    "optimizer step nor the overlap)")
@@ -471,7 +471,9 @@ def cmd_plan(args: argparse.Namespace) -> int:
                        f": proven bound {window.bound:.4g} ({args.objective}), the answer within "
                        f"{100 * (window.value / window.bound - 1):.1f}%" if window.bound > 0 else
                        f" ({window.unproven} workload(s) left unbounded: the time limit, or a solver without bounds)"))
-        hid = ("the search hid the resync behind 1F1B's window of one micro-batch" if search.iteration_keys
+        hid = ("the search gave each layer the least resync overlap of its TMPCs (--recompute-per-layer)"
+               if search.iteration_keys and window.schedules != "interleaved" else
+               "the search hid the resync behind 1F1B's window of one micro-batch" if search.iteration_keys
                else "`score` prices the optimizer step and the resync's overlap")
         print(f"{'window':<13} {hid}; {covered}, bounded without the resync: {window.solves} "
               f"solves, {window.pruned} pruned by bound ({window.time_s:.2f} s): {verdict}")

@@ -35,7 +35,9 @@ sizes it may not, and the evaluator does not enforce it.
 Iteration keys (docs/problem.md §10; TMPC keys ``resyncOverlapTime`` h, ``stepTime`` o,
 ``stepTimeSharded`` o_s): per stage (device group) H = sum_v h_v, O = sum_v (o_v + o_s,v / d);
 the resync term becomes max(0, N R_i / B_resync,i - H) / N and O / N is added to TPS_i
-(``StageScore.step``). Without them every number is as above, bit for bit.
+(``StageScore.step``). Without them every number is as above, bit for bit. With the top-level
+``resyncOverlapWindow`` "schedule" (§10.1) a device group of an interleaved plan hides W H,
+W = min(N // d, ((v - 1) L + 1) / v) (:func:`~piper.core.problem.overlap_window`); 1F1B stages W = 1.
 
 Expert parallelism (docs/problem.md §11, rule 6; TMPC keys ``expertParallel`` e,
 ``expertTensorParallel`` e_t, ``expertParameterSize`` w_x, ``memoryUsageShardedExpertB`` s_x): a
@@ -61,7 +63,7 @@ from dataclasses import dataclass
 from piper.core.errors import PlanError
 from piper.core.options import OBJECTIVES, TPS
 from piper.core.plan import Plan, Schedule
-from piper.core.problem import TMPC, Problem
+from piper.core.problem import TMPC, Problem, overlap_window
 
 __all__ = ["PlanError", "StageScore", "Score", "evaluate", "check_plan", "iteration_terms"]
 
@@ -407,6 +409,7 @@ def _evaluate_interleaved(problem: Problem, plan: Plan, chosen: dict[int, TMPC])
     group_fits = d * t <= g_size
     bw_resync = problem.bandwidth_intra if group_fits else problem.bandwidth
     terms = [chunk_terms(problem, s.nodes, chosen) for s in plan.stages]
+    window = overlap_window(problem, groups, v, d)
     stages = []
     for g in range(groups):
         chunks = tuple(range(g, len(plan.stages), groups))
@@ -432,7 +435,8 @@ def _evaluate_interleaved(problem: Problem, plan: Plan, chosen: dict[int, TMPC])
         resync_t = resync_bytes / bw_resync
         step_t = 0.0
         if hide > 0 or step > 0:
-            resync_t, step_t = iteration_terms(resync_t, hide, step, n_mb)
+            # docs/problem.md §10.1: with resyncOverlapWindow "schedule" the group hides behind its window
+            resync_t, step_t = iteration_terms(resync_t, hide * window, step, n_mb)
         stages.append(StageScore(
             tps=edge_bytes_t + compute_t + resync_t + step_t, compute=compute_t, edge=edge_bytes_t, resync=resync_t,
             memory=memory, y=y, oom=memory > problem.memory_per_device, d=d, t=t, edge_bandwidth=bw_edge,

@@ -47,6 +47,11 @@ __all__ = [
     "VANILLA",
     "CLUSTER_FEATURES",
     "ITERATION_FEATURES",
+    "RESYNC_OVERLAP_WINDOWS",
+    "WINDOW_FEATURES",
+    "WINDOW_MICROBATCH",
+    "WINDOW_SCHEDULE",
+    "overlap_window",
     "EXPERT_FEATURES",
     "WORKLOAD_FEATURES",
     "DEFAULT_ALLREDUCE_FACTOR",
@@ -62,12 +67,18 @@ CLUSTER_FEATURES = ("devicesPerNode", "intraNodeBandwidth", "allReduceFactor", "
 #: hidden behind its compute, and the optimizer step's time; a solver that does not declare
 #: them refuses an instance that uses them
 ITERATION_FEATURES = ("resyncOverlapTime", "stepTime", "stepTimeSharded")
+#: the top-level key ``resyncOverlapWindow`` (docs/problem.md §10.1): with "schedule", a device group of
+#: an interleaved plan hides the resync behind its schedule's window of micro-batches, not one
+WINDOW_FEATURES = ("resyncOverlapWindow",)
+#: ``resyncOverlapWindow``'s values: h counts once per stage (the default), or times the schedule's window
+WINDOW_MICROBATCH, WINDOW_SCHEDULE = "microbatch", "schedule"
+RESYNC_OVERLAP_WINDOWS = (WINDOW_MICROBATCH, WINDOW_SCHEDULE)
 #: expert parallelism (docs/problem.md §11, rule 6): one feature for the four TMPC keys
 #: ``expertParallel``, ``expertTensorParallel``, ``expertParameterSize`` and
 #: ``memoryUsageShardedExpertB``; a solver that does not declare it refuses an instance that uses them
 EXPERT_FEATURES = ("expertParallel",)
 #: every feature a solver may have to declare (:meth:`Problem.active_feature_notes`)
-WORKLOAD_FEATURES = CLUSTER_FEATURES + ITERATION_FEATURES + EXPERT_FEATURES
+WORKLOAD_FEATURES = CLUSTER_FEATURES + ITERATION_FEATURES + WINDOW_FEATURES + EXPERT_FEATURES
 
 #: f when ``allReduceFactor`` is not given: bytes moved per weight byte in the
 #: data-parallel resync (Piper's PipeDream rule, 4 (d - 1) w / (d N))
@@ -209,6 +220,10 @@ class Problem:
     intra_node_bandwidth: float | None = None
     #: f, ``allReduceFactor``: bytes moved per weight byte in the resync; see :attr:`resync_factor`
     allreduce_factor: float | None = None
+    #: ``resyncOverlapWindow`` (docs/problem.md §10.1): :data:`WINDOW_MICROBATCH` (the default: each
+    #: group hides its h once) or :data:`WINDOW_SCHEDULE` (an interleaved plan's group hides it
+    #: :func:`overlap_window` times)
+    resync_overlap_window: str = WINDOW_MICROBATCH
     #: one message per unknown JSON key, saying where it is, e.g.
     #: "unknown key 'intraNodeBandwith' at top level (known: ...)"; the loader's warnings
     unknown_keys: tuple[str, ...] = field(default=(), compare=False)
@@ -284,6 +299,7 @@ class Problem:
         * ``allReduceFactor``: f given and != 4;
         * ``memoryUsageShardedB``: some TMPC has s > 0;
         * ``resyncOverlapTime``, ``stepTime``, ``stepTimeSharded`` (§10): some TMPC has the key > 0;
+        * ``resyncOverlapWindow`` (§10.1): "schedule" and some TMPC has ``resyncOverlapTime`` > 0;
         * ``expertParallel`` (§11, the four expert keys): some TMPC has e e_t > 1, w_x > 0 or s_x > 0.
 
         (G < k with B_in = B changes no number either; it is still listed, so that a solver
@@ -304,6 +320,9 @@ class Problem:
             count = sum(1 for nd in self.nodes for lst in nd.tmpcs.values() for c in lst if getattr(c, attr) > 0)
             if count:
                 out[key] = f"{count} TMPC(s) with {key} > 0"
+        if self.resync_overlap_window == WINDOW_SCHEDULE and any(
+                c.resync_overlap_time > 0 for nd in self.nodes for lst in nd.tmpcs.values() for c in lst):
+            out["resyncOverlapWindow"] = "'schedule' with some resyncOverlapTime > 0"
         expert = sum(1 for nd in self.nodes for lst in nd.tmpcs.values() for c in lst if c.has_expert_terms)
         if expert:
             out["expertParallel"] = f"{expert} TMPC(s) with expert parallelism (e*e_t > 1, w_x > 0 or s_x > 0)"
@@ -456,7 +475,18 @@ _OPTIONAL_CLUSTER_KEYS = (
     ("devicesPerNode", "devices_per_node", None),
     ("intraNodeBandwidth", "intra_node_bandwidth", None),
     ("allReduceFactor", "allreduce_factor", None),
+    ("resyncOverlapWindow", "resync_overlap_window", WINDOW_MICROBATCH),
 )
+
+
+def overlap_window(problem: Problem, groups: int, v: int, d: int) -> float:
+    """The micro-batches of its stage a device group hides its resync behind (docs/problem.md §10.1):
+    1 with ``resyncOverlapWindow`` "microbatch" and for 1F1B (v = 1); else, for Megatron-LM's
+    interleaved schedule with ``groups`` device groups of v chunks and m = N // d micro-batches
+    per replica, min(m, ((v - 1) groups + 1) / v)."""
+    if problem.resync_overlap_window != WINDOW_SCHEDULE or v == 1:
+        return 1.0
+    return min(problem.microbatches // d, ((v - 1) * groups + 1) / v)
 
 
 def _put_optional(d: dict[str, Any], obj: Any, keys: tuple[tuple[str, str, Any], ...]) -> None:

@@ -58,7 +58,7 @@ import numpy as np
 
 from piper.core.options import Candidates
 from piper.core.plan import INTERLEAVED, Plan, Schedule, Stage
-from piper.core.problem import Problem
+from piper.core.problem import Problem, overlap_window
 from piper.dp.arrays import expert_terms_or_ban, option_resync_memory
 from piper.dp.chain import IdenticalChain
 from piper.dp.compile_clock import solve_clock
@@ -186,12 +186,9 @@ def _layout_rows(problem: Problem, cand: Candidates, positions: tuple[int, ...],
                 continue
             r_sum = f * (d - 1) * params / (d * n_mb)
             bw_resync = problem.bandwidth_intra if d * t <= g_size else problem.bandwidth
-            resync_t = r_sum / bw_resync
-            if iteration:
-                # docs/problem.md §10: the groups' exposed resyncs sum to at least the whole graph's
-                # (max(0, .) is subadditive), and their steps to the graph's
-                step = sum(min(c.step_time + c.step_time_sharded / d for _, c in lst) for lst in opts)
-                resync_t = max(0.0, n_mb * resync_t - hide) / n_mb + step / n_mb
+            plain_t = r_sum / bw_resync
+            step = (sum(min(c.step_time + c.step_time_sharded / d for _, c in lst) for lst in opts)
+                    if iteration else 0.0)
             for v in kinds:
                 if v == 1:
                     top = min(n, n_mb // d, k // (d * t))
@@ -200,6 +197,13 @@ def _layout_rows(problem: Problem, cand: Candidates, positions: tuple[int, ...],
                     top = min(n // v, k // (d * t))
                     sizes = [L for L in range(2, top + 1) if (n_mb // d) % L == 0]
                 for L in sizes:
+                    resync_t = plain_t
+                    if iteration:
+                        # docs/problem.md §10: the groups' exposed resyncs sum to at least the whole
+                        # graph's (max(0, .) is subadditive), and their steps to the graph's; each
+                        # group hides its h times the layout's window (§10.1)
+                        window = overlap_window(problem, L, v, d)
+                        resync_t = max(0.0, n_mb * plain_t - hide * window) / n_mb + step / n_mb
                     bw_edge = problem.bandwidth_intra if L * d * t <= g_size else problem.bandwidth
                     t_low = (w_sum / d + resync_t) / L
                     lower = n_mb * t_low + max(0.0, w_sum - d * t_low) / v if batch else t_low
@@ -568,7 +572,7 @@ def _group_curves(problem: Problem, chain: IdenticalChain, cand: Candidates, lay
     :meth:`_Points.within`); whether its layers' TMPCs share one w each (then tau is exact); and the
     t_max and room they were computed for.  Curves are kept (``cache``) for the other
     configurations of the layout and the other layouts of the same (t, d)."""
-    key = _curve_key(shape, y, lay, mode)
+    key = _curve_key(shape, y, lay, mode, problem)
     hit = cache.get(key)
     if hit is not None and hit[2] >= t_max and hit[3] >= c_hi:
         return hit
@@ -588,16 +592,19 @@ def _group_curves(problem: Problem, chain: IdenticalChain, cand: Candidates, lay
 
 def _iteration_sums(problem: Problem, chain: IdenticalChain, cand: Candidates, lay: Layout, y: float,
                     shape: GroupShape, memo: dict) -> tuple[np.ndarray, np.ndarray]:
-    """docs/problem.md §10 (:func:`~piper.dp.group_kernels.group_curve`): (resync time per sample, h,
-    step) summed over the group's end layers, and of one identical layer, each layer's from its first
+    """docs/problem.md §10 (:func:`~piper.dp.group_kernels.group_curve`): (resync time per sample, h
+    times the layout's window of §10.1, step) summed over the group's end layers, and of one
+    identical layer, each layer's from its first
     option (every option of a layer has the same: :func:`piper.dp.iteration.check_iteration_keys`);
     two empty arrays when the workload has no §10 key."""
     if not problem.has_iteration_keys:
         return np.empty(0), np.empty(0)
 
+    window = overlap_window(problem, lay.groups, lay.v, lay.d)  # docs/problem.md §10.1
+
     def terms(kind: tuple[int, bool, bool]) -> np.ndarray:
         arr, _ = _kind_arrays(problem, chain, cand, lay, y, kind, memo)
-        return np.array([arr[3, 0] / lay.bw_resync, arr[4, 0], arr[5, 0]])
+        return np.array([arr[3, 0] / lay.bw_resync, arr[4, 0] * window, arr[5, 0]])
 
     ends = np.zeros(3)
     for end in shape.ends:
@@ -665,9 +672,11 @@ def _solve_layout(problem: Problem, chain: IdenticalChain, cand: Candidates, lay
                  c_his[rows], rooms_passed[rows])
 
 
-def _curve_key(shape: GroupShape, y: float, lay: Layout, mode: int) -> tuple:
-    """The key of a group's curves in the search's ``cache`` (:func:`_group_curves`)."""
-    return (shape, y, lay.t, lay.d, lay.bw_edge, lay.bw_resync, mode)
+def _curve_key(shape: GroupShape, y: float, lay: Layout, mode: int, problem: Problem) -> tuple:
+    """The key of a group's curves in the search's ``cache`` (:func:`_group_curves`); the window of
+    docs/problem.md §10.1 scales the group's h, so it is part of the key."""
+    return (shape, y, lay.t, lay.d, lay.bw_edge, lay.bw_resync, mode,
+            overlap_window(problem, lay.groups, lay.v, lay.d))
 
 
 def _search_rows(problem: Problem, chain: IdenticalChain, cand: Candidates, lay: Layout, mode: int, batch: bool,
@@ -709,7 +718,7 @@ def _search_rows(problem: Problem, chain: IdenticalChain, cand: Candidates, lay:
         for i in range(done, len(order)):
             sid, g = table.pairs[order[i]]
             shape = table.shapes[sid]
-            ckey = _curve_key(shape, ys[g], lay, mode)
+            ckey = _curve_key(shape, ys[g], lay, mode, problem)
             undo.append((ckey, cache.get(ckey)))
             curves[order[i]] = _group_curves(problem, chain, cand, lay, ys[g], shape, first_room[i], first_hi[i],
                                              t_max, mode, cache, memo)

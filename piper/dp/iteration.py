@@ -21,7 +21,8 @@ workload ``python -m piper plan`` solves has one TMPC per layer and degree, so t
 Two more facts the engines rely on hold only when a stage's value grows with its layers; with the keys
 a layer lowers the exposed resync by up to h / N while adding at least p / d, so the DP also asks
 h d <= N p (up to :data:`OVERLAP_RTOL`) for every allowed TMPC and d (a layer hides the resync behind at most the compute its
-replica runs in an iteration, (N / d) p). :func:`check_iteration_keys` refuses anything else with a
+replica runs in an iteration, (N / d) p). With ``resyncOverlapWindow`` "schedule" (docs/problem.md §10.1) a
+group of an interleaved layout hides W h with W <= m = N / d, so the DP also asks h <= p (then W h d <= N p). :func:`check_iteration_keys` refuses anything else with a
 :class:`~piper.core.errors.SolverError` naming the layer, the degree and the numbers.
 """
 
@@ -29,7 +30,7 @@ from __future__ import annotations
 
 from piper.core.errors import SolverError
 from piper.core.options import Candidates
-from piper.core.problem import TMPC, Problem
+from piper.core.problem import TMPC, WINDOW_SCHEDULE, Problem
 
 __all__ = ["OVERLAP_RTOL", "check_iteration_keys", "iteration_active", "shared_numbers"]
 
@@ -59,6 +60,7 @@ def check_iteration_keys(problem: Problem, cand: Candidates) -> None:
         return
     d_max = max(cand.ds)
     n_mb = problem.microbatches
+    window = problem.resync_overlap_window == WINDOW_SCHEDULE
     for nd in problem.nodes:
         for t, lst in cand.tmpcs[nd.id].items():
             if not lst:
@@ -72,6 +74,12 @@ def check_iteration_keys(problem: Problem, cand: Candidates) -> None:
                         f"keys; layer {nd.label} at t={t}: TMPC {first.id!r} and {c.id!r} differ (offer one TMPC per "
                         f"degree, or use the MILP, CP-SAT or brute force)")
             for _, c in lst:
+                if window and c.resync_overlap_time > c.time_per_sample * (1 + OVERLAP_RTOL):
+                    raise SolverError(
+                        f"with resyncOverlapWindow 'schedule' (docs/problem.md §10.1) the DP takes resyncOverlapTime "
+                        f"h only up to the layer's time per sample p (a group hides W h, W <= N / d); layer "
+                        f"{nd.label}, TMPC {c.id!r} at t={t}: h = {c.resync_overlap_time:.6g} > p = "
+                        f"{c.time_per_sample:.6g} (use brute force)")
                 if c.resync_overlap_time * d_max > n_mb * c.time_per_sample * (1 + OVERLAP_RTOL):
                     raise SolverError(
                         f"the DP takes resyncOverlapTime h only up to the compute a layer's replica runs per "

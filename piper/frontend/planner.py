@@ -36,13 +36,16 @@ search the uniform searches run unpruned: the free searches are ordered by every
 value.
 
 The iteration (``iteration_keys``, :func:`takes_iteration_keys`): with a solver that honours the
-keys of docs/problem.md §10 (Piper's DP) the search's workloads carry the optimizer step and, when
-the setup overlaps the data-parallel resync (``--overlap-grad-reduce`` / ``--overlap-param-gather``),
-its overlap over a window of one micro-batch (1F1B's; an interleaved plan hides more:
-:mod:`piper.frontend.overlap`), so every solve minimizes that iteration time and an interleaved plan's
-value is an upper bound of its own (:func:`with_optimizer_step_s` prices it with its own window;
-:mod:`piper.frontend.window_check` bounds the plans the search may overvalue, for ``plan``'s status).
-Without them the workloads carry neither, and :func:`with_optimizer_step_s` prices the answer's.
+keys of docs/problem.md §10 and §10.1 (every shipped one) the search's workloads carry the optimizer
+step and, when the setup overlaps the data-parallel resync (``--overlap-grad-reduce`` /
+``--overlap-param-gather``), its overlap, each plan's over its own schedule's window
+(``resyncOverlapWindow`` "schedule": one micro-batch for 1F1B, ((v - 1) p + 1) / v for an interleaved
+plan, :mod:`piper.frontend.overlap`), so every solve minimizes the iteration time ``score`` prices
+(:func:`with_optimizer_step_s` gives the same number). Until 2026-12-04 the search used 1F1B's window
+for every plan and undervalued interleaved ones. With per-layer recomputation a layer's TMPCs share the
+least h (:func:`~piper.frontend.workload.build_workload`), an upper bound; without the keys the
+workloads carry neither the step nor the overlap; :mod:`piper.frontend.window_check` bounds what those
+searches may overvalue, for ``plan``'s status.
 """
 
 from __future__ import annotations
@@ -58,7 +61,7 @@ from piper.core.errors import FrontendError, PlanError
 from piper.core.evaluate import Score, evaluate
 from piper.core.options import BATCH_TIME, Options
 from piper.core.plan import Plan
-from piper.core.problem import ITERATION_FEATURES, Problem
+from piper.core.problem import ITERATION_FEATURES, WINDOW_FEATURES, WINDOW_MICROBATCH, WINDOW_SCHEDULE, Problem
 from piper.core.result import Result, Status, make_result
 from piper.frontend import context
 from piper.frontend.config import TransformerConfig
@@ -325,7 +328,7 @@ def search_plans(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup, inf
     mix degrees).
 
     ``iteration_keys``: the workloads carry the optimizer step and the setup's overlap of the resync
-    (window one micro-batch; module docstring); the solver must honour them
+    (each plan's own window; module docstring); the solver must honour them
     (:func:`takes_iteration_keys`). Without: neither, whatever the setup asks."""
     start = time.perf_counter() if started is None else started
     if iteration_keys and not takes_iteration_keys(info, setup):
@@ -458,19 +461,22 @@ def search_plans(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup, inf
 
 def search_setup(setup: TrainingSetup, iteration_keys: bool) -> TrainingSetup:
     """The setup :func:`search_plans` builds its workloads from: with ``iteration_keys`` the optimizer
-    step and the setup's overlap of the resync over 1F1B's window of one micro-batch; without, neither."""
+    step and the setup's overlap of the resync, each plan's over its own schedule's window
+    (``resyncOverlapWindow`` "schedule", docs/problem.md §10.1: one micro-batch for 1F1B, more for an
+    interleaved plan, as ``score`` prices it); without, neither."""
     if iteration_keys:
-        return replace(setup, optimizer_step=True, resync_overlap_microbatches=1.0)
+        return replace(setup, optimizer_step=True, resync_overlap_microbatches=1.0,
+                       resync_overlap_window=WINDOW_SCHEDULE)
     return replace(setup, optimizer_step=False, overlap_grad_reduce=False, overlap_param_gather=False)
 
 
 def takes_iteration_keys(info: SolverInfo, setup: TrainingSetup) -> bool:
-    """Whether :func:`search_plans` can give ``info`` workloads with the keys of docs/problem.md §10:
-    it honours them, and, for a solver that prices them only when a layer's TMPCs at a degree share
+    """Whether :func:`search_plans` can give ``info`` workloads with the keys of docs/problem.md §10
+    and §10.1 (``resyncOverlapWindow``): it honours them, and, for a solver that prices them only when a layer's TMPCs at a degree share
     them (``SolverInfo.iteration_keys_shared_per_degree``: Piper's DP, piper/dp/iteration.py), the
     setup offers each MoE layer one expert layout per degree (with ``expert_tensor_parallel`` a
     layer's TMPCs at a degree differ in their expert keys). The exact models take them either way."""
-    return set(ITERATION_FEATURES) <= set(info.features) and not (
+    return set(ITERATION_FEATURES + WINDOW_FEATURES) <= set(info.features) and not (
         setup.expert_tensor_parallel and info.iteration_keys_shared_per_degree)
 
 
@@ -478,9 +484,10 @@ def with_optimizer_step_s(cfg: TransformerConfig, hw: Hardware, setup: TrainingS
     """The batch time (seconds) of ``cand``'s plan priced as ``python -m piper score`` prices a layout:
     its workload (c, e, micro-batch, recomputation, degrees) rebuilt with the optimizer step (docs/problem.md
     §10) and, when ``setup`` overlaps the resync, its overlap over the plan's own micro-batches (p groups,
-    v, m = B / (b d)): the search's value when its workloads carried the keys and the plan runs 1F1B, at
-    most that value for an interleaved plan (a wider window), and the step and overlap a search without
-    the keys left out. inf when it does not fit."""
+    v, m = B / (b d)), written as ``resyncOverlapTime`` times that window: the search's value when its
+    workloads carried the keys (they price the same window through ``resyncOverlapWindow``, §10.1; with
+    per-layer recomputation at most that value), and the step and overlap a search without the keys
+    left out. inf when it does not fit."""
     score = as_scored(cfg, hw, setup, cand)
     return score.batch_time if score is not None else math.inf
 
@@ -494,7 +501,8 @@ def as_scored(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup, cand: 
     d = plan.stages[0].d
     m = max(1, setup.global_batch // (cand.micro_batch * d))
     run = replace(setup, optimizer_step=True, context_parallel=cand.context_parallel,
-                  resync_overlap_microbatches=overlap_microbatches(plan.groups, plan.schedule.virtual_stages, m))
+                  resync_overlap_microbatches=overlap_microbatches(plan.groups, plan.schedule.virtual_stages, m),
+                  resync_overlap_window=WINDOW_MICROBATCH)
     if cfg.moe is not None:
         run = replace(run, expert_parallel=cand.expert_parallel)
     workload = build_workload(cfg.with_changes(micro_batch=cand.micro_batch), hw, run, degrees=cand.degrees,

@@ -1,18 +1,20 @@
 """The window check: whether ``python -m piper plan``'s answer stays optimal where ``score``'s pricing
 and the search's differ.
 
-With ``--overlap-grad-reduce`` / ``--overlap-param-gather`` the search's workloads let each stage
-hide its data-parallel resync behind 1F1B's window of one micro-batch (:mod:`piper.frontend.planner`,
-module docstring), and ``score`` prices a layout with its own schedule's window, wider for an
-interleaved plan (:mod:`piper.frontend.overlap`). The search's "optimal" is then a proof over the
-search's pricing only: a 1F1B plan's value is its ``score``, an interleaved plan's value is an upper
-bound of its ``score``, so an interleaved plan the search valued above the answer can beat it as
-``score`` prices both. With per-layer recomputation (``--recompute-per-layer``) a layer's TMPCs share
-the least overlap of theirs (:func:`piper.frontend.workload.build_workload`), an upper bound for 1F1B
-plans too. A search whose solver does not take the iteration keys (Piper's DP with
-``--expert-tensor-parallel``: :func:`piper.frontend.planner.takes_iteration_keys`) leaves out the
-optimizer step and the overlap altogether, so its proof says nothing of ``score``'s pricing for
-any plan.
+The search prices each plan's resync overlap over its own schedule's window, as ``score`` does
+(``resyncOverlapWindow`` "schedule", docs/problem.md §10.1; :func:`piper.frontend.planner.search_setup`).
+Two searches still differ from ``score``:
+
+* with per-layer recomputation (``--recompute-per-layer``) a layer's TMPCs share the least overlap of
+  theirs (:func:`piper.frontend.workload.build_workload`; Piper's DP needs them to share it), so every
+  plan's value is an upper bound of its ``score``;
+* a search whose solver does not take the iteration keys
+  (:func:`piper.frontend.planner.takes_iteration_keys`) leaves out the optimizer step and the overlap
+  altogether, so its proof says nothing of ``score``'s pricing.
+
+(Until 2026-12-04 the search used 1F1B's window of one micro-batch for every plan, and the check
+also covered the interleaved plans of every search with the overlap: it caught a wrong "optimal",
+tests/frontend/test_window_check.py.)
 
 The check bounds those plans from below. Each workload the search solved for the answer's kind
 (uniform or free) is solved once more **without the resync**: every TMPC's ``parameterSize`` and
@@ -21,16 +23,15 @@ The check bounds those plans from below. Each workload the search solved for the
 max(0, N R / B_resync - H) / N in its stage's time (docs/problem.md §10), is at least 0 whatever the
 window H hides it behind, so each plan's value there is at most its value under any window, its
 ``score`` included, and the least over the workloads is a lower bound on every plan the check covers:
-the interleaved plans (v >= 2, schedule "interleaved") when every workload offers one recomputation
-setting, every plan (the options' schedules) when some layer chooses among several or the search went
-without the keys (its workloads have no step either: a step is >= 0 too). The 1F1B plans of a
-one-setting search keep the search's own proof (their window is the search's). Each solve runs
-under the cutoff of the answer's own ``score`` value, so a workload that cannot hold a better plan is
-pruned by the DP's bound, as in the search.
+every plan (the options' schedules; a step is >= 0 too), or only the interleaved ones (v >= 2) when
+the search's workloads offer one recomputation setting and price one micro-batch's window (the 1F1B
+plans then keep the search's own proof). Each solve runs under the cutoff of the answer's own
+``score`` value, so a workload that cannot hold a better plan is pruned by the DP's bound, as in the
+search.
 
 The answer's "optimal" stands when that bound is at least its ``score`` value; else its status is
 "feasible" and the bound is reported. The bound ignores the whole resync, so it is loose for plans
-whose resync the wide window cannot hide; it never claims what it has not proved.
+whose resync cannot be hidden; it never claims what it has not proved.
 """
 
 from __future__ import annotations
@@ -98,8 +99,9 @@ def needs_window_check(setup: TrainingSetup, options: Options, search: PlanSearc
         return True
     if not (setup.overlap_grad_reduce or setup.overlap_param_gather):
         return False
-    per_layer = any(c.recompute is None or len(c.recompute) > 1 for c in search.candidates if c.uniform != free)
-    return per_layer or max(options.virtual_stage_choices()) > 1
+    # the search's workloads price each plan's own window (resyncOverlapWindow "schedule",
+    # piper.frontend.planner.search_setup); only a layer choosing its recomputation shares the least h
+    return any(c.recompute is None or len(c.recompute) > 1 for c in search.candidates if c.uniform != free)
 
 
 def without_resync(workload: dict[str, Any]) -> dict[str, Any]:

@@ -45,6 +45,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from piper.core.errors import FrontendError
+from piper.core.problem import RESYNC_OVERLAP_WINDOWS, WINDOW_MICROBATCH
 from piper.frontend import context, costs
 from piper.frontend.config import TransformerConfig
 from piper.frontend.hardware import Hardware
@@ -133,6 +134,11 @@ class TrainingSetup:
     #: the micro-batches of a stage's backward (forward) passes the gradient reduce (weight gather) can
     #: hide behind: 1 for 1F1B, more for the interleaved schedule (:mod:`piper.frontend.overlap`)
     resync_overlap_microbatches: float = 1.0
+    #: the workload's ``resyncOverlapWindow`` (docs/problem.md §10.1) when it overlaps the resync:
+    #: "microbatch" (h hides once per stage: ``resync_overlap_microbatches`` fixes the window) or
+    #: "schedule" (each interleaved plan's groups hide their h times their own schedule's window;
+    #: with ``resync_overlap_microbatches`` 1, the pricing ``score`` gives each plan: the planner's search)
+    resync_overlap_window: str = "microbatch"
     #: each tensor-parallel rank sends only its 1/t of a stage's output ([SC21] Section 4.1's
     #: scatter/gather; Megatron-Core does this only with sequence parallelism)
     pipeline_scatter_gather: bool = False
@@ -181,6 +187,9 @@ class TrainingSetup:
             raise FrontendError("token_dispatcher flex needs expert_tensor_parallel off (e_t = 1)")
         if self.recompute not in costs.RECOMPUTE_KINDS:
             raise FrontendError(f"recompute must be one of {', '.join(costs.RECOMPUTE_KINDS)}, got {self.recompute!r}")
+        if self.resync_overlap_window not in RESYNC_OVERLAP_WINDOWS:
+            raise FrontendError(f"resync_overlap_window must be one of {', '.join(RESYNC_OVERLAP_WINDOWS)}, "
+                                f"got {self.resync_overlap_window!r}")
         if self.sequence_parallel not in (None, True, False):
             raise FrontendError(f"sequence_parallel must be true, false or null, got {self.sequence_parallel!r}")
 
@@ -549,6 +558,8 @@ def build_workload(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup | 
         "devicesPerNode": hw.devices_per_node,
         "intraNodeBandwidth": bw_in,
         "allReduceFactor": all_reduce_factor(cfg, setup),
+        **({"resyncOverlapWindow": setup.resync_overlap_window}
+           if overlap and setup.resync_overlap_window != WINDOW_MICROBATCH else {}),
         "nodes": nodes,
         "edges": edges,
     }

@@ -20,7 +20,9 @@ from typing import Any, ClassVar
 from piper.core.errors import ProblemError
 from piper.core.limits import MAX_COUNT, MAX_MAGNITUDE, MAX_NODE_ID
 from piper.core.problem import (
+    RESYNC_OVERLAP_WINDOWS,
     TMPC,
+    WINDOW_MICROBATCH,
     Edge,
     Node,
     Problem,
@@ -39,7 +41,7 @@ __all__ = ["KNOWN_KEYS", "load_problem", "problem_from_dict", "dump_problem"]
 
 _TOP_KEYS = (
     "maxDevices", "maxMemoryPerDevice", "bandwidth", "mbsInBatch", "maxBatchSize", "nodes", "edges",
-    "devicesPerNode", "intraNodeBandwidth", "allReduceFactor",
+    "devicesPerNode", "intraNodeBandwidth", "allReduceFactor", "resyncOverlapWindow",
     # written by the project's generators (experiments/lib/instances.py, suites.py) and read back as
     # ``problem.extra["name"]``: known, and kept in ``extra``
     "name",
@@ -274,6 +276,10 @@ def problem_from_dict(raw: Any, *, strict: bool = False) -> Problem:
         if key in raw and raw[key] is None:  # null is not "not given"
             checked_number(None, key)
     g, b_in, f = validate_cluster_shape(raw.get("devicesPerNode"), raw.get("intraNodeBandwidth"), raw.get("allReduceFactor"))
+    window = raw.get("resyncOverlapWindow", WINDOW_MICROBATCH)
+    if not isinstance(window, str) or window not in RESYNC_OVERLAP_WINDOWS:
+        raise ProblemError(f"top-level key 'resyncOverlapWindow' must be one of "
+                           f"{', '.join(repr(w) for w in RESYNC_OVERLAP_WINDOWS)}, got {_short(window)}")
     unknown = _Unknown()
     unknown.check(raw, "top level", "top level")
 
@@ -334,7 +340,7 @@ def problem_from_dict(raw: Any, *, strict: bool = False) -> Problem:
         raise ProblemError(f"{unknown_keys[0]} (strict mode: unknown keys are errors)")
     extra = {key: val for key, val in raw.items() if key in _TOP_EXTRA_KEYS or key not in _TOP_KEYS}
     return Problem(nodes, edges_t, k, m, n, b, extra, devices_per_node=g, intra_node_bandwidth=b_in,
-                   allreduce_factor=f, unknown_keys=tuple(unknown_keys))
+                   allreduce_factor=f, resync_overlap_window=window, unknown_keys=tuple(unknown_keys))
 
 
 def _check_keys(have: set[int], want: set[int], where: str, what: str) -> None:

@@ -27,7 +27,7 @@ from typing import Any
 from piper.core.errors import SolverError
 from piper.core.options import BATCH_TIME, TPS, Options
 from piper.core.plan import INTERLEAVED, ONE_F_ONE_B
-from piper.core.problem import CLUSTER_FEATURES, EXPERT_FEATURES, ITERATION_FEATURES, Problem
+from piper.core.problem import CLUSTER_FEATURES, EXPERT_FEATURES, ITERATION_FEATURES, WINDOW_FEATURES, Problem
 from piper.core.result import Result, Status, make_result
 from piper.solvers.params import BOOL, INT, LIST, NUMBER, STR, KnobTypes, check_params
 
@@ -188,8 +188,8 @@ DP_OBJECTIVES = frozenset({TPS, BATCH_TIME})
 DP_SCHEDULES = frozenset({ONE_F_ONE_B, INTERLEAVED})
 
 register(SolverInfo("dp", "piper.dp:solve_dp", True, "Piper's two-level DP, exact knapsack", {"knapsack": "exact"},
-                    features=frozenset(CLUSTER_FEATURES + ITERATION_FEATURES + EXPERT_FEATURES), params=DP_PARAMS, flags=DP_FLAGS,
+                    features=frozenset(CLUSTER_FEATURES + ITERATION_FEATURES + WINDOW_FEATURES + EXPERT_FEATURES), params=DP_PARAMS, flags=DP_FLAGS,
                     objectives=DP_OBJECTIVES, schedules=DP_SCHEDULES, iteration_keys_shared_per_degree=True))
 register(SolverInfo("dp-greedy", "piper.dp:solve_dp", False, "Piper's DP with the reference greedy knapsack",
-                    {"knapsack": "greedy"}, features=frozenset(CLUSTER_FEATURES + ITERATION_FEATURES + EXPERT_FEATURES), params=DP_PARAMS, flags=DP_FLAGS,
+                    {"knapsack": "greedy"}, features=frozenset(CLUSTER_FEATURES + ITERATION_FEATURES + WINDOW_FEATURES + EXPERT_FEATURES), params=DP_PARAMS, flags=DP_FLAGS,
                     objectives=DP_OBJECTIVES, schedules=DP_SCHEDULES, iteration_keys_shared_per_degree=True))

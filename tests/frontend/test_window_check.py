@@ -1,11 +1,14 @@
-"""The window check (piper/frontend/window_check.py): with the resync's overlap the search prices it
-over 1F1B's window, ``score`` over each plan's own; the check bounds the plans the search may
-overvalue and keeps "optimal" only when no plan beats the answer as ``score`` prices them.
+"""The overlap window in the planner's search (docs/problem.md §10.1) and the window check
+(piper/frontend/window_check.py).
 
 The instance: Llama 3 8B on 4 DGX A100 nodes at a tenth of the network bandwidth, 16 sequences per
-iteration, both overlaps. The search (exact over its own pricing) answers an interleaved plan at
-1.645 s, while another workload's interleaved plan, which hides more of its resync behind its wider
-window, runs 1.637 s as ``score`` prices it: "optimal" would have been wrong there."""
+iteration, both overlaps. Until 2026-12-04 the search priced every plan's resync overlap over 1F1B's
+window of one micro-batch: it was exact over that pricing and answered a b = 1 plan at 1.645 s, while
+a b = 2 plan (Megatron's even split at t = 4, v = 4) runs 1.637 s as ``score`` prices it (the search
+had it at 1.988 s). The search now prices each plan's own window (``resyncOverlapWindow``
+"schedule"); the window check remains for the searches whose pricing still differs from ``score``'s
+(per-layer recomputation, a solver without the iteration keys), and its machinery is tested here on
+the old pricing too (``old_pricing``)."""
 
 from __future__ import annotations
 
@@ -17,6 +20,7 @@ import pytest
 
 from piper import Options, evaluate
 from piper.core.options import BATCH_TIME
+from piper.frontend import planner
 from piper.frontend.hardware import hardware
 from piper.frontend.planner import ONE_RECOMPUTE_SETTING, as_scored, search_plans
 from piper.frontend.presets import preset
@@ -32,13 +36,30 @@ SLOW = replace(A100, network_bandwidth=A100.network_bandwidth / 10)
 SETUP = TrainingSetup(nodes=4, global_batch=16, overlap_grad_reduce=True, overlap_param_gather=True,
                       sequence_parallel=True)
 OPTIONS = Options(objective=BATCH_TIME, max_virtual_stages=4)
+KW = {"micro_batches": (1, 2), "free": False, "check_schedules": True, "recomputes": ONE_RECOMPUTE_SETTING,
+      "per_degree": True, "iteration_keys": True}
+
+
+_SEARCH_SETUP = planner.search_setup
+
+
+def _old_search_setup(setup: TrainingSetup, iteration_keys: bool) -> TrainingSetup:
+    """The search's setup before 2026-12-04: every plan's overlap over 1F1B's window."""
+    return replace(_SEARCH_SETUP(setup, iteration_keys), resync_overlap_window="microbatch")
 
 
 @pytest.fixture(scope="module")
 def search():
-    return search_plans(CFG, SLOW, SETUP, get_solver("dp"), OPTIONS, micro_batches=(1, 2), free=False,
-                        check_schedules=True, recomputes=ONE_RECOMPUTE_SETTING, per_degree=True,
-                        iteration_keys=True)
+    return search_plans(CFG, SLOW, SETUP, get_solver("dp"), OPTIONS, **KW)
+
+
+@pytest.fixture(scope="module")
+def old_pricing():
+    """The same search with every plan's overlap over 1F1B's window (the pricing before 2026-12-04)."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(planner, "search_setup", _old_search_setup)
+        found = search_plans(CFG, SLOW, SETUP, get_solver("dp"), OPTIONS, **KW)
+    return found
 
 
 def _scored(c):
@@ -46,27 +67,60 @@ def _scored(c):
     return None if score is None else score.batch_time
 
 
-def test_the_search_alone_would_certify_an_answer_score_beats(search):
-    """The premise: the search is exact over its pricing, yet a plan it found (passing the schedule
-    check) beats its answer as ``score`` prices both. The check must not call the answer optimal."""
-    assert search.exact
-    answer = _scored(search.runnable)
-    priced = [(_scored(c), c) for c in search.candidates if c.result.plan is not None
-              and check_schedule(c.problem, c.result.plan, c.result.score).ok]
-    best, where = min(((v, c) for v, c in priced if v is not None), key=lambda t: t[0])
-    assert best < answer * (1 - 1e-3)
-    assert where.result.plan.schedule.virtual_stages > 1  # a wider window than the search priced
-    check = window_check(search, answer, get_solver("dp"), OPTIONS, free=False)
-    assert not check.proven
-    assert check.bound <= best
-    assert check.schedules == "interleaved" and check.solves == len(search.candidates)
+def test_the_search_prices_each_plan_as_score_does(search):
+    """Every plan the search found is worth what ``score`` prices its layout (its own schedule's
+    window), and the answer is the b = 2 plan at 1.637 s that the old pricing missed."""
+    interleaved = 0
+    for c in search.candidates:
+        if c.result.plan is None:
+            continue
+        assert c.value == pytest.approx(_scored(c), rel=1e-9)
+        interleaved += c.result.plan.schedule.interleaved
+    assert interleaved >= 3
+    best = search.runnable
+    assert best.micro_batch == 2 and best.result.plan.schedule.virtual_stages == 4
+    assert best.value < 1.645 * (1 - 1e-3)
 
 
-def test_each_plan_without_the_resync_is_no_slower_than_score_prices_it(search):
+def test_the_old_pricing_would_certify_an_answer_score_beats(old_pricing, search):
+    """The premise of the window check: over 1F1B's window the search is exact yet beaten as ``score``
+    prices its plans, and the check refuses to call its answer optimal."""
+    assert old_pricing.exact
+    answer = _scored(old_pricing.runnable)
+    assert answer == pytest.approx(1.645, rel=1e-3)
+    better = _scored(search.runnable)
+    assert better < answer * (1 - 1e-3)
+    check = window_check(old_pricing, answer, get_solver("dp"), OPTIONS, free=False)
+    assert not check.proven and check.bound <= better
+    assert check.schedules == "interleaved" and check.solves == len(old_pricing.candidates)
+
+
+def test_the_check_finds_the_better_plan_on_the_old_pricing(old_pricing, search):
+    """With ``rescore`` and ``resolve`` the check solves again the workloads it cannot prune that the
+    search had cut off (here with the old pricing, as the search of that workload was) and finds the
+    b = 2 plan."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(planner, "search_setup", _old_search_setup)
+        pruned = search_plans(CFG, SLOW, SETUP, get_solver("dp"), OPTIONS, prune=True, **KW)
+
+        def resolve(c):
+            one = search_plans(CFG, SLOW, SETUP, get_solver("dp"), OPTIONS, **{
+                **KW, "micro_batches": (c.micro_batch,), "recomputes": (c.recompute,), "degrees": c.degrees})
+            return one.runnable
+
+        answer = _scored(pruned.runnable)
+        check = window_check(pruned, answer, get_solver("dp"), OPTIONS, free=False, rescore=_scored, resolve=resolve)
+    assert check.better is not None and check.better.micro_batch == 2
+    assert check.value == pytest.approx(_scored(search.runnable), rel=1e-9) and check.value < answer
+    assert check_schedule(check.better.problem, check.better.result.plan, check.better.result.score).ok
+    assert not check.proven and check.bound <= check.value
+
+
+def test_each_plan_without_the_resync_is_no_slower_than_score_prices_it(old_pricing):
     """The bound's premise, plan by plan: a plan's batch time on its workload without the resync is
     at most its time as ``score`` prices it (whatever window it has), and at most the search's value."""
     checked = 0
-    for c in search.candidates:
+    for c in old_pricing.candidates:
         if c.result.plan is None:
             continue
         free = evaluate(load_problem(without_resync(c.workload), strict=True), c.result.plan)
@@ -92,68 +146,55 @@ def test_without_resync_drops_only_the_resync():
     assert {k: v for k, v in out.items() if k != "nodes"} == {k: v for k, v in workload.items() if k != "nodes"}
 
 
-def test_needs_the_check_only_with_the_overlap_and_wider_windows(search):
-    assert needs_window_check(SETUP, OPTIONS, search, free=False)
+def test_when_the_check_is_needed(search):
+    # the search prices each plan's own window: nothing to check with one recomputation setting
+    assert not needs_window_check(SETUP, OPTIONS, search, free=False)
     assert not needs_window_check(replace(SETUP, overlap_grad_reduce=False, overlap_param_gather=False), OPTIONS,
                                   search, free=False)
-    assert not needs_window_check(SETUP, replace(OPTIONS, max_virtual_stages=1), search, free=False)
+    # a layer choosing its recomputation shares the least h; a search without the keys left out the step
+    per_layer = replace(search, candidates=tuple(replace(c, recompute=None) for c in search.candidates))
+    assert needs_window_check(SETUP, OPTIONS, per_layer, free=False)
+    assert needs_window_check(SETUP, OPTIONS, replace(search, iteration_keys=False), free=False)
 
 
-def test_plan_says_feasible_with_the_bound_where_score_may_prefer_another_plan(cli):
-    code, out, err = cli("piper", "plan", "llama3-8b", "--gpu", "a100-80gb", "--nodes", "4", "--global-batch", "16",
-                         "--network-bandwidth", "2.5GB", "--uniform", "--overlap-grad-reduce", "--overlap-param-gather",
-                         "--max-virtual-stages", "4", "--micro-batch", "1", "--json")
-    assert code == 0, err
-    res = json.loads(out)
-    assert res["exact"] is True  # the search's own proof
-    assert res["status"] == "feasible" and res["window_check"]["proven"] is False
-    assert res["bound"] == pytest.approx(res["window_check"]["bound"], rel=1e-12)
-    assert res["bound"] < res["batch_time_with_optimizer_step_s"]
+def test_a_spent_time_limit_proves_nothing(old_pricing):
+    check = window_check(old_pricing, 1.645, get_solver("dp"), OPTIONS, free=False, time_limit_s=0.0)
+    assert check.solves == 0 and check.bound == 0.0 and not check.proven
+    assert check.unproven == len({id(c.workload) for c in old_pricing.candidates})
 
 
-def test_plan_keeps_optimal_where_the_check_proves_it(cli):
-    code, out, err = cli("piper", "plan", "llama2-13b", "--gpu", "a100-80gb", "--nodes", "2", "--global-batch", "16",
-                         "--uniform", "--overlap-grad-reduce", "--overlap-param-gather", "--max-virtual-stages", "4",
-                         "--micro-batch", "1", "--json")
-    assert code == 0, err
-    res = json.loads(out)
-    assert res["status"] == "optimal" and res["window_check"]["proven"] is True and res["bound"] is None
-    assert res["window_check"]["bound"] >= res["window_check"]["value"] * (1 - 1e-9)
-
-
-def test_per_layer_recomputation_checks_every_plan(cli):
-    """With --recompute-per-layer a layer's TMPCs share the least overlap (an upper bound for 1F1B plans
-    too), so the check covers every schedule, not only the interleaved plans."""
-    code, out, err = cli("piper", "plan", "llama3-8b", "--gpu", "a100-80gb", "--nodes", "4", "--global-batch", "16",
-                         "--network-bandwidth", "2.5GB", "--uniform", "--overlap-grad-reduce", "--recompute-per-layer",
-                         "--max-virtual-stages", "1", "--micro-batch", "1", "--json")
-    assert code == 0, err
-    res = json.loads(out)
-    assert res["window_check"] is not None and res["window_check"]["schedules"] == "any"
-    assert res["window_check"]["bound"] <= res["batch_time_with_optimizer_step_s"] * (1 + 1e-9)
-    assert res["status"] == ("optimal" if res["window_check"]["proven"] else "feasible")
-
-
-def test_plan_answers_the_better_plan_the_check_finds(cli):
-    """Over micro-batches 1-16 the search's answer (b = 1, 1.645 s) is beaten as ``score`` prices it by
-    a b = 2 plan (Megatron's even split at t = 4, v = 4: 1.637 s) whose workload the search cut off
-    by its own pricing (1.988 s there); the check solves that workload again and answers it."""
+def test_plan_answers_what_score_prices_best(cli):
     code, out, err = cli("piper", "plan", "llama3-8b", "--gpu", "a100-80gb", "--nodes", "4", "--global-batch", "16",
                          "--network-bandwidth", "2.5GB", "--uniform", "--overlap-grad-reduce", "--overlap-param-gather",
                          "--max-virtual-stages", "4", "--json")
     assert code == 0, err
     res = json.loads(out)
-    assert res["window_check"]["found_better"] is True and res["micro_batch"] == 2
-    assert res["batch_time_with_optimizer_step_s"] == pytest.approx(res["window_check"]["value"], rel=1e-12)
-    assert res["batch_time_with_optimizer_step_s"] < 1.645 * (1 - 1e-3) < res["batch_time_s"]
-    assert res["schedule_check"]["ok"] is True
-    assert res["status"] == "feasible" and res["bound"] <= res["batch_time_with_optimizer_step_s"]
+    assert res["micro_batch"] == 2 and res["schedule"] == {"kind": "interleaved", "virtualStages": 4}
+    assert res["batch_time_s"] == pytest.approx(res["batch_time_with_optimizer_step_s"], rel=1e-9)
+    assert res["batch_time_s"] < 1.645 * (1 - 1e-3)
+    assert res["window_check"] is None  # the search's own pricing is score's
 
 
-def test_a_spent_time_limit_proves_nothing(search):
-    check = window_check(search, 1.645, get_solver("dp"), OPTIONS, free=False, time_limit_s=0.0)
-    assert check.solves == 0 and check.bound == 0.0 and not check.proven
-    assert check.unproven == len({id(c.workload) for c in search.candidates})
+@pytest.mark.parametrize("model, extra, proven", [
+    ("llama2-13b", (), True),
+    ("llama3-8b", ("--network-bandwidth", "2.5GB", "--nodes", "4"), False),
+])
+def test_per_layer_recomputation_is_checked_over_every_plan(cli, model, extra, proven):
+    """With --recompute-per-layer a layer's TMPCs share the least overlap (an upper bound for 1F1B
+    plans too), so the check covers every schedule: proven on Llama 2 13B, not on the slow network."""
+    args = ("--nodes", "2", *extra) if "--nodes" not in extra else extra
+    code, out, err = cli("piper", "plan", model, "--gpu", "a100-80gb", *args, "--global-batch", "16", "--uniform",
+                         "--overlap-grad-reduce", "--overlap-param-gather", "--recompute-per-layer",
+                         "--max-virtual-stages", "4", "--micro-batch", "1", "--json")
+    assert code == 0, err
+    res = json.loads(out)
+    check = res["window_check"]
+    assert check is not None and check["schedules"] == "any" and check["proven"] is proven
+    assert check["bound"] <= res["batch_time_with_optimizer_step_s"] * (1 + 1e-9)
+    if proven:
+        assert res["status"] == "optimal" and res["bound"] is None
+    else:
+        assert res["status"] == "feasible"
 
 
 def test_a_search_without_the_iteration_keys_is_not_called_optimal(cli):

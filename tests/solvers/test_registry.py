@@ -5,7 +5,7 @@ state) refuses an instance that uses it, naming the feature; every shipped solve
 import pytest
 
 from piper import Options, SolverError, problem_from_dict, problem_to_dict, solve
-from piper.core.problem import CLUSTER_FEATURES, EXPERT_FEATURES, ITERATION_FEATURES, WORKLOAD_FEATURES
+from piper.core.problem import CLUSTER_FEATURES, ITERATION_FEATURES, WINDOW_FEATURES, WORKLOAD_FEATURES
 from piper.solvers.registry import SOLVERS, SolverInfo, get_solver, register, unregister
 from tests.helpers import tmpc, workload
 
@@ -27,15 +27,16 @@ def test_solver_infos_declare_their_features():
 
 def test_dp_and_dp_greedy_declare_every_workload_feature():
     for name in ("dp", "dp-greedy"):
-        assert SOLVERS[name].features == frozenset(CLUSTER_FEATURES + ITERATION_FEATURES + EXPERT_FEATURES), name
+        assert SOLVERS[name].features == frozenset(WORKLOAD_FEATURES), name
 
 
 def test_the_exact_models_declare_every_workload_feature():
     # every workload key, the iteration keys of docs/problem.md §10 included (docs/formulations.md §12);
-    # equi scores its candidates with the evaluator; the aggregated model refuses expert parallelism
+    # equi scores its candidates with the evaluator; the aggregated model refuses expert parallelism;
+    # resyncOverlapWindow (§10.1) changes only interleaved plans, which only the DP and brute force make
     for name in ("milp-highs", "cpsat", "milp", "brute", "equi"):
         assert SOLVERS[name].features == frozenset(WORKLOAD_FEATURES), name
-    assert SOLVERS["aggregate"].features == frozenset(CLUSTER_FEATURES + ITERATION_FEATURES)
+    assert SOLVERS["aggregate"].features == frozenset(CLUSTER_FEATURES + ITERATION_FEATURES + WINDOW_FEATURES)
 
 
 @pytest.fixture
