@@ -13,8 +13,8 @@ catalog's constants.
   interleaved up to v = 8, every interleaved plan checked against its played-out schedule, one
   recomputation setting, one workload per degree, sequence parallelism on, the context-parallel
   sizes ``plan`` searches, every expert-parallel size), its workloads carrying the optimizer step and
-  the row's overlap of the resync over 1F1B's window (docs/problem.md §10, which Piper's DP prices),
-  then each workload's plan rescored as ``score`` prices a layout (:func:`rescore_candidate`: the
+  the row's overlap of the resync over each plan's own schedule's window (docs/problem.md §10 and
+  §10.1, which Piper's DP prices), then each workload's plan rescored as ``score`` prices a layout (:func:`rescore_candidate`: the
   overlap window of the plan's own p, v and micro-batches, wider for an interleaved plan).
 * **The search's own check** (``published_on_search_s``; "outside the proof" when the search loses
   there to an interleaved published layout whose v is above the search's most virtual stages, or
@@ -24,7 +24,8 @@ catalog's constants.
   that workload was searched and proven, the search's value there must not exceed it
   (``search_no_worse``; the layout is then inside the space the DP is exact over).
 * **The window check** (``window_proven``, ``window_bound_s``; rows whose setup overlaps the resync):
-  the search's proof is over its own pricing (1F1B's window); :func:`piper.frontend.window_check.window_check`
+  where the search's pricing differs from ``score``'s (per-layer recomputation; not in this table's
+  one-setting searches, "-"), :func:`piper.frontend.window_check.window_check`
   bounds, without the resync, the plans a wider window may make faster than the planner's answer,
   as ``python -m piper plan``'s status does: "proven" when none can beat it, else the bound.
 
@@ -107,7 +108,7 @@ def compare_published(case: Case, solver: str = "dp", time_limit_s: float | None
     hw = case.hw
     published = score_case(case, (hw.gemm_efficiency, hw.gemm_half_dim))
     published_s = published["batch_time_s"] if published.get("batch_time_s") is not None else math.inf
-    # the search's workloads carry the step and the row's overlap of the resync over 1F1B's window
+    # the search's workloads carry the step and the row's overlap of the resync over each plan's window
     # (docs/problem.md §10); rescore_candidate prices each plan with its own schedule's window
     info = get_solver(solver)
     setup = replace(case.setup, sequence_parallel=True)

@@ -380,7 +380,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     if chosen.result.status == Status.OPTIMAL and (rejected is not None or not exact or kept_failing):
         status = Status.FEASIBLE.value
     # the iteration as `score` prices this layout: the optimizer step and the overlap window of its own
-    # schedule (the search's workloads carry the step and 1F1B's window when the solver takes the keys)
+    # schedule (the search's workloads carry the step and each plan's window when the solver takes the keys)
     with_step = with_optimizer_step_s(cfg, hw, setup, chosen)
     # not proven: how far from the best plan it can be (the rejected plans' bound when those decide it)
     bound = rejected["bound"] if rejected is not None else None if exact else _answer_bound(search, chosen, args.free)
