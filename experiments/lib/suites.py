@@ -548,6 +548,31 @@ def iteration_suite(count: int = 4) -> list[Instance]:
     return out
 
 
+#: (layers, N, k, w) of :func:`window_suite`: chains where the window changes brute force's optimum
+#: (batch time, uniform, v <= 3; checked when the suite was made, 2026-12-04)
+WINDOW_CASES = ((4, 4, 4, 1.1), (6, 4, 4, 1.4), (8, 8, 8, 1.8), (6, 8, 4, 1.1))
+
+
+def window_suite() -> list[Instance]:
+    """Chains of identical layers (p = 1, h = 1, w bytes, B = 1) with ``resyncOverlapWindow``
+    "schedule" (docs/problem.md §10.1), batch time, uniform, interleaved plans up to v = 3: Piper's
+    DP against brute force on the window's pricing (the exact models plan 1F1B only and skip them)."""
+    out = []
+    for n, n_mb, k, w in WINDOW_CASES:
+        tmpc = {"id": "a", "timePerSample": 1.0, "parameterSize": w, "memoryUsageA": 0.0, "memoryUsageB": 0.0,
+                "resyncOverlapTime": 1.0}
+        nodes = [{"id": i, "TMPCs": {"1": [{**tmpc, "syncTimeFw": {str(i - 1): 0.0} if i else {},
+                                            "syncTimeBw": {str(i + 1): 0.0} if i + 1 < n else {}}]}}
+                 for i in range(n)]
+        raw = {"name": f"window-chain-n{n}-N{n_mb}-k{k}-w{w}", "maxDevices": k, "maxMemoryPerDevice": 1e12,
+               "mbsInBatch": n_mb, "bandwidth": 1.0, "resyncOverlapWindow": "schedule", "nodes": nodes,
+               "edges": [{"sourceId": i, "destId": i + 1, "communicationCost": 0.0} for i in range(n - 1)]}
+        out.append(Instance(raw["name"], problem_from_dict(raw), "window",
+                            "a chain whose optimum the interleaved schedule's overlap window decides",
+                            uniform=True, objective="batch-time", max_virtual_stages=3))
+    return out
+
+
 def default_suite() -> list[Instance]:
     """The embedded default: tiny + small + paper-slices + infeasible + two rounds of the
     version-2 families + two model front end workloads + 4 seeds of the schedules suite + 4 MoE
@@ -582,6 +607,8 @@ SUITES: dict[str, tuple[str, Callable[[], list[Instance]]]] = {
                   "the resync's overlap and the optimizer step, 4 random DAGs with random keys (2 the DP refuses; "
                   "every other solver takes them all)",
                   iteration_suite),
+    "window": ("4 chains with resyncOverlapWindow 'schedule' (docs/problem.md §10.1), batch time, uniform, "
+               "v <= 3: the DP against brute force (the exact models plan 1F1B only)", window_suite),
     "real-magnitudes": ("issue 18's reproducer + 11 operator-like graphs with real magnitudes, 6-12 layers; "
                         "real-magnitudes:COUNT[:FIRST[:MAXN]] for more", _real_magnitudes_named),
 }

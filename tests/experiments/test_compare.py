@@ -337,6 +337,21 @@ def test_suite_claims_hold_by_brute_force() -> None:
         assert brute.solve_brute(inst.problem, Options()).status == Status.INFEASIBLE, inst.name
 
 
+def test_window_suite_is_what_it_says() -> None:
+    """Every chain of the window suite has its optimum decided by resyncOverlapWindow (brute force with
+    "microbatch" instead is slower), and Piper's DP proves brute force's optimum."""
+    from baselines import brute
+    from piper import problem_from_dict, problem_to_dict, solve
+
+    for inst in build_suite("window"):
+        options = Options(objective=inst.objective, uniform=inst.uniform, max_virtual_stages=inst.max_virtual_stages)
+        plain = problem_from_dict({**problem_to_dict(inst.problem), "resyncOverlapWindow": "microbatch"})
+        a, b = brute.solve_brute(inst.problem, options), brute.solve_brute(plain, options)
+        assert a.status == Status.OPTIMAL and a.value < b.value * (1 - 1e-9), inst.name
+        dp = solve(inst.problem, options, solver="dp")
+        assert dp.status == Status.OPTIMAL and abs(dp.value - a.value) <= 1e-9 * a.value, inst.name
+
+
 def test_identical_chains_suite_is_what_it_says() -> None:
     """Each chain's inner layers are found identical by the aggregated model's detection (3-5 of
     them, 1 head and 2 tail layers), brute force can solve it, and memory binds."""
