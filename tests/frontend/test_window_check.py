@@ -220,3 +220,17 @@ def test_a_search_without_the_iteration_keys_is_not_called_optimal(cli):
     assert res["status"] == "feasible"
     assert 0 < res["bound"] <= res["batch_time_with_optimizer_step_s"]
     assert res["batch_time_with_optimizer_step_s"] > res["batch_time_s"]  # the step the search left out
+
+
+def test_the_workload_carries_the_window_key_only_with_the_overlap():
+    from piper.core.errors import FrontendError
+
+    keyed = replace(SETUP, resync_overlap_window="schedule")
+    assert build_workload(CFG, SLOW, keyed, degrees=(2,), recompute=("none",))["resyncOverlapWindow"] == "schedule"
+    no_overlap = replace(keyed, overlap_grad_reduce=False, overlap_param_gather=False)
+    assert "resyncOverlapWindow" not in build_workload(CFG, SLOW, no_overlap, degrees=(2,), recompute=("none",))
+    assert "resyncOverlapWindow" not in build_workload(CFG, SLOW, SETUP, degrees=(2,), recompute=("none",))
+    assert planner.search_setup(SETUP, True).resync_overlap_window == "schedule"
+    assert planner.search_setup(SETUP, False).resync_overlap_window == "microbatch"
+    with pytest.raises(FrontendError, match="resync_overlap_window"):
+        replace(SETUP, resync_overlap_window="1f1b")
