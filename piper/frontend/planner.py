@@ -518,7 +518,10 @@ def even_split_alternative(cfg: TransformerConfig, problem: Problem, rejected: P
     rejected interleaved plan's degree t: its L device groups of d devices, and every other pipeline
     size L' dividing the layers with the most replicas that fit, d' = k // (t L') (Megatron's d =
     GPUs / (t p)); v' = V, V - 1, ..., 2 virtual stages (V = ``max_virtual_stages``, default the
-    rejected plan's v) whose L' v' chunks split the transformer layers evenly, every layer with the
+    rejected plan's v) whose L' v' chunks split the transformer layers evenly (as they are, or with
+    the embedding and / or the loss counted as a layer each, Megatron-Core's
+    ``--account-for-embedding-in-pipeline-split`` / ``--account-for-loss-in-pipeline-split``:
+    :func:`piper.frontend.score.megatron_split`), every layer with the
     rejected plan's one TMPC, the embedding in the first chunk and the output side in the last
     (:func:`piper.frontend.score.layout_plan`), that passes the schedule check (equal chunks: the
     formulas hold). The check's descent to v - 1 looks only at each v's optimum; an even split it
@@ -528,7 +531,7 @@ def even_split_alternative(cfg: TransformerConfig, problem: Problem, rejected: P
     groups, is one of the other pipeline sizes). None when no such plan exists or the layers hold
     more than one TMPC. ``context_parallel``: the workload's c (its degree keys are t x c)."""
     from piper.core.evaluate import evaluate
-    from piper.frontend.score import Layout, even_split, layout_plan
+    from piper.frontend.score import Layout, even_split, layout_plan, megatron_split
     from piper.frontend.tmpc import expert_layout, parse_tmpc_id
 
     kinds = {nd.id: nd.kind for nd in problem.nodes}
@@ -543,15 +546,23 @@ def even_split_alternative(cfg: TransformerConfig, problem: Problem, rejected: P
     c = context_parallel
     best: tuple[Plan, float] | None = None
     top = max(rejected.schedule.virtual_stages, max_virtual_stages or 0)
-    shapes = [(groups, d)] + [(g, problem.devices // (width * g)) for g in range(2, cfg.layers + 1)
-                              if cfg.layers % g == 0 and g != groups and problem.devices // (width * g) >= 1]
-    for (groups, d), v in ((shape, v) for shape in shapes for v in range(top, 1, -1)):
-        if cfg.layers % (groups * v):
+    # the layer counts Megatron-Core splits evenly: the layers, and with the embedding and / or the loss
+    # counted as a layer each (--account-for-embedding-in-pipeline-split / -loss-: megatron_split)
+    counted = {(False, False): cfg.layers, (True, True): cfg.layers + 2, (True, False): cfg.layers + 1,
+               (False, True): cfg.layers + 1}
+    shapes = [(groups, d)] + [(g, problem.devices // (width * g)) for g in range(2, cfg.layers + 3)
+                              if any(n % g == 0 for n in counted.values()) and g != groups
+                              and problem.devices // (width * g) >= 1]
+    for (groups, d), v, (emb, loss) in ((shape, v, flags) for shape in shapes for v in range(top, 1, -1)
+                                        for flags in counted):
+        if counted[(emb, loss)] % (groups * v):
             continue
         layout = Layout(tp=width // c, pp=groups, dp=d, recompute=recompute, sequence_parallel=sp, vp=v, cp=c,
                         ep=e, etp=et)
         try:
-            plan = layout_plan(problem, even_split(cfg.layers, groups * v), layout)
+            split = (even_split(cfg.layers, groups * v) if not (emb or loss)
+                     else list(megatron_split(cfg.layers, groups, v, emb, loss)))
+            plan = layout_plan(problem, split, layout)
             score = evaluate(problem, plan)
         except (PlanError, FrontendError, KeyError):
             continue

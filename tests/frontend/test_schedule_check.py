@@ -294,3 +294,33 @@ def test_the_even_split_of_another_pipeline_size_replaces_a_rejected_plan() -> N
     assert cand.result.plan == published
     assert cand.value == pytest.approx(evaluate(cand.problem, published).batch_time, rel=1e-12)
     assert "p = 6, v = 8" in cand.result.message
+
+
+def test_the_even_split_alternative_counts_the_embedding_and_the_loss_as_megatron_core_can() -> None:
+    """A 7-layer model splits evenly into no p v >= 4 chunks, but with the embedding and / or the loss
+    counted as a layer each (Megatron-Core's --account-for-...-in-pipeline-split; 8 or 9 "layers") it
+    does: the alternative to a rejected interleaved plan is such a split (before, there was none)."""
+    from piper.core.options import BATCH_TIME
+    from piper.frontend.config import TransformerConfig
+    from piper.frontend.hardware import Hardware
+    from piper.frontend.planner import even_split_alternative
+    from piper.frontend.score import Layout, layout_plan
+    from piper.frontend.workload import TrainingSetup, build_workload
+    from piper.io.workload import load_problem
+
+    cfg = TransformerConfig(name="toy7", layers=7, hidden_size=64, attention_heads=4, kv_heads=4, ffn_hidden_size=256,
+                            vocab_size=128, seq_length=256, micro_batch=1)
+    hw = Hardware(name="toy", peak_flops=1e12, memory_bytes=1e10, devices_per_node=2, nvlink_bandwidth=1e9,
+                  network_bandwidth=1e8, memory_bandwidth=1e11)
+    problem = load_problem(build_workload(cfg, hw, TrainingSetup(nodes=2, global_batch=8), degrees=(1,),
+                                          recompute=("none",)), strict=True)
+    rejected = layout_plan(problem, [3, 1, 2, 1], Layout(tp=1, pp=2, dp=2, recompute="none", vp=2))
+    got = even_split_alternative(cfg, problem, rejected, BATCH_TIME, float("inf"), max_virtual_stages=4)
+    assert got is not None
+    plan, value = got
+    sizes = [sum(1 for v in st.nodes if problem.node_by_id[v].kind == "transformer") for st in plan.stages]
+    assert sum(sizes) == 7 and len(sizes) >= 4 and plan.schedule.virtual_stages >= 2
+    # Megatron-Core's split with one or both flags: equal chunks, the first and / or the last one fewer
+    assert len(set(sizes[1:-1])) == 1 and (sizes[0] < sizes[1] or sizes[-1] < sizes[-2])
+    assert value == pytest.approx(evaluate(problem, plan).batch_time, rel=1e-12)
+    assert check_schedule(problem, plan, evaluate(problem, plan)).ok
