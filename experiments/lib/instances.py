@@ -17,7 +17,7 @@ from piper.core.plan import Plan, Stage
 from piper.core.problem import ACTIVATION_RECOMP, ITERATION_FEATURES, VANILLA, Problem, problem_to_dict
 from piper.io.workload import problem_from_dict
 
-__all__ = ["random_problem", "random_moe_problem", "with_expert_keys", "with_iteration_keys", "with_free_iteration_keys", "without_iteration_keys", "with_schedule_window", "random_dag", "repeated_layers", "witness_memory",
+__all__ = ["random_problem", "random_moe_problem", "with_expert_keys", "with_iteration_keys", "with_free_iteration_keys", "without_iteration_keys", "without_tmpc_keys", "with_schedule_window", "random_dag", "repeated_layers", "witness_memory",
            "operator_graph_problem", "SHAPES", "identical_chain_problem"]
 
 SHAPES = ("chain", "branchy")
@@ -262,16 +262,21 @@ def with_free_iteration_keys(problem: Problem, rng: random.Random, *, same_per_p
     return problem_from_dict(raw)
 
 
-def without_iteration_keys(problem: Problem) -> Problem:
-    """``problem`` with every TMPC's iteration keys (docs/problem.md §10:
-    :data:`~piper.core.problem.ITERATION_FEATURES`) dropped; the rest as it was."""
+def without_tmpc_keys(problem: Problem, keys: tuple[str, ...]) -> Problem:
+    """``problem`` with the TMPC keys ``keys`` dropped from every TMPC; the rest as it was."""
     raw = problem_to_dict(problem)
     for nd in raw["nodes"]:
         for lst in nd["TMPCs"].values():
             for c in lst:
-                for key in ITERATION_FEATURES:
+                for key in keys:
                     c.pop(key, None)
     return problem_from_dict(raw)
+
+
+def without_iteration_keys(problem: Problem) -> Problem:
+    """``problem`` with every TMPC's iteration keys (docs/problem.md §10:
+    :data:`~piper.core.problem.ITERATION_FEATURES`) dropped; the rest as it was."""
+    return without_tmpc_keys(problem, ITERATION_FEATURES)
 
 
 def with_schedule_window(problem: Problem) -> Problem:

@@ -168,8 +168,9 @@ def compare_published(case: Case, solver: str = "dp", time_limit_s: float | None
             "planner_devices": sum(st.d * st.t for st in plan.group_stages()) * best.context_parallel,
             "planner_status": best.result.status.value,
         })
-    # the search's proof is over its own pricing (1F1B's overlap window); bound the plans a wider
-    # window may make faster than the answer, as plan's status does (piper/frontend/window_check.py)
+    # where the search's pricing differs from score's (a solver without the iteration keys; this table's
+    # one-setting searches otherwise price every plan as score does): bound the plans it may overvalue,
+    # as plan's status does (piper/frontend/window_check.py)
     rec["window_proven"], rec["window_bound_s"] = None, None
     if best is not None and needs_window_check(setup, options, search, False):
         check = window_check(search, best_s, info, options, free=False)

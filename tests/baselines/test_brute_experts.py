@@ -9,8 +9,8 @@ import random
 
 import pytest
 
-from experiments.lib.instances import random_moe_problem
-from piper import Options, problem_from_dict, problem_to_dict, solve
+from experiments.lib.instances import random_moe_problem, without_tmpc_keys
+from piper import Options, problem_from_dict, solve
 from piper.core.checks import check_result
 from piper.core.result import Status
 from tests.helpers import assert_no_random_plan_beats, tmpc, workload
@@ -47,13 +47,7 @@ def test_rule_6_decides():
 
 
 def _without_keys(problem):
-    raw = problem_to_dict(problem)
-    for nd in raw["nodes"]:
-        for lst in nd["TMPCs"].values():
-            for c in lst:
-                for key in EXPERT_KEYS:
-                    c.pop(key, None)
-    return problem_from_dict(raw)
+    return without_tmpc_keys(problem, EXPERT_KEYS)
 
 
 def test_the_random_cases_use_the_keys():
