@@ -398,12 +398,13 @@ def frontier_models_suite() -> list[Instance]:
     mixture-of-experts transformer (4 experts, top-2; one workload per expert-parallel size, as
     ``plan`` builds them), a 2-layer transformer at sequence 8,192 with context-parallel size 2
     (the degree keys are t x c, docs/problem.md §11), and the MoE transformer at sequence 8,192 with
-    both (c = 2, e = 2: rule 6 over the width), one node of 8 devices, memory that binds."""
+    both (c = 2, e = 2: rule 6 over the width), and at c = 2 an MLA transformer and one with a
+    sliding-window layer, one node of 8 devices, memory that binds."""
     from dataclasses import replace as _replace
 
     from piper.frontend.config import TransformerConfig
     from piper.frontend.hardware import hardware
-    from piper.frontend.moe import MoEConfig
+    from piper.frontend.moe import MLAConfig, MoEConfig
     from piper.frontend.workload import TrainingSetup, build_workload
 
     hw = hardware("h100-sxm-80gb", None, devices_per_node=8, memory_bytes=3e9)
@@ -426,6 +427,17 @@ def frontier_models_suite() -> list[Instance]:
     out.append(Instance(f"{long_moe.name}-cp2-ep2", problem_from_dict(workload), "frontier-models",
                         "mixture of experts at long context from the front end, context-parallel size 2, "
                         "expert-parallel size 2"))
+    # MLA's ring passes its decompressed K and V; a sliding-window layer runs the all-to-all
+    # (piper/frontend/context.py)
+    mla = _replace(long, name="toy-mla-l2-s8192", attention_heads=4, kv_heads=4, hidden_size=512,
+                   ffn_hidden_size=1536, mla=MLAConfig(q_lora_rank=0, kv_lora_rank=128, qk_nope_head_dim=64,
+                                                       qk_rope_head_dim=32, v_head_dim=64))
+    windowed = _replace(long, name="toy-window-l2-s8192", kv_heads=4, sliding_window=512, sliding_window_layers=(0,))
+    for cfg, what in ((mla, "multi-head latent attention (ring of its decompressed K, V)"),
+                      (windowed, "a sliding-window layer (all-to-all) and a full one (ring)")):
+        workload = build_workload(cfg, hw_long, TrainingSetup(nodes=1, global_batch=8, context_parallel=2))
+        out.append(Instance(f"{cfg.name}-cp2", problem_from_dict(workload), "frontier-models",
+                            f"long context from the front end, context-parallel size 2: {what}"))
     return out
 
 
@@ -598,9 +610,10 @@ SUITES: dict[str, tuple[str, Callable[[], list[Instance]]]] = {
                   "with interleaved plans", schedules_suite),
     "moe": ("16 tiny MoE DAGs (expert parallelism, rule 6): TPS and batch time, free and uniform, 4 interleaved",
             moe_suite),
-    "frontier-models": ("4 front-end workloads: a tiny MoE transformer at expert-parallel sizes 2 and 4, a "
-                        "2-layer transformer at sequence 8,192 with context-parallel size 2, the MoE one at "
-                        "8,192 with both (c = 2, e = 2)", frontier_models_suite),
+    "frontier-models": ("6 front-end workloads: a tiny MoE transformer at expert-parallel sizes 2 and 4, "
+                        "2-layer transformers at sequence 8,192 with context-parallel size 2 (dense, MLA, a "
+                        "sliding-window layer), the MoE one at 8,192 with both (c = 2, e = 2)",
+                        frontier_models_suite),
     "identical-chains": ("4 chains of identical layers (6-8 layers) x {TPS free, batch time free, batch time "
                          "uniform}: the aggregated model against the others", identical_chains_suite),
     "iteration": ("8 instances with the iteration keys (docs/problem.md §10): 4 tiny front-end transformers with "

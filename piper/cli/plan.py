@@ -59,6 +59,7 @@ from piper.core.plan import Plan
 from piper.core.problem import Problem
 from piper.core.result import Status
 from piper.frontend.caveats import prediction_caveats
+from piper.frontend.context import CP_COMM_TYPES
 from piper.frontend.config import TransformerConfig
 from piper.frontend.hardware import Hardware
 from piper.frontend.metrics import plan_metrics
@@ -96,6 +97,9 @@ def add_plan_parser(subparsers: Any) -> argparse.ArgumentParser:
                    help="fix the context-parallel size (default: searched, docs/frontend.md: 1, and for sequences "
                         "of 16k tokens or more the powers of two that leave >= 4k tokens per device)")
     g.add_argument("--max-cp", type=positive_int, metavar="C", help="search context-parallel sizes up to C only")
+    g.add_argument("--cp-comm-type", choices=CP_COMM_TYPES,
+                   help="context parallelism's scheme on every layer at c > 1: p2p (ring attention) or a2a "
+                        "(all-to-all of the heads); default: a2a on sliding-window layers, p2p elsewhere")
     g.add_argument("--sequence-parallel", choices=SEQUENCE_PARALLEL_MODES, default="on",
                    help="at t > 1: 'on' (default) or 'off' for the whole model, as the frameworks' one switch "
                         "(Megatron-Core needs it on for MoE layers); 'per-layer' lets each layer choose (Piper's "
@@ -296,8 +300,10 @@ def cmd_plan(args: argparse.Namespace) -> int:
         raise UsageError(str(exc.args[0]) + did_you_mean(args.solver, solver_names())) from None
     if args.cp is not None and args.max_cp is not None and args.cp > args.max_cp:
         raise UsageError(f"--cp {args.cp} is above --max-cp {args.max_cp}: give one of them")
+    if args.cp_comm_type is not None and args.cp == 1:
+        raise UsageError(f"--cp-comm-type {args.cp_comm_type} needs context parallelism: drop --cp 1")
     cfg, hw, setup = model_from_args(args, overlap_grad_reduce=args.overlap_grad_reduce,
-                                     overlap_param_gather=args.overlap_param_gather)
+                                     overlap_param_gather=args.overlap_param_gather, cp_comm_type=args.cp_comm_type)
     if args.sequence_parallel == "off" and cfg.moe is not None:
         raise UsageError(f"--sequence-parallel off: {cfg.name}'s MoE layers need sequence parallelism at t > 1 "
                          "(Megatron-Core's rule); use on (the default) or per-layer")
@@ -306,6 +312,9 @@ def cmd_plan(args: argparse.Namespace) -> int:
                       schedule=args.schedule, max_virtual_stages=args.max_virtual_stages)
     say = None if args.json else (lambda line: print(f"piper: {line}", file=sys.stderr, flush=True))
     cps = context_parallel_choices(cfg, hw, setup, args.cp, args.max_cp)
+    if args.cp_comm_type is not None and cps == (1,):
+        raise UsageError(f"--cp-comm-type {args.cp_comm_type}: no context-parallel size above 1 is searched for "
+                         f"{cfg.seq_length}-token sequences on these GPUs (docs/frontend.md); give --cp C")
     check = args.schedule != "interleaved"  # --schedule interleaved: the check only reports
     # one recomputation setting for the whole model, as the frameworks have (docs/frontend.md)
     recomputes = (None,) if args.recompute_per_layer else ONE_RECOMPUTE_SETTING

@@ -1,4 +1,4 @@
-"""``python -m piper score MODEL --gpu G --nodes N --tp T [--cp C] --pp P [--dp D] [--vp V] --micro-batch B
+"""``python -m piper score MODEL --gpu G --nodes N --tp T [--cp C [--cp-comm-type p2p|a2a]] --pp P [--dp D] [--vp V] --micro-batch B
 --global-batch GB [--seq S] --recompute none|selective|full [--sequence-parallel]
 [--no-distributed-optimizer] [--precision bf16|fp8] [--ep E] [--etp ET] [--account-for-embedding-in-pipeline-split]
 [--account-for-loss-in-pipeline-split] [--json]``: the layout a user runs today (their Megatron-LM command line)
@@ -23,6 +23,7 @@ from piper.cli.model import add_model_arguments, model_from_args
 from piper.core.errors import UsageError
 from piper.core.json_values import jsonable
 from piper.frontend.caveats import prediction_caveats
+from piper.frontend.context import CP_COMM_TYPES
 from piper.frontend.score import Layout, megatron_split, score_layout
 
 __all__ = ["add_score_parser", "cmd_score"]
@@ -36,6 +37,9 @@ def add_score_parser(subparsers: Any) -> argparse.ArgumentParser:
     g.add_argument("--tp", type=positive_int, required=False, metavar="T", help="tensor-parallel size")
     g.add_argument("--cp", type=positive_int, default=1, metavar="C",
                    help="context-parallel size (default 1): ring attention over C devices, the sequence split 2C ways")
+    g.add_argument("--cp-comm-type", choices=CP_COMM_TYPES,
+                   help="context parallelism's scheme on every layer: p2p (ring attention) or a2a (all-to-all of the "
+                        "heads); default: a2a on sliding-window layers, p2p elsewhere (needs --cp > 1)")
     g.add_argument("--pp", type=positive_int, default=1, metavar="P", help="pipeline-parallel size (default 1)")
     g.add_argument("--dp", type=positive_int, metavar="D", help="data-parallel size (default: GPUs / (T C P))")
     g.add_argument("--vp", type=positive_int, default=1, metavar="V",
@@ -101,10 +105,12 @@ def cmd_score(args: argparse.Namespace) -> int:
         return cmd_model(args)
     if args.tp is None:
         raise UsageError("score: --tp is required (see python -m piper score --help)")
+    if args.cp_comm_type is not None and args.cp == 1:
+        raise UsageError(f"--cp-comm-type {args.cp_comm_type} needs context parallelism: give --cp C > 1")
     cfg, hw, setup = model_from_args(
         args, flash_attention=not args.no_flash_attention, tp_comm_overlap=args.tp_comm_overlap,
         overlap_grad_reduce=args.overlap_grad_reduce, overlap_param_gather=args.overlap_param_gather,
-        shard_gradients=args.shard_gradients)
+        shard_gradients=args.shard_gradients, cp_comm_type=args.cp_comm_type)
     gpus = setup.nodes * hw.devices_per_node
     dp = args.dp
     if dp is None:

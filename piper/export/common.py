@@ -120,6 +120,13 @@ class ModelInfo:
     #: layers ``sliding_window_layers`` (``model.slidingWindow.layers``); None: full attention everywhere
     sliding_window: int | None = None
     sliding_window_layers: tuple[int, ...] = ()
+    #: each transformer layer's context-parallel scheme, "p2p" or "a2a" (``model.cpCommTypes``,
+    #: absent: "p2p" on every layer; piper/frontend/context.py)
+    cp_comm_types: tuple[str, ...] = ()
+
+    def cp_comm_type_of(self, layer: int) -> str:
+        """The context-parallel scheme of the 0-based transformer ``layer``."""
+        return self.cp_comm_types[layer] if self.cp_comm_types else "p2p"
 
 
 #: the optional records' fields: key -> (type, may be 0 / null)
@@ -202,7 +209,22 @@ def model_info(problem: Problem) -> ModelInfo | None:
     window, windowed = _sliding_window(raw, values["layers"])
     return ModelInfo(**values, context_parallel=c, moe=_optional_record(raw, "moe", _MOE_FIELDS),
                      mla=_optional_record(raw, "mla", _MLA_FIELDS), attention_head_dim=head_dim,
-                     token_dispatcher=dispatcher, sliding_window=window, sliding_window_layers=windowed)
+                     token_dispatcher=dispatcher, sliding_window=window, sliding_window_layers=windowed,
+                     cp_comm_types=_cp_comm_types(raw, values["layers"]))
+
+
+def _cp_comm_types(raw: Mapping[str, Any], layers: int) -> tuple[str, ...]:
+    """``model.cpCommTypes`` (one of the front end's context-parallel schemes per layer) checked (rule E7)."""
+    from piper.frontend.context import CP_COMM_TYPES  # the workload's vocabulary
+
+    types = raw.get("cpCommTypes")
+    if types is None:
+        return ()
+    if (not isinstance(types, list) or len(types) != layers
+            or not all(isinstance(x, str) and x in CP_COMM_TYPES for x in types)):
+        raise ExportError(f"the workload's model.cpCommTypes must be a list of {layers} of "
+                          f"{', '.join(CP_COMM_TYPES)}, got {types!r:.80}", rule="E7")
+    return tuple(types)
 
 
 def _sliding_window(raw: Mapping[str, Any], layers: int) -> tuple[int | None, tuple[int, ...]]:

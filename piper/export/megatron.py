@@ -250,8 +250,10 @@ def export_megatron(ep: ExportPlan) -> Export:
             "--micro-batch-size", str(ep.micro_batch), "--global-batch-size", str(ep.global_batch),
             "--num-layers", str(ep.num_layers)]
     if c > 1:
-        # the ring attention the workload's costs model (piper/frontend/context.py)
-        args += ["--context-parallel-size", str(c), "--cp-comm-type", "p2p"]
+        # the schemes the workload's costs model (piper/frontend/context.py): one for every layer, or
+        # Megatron-Core's per-layer list
+        types = [ep.model.cp_comm_type_of(i) for i in range(ep.num_layers)] if ep.model is not None else ["p2p"]
+        args += ["--context-parallel-size", str(c), "--cp-comm-type", *(types[:1] if len(set(types)) == 1 else types)]
     split, layout = layer_args(ep)
     args += split
     if t > 1 and all(f for st in ep.stages for f in st.sequence_parallel):

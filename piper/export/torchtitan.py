@@ -128,6 +128,12 @@ def export_torchtitan(ep: ExportPlan) -> Export:
         "pipeline_parallel_degree": p,
     }
     if c > 1:
+        a2a = [i for i in range(ep.num_layers) if ep.model is not None and ep.model.cp_comm_type_of(i) == "a2a"]
+        if a2a:
+            raise refuse("torchtitan", "E4", f"the plan's context parallelism c={c} runs the all-to-all scheme "
+                         f"(--cp-comm-type a2a) on {len(a2a)} of {ep.num_layers} layers (first: layer {a2a[0]}, "
+                         "0-based); torchtitan's context parallelism passes K and V around a ring only; re-plan "
+                         "with --cp-comm-type p2p (a model without sliding-window layers) or export to megatron")
         parallelism["context_parallel_degree"] = c
         notes.append(f"context_parallel_degree {c}: the plan's costs are those of Megatron-Core's p2p ring attention "
                      "(piper/frontend/context.py); torchtitan's context parallelism (PyTorch's experimental "

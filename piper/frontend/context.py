@@ -44,6 +44,33 @@ al., "Ring Attention with Blockwise Transformers for Near-Infinite Context", 202
   (:func:`context_resync_s`), which the evaluator divides by d like the compute; B_c is the
   collective bandwidth of the c devices, NVLink when t <= G, else the network.
 
+**Multi-head latent attention** (DeepSeek-V2/V3; Megatron-Core's ``MLASelfAttention`` passes
+``--cp-comm-type`` to its core attention, and Transformer Engine's ring handles K and V of different
+head widths): the ring passes each device's decompressed K and V, p b (s / c) a (d_qk + d_v) /
+t_tensor bytes (d_qk = d_nope + d_rope), not the latent; the attention kernel is MLA's
+(:func:`attention_widths`).
+
+**All-to-all (``--cp-comm-type a2a``; Jacobs et al., "DeepSpeed Ulysses", 2023, §3.1; Transformer
+Engine's ``AttnFuncWithCPAndQKVOA2A``).** Before the core attention each device swaps its s / c
+tokens of all a / t_tensor heads for all s tokens of a / (t_tensor c) heads: one all-to-all each for
+Q, K and V over the c devices; after it one for the output O; the backward pass mirrors them (dO
+in, dQ, dK, dV out). Each device then runs the whole sequence's attention for its heads: the
+kernel's FLOPs are c x share(s, w) / share(s / c, w) those of the local s / c tokens
+(:func:`~piper.frontend.operations.attention_score_fraction`; share = 1/2 without a window), so
+a sliding window stays a band. The all-to-alls are priced as the MoE dispatch's
+(:func:`~piper.frontend.operations.all_to_all_time_s`, the c members t_tensor apart over t devices)
+and are not overlapped with the attention (Transformer Engine overlaps them only with each other's
+reordering): forward A'_f + X_f, backward A'_b + X_b (:class:`AllToAllAttention`); recomputation
+runs the forward exchange again. It needs the query and the key/value heads of a tensor-parallel
+rank to split c ways (a and kv_heads, MLA: a, divisible by t_tensor c; :func:`all_to_all_heads_ok`).
+Activations, weights and the resync are as for the ring.
+
+**Which layers run which** (``TrainingSetup.cp_comm_type``, :func:`layer_comm_type`): the setup's
+choice for every layer; unset, "p2p" for full-attention layers and "a2a" for sliding-window layers,
+Megatron-Core's per-layer ``--cp-comm-type`` list (Transformer Engine's ring refuses a sliding
+window: ``attn_forward_func_with_cp`` asserts a2a or all-gather for one, and the all-gather needs
+the non-fused kernel). "p2p" with a sliding-window layer is refused, naming the flag.
+
 With c = 1 nothing here is used: the workload is exactly the tensor-parallel one.
 """
 
@@ -56,21 +83,38 @@ from typing import Any
 from piper.core.errors import FrontendError
 from piper.frontend.config import TransformerConfig
 from piper.frontend.hardware import Hardware
-from piper.frontend.operations import Op, collective_time_s
+from piper.frontend.operations import (
+    Op,
+    all_to_all_time_s,
+    attention_score_fraction,
+    collective_time_s,
+    flash_attention_time_s,
+)
 
 __all__ = [
+    "CP_COMM_TYPES",
     "MIN_SEARCH_SEQ",
     "MIN_TOKENS_PER_DEVICE",
+    "AllToAllAttention",
     "RingAttention",
+    "all_to_all_attention",
+    "all_to_all_heads_ok",
+    "attention_widths",
     "check_context",
     "context_link",
     "context_resync_s",
     "kv_block_bytes",
+    "layer_comm_type",
     "local_config",
     "model_parallel_degrees",
     "ring_attention",
+    "uses_all_to_all",
     "with_context",
 ]
+
+#: Megatron-Core's ``--cp-comm-type`` values the front end prices (``TrainingSetup.cp_comm_type``):
+#: "p2p", the ring (Megatron-Core's default), and "a2a", the all-to-all (module docstring)
+CP_COMM_TYPES = ("p2p", "a2a")
 
 #: the planner searches c > 1 by default only for sequences at least this long (tokens); below it
 #: the activations of one sequence are small next to the weights and a 2-way split of 8k tokens or
@@ -83,13 +127,16 @@ MIN_SEARCH_SEQ = 16384
 MIN_TOKENS_PER_DEVICE = 4096
 
 
-def check_context(cfg: TransformerConfig, c: int, *, flash_attention: bool) -> None:
+def check_context(cfg: TransformerConfig, c: int, *, flash_attention: bool, comm_type: str | None = None) -> None:
     """Megatron-Core's requirements on c (a :class:`FrontendError` naming ``--cp`` otherwise):
     the sequence splits into 2c chunks of whole tokens (``get_batch_on_this_cp_rank`` views it as
-    2c equal chunks), and the attention is Transformer Engine's fused kernel (the only one with
-    context parallelism)."""
+    2c equal chunks), the attention is Transformer Engine's fused kernel (the only one with
+    context parallelism), and ``comm_type`` (``--cp-comm-type``) is one of :data:`CP_COMM_TYPES`,
+    not "p2p" for a model with sliding-window layers (module docstring)."""
     if isinstance(c, bool) or not isinstance(c, int) or c < 1:
         raise FrontendError(f"context-parallel size (--cp) must be a whole number >= 1, got {c!r}")
+    if comm_type is not None and comm_type not in CP_COMM_TYPES:
+        raise FrontendError(f"--cp-comm-type must be one of {', '.join(CP_COMM_TYPES)}, got {comm_type!r}")
     if c == 1:
         return
     if cfg.seq_length % (2 * c):
@@ -98,6 +145,31 @@ def check_context(cfg: TransformerConfig, c: int, *, flash_attention: bool) -> N
     if not flash_attention:
         raise FrontendError(f"context-parallel size (--cp) {c} needs fused (flash) attention: Megatron-Core runs "
                             "context parallelism only with Transformer Engine's fused attention")
+    if comm_type == "p2p" and cfg.sliding_window_layers:
+        first = cfg.sliding_window_layers[0]
+        raise FrontendError(f"--cp-comm-type p2p: {cfg.name}'s layer {first} (0-based) attends within a sliding window "
+                            f"of {cfg.sliding_window} tokens, which Transformer Engine's ring attention refuses; "
+                            "use --cp-comm-type a2a, or leave it unset (a2a on the windowed layers, p2p elsewhere)")
+
+
+def layer_comm_type(comm_type: str | None, window: int | None) -> str:
+    """The context-parallel scheme of a layer with sliding ``window`` (None: full attention) under
+    the setup's ``comm_type``: that one, or unset "a2a" with a window and "p2p" without (module docstring)."""
+    if comm_type is not None:
+        return comm_type
+    return "a2a" if window is not None else "p2p"
+
+
+def uses_all_to_all(cfg: TransformerConfig, comm_type: str | None) -> bool:
+    """Whether some layer of ``cfg`` runs the all-to-all scheme under ``comm_type``."""
+    return comm_type == "a2a" or (comm_type is None and bool(cfg.sliding_window_layers))
+
+
+def all_to_all_heads_ok(cfg: TransformerConfig, c: int, t_tensor: int) -> bool:
+    """Whether a tensor-parallel rank's query and key/value heads split c ways (the all-to-all
+    scheme's requirement: a and kv_heads, MLA: a, divisible by t_tensor c)."""
+    kv = cfg.attention_heads if cfg.mla is not None else cfg.kv_heads
+    return cfg.attention_heads % (t_tensor * c) == 0 and kv % (t_tensor * c) == 0
 
 
 def model_parallel_degrees(tensor_degrees: list[int], c: int, max_devices: int) -> list[int]:
@@ -111,10 +183,20 @@ def local_config(cfg: TransformerConfig, c: int) -> TransformerConfig:
     return cfg if c == 1 else cfg.with_changes(seq_length=cfg.seq_length // c)
 
 
+def attention_widths(cfg: TransformerConfig) -> tuple[int, int, int, int]:
+    """(q, k, v, o): the widths of Q, K, V and of the attention output over all heads, elements per
+    token. MHA / GQA: (a d, kv d, kv d, a d); MLA: (a d_qk, a d_qk, a d_v, a d_v) with d_qk = d_nope + d_rope."""
+    if cfg.mla is not None:
+        a, qk, v = cfg.attention_heads, cfg.mla.qk_head_dim, cfg.mla.v_head_dim
+        return a * qk, a * qk, a * v, a * v
+    return cfg.q_dim, cfg.kv_dim, cfg.kv_dim, cfg.q_dim
+
+
 def kv_block_bytes(cfg: TransformerConfig, c: int, t_tensor: int) -> float:
     """Bytes of the K and V block one device holds and passes on per ring step (forward):
-    2 p b (s / c) kv_dim / t_tensor (its kv_heads / t_tensor heads of the s / c tokens)."""
-    return 2.0 * cfg.precision_bytes * cfg.micro_batch * (cfg.seq_length / c) * cfg.kv_dim / t_tensor
+    p b (s / c) (k + v) / t_tensor (:func:`attention_widths`; MHA / GQA: 2 p b (s / c) kv_dim / t_tensor)."""
+    _q, k, v, _o = attention_widths(cfg)
+    return cfg.precision_bytes * cfg.micro_batch * (cfg.seq_length / c) * (k + v) / t_tensor
 
 
 def context_link(hw: Hardware, t: int) -> str:
@@ -165,6 +247,63 @@ def ring_attention(hw: Hardware, c: int, attention_fwd_step_s: float, attention_
     return RingAttention(c, attention_fwd_step_s, attention_bwd_step_s, x_f, x_b)
 
 
+@dataclass(frozen=True)
+class AllToAllAttention:
+    """One layer's all-to-all context-parallel attention for one micro-batch on one device
+    (seconds; module docstring): the exchanges are not overlapped with the kernel."""
+
+    #: A'_f, A'_b: the attention kernel over all s tokens of the device's a / (t_tensor c) heads
+    attention_fwd_s: float
+    attention_bwd_s: float
+    #: X_f: the all-to-alls of Q, K, V and of the output; X_b: of dO and of dQ, dK, dV
+    transfer_fwd_s: float
+    transfer_bwd_s: float
+
+    @property
+    def forward_s(self) -> float:
+        """A'_f + X_f."""
+        return self.attention_fwd_s + self.transfer_fwd_s
+
+    @property
+    def backward_s(self) -> float:
+        """A'_b + X_b."""
+        return self.attention_bwd_s + self.transfer_bwd_s
+
+    @property
+    def exposed_fwd_s(self) -> float:
+        """X_f: nothing hides the forward exchange."""
+        return self.transfer_fwd_s
+
+    @property
+    def exposed_bwd_s(self) -> float:
+        """X_b."""
+        return self.transfer_bwd_s
+
+
+def all_to_all_attention(hw: Hardware, cfg: TransformerConfig, c: int, t_tensor: int, local_fwd_flops: float,
+                         local_bwd_flops: float, window: int | None = None) -> AllToAllAttention:
+    """The all-to-all scheme of a layer (``cfg`` the whole model, ``window`` its sliding window)
+    from the FLOPs of its fused attention kernel at s / c tokens and all a / t_tensor heads
+    (module docstring): the kernel over s tokens and a / (t_tensor c) heads executes c x
+    share(s, w) / share(s / c, w) of them; each of Q, K, V, O (dQ, dK, dV, dO) is one all-to-all of
+    the device's p b (s / c) width / t_tensor bytes among c devices spread over t_tensor c."""
+    if not all_to_all_heads_ok(cfg, c, t_tensor):
+        kv = cfg.attention_heads if cfg.mla is not None else cfg.kv_heads
+        windowed = bool(cfg.sliding_window_layers)
+        raise FrontendError(f"--cp {c} by all-to-all (--cp-comm-type a2a"
+                            + ("; the sliding-window layers need it" if windowed else "")
+                            + f") at tensor-parallel size {t_tensor}: the {cfg.attention_heads} query and {kv} "
+                            f"key/value heads must divide by t x c = {t_tensor * c} (each device attends a / (t c) "
+                            "heads); use " + ("" if windowed else "--cp-comm-type p2p or ") + "a smaller --cp or --tp")
+    s = cfg.seq_length
+    ratio = c * attention_score_fraction(s, window) / attention_score_fraction(s // c, window)
+    per_width = cfg.precision_bytes * cfg.micro_batch * (s / c) / t_tensor
+    exchange = sum(all_to_all_time_s(hw, per_width * w, c, t_tensor * c) for w in attention_widths(cfg))
+    return AllToAllAttention(flash_attention_time_s(hw, ratio * local_fwd_flops) if local_fwd_flops > 0 else 0.0,
+                             flash_attention_time_s(hw, ratio * local_bwd_flops) if local_bwd_flops > 0 else 0.0,
+                             exchange, exchange)
+
+
 def context_resync_s(allreduce_factor: float, gradient_bytes: float, c: int, microbatches: int,
                      bandwidth: float) -> float:
     """f (c - 1) w / (c N B_c): the weights' extra gradient reduction over the c devices, per
@@ -175,30 +314,33 @@ def context_resync_s(allreduce_factor: float, gradient_bytes: float, c: int, mic
     return allreduce_factor * (c - 1) * gradient_bytes / (c * microbatches * bandwidth)
 
 
-def _flash_steps(ops: list[Op]) -> tuple[float, float]:
-    """(A_f, A_b) from one device's operations at s / c tokens: the fused attention kernel forward and backward."""
-    fwd = [o.time_s for o in ops if o.kind == "attention" and o.phase == "forward"]
-    bwd = [o.time_s for o in ops if o.kind == "attention" and o.phase == "backward"]
-    return (fwd[0] if fwd else 0.0), (bwd[0] if bwd else 0.0)
+def _flash_ops(ops: list[Op]) -> tuple[Op | None, Op | None]:
+    """One device's fused attention kernel at s / c tokens, forward and backward (None: none)."""
+    fwd = [o for o in ops if o.kind == "attention" and o.phase == "forward"]
+    bwd = [o for o in ops if o.kind == "attention" and o.phase == "backward"]
+    return (fwd[0] if fwd else None), (bwd[0] if bwd else None)
 
 
-def with_context(local: Any, whole: Any, ops: list[Op] | None, ring_of: Any, c: int, *, resync_s: float,
+def with_context(local: Any, whole: Any, ops: list[Op] | None, attention_of: Any, c: int, *, resync_s: float,
                  distributed_optimizer: bool) -> Any:
     """A :class:`~piper.frontend.node_cost.NodeCost` at context-parallel degree c from the
     tensor-parallel costs at s / c tokens (``local``: times, activations, pipeline bytes) and at the
     whole sequence (``whole``: parameters and state, which do not depend on s but for learned
     positions); ``ops`` are ``local``'s operations (None for nodes without attention) and
-    ``ring_of(A_f, A_b)`` builds their :class:`RingAttention`."""
+    ``attention_of(forward_op, backward_op)`` builds the layer's context-parallel attention from
+    its fused kernel at s / c tokens (a :class:`RingAttention` or an :class:`AllToAllAttention`)."""
     fwd_extra = bwd_extra = rec_extra = comm_extra = 0.0
     if ops:
-        a_f, a_b = _flash_steps(ops)
+        f_op, b_op = _flash_ops(ops)
+        a_f = f_op.time_s if f_op is not None else 0.0
+        a_b = b_op.time_s if b_op is not None else 0.0
         if a_f > 0 or a_b > 0:
-            ring = ring_of(a_f, a_b)
-            fwd_extra = ring.forward_s - a_f
-            bwd_extra = ring.backward_s - a_b
+            scheme = attention_of(f_op, b_op)
+            fwd_extra = scheme.forward_s - a_f
+            bwd_extra = scheme.backward_s - a_b
             recomputes = sum(1 for o in ops if o.kind == "attention" and o.phase == "recompute")
             rec_extra = recomputes * fwd_extra
-            comm_extra = (1 + recomputes) * ring.exposed_fwd_s + ring.exposed_bwd_s
+            comm_extra = (1 + recomputes) * scheme.exposed_fwd_s + scheme.exposed_bwd_s
     time = local.time_per_sample_s + fwd_extra + bwd_extra + rec_extra + resync_s
     comm = local.communication_s + comm_extra + resync_s
     return dataclasses.replace(

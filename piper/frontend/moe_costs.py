@@ -91,8 +91,10 @@ from piper.frontend.node_cost import NodeCost
 from piper.frontend.operations import (
     Kernels,
     Op,
+    all_to_all_time_s,
     collective_time_s,
     elementwise_time_s,
+    flash_attention_time_s,
     gemm_time_s,
     layer_ops,
     ops_time_s,
@@ -170,25 +172,6 @@ def expert_layouts(cfg: TransformerConfig, t: int, max_devices: int,
     return out
 
 
-def all_to_all_time_s(hw: Hardware, message_bytes: float, ranks: int, span: int | None = None) -> float:
-    """Seconds of an all-to-all in which each of ``ranks`` devices holds ``message_bytes`` (module
-    docstring). ``span``: the consecutive devices the group's members are spread over (e e_t for the
-    expert-parallel group, whose members sit e_t apart: Megatron-Core's expert rank order puts the
-    expert-tensor-parallel group innermost); default ``ranks``. When the span exceeds a node, each
-    node holds ranks G / span members."""
-    if ranks <= 1 or message_bytes <= 0:
-        return 0.0
-    span = ranks if span is None else span
-    g = min(hw.devices_per_node * ranks // span, ranks) if span > hw.devices_per_node else ranks
-
-    def share(link: str, fraction: float) -> float:
-        return fraction * message_bytes / (hw.link_bandwidth(link) * hw.collective_efficiency(link, "all_to_all"))
-
-    if ranks <= g:  # the whole group inside one node
-        return hw.link_latency_s("nvlink") + share("nvlink", (ranks - 1) / ranks)
-    return hw.link_latency_s("network") + max(share("nvlink", (g - 1) / ranks), share("network", (ranks - g) / ranks))
-
-
 def expected_destinations(experts: int, top_k: int, parts: int) -> float:
     """The expected number of the ``parts`` equal groups of experts (devices or nodes, each of
     E / parts experts) that hold at least one of a token's k distinct experts under balanced
@@ -254,9 +237,7 @@ class _Ops:
             self.ops.append(Op(name, self.phase, "comm", seconds, bytes=nbytes, full_time_s=seconds))
 
     def attention(self, name: str, flops: float) -> None:
-        self.ops.append(Op(name, self.phase, "attention",
-                           flops / (self.hw.peak_flops * self.hw.flash_attention_efficiency) + self.hw.kernel_overhead_s,
-                           flops=flops))
+        self.ops.append(Op(name, self.phase, "attention", flash_attention_time_s(self.hw, flops), flops=flops))
 
 
 def _mla_ops(cfg: TransformerConfig, hw: Hardware, t: int, phase: str, core_only: bool = False) -> list[Op]:

@@ -61,11 +61,13 @@ __all__ = [
     "ADAM_STEP_BYTES_PER_PARAM",
     "Kernels",
     "Op",
+    "all_to_all_time_s",
     "attention_score_fraction",
     "collective_time_s",
     "elementwise_time_s",
     "embedding_ops",
     "final_norm_ops",
+    "flash_attention_time_s",
     "gemm_efficiency",
     "gemm_time_s",
     "head_ops",
@@ -159,6 +161,26 @@ def collective_time_s(hw: Hardware, collective: str, message_bytes: float, ranks
     return hw.link_latency_s(link) + factor * message_bytes / bus
 
 
+def all_to_all_time_s(hw: Hardware, message_bytes: float, ranks: int, span: int | None = None) -> float:
+    """Seconds of an all-to-all in which each of ``ranks`` devices holds ``message_bytes``
+    (piper/frontend/moe_costs.py's docstring, "All-to-all"). ``span``: the consecutive devices the
+    group's members are spread over (e e_t for the expert-parallel group, whose members sit e_t
+    apart: Megatron-Core's expert rank order puts the expert-tensor-parallel group innermost; t_tensor
+    c for the context-parallel group, t_tensor apart); default ``ranks``. When the span exceeds a
+    node, each node holds ranks G / span members."""
+    if ranks <= 1 or message_bytes <= 0:
+        return 0.0
+    span = ranks if span is None else span
+    g = min(hw.devices_per_node * ranks // span, ranks) if span > hw.devices_per_node else ranks
+
+    def share(link: str, fraction: float) -> float:
+        return fraction * message_bytes / (hw.link_bandwidth(link) * hw.collective_efficiency(link, "all_to_all"))
+
+    if ranks <= g:  # the whole group inside one node
+        return hw.link_latency_s("nvlink") + share("nvlink", (ranks - 1) / ranks)
+    return hw.link_latency_s("network") + max(share("nvlink", (g - 1) / ranks), share("network", (ranks - g) / ranks))
+
+
 #: bytes one Adam step reads and writes per parameter of fp32 state, besides the gradient and
 #: the weight: fp32 master weight, momentum and variance, each read and written (Kingma & Ba 2015;
 #: Megatron's fused Adam)
@@ -221,15 +243,19 @@ class _Builder:
         self.ops.append(Op(name, phase, "comm", exposed, bytes=factor * message_bytes, full_time_s=full))
 
     def attention(self, name: str, phase: str, flops: float) -> None:
-        self.ops.append(Op(name, phase, "attention",
-                           flops / (self.hw.peak_flops * self.hw.flash_attention_efficiency) + self.hw.kernel_overhead_s,
-                           flops=flops))
+        self.ops.append(Op(name, phase, "attention", flash_attention_time_s(self.hw, flops), flops=flops))
 
 
 def _fp8_cast(b: _Builder, name: str, phase: str, elements: float) -> None:
     """Transformer Engine's cast(-transpose) of a product's input to FP8: read p, write 1 + 1 (transpose)."""
     if b.cfg.precision == "fp8":
         b.elementwise(name + ".cast", phase, elements * (b.p + 2.0))
+
+
+def flash_attention_time_s(hw: Hardware, flops: float) -> float:
+    """Seconds of one fused attention kernel executing ``flops``: at ``peak x
+    flash_attention_efficiency``, plus the kernel overhead (module docstring)."""
+    return flops / (hw.peak_flops * hw.flash_attention_efficiency) + hw.kernel_overhead_s
 
 
 def attention_score_fraction(s: int, window: int | None = None) -> float:

@@ -15,7 +15,8 @@ The context-parallel size c is searched the same way: one workload per (c, b)
 (docs/problem.md §11: c is a property of the workload), over :func:`context_parallel_choices`:
 c = 1, and for sequences of at least :data:`~piper.frontend.context.MIN_SEARCH_SEQ` tokens the
 powers of two c >= 2 that Megatron-Core accepts (s a multiple of 2c, fused attention, some
-tensor-parallel degree t with t x c <= the devices) and that leave each device at least
+tensor-parallel degree t with t x c <= the devices, whose heads split c ways when a layer runs the
+all-to-all scheme: :mod:`piper.frontend.context`) and that leave each device at least
 :data:`~piper.frontend.context.MIN_TOKENS_PER_DEVICE` tokens (s / c), up to ``max_cp``; a fixed c
 replaces the list. A search over a subset of c is exact over that subset only.
 
@@ -71,6 +72,7 @@ from piper.frontend.schedule_check import ScheduleCheck, check_schedule
 from piper.frontend.workload import (
     TrainingSetup,
     build_workload,
+    offered_degrees,
     tensor_parallel_degrees,
 )
 from piper.io.workload import load_problem
@@ -210,8 +212,6 @@ def context_parallel_choices(cfg: TransformerConfig, hw: Hardware, setup: Traini
     long sequences, the powers of two Megatron-Core accepts, up to ``max_cp``."""
     if fixed is not None:
         return (fixed,)
-    if cfg.mla is not None or any(cfg.attention_window(i) is not None for i in range(cfg.layers)):
-        return (1,)  # context parallelism of MLA and sliding-window layers is not modelled (the workload refuses it)
     out = [1]
     s = cfg.seq_length
     if s < context.MIN_SEARCH_SEQ or not setup.flash_attention:
@@ -220,7 +220,8 @@ def context_parallel_choices(cfg: TransformerConfig, hw: Hardware, setup: Traini
     smallest = min(tensor_parallel_degrees(cfg, hw))
     c = 2
     while s // c >= context.MIN_TOKENS_PER_DEVICE and smallest * c <= devices and (max_cp is None or c <= max_cp):
-        if s % (2 * c) == 0:
+        # some degree offered (the all-to-all scheme also needs heads that split c ways)
+        if s % (2 * c) == 0 and offered_degrees(cfg, hw, replace(setup, context_parallel=c)):
             out.append(c)
         c *= 2
     return tuple(out)
@@ -341,12 +342,11 @@ def search_plans(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup, inf
     # MoE models: one workload per expert-parallel size e (one expert layout per plan: issue 31)
     experts = ([e for e, _ in expert_layouts(cfg, 1, setup.nodes * hw.devices_per_node, False)]
                if cfg.moe is not None and setup.expert_parallel is None else [setup.expert_parallel or 1])
-    devices = setup.nodes * hw.devices_per_node
 
     def degree_sets(c: int) -> list[tuple[int, ...] | None]:
         if not per_degree:
             return [degrees]
-        offered = degrees or tuple(context.model_parallel_degrees(tensor_parallel_degrees(cfg, hw), c, devices))
+        offered = degrees or tuple(offered_degrees(cfg, hw, replace(setup, context_parallel=c)))
         return [(t,) for t in offered]
 
     keys = [(c, e, b, r, dg) for c in context_parallels for e in experts for b in micro_batches for r in recomputes

@@ -105,9 +105,11 @@ def check_expert_layout(cfg: TransformerConfig, hw: Hardware, setup: TrainingSet
     if layout.etp not in (1, layout.tp):
         raise FrontendError(f"--etp {layout.etp}: the front end offers 1 or --tp ({layout.tp})")
     width = layout.ep * layout.etp
-    if (layout.dp * layout.tp) % width:
+    if (layout.dp * layout.width) % width:
+        cp = f" x --cp {layout.cp}" if layout.cp > 1 else ""
         raise FrontendError(f"--ep {layout.ep} x --etp {layout.etp} = {width} must divide --dp {layout.dp} x --tp "
-                            f"{layout.tp} = {layout.dp * layout.tp} (rule 6: the experts of a stage's devices)")
+                            f"{layout.tp}{cp} = {layout.dp * layout.width} (rule 6: the experts of a stage's devices; "
+                            "Megatron-Core lays expert parallelism over the data-, context- and tensor-parallel ranks)")
     if (layout.ep, layout.etp) not in expert_layouts(cfg, layout.tp, setup.nodes * hw.devices_per_node, True):
         raise FrontendError(f"--ep {layout.ep}: the front end offers powers of two dividing the experts, up to 64 "
                             f"and the GPUs")

@@ -71,6 +71,7 @@ __all__ = [
     "model_record",
     "node_costs",
     "node_params_per_device",
+    "offered_degrees",
     "p2p_bytes_per_device",
     "resync_bandwidths",
     "resync_overlap_s",
@@ -152,6 +153,9 @@ class TrainingSetup:
     #: c, the context-parallel size (``--context-parallel-size``): the workload's degree keys are
     #: t_tensor x c (docs/problem.md §11, :mod:`piper.frontend.context`)
     context_parallel: int = 1
+    #: Megatron-Core's ``--cp-comm-type`` for c > 1: "p2p" (ring attention) or "a2a" (all-to-all) on
+    #: every layer; None: "a2a" on sliding-window layers and "p2p" elsewhere (:mod:`piper.frontend.context`)
+    cp_comm_type: str | None = None
     #: MoE layers also get the layouts with each expert split over e_t = t devices (Megatron's
     #: ``--expert-tensor-parallel-size t``); off by default: e_t = 1 (the Megatron-Bridge MoE recipes'
     #: and DeepSeek-V3's choice) keeps the TMPC count, and the DP's time, down (piper/frontend/moe_costs.py)
@@ -180,6 +184,9 @@ class TrainingSetup:
         if self.expert_parallel is not None and (isinstance(self.expert_parallel, bool)
                                                  or not isinstance(self.expert_parallel, int) or self.expert_parallel < 1):
             raise FrontendError(f"expert_parallel must be a whole number >= 1 or None, got {self.expert_parallel!r}")
+        if self.cp_comm_type is not None and self.cp_comm_type not in context.CP_COMM_TYPES:
+            raise FrontendError(f"cp_comm_type must be one of {', '.join(context.CP_COMM_TYPES)} or None, "
+                                f"got {self.cp_comm_type!r}")
         if self.token_dispatcher not in TOKEN_DISPATCHERS:
             raise FrontendError(f"token_dispatcher must be one of {', '.join(TOKEN_DISPATCHERS)}, "
                                 f"got {self.token_dispatcher!r}")
@@ -323,7 +330,8 @@ def model_parallel_node_costs(cfg: TransformerConfig, hw: Hardware, setup: Train
                               t: int, window: int | None = None, variant: str | None = None) -> list[NodeCost]:
     """The TMPCs of a node at degree key t, the model-parallel width t_tensor x c with
     c = ``setup.context_parallel`` (docs/problem.md §11): :func:`node_costs` at c = 1, else the
-    tensor-parallel costs of s / c tokens at t_tensor = t / c with ring attention, the weights'
+    tensor-parallel costs of s / c tokens at t_tensor = t / c with the layer's context-parallel
+    attention (ring or all-to-all: :func:`~piper.frontend.context.layer_comm_type`), the weights'
     reduction over c and the state sharded over c (:mod:`piper.frontend.context`). ``variant``
     "moe": an MoE layer (:func:`~piper.frontend.moe_costs.layer_costs`): the same, its experts
     dispatching the s / c tokens of each device and their weights, state and copies as at c = 1
@@ -335,28 +343,27 @@ def model_parallel_node_costs(cfg: TransformerConfig, hw: Hardware, setup: Train
         if variant is not None:
             return layer_costs(cfg, hw, setup, t, variant, max_devices, window)
         return node_costs(cfg, hw, setup, kind, t, window)
-    if window is not None:
-        raise FrontendError(f"context parallelism (--cp {c}) with sliding-window attention is not modelled yet: "
-                            "use --cp 1 for this model")
-    if variant not in (None, "moe") or cfg.mla is not None:
-        what = "multi-head latent attention" if cfg.mla is not None else f"{variant} layers"
-        raise FrontendError(f"context parallelism (--cp {c}) with {what} is not modelled yet: use --cp 1 for this model")
     if t % c:
         raise FrontendError(f"degree {t} is not a multiple of the context-parallel size (--cp) {c}")
     tt = t // c
+    comm_type = context.layer_comm_type(setup.cp_comm_type, window)
     local_cfg = context.local_config(cfg, c)
     if variant is None:
-        local = node_costs(local_cfg, hw, setup, kind, tt)
-        whole = node_costs(cfg, hw, setup, kind, tt)
+        local = node_costs(local_cfg, hw, setup, kind, tt, window)
+        whole = node_costs(cfg, hw, setup, kind, tt, window)
     else:
-        local = layer_costs(local_cfg, hw, setup, tt, variant, max_devices)
-        whole = layer_costs(cfg, hw, setup, tt, variant, max_devices)
+        local = layer_costs(local_cfg, hw, setup, tt, variant, max_devices, window)
+        whole = layer_costs(cfg, hw, setup, tt, variant, max_devices, window)
     hw_eff = effective_hardware(hw, setup)
     link = context.context_link(hw_eff, t)
     kv = context.kv_block_bytes(cfg, c, tt)
 
-    def ring_of(a_f: float, a_b: float) -> context.RingAttention:
-        return context.ring_attention(hw_eff, c, a_f, a_b, kv, link)
+    def attention_of(fwd: Any, bwd: Any) -> Any:
+        if comm_type == "a2a":
+            return context.all_to_all_attention(hw_eff, cfg, c, tt, fwd.flops if fwd is not None else 0.0,
+                                                bwd.flops if bwd is not None else 0.0, window)
+        return context.ring_attention(hw_eff, c, fwd.time_s if fwd is not None else 0.0,
+                                      bwd.time_s if bwd is not None else 0.0, kv, link)
 
     network, intra = resync_bandwidths(hw_eff, setup, t)
     bandwidth = intra if t <= hw.devices_per_node else network
@@ -365,11 +372,12 @@ def model_parallel_node_costs(cfg: TransformerConfig, hw: Hardware, setup: Train
     for lc, wc in zip(local, whole, strict=True):
         recompute, sp = parse_tmpc_id(lc.tmpc_id)
         if variant is not None:
-            ops = layer_tmpc_ops(local_cfg, hw, setup, tt, variant, lc.tmpc_id)
+            ops = layer_tmpc_ops(local_cfg, hw, setup, tt, variant, lc.tmpc_id, window)
         else:
-            ops = node_ops(kind, local_cfg, hw_eff, tt, recompute, sp, setup.kernels()) if kind == "transformer" else None
+            ops = (node_ops(kind, local_cfg, hw_eff, tt, recompute, sp, setup.kernels(), window)
+                   if kind == "transformer" else None)
         resync = context.context_resync_s(f, wc.gradient_bytes, c, setup.global_batch // cfg.micro_batch, bandwidth)
-        out.append(context.with_context(lc, wc, ops, ring_of, c, resync_s=resync,
+        out.append(context.with_context(lc, wc, ops, attention_of, c, resync_s=resync,
                                         distributed_optimizer=setup.distributed_optimizer))
     return out
 
@@ -411,6 +419,7 @@ def model_record(cfg: TransformerConfig, setup: TrainingSetup) -> dict[str, Any]
     ``precisionBytes`` and ``gradBytes`` (bytes per element); ``microBatch`` and
     ``globalBatch`` are sequences (one Piper sample is one micro-batch of ``microBatch``
     sequences, so ``globalBatch`` = ``mbsInBatch`` x ``microBatch``)."""
+    comm_types = [context.layer_comm_type(setup.cp_comm_type, cfg.attention_window(i)) for i in range(cfg.layers)]
     return {
         "name": cfg.name,
         "layers": cfg.layers,
@@ -434,6 +443,9 @@ def model_record(cfg: TransformerConfig, setup: TrainingSetup) -> dict[str, Any]
         "gradBytes": setup.grad_bytes,
         # written only for c > 1, so that c = 1 workloads are what they were (absent: 1)
         **({"contextParallel": setup.context_parallel} if setup.context_parallel > 1 else {}),
+        # the layers' context-parallel schemes, written only when one is not the ring (so that the
+        # other workloads are what they were; absent: "p2p" on every layer)
+        **({"cpCommTypes": comm_types} if setup.context_parallel > 1 and set(comm_types) != {"p2p"} else {}),
         **_moe_record(cfg),
         # written only when they differ from the default, so that other workloads are what they were
         **({"tokenDispatcher": setup.token_dispatcher}
@@ -459,6 +471,18 @@ def _moe_record(cfg: TransformerConfig) -> dict[str, Any]:
                       "qkNopeHeadDim": cfg.mla.qk_nope_head_dim, "qkRopeHeadDim": cfg.mla.qk_rope_head_dim,
                       "vHeadDim": cfg.mla.v_head_dim}
     return out
+
+
+def offered_degrees(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup) -> list[int]:
+    """The degree keys t_tensor x c a workload offers unless told (:func:`build_workload`): every
+    tensor-parallel size of :func:`tensor_parallel_degrees` times c that fits the devices and, when a
+    layer runs the all-to-all context-parallel scheme, leaves each device whole heads
+    (:func:`~piper.frontend.context.all_to_all_heads_ok`)."""
+    c = setup.context_parallel
+    tensor_degrees = tensor_parallel_degrees(cfg, hw)
+    if c > 1 and context.uses_all_to_all(cfg, setup.cp_comm_type):
+        tensor_degrees = [tt for tt in tensor_degrees if context.all_to_all_heads_ok(cfg, c, tt)]
+    return context.model_parallel_degrees(tensor_degrees, c, setup.nodes * hw.devices_per_node)
 
 
 def build_workload(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup | None = None,
@@ -487,12 +511,17 @@ def build_workload(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup | 
     memory = hw.memory_bytes - reserve
     if memory <= 0:
         raise FrontendError(f"memory reserve ({reserve:.6g} bytes) leaves no memory of {hw.memory_bytes:.6g}")
-    context.check_context(cfg, setup.context_parallel, flash_attention=setup.flash_attention)
-    allowed = context.model_parallel_degrees(tensor_parallel_degrees(cfg, hw), setup.context_parallel,
-                                             setup.nodes * hw.devices_per_node)
+    c = setup.context_parallel
+    context.check_context(cfg, c, flash_attention=setup.flash_attention, comm_type=setup.cp_comm_type)
+    # named degrees are checked against every width (a failing all-to-all then names its heads)
+    allowed = (offered_degrees(cfg, hw, setup) if degrees is None else
+               context.model_parallel_degrees(tensor_parallel_degrees(cfg, hw), c, setup.nodes * hw.devices_per_node))
     if not allowed:
-        raise FrontendError(f"context-parallel size (--cp) {setup.context_parallel}: no tensor-parallel degree t "
-                            f"has t x {setup.context_parallel} <= the {setup.nodes * hw.devices_per_node} devices")
+        why = (f" whose {cfg.attention_heads} query and {cfg.kv_heads if cfg.mla is None else cfg.attention_heads} "
+               "key/value heads split c ways for the all-to-all (--cp-comm-type a2a)"
+               if c > 1 and context.uses_all_to_all(cfg, setup.cp_comm_type) else "")
+        raise FrontendError(f"context-parallel size (--cp) {c}: no tensor-parallel degree t{why} "
+                            f"has t x {c} <= the {setup.nodes * hw.devices_per_node} devices")
     if degrees is not None:
         bad = [t for t in degrees if t not in allowed]
         if bad:

@@ -1,14 +1,13 @@
 """Context parallelism of mixture-of-experts models (issue 31): an MoE layer at width t_tensor x c
 holds the activations of s / c tokens and its experts' weights, state and copies as at c = 1
 (Megatron-Core lays expert parallelism over the data- and context-parallel ranks); the solvers
-agree on a tiny MoE model with c = 2; MLA and sliding-window models are still refused with one
-line naming --cp."""
+agree on a tiny MoE model with c = 2; the planner searches c for MoE, MLA and sliding-window models
+(tests/frontend/test_context_schemes.py prices the last two)."""
 
 from __future__ import annotations
 
 import pytest
 
-from piper.core.errors import FrontendError
 from piper.core.evaluate import check_plan
 from piper.core.options import Options
 from piper.frontend.hardware import hardware
@@ -64,13 +63,13 @@ def test_the_dp_and_brute_force_agree_on_a_tiny_moe_model_with_context_paralleli
         assert any(c.has_expert_terms for c in chosen.values())
 
 
-def test_the_planner_searches_context_parallelism_for_moe_but_not_mla_or_windows() -> None:
+def test_the_planner_searches_context_parallelism_for_moe_mla_and_windows() -> None:
     long = TrainingSetup(nodes=8, global_batch=64, flash_attention=True)
     assert context_parallel_choices(preset("qwen3-30b-a3b").with_changes(seq_length=65536), H100, long, None)[1:]
     assert context_parallel_choices(preset("mixtral-8x7b").with_changes(seq_length=65536), H100, long, None)[1:]
-    for name in ("deepseek-v3", "gpt-oss-120b"):
-        assert context_parallel_choices(preset(name).with_changes(seq_length=65536), H100, long, None) == (1,)
-    for name, what in (("deepseek-v3", "multi-head latent attention"), ("gpt-oss-120b", "sliding-window")):
-        cfg = preset(name).with_changes(seq_length=8192, micro_batch=1)
-        with pytest.raises(FrontendError, match=f"--cp 2.*{what}"):
-            build_workload(cfg, H100, TrainingSetup(nodes=32, global_batch=256, context_parallel=2))
+    # MLA: the ring, every power of two leaving >= 4,096 tokens per device
+    assert context_parallel_choices(preset("deepseek-v3").with_changes(seq_length=65536), H100, long,
+                                    None) == (1, 2, 4, 8, 16)
+    # sliding windows: the all-to-all, whose c must split GPT-OSS's 8 key/value heads
+    assert context_parallel_choices(preset("gpt-oss-120b").with_changes(seq_length=65536), H100, long,
+                                    None) == (1, 2, 4, 8)

@@ -52,9 +52,9 @@ def test_workload_prices_each_layer_with_its_window():
                        recompute=("none",))
     times = [n["TMPCs"]["1"][0]["timePerSample"] for n in w["nodes"] if n["kind"] == "transformer"]
     assert times[0] == times[2] < times[1] == times[3]
-    with pytest.raises(FrontendError, match="sliding-window"):
-        dense = PRESETS["llama2-7b"].with_changes(sliding_window=128, sliding_window_layers=(0,))
-        build_workload(dense, H100, TrainingSetup(nodes=1, global_batch=8, context_parallel=2))
+    dense = PRESETS["llama2-7b"].with_changes(sliding_window=128, sliding_window_layers=(0,))
+    with pytest.raises(FrontendError, match="--cp-comm-type p2p: llama2-7b's layer 0 .*sliding window of 128"):
+        build_workload(dense, H100, TrainingSetup(nodes=1, global_batch=8, context_parallel=2, cp_comm_type="p2p"))
 
 
 def test_config_validation():

@@ -1,0 +1,278 @@
+"""Context parallelism of multi-head latent attention and of sliding-window layers (issue 31;
+piper/frontend/context.py): MLA's ring passes the decompressed K and V; the all-to-all scheme
+(``--cp-comm-type a2a``, the only one Transformer Engine runs a sliding window with) trades each
+device's s / c tokens of all heads for all s tokens of a / (t c) heads. Each layer's time is checked
+against a hand-built sum of its parts, the all-to-all's attention against the layer's whole FLOPs,
+the refusals name their flag, and DP and brute force agree on tiny workloads of both."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from piper.cli.common import run_main
+from piper.cli.main import main
+from piper.core.errors import FrontendError
+from piper.core.options import Options
+from piper.export import ExportError, export_plan
+from piper.frontend.config import TransformerConfig
+from piper.frontend.context import (
+    all_to_all_attention,
+    all_to_all_heads_ok,
+    attention_widths,
+    context_resync_s,
+    kv_block_bytes,
+    layer_comm_type,
+)
+from piper.frontend.hardware import hardware
+from piper.frontend.moe import MLAConfig
+from piper.frontend.moe_costs import layer_tmpc_ops
+from piper.frontend.operations import all_to_all_time_s, collective_time_s, node_ops
+from piper.frontend.presets import preset
+from piper.frontend.workload import (
+    TrainingSetup,
+    all_reduce_factor,
+    build_workload,
+    effective_hardware,
+    offered_degrees,
+    resync_bandwidths,
+)
+from piper.io.workload import load_problem
+from piper.solvers.registry import solve
+from tests.export_cases import args_dict, chain_plan
+
+H100 = hardware("h100")
+MLA = MLAConfig(q_lora_rank=0, kv_lora_rank=128, qk_nope_head_dim=64, qk_rope_head_dim=32, v_head_dim=64)
+TOY_MLA = TransformerConfig(name="toy-mla", layers=2, hidden_size=512, attention_heads=4, kv_heads=4,
+                            ffn_hidden_size=1536, vocab_size=32000, seq_length=8192, ffn_kind="swiglu",
+                            norm="rmsnorm", linear_bias=False, learned_positions=False, tied_embeddings=False,
+                            dropout=False, mla=MLA)
+# layer 0 windowed (512 tokens), layer 1 full attention; 8 query and 4 key/value heads
+TOY_WINDOW = TransformerConfig(name="toy-window", layers=2, hidden_size=1024, attention_heads=8, kv_heads=4,
+                               ffn_hidden_size=3072, vocab_size=32000, seq_length=8192, ffn_kind="swiglu",
+                               norm="rmsnorm", linear_bias=False, learned_positions=False, tied_embeddings=False,
+                               dropout=False, sliding_window=512, sliding_window_layers=(0,))
+
+
+def _layers(cfg, setup, width):
+    problem = load_problem(build_workload(cfg, H100, setup, degrees=(width,)), strict=True)
+    return problem, [nd for nd in problem.nodes if nd.kind == "transformer"]
+
+
+def _flash(ops):
+    fwd = [o for o in ops if o.kind == "attention" and o.phase == "forward"]
+    bwd = [o for o in ops if o.kind == "attention" and o.phase == "backward"]
+    return fwd[0], bwd[0]
+
+
+def _resync(cfg, setup, width, c, tm_at_one):
+    """f (c - 1) w / (c N B_c), with the bandwidth the workload uses for the width."""
+    network, intra = resync_bandwidths(effective_hardware(H100, setup), setup, width)
+    bandwidth = intra if width <= H100.devices_per_node else network
+    return context_resync_s(all_reduce_factor(cfg, setup), tm_at_one.parameter_size, c,
+                            setup.global_batch // cfg.micro_batch, bandwidth)
+
+
+# ---- the widths and bytes ----------------------------------------------------------------------
+
+
+def test_mla_passes_its_decompressed_k_and_v_around_the_ring() -> None:
+    v3 = preset("deepseek-v3").with_changes(seq_length=32768, micro_batch=1)
+    # 128 heads of d_qk = 128 + 64 and d_v = 128; 2 bytes x 8,192 tokens x 128 x 320 / t_tensor 2
+    assert attention_widths(v3) == (128 * 192, 128 * 192, 128 * 128, 128 * 128)
+    assert kv_block_bytes(v3, 4, 2) == 2 * 8192 * 128 * 320 / 2 == 335_544_320
+    llama = preset("llama3-8b").with_changes(seq_length=32768, micro_batch=2)
+    # GQA: 8 key/value heads of 128: 2 bytes x 2 sequences x 16,384 tokens x 2 x 1,024 / 1
+    assert kv_block_bytes(llama, 2, 1) == 2 * 2 * 16384 * 2 * 1024
+
+
+def test_which_layers_run_which_scheme() -> None:
+    assert layer_comm_type(None, None) == "p2p" and layer_comm_type(None, 128) == "a2a"
+    assert layer_comm_type("a2a", None) == "a2a" and layer_comm_type("p2p", None) == "p2p"
+    oss = preset("gpt-oss-120b")  # 64 query, 8 key/value heads
+    assert all_to_all_heads_ok(oss, 8, 1) and not all_to_all_heads_ok(oss, 16, 1) and not all_to_all_heads_ok(oss, 4, 4)
+    v3 = preset("deepseek-v3")  # MLA: the 128 heads are both
+    assert all_to_all_heads_ok(v3, 16, 8) and not all_to_all_heads_ok(v3, 32, 8)
+
+
+@pytest.mark.parametrize("window", [None, 64, 512, 4096, 8192, 20000])
+@pytest.mark.parametrize(("c", "tt"), [(2, 1), (2, 2), (4, 1)])
+def test_the_all_to_all_attention_does_a_cth_of_the_layers_attention(window, c, tt) -> None:
+    """c devices of a / (t c) heads over all s tokens execute exactly the layer's FLOPs at c = 1."""
+    cfg = (TOY_WINDOW.with_changes(sliding_window=window) if window
+           else TOY_WINDOW.with_changes(sliding_window=None, sliding_window_layers=()))
+    hw = H100.with_changes(kernel_overhead_s=0.0)
+    local = cfg.with_changes(seq_length=cfg.seq_length // c)
+    f_loc, b_loc = _flash(node_ops("transformer", local, hw, tt, "none", tt > 1, window=window))
+    f_one, b_one = _flash(node_ops("transformer", cfg, hw, tt, "none", tt > 1, window=window))
+    scheme = all_to_all_attention(hw, cfg, c, tt, f_loc.flops, b_loc.flops, window)
+    per_flop = 1.0 / (hw.peak_flops * hw.flash_attention_efficiency)
+    assert c * scheme.attention_fwd_s == pytest.approx(f_one.flops * per_flop, rel=1e-12)
+    assert c * scheme.attention_bwd_s == pytest.approx(b_one.flops * per_flop, rel=1e-12)
+    assert scheme.exposed_fwd_s == scheme.transfer_fwd_s > 0  # nothing hides the exchanges
+    assert scheme.forward_s == scheme.attention_fwd_s + scheme.transfer_fwd_s
+
+
+# ---- whole layers against the sum of their parts ------------------------------------------------
+
+
+def test_an_mla_layer_at_c_is_its_local_layer_plus_the_ring() -> None:
+    c, tt = 2, 2
+    setup = TrainingSetup(nodes=1, global_batch=16, context_parallel=c)
+    at_one = TrainingSetup(nodes=1, global_batch=16)
+    local = TOY_MLA.with_changes(seq_length=TOY_MLA.seq_length // c)
+    _, layers = _layers(TOY_MLA, setup, tt * c)
+    _, local_layers = _layers(local, at_one, tt)
+    _, whole_layers = _layers(TOY_MLA, at_one, tt)
+    kv = 2 * 4096 * 4 * (96 + 64) / tt  # bytes: 4 heads of d_qk 96 and d_v 64
+    x_f = collective_time_s(H100, "p2p", kv, c)
+    x_b = collective_time_s(H100, "p2p", 2 * kv, c)
+    for tm in layers[0].tmpcs[tt * c]:
+        loc = next(x for x in local_layers[0].tmpcs[tt] if x.id == tm.id)
+        whole = next(x for x in whole_layers[0].tmpcs[tt] if x.id == tm.id)
+        f_op, b_op = _flash(layer_tmpc_ops(local, H100, setup, tt, "mla", tm.id))
+        recomputes = tm.id.startswith(("full", "selective"))
+        ring_f = (c - 1) * max(f_op.time_s, x_f)
+        ring_b = (c - 1) * max(b_op.time_s, x_b)
+        expected = (loc.time_per_sample + ring_f + ring_b + recomputes * ring_f
+                    + _resync(TOY_MLA, setup, tt * c, c, whole))
+        assert tm.time_per_sample == pytest.approx(expected, rel=1e-12), tm.id
+        assert tm.memory_a == pytest.approx(loc.memory_a, rel=1e-12)  # s / c tokens' activations
+        assert tm.parameter_size == whole.parameter_size  # the weights whole on every rank
+
+
+@pytest.mark.parametrize("comm_type", [None, "a2a"])
+def test_a_windowed_layer_runs_the_all_to_all_and_a_full_one_the_ring_unless_told(comm_type) -> None:
+    c, tt = 2, 2
+    setup = TrainingSetup(nodes=1, global_batch=16, context_parallel=c, cp_comm_type=comm_type)
+    at_one = TrainingSetup(nodes=1, global_batch=16)
+    local = TOY_WINDOW.with_changes(seq_length=4096)
+    _, layers = _layers(TOY_WINDOW, setup, tt * c)
+    _, local_layers = _layers(local, at_one, tt)
+    _, whole_layers = _layers(TOY_WINDOW, at_one, tt)
+    per_width = 2 * 4096 / tt  # bytes per unit of width: 4,096 tokens of one sequence, 2 bytes, over t
+    widths = (1024, 512, 512, 1024)  # Q (8 x 128), K, V (4 x 128), the output
+    exchange = sum(all_to_all_time_s(H100, per_width * w, c, tt * c) for w in widths)
+    per_flop = 1.0 / (H100.peak_flops * H100.flash_attention_efficiency)
+    for index, window in ((0, 512), (1, None)):
+        share = (512 / 8192 - 512 ** 2 / (2 * 8192 ** 2)) if window else 0.5  # of 4 b s^2 q_dim
+        flops = share * 4 * 8192 ** 2 * 1024 / (tt * c)  # the whole sequence, a / (t c) heads
+        for tm in layers[index].tmpcs[tt * c]:
+            loc = next(x for x in local_layers[index].tmpcs[tt] if x.id == tm.id)
+            whole = next(x for x in whole_layers[index].tmpcs[tt] if x.id == tm.id)
+            recompute, sp = tm.id.split("+")[0], tm.id.endswith("+sp")
+            f_op, b_op = _flash(node_ops("transformer", local, H100, tt, recompute, sp, window=window))
+            runs = 1 + (recompute in ("full", "selective"))  # forward passes of the attention
+            if window is not None or comm_type == "a2a":
+                a_f = flops * per_flop + H100.kernel_overhead_s
+                a_b = 2.5 * flops * per_flop + H100.kernel_overhead_s
+                extra = runs * (a_f - f_op.time_s + exchange) + (a_b - b_op.time_s + exchange)
+            else:
+                kv = 2 * 4096 * 2 * 512 / tt
+                extra = ((runs * (c - 1)) * max(f_op.time_s, collective_time_s(H100, "p2p", kv, c))
+                         + (c - 1) * max(b_op.time_s, collective_time_s(H100, "p2p", 2 * kv, c)))
+            expected = loc.time_per_sample + extra + _resync(TOY_WINDOW, setup, tt * c, c, whole)
+            assert tm.time_per_sample == pytest.approx(expected, rel=1e-12), (index, tm.id)
+            assert tm.memory_a == pytest.approx(loc.memory_a, rel=1e-12)
+
+
+# ---- refusals ----------------------------------------------------------------------------------
+
+
+def test_the_ring_is_refused_for_a_sliding_window_and_the_all_to_all_for_heads_that_do_not_split() -> None:
+    with pytest.raises(FrontendError, match="--cp-comm-type p2p: toy-window's layer 0 .*sliding window of 512"):
+        build_workload(TOY_WINDOW, H100, TrainingSetup(nodes=1, global_batch=8, context_parallel=2,
+                                                       cp_comm_type="p2p"))
+    with pytest.raises(FrontendError, match="cp_comm_type must be one of p2p, a2a or None, got 'ring'"):
+        TrainingSetup(cp_comm_type="ring")
+    # 4 key/value heads: t 2 x c 4 leaves half a head per device
+    with pytest.raises(FrontendError, match="--cp 4 by all-to-all .*the sliding-window layers need it.* "
+                                            "8 query and 4 key/value heads must divide by t x c = 8"):
+        build_workload(TOY_WINDOW, H100, TrainingSetup(nodes=1, global_batch=8, context_parallel=4), degrees=(8,))
+    with pytest.raises(FrontendError, match="use a smaller --cp or --tp$"):  # no ring to suggest: windows
+        all_to_all_attention(H100, TOY_WINDOW, 8, 1, 1e12, 2.5e12, 512)
+    with pytest.raises(FrontendError, match="use --cp-comm-type p2p or a smaller --cp or --tp$"):
+        all_to_all_attention(H100, TOY_MLA, 8, 1, 1e12, 2.5e12)
+    # the search's workload offers only the degrees whose heads split: t 1 x c 4
+    problem = load_problem(build_workload(TOY_WINDOW, H100, TrainingSetup(nodes=1, global_batch=8,
+                                                                          context_parallel=4)), strict=True)
+    assert sorted(problem.degrees) == [4]
+
+
+def test_the_command_line_names_the_flag(capsys) -> None:
+    common = ["gpt-oss-120b", "--gpu", "h100", "--nodes", "8", "--global-batch", "64"]
+    assert run_main(main, ["score", *common, "--tp", "1", "--pp", "4", "--ep", "8", "--cp-comm-type", "a2a"]) == 2
+    err = capsys.readouterr().err
+    assert "--cp-comm-type a2a needs context parallelism: give --cp C > 1" in err and err.count("\n") == 1
+    assert run_main(main, ["score", *common, "--seq", "65536", "--tp", "1", "--cp", "16", "--pp", "4", "--ep", "8",
+                           "--recompute", "full"]) == 2
+    err = capsys.readouterr().err
+    assert "--cp 16 by all-to-all" in err and "8 key/value heads" in err and err.count("\n") == 1
+    assert run_main(main, ["plan", *common, "--cp-comm-type", "a2a"]) == 2  # 4,096 tokens: c = 1 only
+    err = capsys.readouterr().err
+    assert "no context-parallel size above 1 is searched" in err and err.count("\n") == 1
+
+
+def test_score_prices_gpt_oss_at_long_context(capsys) -> None:
+    args = ["score", "gpt-oss-120b", "--gpu", "h100", "--nodes", "8", "--global-batch", "64", "--seq", "65536",
+            "--tp", "1", "--cp", "8", "--pp", "4", "--ep", "8", "--recompute", "full", "--json"]
+    assert run_main(main, args) == 0
+    mixed = json.loads(capsys.readouterr().out)
+    assert run_main(main, [*args, "--cp-comm-type", "a2a"]) == 0
+    all_a2a = json.loads(capsys.readouterr().out)
+    assert mixed["fits"] and all_a2a["fits"]
+    # the full-attention layers differ only in their scheme: the ring hides its transfers here
+    assert mixed["batch_time_s"] < all_a2a["batch_time_s"]
+    assert mixed["max_memory_bytes"] == pytest.approx(all_a2a["max_memory_bytes"], rel=1e-12)
+
+
+# ---- the solvers agree; the export writes the schemes ------------------------------------------
+
+
+@pytest.mark.parametrize("cfg", [TOY_MLA, TOY_WINDOW], ids=["mla", "window"])
+def test_dp_and_brute_force_agree_with_context_parallelism(cfg) -> None:
+    hw = hardware("h100-sxm-80gb", None, devices_per_node=8, memory_bytes=6e9)
+    problem = load_problem(build_workload(cfg, hw, TrainingSetup(nodes=1, global_batch=8, context_parallel=2)),
+                           strict=True)
+    for options in (Options(uniform=True), Options()):
+        dp, brute = solve(problem, options, "dp"), solve(problem, options, "brute")
+        assert dp.plan is not None and dp.status.value == "optimal"
+        assert dp.value == pytest.approx(brute.value, rel=1e-9)
+
+
+def test_the_megatron_export_writes_each_layers_scheme() -> None:
+    setup = TrainingSetup(nodes=1, global_batch=32, context_parallel=2)
+    problem = load_problem(build_workload(TOY_WINDOW, H100, setup), strict=True)
+    assert problem.extra["model"]["cpCommTypes"] == ["a2a", "p2p"]
+    plan = chain_plan(problem, [1, 1], 1, 4, "none+sp", other="none+sp")
+    argv = export_plan(problem, plan, "megatron").data["args"]
+    at = argv.index("--cp-comm-type")
+    assert argv[at + 1:at + 3] == ["a2a", "p2p"] and argv[at + 3].startswith("--")
+    with pytest.raises(ExportError, match="all-to-all scheme .*on 1 of 2 layers"):
+        export_plan(problem, plan, "torchtitan")
+    every = load_problem(build_workload(TOY_WINDOW, H100, TrainingSetup(nodes=1, global_batch=32, context_parallel=2,
+                                                                        cp_comm_type="a2a")), strict=True)
+    a = args_dict(export_plan(every, chain_plan(every, [1, 1], 1, 4, "none+sp", other="none+sp"), "megatron")
+                  .data["args"])
+    assert a["--cp-comm-type"] == "a2a"
+    plain = load_problem(build_workload(TOY_WINDOW.with_changes(sliding_window=None, sliding_window_layers=()), H100,
+                                        setup), strict=True)
+    assert "cpCommTypes" not in plain.extra["model"]  # the ring everywhere: the workload as before
+
+
+def test_plan_searches_only_the_degrees_whose_heads_split(tmp_path, capsys) -> None:
+    """``plan`` builds one workload per degree: with 2 key/value heads and c = 2 only t_tensor = 1
+    is offered (t_tensor = 2 would leave half a head per device); it used to stop with an error."""
+    oss = preset("gpt-oss-120b")
+    assert offered_degrees(oss, H100, TrainingSetup(nodes=8, context_parallel=2)) == [2, 4, 8]  # 8 kv heads
+    raw = {"model_type": "llama", "num_hidden_layers": 2, "hidden_size": 256, "num_attention_heads": 4,
+           "num_key_value_heads": 2, "intermediate_size": 512, "vocab_size": 1000, "max_position_embeddings": 16384,
+           "hidden_act": "silu", "sliding_window": 128, "layer_types": ["sliding_attention", "full_attention"]}
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(raw))
+    assert run_main(main, ["plan", str(path), "--gpu", "h100", "--nodes", "1", "--seq", "16384", "--global-batch",
+                           "8", "--cp", "2", "--uniform", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["context_parallel"] == 2
+    assert {st["tensorParallelDegree"] for st in out["plan"]["stages"]} == {2}  # t_tensor 1 x c 2
