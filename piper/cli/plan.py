@@ -59,7 +59,7 @@ from piper.core.plan import Plan
 from piper.core.problem import Problem
 from piper.core.result import Status
 from piper.frontend.caveats import prediction_caveats
-from piper.frontend.context import CP_COMM_TYPES
+from piper.frontend.context import CP_COMM_TYPES, describe_comm_types, layer_comm_types
 from piper.frontend.config import TransformerConfig
 from piper.frontend.hardware import Hardware
 from piper.frontend.metrics import plan_metrics
@@ -379,6 +379,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
     # then the best plan that passed the check; the rejected solves' bounds bound the rest)
     exact = search.exact_over(not args.free)
     caveats = prediction_caveats(run_cfg, hw, chosen.context_parallel)  # the answer's micro-batch and c
+    # each layer's context-parallel scheme of the answer (None at c = 1)
+    comm_types = layer_comm_types(cfg, setup.cp_comm_type) if chosen.context_parallel > 1 else None
     per_layer = None  # the per-layer search over the same workloads: what the one-setting rule costs
     if chosen.recompute is not None and not args.free:
         per_layer = _per_layer_optimum(cfg, hw, setup, info, options, chosen, check, started,
@@ -411,6 +413,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
                "plan": plan.to_dict(), "time_s": search.time_s, "time_limit_s": options.time_limit_s,
                "micro_batch": chosen.micro_batch,
                "context_parallel": chosen.context_parallel, "context_parallel_searched": list(cps),
+               "cp_comm_types": comm_types,
                "expert_parallel": chosen.expert_parallel,
                "schedule": plan.schedule.to_dict(), "objective": args.objective, "uniform": chosen.uniform,
                "exact": exact, "exact_all": search.exact, "gain_of_free": search.gain,
@@ -440,7 +443,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
              if cfg.moe is not None else ""))
     if len(cps) > 1 or chosen.context_parallel > 1:
         print(f"context       context-parallel size c = {chosen.context_parallel} (searched: "
-              f"{', '.join(str(c) for c in cps)}); each stage's t is its tensor-parallel size x {chosen.context_parallel}")
+              f"{', '.join(str(c) for c in cps)}); each stage's t is its tensor-parallel size x {chosen.context_parallel}"
+              + (f"; {describe_comm_types(comm_types)}" if comm_types else ""))
     exactness = "not proven exact" if not exact else (
         "exact over 1F1B plans, every plan compared passing the schedule check" if rejected is not None else "exact")
     print(f"plan          {kind}: {m['stages']} stages, {schedule}, on {m['devices_used']} of {m['devices']} devices "

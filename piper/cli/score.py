@@ -23,7 +23,7 @@ from piper.cli.model import add_model_arguments, model_from_args
 from piper.core.errors import UsageError
 from piper.core.json_values import jsonable
 from piper.frontend.caveats import prediction_caveats
-from piper.frontend.context import CP_COMM_TYPES
+from piper.frontend.context import CP_COMM_TYPES, describe_comm_types
 from piper.frontend.score import Layout, megatron_split, score_layout
 
 __all__ = ["add_score_parser", "cmd_score"]
@@ -80,6 +80,8 @@ def _text(m: dict[str, Any]) -> str:
         + f", micro-batch {m['micro_batch']}, global batch {m['global_batch']} x {m['seq_length']} tokens, "
         f"{m['tmpc']}, {m['precision']}",
     ]
+    if m["cp_comm_types"]:
+        lines.append(f"context       c = {m['cp']}: {describe_comm_types(m['cp_comm_types'])}")
     if not m["fits"]:
         lines.append(f"memory        {m['max_memory_bytes'] / gb:.2f} GB per GPU > limit {m['memory_limit_bytes'] / gb:.2f} GB "
                      f"(device less a reserve of {m['memory_reserve_bytes'] / gb:.2f} GB): does not fit")

@@ -103,8 +103,10 @@ __all__ = [
     "check_context",
     "context_link",
     "context_resync_s",
+    "describe_comm_types",
     "kv_block_bytes",
     "layer_comm_type",
+    "layer_comm_types",
     "local_config",
     "model_parallel_degrees",
     "ring_attention",
@@ -158,6 +160,19 @@ def layer_comm_type(comm_type: str | None, window: int | None) -> str:
     if comm_type is not None:
         return comm_type
     return "a2a" if window is not None else "p2p"
+
+
+def layer_comm_types(cfg: TransformerConfig, comm_type: str | None) -> list[str]:
+    """Each transformer layer's scheme under the setup's ``comm_type`` (:func:`layer_comm_type`)."""
+    return [layer_comm_type(comm_type, cfg.attention_window(i)) for i in range(cfg.layers)]
+
+
+def describe_comm_types(types: list[str]) -> str:
+    """One line for people: "p2p (ring) on every layer", or the count of layers of each scheme."""
+    names = {"p2p": "p2p (ring)", "a2a": "a2a (all-to-all)"}
+    if len(set(types)) == 1:
+        return f"{names[types[0]]} on every layer"
+    return ", ".join(f"{names[k]} on {types.count(k)} layers" for k in CP_COMM_TYPES if k in types)
 
 
 def uses_all_to_all(cfg: TransformerConfig, comm_type: str | None) -> bool:

@@ -33,7 +33,7 @@ from piper.core.evaluate import Score, evaluate
 from piper.core.pass_order import schedule_order_memory
 from piper.core.plan import Plan, Schedule, Stage
 from piper.core.problem import Problem
-from piper.frontend import costs
+from piper.frontend import context, costs
 from piper.frontend.config import TransformerConfig
 from piper.frontend.hardware import Hardware
 from piper.frontend.moe_costs import expert_layouts, layer_costs, layer_variant
@@ -310,6 +310,8 @@ def score_layout(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup, lay
                       + ("; MoE layers: the ACTIVE parameters (router + k routed experts + shared experts)"
                          if cfg.moe is not None else ""),
         "ep": layout.ep, "etp": layout.etp,
+        # each layer's context-parallel scheme, "p2p" or "a2a" (piper/frontend/context.py); None at c = 1
+        "cp_comm_types": context.layer_comm_types(cfg, setup.cp_comm_type) if layout.cp > 1 else None,
         "max_memory_bytes": max_mem,
         # a diagnostic: the activations counted by the schedule's pass order (docs/problem.md §9.2's limit)
         "schedule_order_memory_bytes": max(schedule_order_memory(problem, plan, score)),

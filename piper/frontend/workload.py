@@ -419,7 +419,7 @@ def model_record(cfg: TransformerConfig, setup: TrainingSetup) -> dict[str, Any]
     ``precisionBytes`` and ``gradBytes`` (bytes per element); ``microBatch`` and
     ``globalBatch`` are sequences (one Piper sample is one micro-batch of ``microBatch``
     sequences, so ``globalBatch`` = ``mbsInBatch`` x ``microBatch``)."""
-    comm_types = [context.layer_comm_type(setup.cp_comm_type, cfg.attention_window(i)) for i in range(cfg.layers)]
+    comm_types = context.layer_comm_types(cfg, setup.cp_comm_type)
     return {
         "name": cfg.name,
         "layers": cfg.layers,

@@ -222,6 +222,7 @@ def test_score_prices_gpt_oss_at_long_context(capsys) -> None:
     assert run_main(main, [*args, "--cp-comm-type", "a2a"]) == 0
     all_a2a = json.loads(capsys.readouterr().out)
     assert mixed["fits"] and all_a2a["fits"]
+    assert mixed["cp_comm_types"] == ["a2a", "p2p"] * 18 and all_a2a["cp_comm_types"] == ["a2a"] * 36
     # the full-attention layers differ only in their scheme: the ring hides its transfers here
     assert mixed["batch_time_s"] < all_a2a["batch_time_s"]
     assert mixed["max_memory_bytes"] == pytest.approx(all_a2a["max_memory_bytes"], rel=1e-12)
