@@ -98,8 +98,9 @@ def add_plan_parser(subparsers: Any) -> argparse.ArgumentParser:
                         "of 16k tokens or more the powers of two that leave >= 4k tokens per device)")
     g.add_argument("--max-cp", type=positive_int, metavar="C", help="search context-parallel sizes up to C only")
     g.add_argument("--cp-comm-type", choices=CP_COMM_TYPES,
-                   help="context parallelism's scheme on every layer at c > 1: p2p (ring attention) or a2a "
-                        "(all-to-all of the heads); default: a2a on sliding-window layers, p2p elsewhere")
+                   help="context parallelism's scheme on every layer at c > 1: p2p (ring attention), a2a "
+                        "(all-to-all of the heads) or allgather (Llama 3's all-gather of K, V); default: a2a on "
+                        "sliding-window layers, p2p elsewhere")
     g.add_argument("--sequence-parallel", choices=SEQUENCE_PARALLEL_MODES, default="on",
                    help="at t > 1: 'on' (default) or 'off' for the whole model, as the frameworks' one switch "
                         "(Megatron-Core needs it on for MoE layers); 'per-layer' lets each layer choose (Piper's "

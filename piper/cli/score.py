@@ -1,4 +1,4 @@
-"""``python -m piper score MODEL --gpu G --nodes N --tp T [--cp C [--cp-comm-type p2p|a2a]] --pp P [--dp D] [--vp V] --micro-batch B
+"""``python -m piper score MODEL --gpu G --nodes N --tp T [--cp C [--cp-comm-type p2p|a2a|allgather]] --pp P [--dp D] [--vp V] --micro-batch B
 --global-batch GB [--seq S] --recompute none|selective|full [--sequence-parallel]
 [--no-distributed-optimizer] [--precision bf16|fp8] [--ep E] [--etp ET] [--account-for-embedding-in-pipeline-split]
 [--account-for-loss-in-pipeline-split] [--json]``: the layout a user runs today (their Megatron-LM command line)
@@ -36,10 +36,11 @@ def add_score_parser(subparsers: Any) -> argparse.ArgumentParser:
     g = p.add_argument_group("layout (Megatron-LM's flags)")
     g.add_argument("--tp", type=positive_int, required=False, metavar="T", help="tensor-parallel size")
     g.add_argument("--cp", type=positive_int, default=1, metavar="C",
-                   help="context-parallel size (default 1): ring attention over C devices, the sequence split 2C ways")
+                   help="context-parallel size (default 1): the sequence split 2C ways over C devices (--cp-comm-type)")
     g.add_argument("--cp-comm-type", choices=CP_COMM_TYPES,
-                   help="context parallelism's scheme on every layer: p2p (ring attention) or a2a (all-to-all of the "
-                        "heads); default: a2a on sliding-window layers, p2p elsewhere (needs --cp > 1)")
+                   help="context parallelism's scheme on every layer: p2p (ring attention), a2a (all-to-all of the "
+                        "heads) or allgather (Llama 3's all-gather of K, V); default: a2a on sliding-window layers, "
+                        "p2p elsewhere (needs --cp > 1)")
     g.add_argument("--pp", type=positive_int, default=1, metavar="P", help="pipeline-parallel size (default 1)")
     g.add_argument("--dp", type=positive_int, metavar="D", help="data-parallel size (default: GPUs / (T C P))")
     g.add_argument("--vp", type=positive_int, default=1, metavar="V",

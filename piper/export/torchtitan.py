@@ -128,16 +128,25 @@ def export_torchtitan(ep: ExportPlan) -> Export:
         "pipeline_parallel_degree": p,
     }
     if c > 1:
-        a2a = [i for i in range(ep.num_layers) if ep.model is not None and ep.model.cp_comm_type_of(i) == "a2a"]
-        if a2a:
+        types = [ep.model.cp_comm_type_of(i) if ep.model is not None else "p2p" for i in range(ep.num_layers)]
+        if "a2a" in types:
+            first = types.index("a2a")
             raise refuse("torchtitan", "E4", f"the plan's context parallelism c={c} runs the all-to-all scheme "
-                         f"(--cp-comm-type a2a) on {len(a2a)} of {ep.num_layers} layers (first: layer {a2a[0]}, "
-                         "0-based); torchtitan's context parallelism passes K and V around a ring only; re-plan "
-                         "with --cp-comm-type p2p (a model without sliding-window layers) or export to megatron")
+                         f"(--cp-comm-type a2a) on {types.count('a2a')} of {ep.num_layers} layers (first: layer "
+                         f"{first}, 0-based); torchtitan's context parallelism passes K and V around a ring or "
+                         "all-gathers them; re-plan with --cp-comm-type allgather or p2p, or export to megatron")
+        if len(set(types)) > 1:
+            raise refuse("torchtitan", "E4", f"the plan's context parallelism c={c} mixes schemes over its layers "
+                         f"({', '.join(sorted(set(types)))}); torchtitan's context_parallel_rotate_method is one "
+                         "setting for the model; re-plan with one --cp-comm-type")
         parallelism["context_parallel_degree"] = c
-        notes.append(f"context_parallel_degree {c}: the plan's costs are those of Megatron-Core's p2p ring attention "
-                     "(piper/frontend/context.py); torchtitan's context parallelism (PyTorch's experimental "
-                     "context_parallel, its own rotate method for K and V) may overlap differently")
+        # PyTorch's context parallelism: "allgather" gathers K and V (Llama 3's scheme), "alltoall" passes
+        # the shards around the ring (the p2p ring's exchange)
+        parallelism["context_parallel_rotate_method"] = "allgather" if types[0] == "allgather" else "alltoall"
+        notes.append(f"context_parallel_degree {c}, context_parallel_rotate_method "
+                     f"{parallelism['context_parallel_rotate_method']}: the plan's costs are those of Megatron-Core's "
+                     f"{types[0]} scheme (piper/frontend/context.py); torchtitan's context parallelism (PyTorch's "
+                     "experimental context_parallel) may overlap differently")
     e, et = ep.expert_layout
     if ep.model is not None and ep.model.moe is not None:
         # torchtitan's MoE models (DeepSeek-V3, Qwen3): [parallelism] expert_parallel_degree and

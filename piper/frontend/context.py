@@ -6,11 +6,11 @@ degree c: t is the layer's *model-parallel width* (t = t_tensor x c), the device
 the layer runs on. This module holds the formulas; :func:`piper.frontend.workload.model_parallel_node_costs`
 applies them to the tensor-parallel costs of :func:`piper.frontend.workload.node_costs`.
 
-The scheme is **Megatron-Core's ring attention** (``--context-parallel-size c --cp-comm-type p2p``;
+The default scheme is **Megatron-Core's ring attention** (``--context-parallel-size c --cp-comm-type p2p``;
 Megatron-Core docs, "Context parallelism"; Transformer Engine's ``AttnFuncWithCPAndKVP2P``; Liu et
-al., "Ring Attention with Blockwise Transformers for Near-Infinite Context", 2023, §3). Llama 3
-(Dubey et al. 2024, §3.3.2) all-gathers K and V instead; we model the p2p ring, the scheme
-``python -m piper export --to megatron`` writes. Per device and micro-batch of b sequences:
+al., "Ring Attention with Blockwise Transformers for Near-Infinite Context", 2023, §3); the
+all-to-all and Llama 3's all-gather (Dubey et al. 2024, §3.3.2) are below. Per device and
+micro-batch of b sequences:
 
 * **The sequence split.** Each sequence is cut into 2c chunks; device r holds chunks r and
   2c - 1 - r (causal load balance): s / c tokens. Every operation outside the core attention
@@ -60,10 +60,21 @@ kernel's FLOPs are c x share(s, w) / share(s / c, w) those of the local s / c to
 a sliding window stays a band. The all-to-alls are priced as the MoE dispatch's
 (:func:`~piper.frontend.operations.all_to_all_time_s`, the c members t_tensor apart over t devices)
 and are not overlapped with the attention (Transformer Engine overlaps them only with each other's
-reordering): forward A'_f + X_f, backward A'_b + X_b (:class:`AllToAllAttention`); recomputation
+reordering): forward A'_f + X_f, backward A'_b + X_b (:class:`ExchangedAttention`); recomputation
 runs the forward exchange again. It needs the query and the key/value heads of a tensor-parallel
 rank to split c ways (a and kv_heads, MLA: a, divisible by t_tensor c; :func:`all_to_all_heads_ok`).
 Activations, weights and the resync are as for the ring.
+
+**All-gather (``--cp-comm-type allgather``; Dubey et al., "The Llama 3 Herd of Models", 2024,
+§3.3.2, the scheme Meta trained its 128k-token stage with; Transformer Engine's
+``AttnFuncWithCPAndKVAllGather``).** Each device all-gathers K and V of the whole sequence (its
+kv_heads / t_tensor heads) and attends its two query chunks, r and 2c - 1 - r, to the keys they
+see: 1 / c of the layer's causal pairs, the kernel's share priced as the all-to-all's. The
+all-gathers are exposed (Transformer Engine runs them before the kernels); the backward pass
+gathers K and V again (only the local ones are saved) and reduce-scatters dK and dV
+(:func:`all_gather_attention`), over NVLink when t <= G, else the network, as the ring's transfer.
+No requirement on the heads; sliding windows are allowed. Not counted: the gathered K, V while
+the kernel runs (c x the local K, V, transient).
 
 **Which layers run which** (``TrainingSetup.cp_comm_type``, :func:`layer_comm_type`): the setup's
 choice for every layer; unset, "p2p" for full-attention layers and "a2a" for sliding-window layers,
@@ -95,8 +106,9 @@ __all__ = [
     "CP_COMM_TYPES",
     "MIN_SEARCH_SEQ",
     "MIN_TOKENS_PER_DEVICE",
-    "AllToAllAttention",
+    "ExchangedAttention",
     "RingAttention",
+    "all_gather_attention",
     "all_to_all_attention",
     "all_to_all_heads_ok",
     "attention_widths",
@@ -115,8 +127,9 @@ __all__ = [
 ]
 
 #: Megatron-Core's ``--cp-comm-type`` values the front end prices (``TrainingSetup.cp_comm_type``):
-#: "p2p", the ring (Megatron-Core's default), and "a2a", the all-to-all (module docstring)
-CP_COMM_TYPES = ("p2p", "a2a")
+#: "p2p", the ring (Megatron-Core's default), "a2a", the all-to-all, and "allgather", Llama 3's
+#: all-gather of K and V (module docstring)
+CP_COMM_TYPES = ("p2p", "a2a", "allgather")
 
 #: the planner searches c > 1 by default only for sequences at least this long (tokens); below it
 #: the activations of one sequence are small next to the weights and a 2-way split of 8k tokens or
@@ -151,7 +164,8 @@ def check_context(cfg: TransformerConfig, c: int, *, flash_attention: bool, comm
         first = cfg.sliding_window_layers[0]
         raise FrontendError(f"--cp-comm-type p2p: {cfg.name}'s layer {first} (0-based) attends within a sliding window "
                             f"of {cfg.sliding_window} tokens, which Transformer Engine's ring attention refuses; "
-                            "use --cp-comm-type a2a, or leave it unset (a2a on the windowed layers, p2p elsewhere)")
+                            "use --cp-comm-type a2a or allgather, or leave it unset (a2a on the windowed layers, "
+                            "p2p elsewhere)")
 
 
 def layer_comm_type(comm_type: str | None, window: int | None) -> str:
@@ -169,7 +183,7 @@ def layer_comm_types(cfg: TransformerConfig, comm_type: str | None) -> list[str]
 
 def describe_comm_types(types: list[str]) -> str:
     """One line for people: "p2p (ring) on every layer", or the count of layers of each scheme."""
-    names = {"p2p": "p2p (ring)", "a2a": "a2a (all-to-all)"}
+    names = {"p2p": "p2p (ring)", "a2a": "a2a (all-to-all)", "allgather": "allgather (all-gather of K, V)"}
     if len(set(types)) == 1:
         return f"{names[types[0]]} on every layer"
     return ", ".join(f"{names[k]} on {types.count(k)} layers" for k in CP_COMM_TYPES if k in types)
@@ -263,14 +277,18 @@ def ring_attention(hw: Hardware, c: int, attention_fwd_step_s: float, attention_
 
 
 @dataclass(frozen=True)
-class AllToAllAttention:
-    """One layer's all-to-all context-parallel attention for one micro-batch on one device
-    (seconds; module docstring): the exchanges are not overlapped with the kernel."""
+class ExchangedAttention:
+    """One layer's context-parallel attention whose exchanges are not overlapped with its kernel
+    (the all-to-all and the all-gather schemes, module docstring), for one micro-batch on one device
+    (seconds)."""
 
-    #: A'_f, A'_b: the attention kernel over all s tokens of the device's a / (t_tensor c) heads
+    #: A'_f, A'_b: the device's share of the attention kernel's work, 1 / c of the layer's (the
+    #: all-to-all: all s tokens of a / (t_tensor c) heads; the all-gather: its s / c queries
+    #: against the keys they see)
     attention_fwd_s: float
     attention_bwd_s: float
-    #: X_f: the all-to-alls of Q, K, V and of the output; X_b: of dO and of dQ, dK, dV
+    #: X_f, X_b: the exchanges (all-to-all: Q, K, V and the output; dO and dQ, dK, dV. All-gather:
+    #: K and V; K and V again, then the reduce-scatter of dK and dV)
     transfer_fwd_s: float
     transfer_bwd_s: float
 
@@ -296,7 +314,7 @@ class AllToAllAttention:
 
 
 def all_to_all_attention(hw: Hardware, cfg: TransformerConfig, c: int, t_tensor: int, local_fwd_flops: float,
-                         local_bwd_flops: float, window: int | None = None) -> AllToAllAttention:
+                         local_bwd_flops: float, window: int | None = None) -> ExchangedAttention:
     """The all-to-all scheme of a layer (``cfg`` the whole model, ``window`` its sliding window)
     from the FLOPs of its fused attention kernel at s / c tokens and all a / t_tensor heads
     (module docstring): the kernel over s tokens and a / (t_tensor c) heads executes c x
@@ -314,9 +332,28 @@ def all_to_all_attention(hw: Hardware, cfg: TransformerConfig, c: int, t_tensor:
     ratio = c * attention_score_fraction(s, window) / attention_score_fraction(s // c, window)
     per_width = cfg.precision_bytes * cfg.micro_batch * (s / c) / t_tensor
     exchange = sum(all_to_all_time_s(hw, per_width * w, c, t_tensor * c) for w in attention_widths(cfg))
-    return AllToAllAttention(flash_attention_time_s(hw, ratio * local_fwd_flops) if local_fwd_flops > 0 else 0.0,
+    return ExchangedAttention(flash_attention_time_s(hw, ratio * local_fwd_flops) if local_fwd_flops > 0 else 0.0,
                              flash_attention_time_s(hw, ratio * local_bwd_flops) if local_bwd_flops > 0 else 0.0,
                              exchange, exchange)
+
+
+def all_gather_attention(hw: Hardware, cfg: TransformerConfig, c: int, t_tensor: int, local_fwd_flops: float,
+                         local_bwd_flops: float, link: str, window: int | None = None) -> ExchangedAttention:
+    """The all-gather scheme of a layer (module docstring): the kernel's share is the all-to-all's
+    (c x share(s, w) / share(s / c, w) of its FLOPs at s / c tokens: the 2c-chunk split gives each
+    device 1 / c of the causal pairs); forward: an all-gather of K and one of V (the whole s tokens
+    of the device's kv heads, p b s width / t_tensor bytes each) among the c devices over ``link``;
+    backward: the same two again (Transformer Engine saves only the local K, V) and a reduce-scatter
+    of dK and of dV."""
+    s = cfg.seq_length
+    ratio = c * attention_score_fraction(s, window) / attention_score_fraction(s // c, window)
+    _q, k, v, _o = attention_widths(cfg)
+    whole = cfg.precision_bytes * cfg.micro_batch * s / t_tensor
+    gather = sum(collective_time_s(hw, "all_gather", whole * w, c, link) for w in (k, v))
+    scatter = sum(collective_time_s(hw, "reduce_scatter", whole * w, c, link) for w in (k, v))
+    return ExchangedAttention(flash_attention_time_s(hw, ratio * local_fwd_flops) if local_fwd_flops > 0 else 0.0,
+                              flash_attention_time_s(hw, ratio * local_bwd_flops) if local_bwd_flops > 0 else 0.0,
+                              gather, gather + scatter)
 
 
 def context_resync_s(allreduce_factor: float, gradient_bytes: float, c: int, microbatches: int,
@@ -343,7 +380,7 @@ def with_context(local: Any, whole: Any, ops: list[Op] | None, attention_of: Any
     whole sequence (``whole``: parameters and state, which do not depend on s but for learned
     positions); ``ops`` are ``local``'s operations (None for nodes without attention) and
     ``attention_of(forward_op, backward_op)`` builds the layer's context-parallel attention from
-    its fused kernel at s / c tokens (a :class:`RingAttention` or an :class:`AllToAllAttention`)."""
+    its fused kernel at s / c tokens (a :class:`RingAttention` or an :class:`ExchangedAttention`)."""
     fwd_extra = bwd_extra = rec_extra = comm_extra = 0.0
     if ops:
         f_op, b_op = _flash_ops(ops)

@@ -153,8 +153,9 @@ class TrainingSetup:
     #: c, the context-parallel size (``--context-parallel-size``): the workload's degree keys are
     #: t_tensor x c (docs/problem.md §11, :mod:`piper.frontend.context`)
     context_parallel: int = 1
-    #: Megatron-Core's ``--cp-comm-type`` for c > 1: "p2p" (ring attention) or "a2a" (all-to-all) on
-    #: every layer; None: "a2a" on sliding-window layers and "p2p" elsewhere (:mod:`piper.frontend.context`)
+    #: Megatron-Core's ``--cp-comm-type`` for c > 1: "p2p" (ring attention), "a2a" (all-to-all) or
+    #: "allgather" (Llama 3's all-gather of K, V) on every layer; None: "a2a" on sliding-window layers
+    #: and "p2p" elsewhere (:mod:`piper.frontend.context`)
     cp_comm_type: str | None = None
     #: MoE layers also get the layouts with each expert split over e_t = t devices (Megatron's
     #: ``--expert-tensor-parallel-size t``); off by default: e_t = 1 (the Megatron-Bridge MoE recipes'
@@ -359,9 +360,11 @@ def model_parallel_node_costs(cfg: TransformerConfig, hw: Hardware, setup: Train
     kv = context.kv_block_bytes(cfg, c, tt)
 
     def attention_of(fwd: Any, bwd: Any) -> Any:
+        fwd_flops, bwd_flops = (fwd.flops if fwd is not None else 0.0), (bwd.flops if bwd is not None else 0.0)
         if comm_type == "a2a":
-            return context.all_to_all_attention(hw_eff, cfg, c, tt, fwd.flops if fwd is not None else 0.0,
-                                                bwd.flops if bwd is not None else 0.0, window)
+            return context.all_to_all_attention(hw_eff, cfg, c, tt, fwd_flops, bwd_flops, window)
+        if comm_type == "allgather":
+            return context.all_gather_attention(hw_eff, cfg, c, tt, fwd_flops, bwd_flops, link, window)
         return context.ring_attention(hw_eff, c, fwd.time_s if fwd is not None else 0.0,
                                       bwd.time_s if bwd is not None else 0.0, kv, link)
 

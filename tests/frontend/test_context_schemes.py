@@ -18,6 +18,7 @@ from piper.core.options import Options
 from piper.export import ExportError, export_plan
 from piper.frontend.config import TransformerConfig
 from piper.frontend.context import (
+    all_gather_attention,
     all_to_all_attention,
     all_to_all_heads_ok,
     attention_widths,
@@ -177,6 +178,44 @@ def test_a_windowed_layer_runs_the_all_to_all_and_a_full_one_the_ring_unless_tol
             assert tm.memory_a == pytest.approx(loc.memory_a, rel=1e-12)
 
 
+def test_the_all_gather_scheme_is_its_local_layer_plus_the_exposed_gathers() -> None:
+    """Llama 3's scheme on both layers of the toy (the windowed one too): the kernel's share as the
+    all-to-all's, the two all-gathers of K and V forward, again backward with the reduce-scatters of
+    dK and dV, all exposed; priced by hand from the collective formula."""
+    c, tt = 2, 2
+    setup = TrainingSetup(nodes=1, global_batch=16, context_parallel=c, cp_comm_type="allgather")
+    at_one = TrainingSetup(nodes=1, global_batch=16)
+    local = TOY_WINDOW.with_changes(seq_length=4096)
+    _, layers = _layers(TOY_WINDOW, setup, tt * c)
+    _, local_layers = _layers(local, at_one, tt)
+    _, whole_layers = _layers(TOY_WINDOW, at_one, tt)
+    whole_kv = 2 * 8192 * 512 / tt  # bytes of the gathered K (and of V): all 8,192 tokens of 2 kv heads of 128
+    bus = H100.link_bandwidth("nvlink")
+    gather = 2 * (H100.link_latency_s("nvlink")
+                  + 0.5 * whole_kv / (bus * H100.collective_efficiency("nvlink", "all_gather")))
+    scatter = 2 * (H100.link_latency_s("nvlink")
+                   + 0.5 * whole_kv / (bus * H100.collective_efficiency("nvlink", "reduce_scatter")))
+    per_flop = 1.0 / (H100.peak_flops * H100.flash_attention_efficiency)
+    for index, window in ((0, 512), (1, None)):
+        share = (512 / 8192 - 512 ** 2 / (2 * 8192 ** 2)) if window else 0.5
+        flops = share * 4 * 8192 ** 2 * 1024 / (tt * c)  # a c-th of the layer's causal (or banded) pairs
+        for tm in layers[index].tmpcs[tt * c]:
+            loc = next(x for x in local_layers[index].tmpcs[tt] if x.id == tm.id)
+            whole = next(x for x in whole_layers[index].tmpcs[tt] if x.id == tm.id)
+            recompute, sp = tm.id.split("+")[0], tm.id.endswith("+sp")
+            f_op, b_op = _flash(node_ops("transformer", local, H100, tt, recompute, sp, window=window))
+            runs = 1 + (recompute in ("full", "selective"))
+            a_f = flops * per_flop + H100.kernel_overhead_s
+            a_b = 2.5 * flops * per_flop + H100.kernel_overhead_s
+            extra = runs * (a_f - f_op.time_s + gather) + (a_b - b_op.time_s + gather + scatter)
+            expected = loc.time_per_sample + extra + _resync(TOY_WINDOW, setup, tt * c, c, whole)
+            assert tm.time_per_sample == pytest.approx(expected, rel=1e-12), (index, tm.id)
+            assert tm.memory_a == pytest.approx(loc.memory_a, rel=1e-12)
+    # no requirement on the heads: t 2 x c 4 splits 4 key/value heads half a head each, and still runs
+    scheme = all_gather_attention(H100, TOY_WINDOW, 4, 2, 1e12, 2.5e12, "nvlink", 512)
+    assert scheme.exposed_bwd_s == scheme.transfer_bwd_s > scheme.transfer_fwd_s > 0
+
+
 # ---- refusals ----------------------------------------------------------------------------------
 
 
@@ -184,7 +223,7 @@ def test_the_ring_is_refused_for_a_sliding_window_and_the_all_to_all_for_heads_t
     with pytest.raises(FrontendError, match="--cp-comm-type p2p: toy-window's layer 0 .*sliding window of 512"):
         build_workload(TOY_WINDOW, H100, TrainingSetup(nodes=1, global_batch=8, context_parallel=2,
                                                        cp_comm_type="p2p"))
-    with pytest.raises(FrontendError, match="cp_comm_type must be one of p2p, a2a or None, got 'ring'"):
+    with pytest.raises(FrontendError, match="cp_comm_type must be one of p2p, a2a, allgather or None, got 'ring'"):
         TrainingSetup(cp_comm_type="ring")
     # 4 key/value heads: t 2 x c 4 leaves half a head per device
     with pytest.raises(FrontendError, match="--cp 4 by all-to-all .*the sliding-window layers need it.* "
@@ -260,6 +299,37 @@ def test_the_megatron_export_writes_each_layers_scheme() -> None:
     plain = load_problem(build_workload(TOY_WINDOW.with_changes(sliding_window=None, sliding_window_layers=()), H100,
                                         setup), strict=True)
     assert "cpCommTypes" not in plain.extra["model"]  # the ring everywhere: the workload as before
+
+
+def test_torchtitan_writes_the_rotate_method_of_the_one_scheme() -> None:
+    import tomllib
+
+    dense = TOY_WINDOW.with_changes(sliding_window=None, sliding_window_layers=())
+    for comm, rotate in ((None, "alltoall"), ("allgather", "allgather")):
+        setup = TrainingSetup(nodes=1, global_batch=32, context_parallel=2, cp_comm_type=comm)
+        problem = load_problem(build_workload(dense, H100, setup), strict=True)
+        ex = export_plan(problem, chain_plan(problem, [1, 1], 1, 4, "none+sp", other="none+sp"), "torchtitan")
+        par = tomllib.loads(ex.text)["parallelism"]
+        assert (par["context_parallel_degree"], par["context_parallel_rotate_method"]) == (2, rotate)
+        argv = export_plan(problem, chain_plan(problem, [1, 1], 1, 4, "none+sp", other="none+sp"),
+                           "megatron").data["args"]
+        assert args_dict(argv)["--cp-comm-type"] == (comm or "p2p")
+    # a workload whose layers mix the all-gather and the ring (written by hand: the front end gives one
+    # scheme, or the all-to-all on windows): two settings torchtitan cannot express
+    workload = build_workload(TOY_WINDOW, H100, TrainingSetup(nodes=1, global_batch=32, context_parallel=2,
+                                                              cp_comm_type="allgather"))
+    assert workload["model"]["cpCommTypes"] == ["allgather", "allgather"]
+    workload["model"]["cpCommTypes"] = ["allgather", "p2p"]
+    mixed = load_problem(workload, strict=True)
+    with pytest.raises(ExportError, match="mixes schemes over its layers \\(allgather, p2p\\)"):
+        export_plan(mixed, chain_plan(mixed, [1, 1], 1, 4, "none+sp", other="none+sp"), "torchtitan")
+    argv = export_plan(mixed, chain_plan(mixed, [1, 1], 1, 4, "none+sp", other="none+sp"), "megatron").data["args"]
+    at = argv.index("--cp-comm-type")
+    assert argv[at + 1:at + 3] == ["allgather", "p2p"]
+    workload["model"]["cpCommTypes"] = ["ring", "p2p"]
+    with pytest.raises(ExportError, match="cpCommTypes must be a list of 2 of p2p, a2a, allgather"):
+        export_plan(load_problem(workload, strict=True), chain_plan(mixed, [1, 1], 1, 4, "none+sp", other="none+sp"),
+                    "megatron")
 
 
 def test_plan_searches_only_the_degrees_whose_heads_split(tmp_path, capsys) -> None:
