@@ -1,6 +1,7 @@
 """The published rows with context parallelism (issue 31): [L3] Table 4's long-context row (16,384
 H100, TP 8, CP 16, PP 16, DP 8, sequence 131,072, 380 TFLOP/s per GPU), scored like the dense
-Llama 3 rows of :mod:`experiments.validate.rows` (same setup and assumptions) with ``--cp 16``.
+Llama 3 rows of :mod:`experiments.validate.rows` (same setup and assumptions) with ``--cp 16`` and
+the paper's all-gather of K and V (``--cp-comm-type allgather``).
 
 The row's batch: DP 8 x 16 sequences per replica = 128 sequences of 131,072 tokens (16M tokens,
 as Table 4 says). Published iteration time: the row's TFLOP/s converted with Megatron's FLOP count
@@ -33,9 +34,9 @@ __all__ = ["CONTEXT_ASSUMPTIONS", "context_variants", "llama3_context_cases"]
 
 #: added to the Llama 3 table's assumptions for the context-parallel row
 CONTEXT_ASSUMPTIONS = [
-    ("the long-context row (CP 16): Megatron-Core's ring attention (p2p; the paper's Section 3.3.2 describes an "
-     "all-gather of K and V instead), the sequence split in 2c chunks, each ring step's K, V transfer overlapped "
-     "with the previous step's attention (piper/frontend/context.py); v as for the dense rows"),
+    ("the long-context row (CP 16): the paper's all-gather of K and V (Section 3.3.2; Megatron-Core's "
+     "--cp-comm-type allgather, exposed, piper/frontend/context.py), the sequence split in 2c chunks; v as for the "
+     "dense rows"),
 ]
 
 
@@ -50,6 +51,7 @@ def llama3_context_cases() -> list[Case]:
         if c == 1:
             continue
         gpus, t, p, d, gb, cfg, setup, tflops, time_s = llama3_row(r, hw)
+        setup = replace(setup, cp_comm_type="allgather")  # [L3] Section 3.3.2's scheme
         layouts = []
         for vp in LLAMA3_VIRTUAL_STAGES:
             layout = Layout(tp=t, cp=c, pp=p, dp=d, recompute="none", sequence_parallel=True, vp=vp,
