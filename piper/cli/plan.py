@@ -59,7 +59,7 @@ from piper.core.plan import Plan
 from piper.core.problem import Problem
 from piper.core.result import Status
 from piper.frontend.caveats import prediction_caveats
-from piper.frontend.context import CP_COMM_TYPES, describe_comm_types, layer_comm_types
+from piper.frontend.context import CP_COMM_TYPES, SEARCH_SCHEMES, describe_comm_types, layer_comm_types
 from piper.frontend.config import TransformerConfig
 from piper.frontend.hardware import Hardware
 from piper.frontend.metrics import plan_metrics
@@ -97,10 +97,11 @@ def add_plan_parser(subparsers: Any) -> argparse.ArgumentParser:
                    help="fix the context-parallel size (default: searched, docs/frontend.md: 1, and for sequences "
                         "of 16k tokens or more the powers of two that leave >= 4k tokens per device)")
     g.add_argument("--max-cp", type=positive_int, metavar="C", help="search context-parallel sizes up to C only")
-    g.add_argument("--cp-comm-type", choices=CP_COMM_TYPES,
+    g.add_argument("--cp-comm-type", choices=(*CP_COMM_TYPES, SEARCH_SCHEMES),
                    help="context parallelism's scheme on every layer at c > 1: p2p (ring attention), a2a "
-                        "(all-to-all of the heads) or allgather (Llama 3's all-gather of K, V); default: a2a on "
-                        "sliding-window layers, p2p elsewhere")
+                        "(all-to-all of the heads) or allgather (Llama 3's all-gather of K, V); 'any' searches "
+                        "them (one workload each) and the default; default: a2a on sliding-window layers, p2p "
+                        "elsewhere")
     g.add_argument("--sequence-parallel", choices=SEQUENCE_PARALLEL_MODES, default="on",
                    help="at t > 1: 'on' (default) or 'off' for the whole model, as the frameworks' one switch "
                         "(Megatron-Core needs it on for MoE layers); 'per-layer' lets each layer choose (Piper's "
@@ -136,7 +137,7 @@ DEFAULT_TIME_LIMIT_S = 300.0
 
 def _candidate_summary(c: Candidate) -> dict[str, Any]:
     return {"context_parallel": c.context_parallel, "micro_batch": c.micro_batch, "expert_parallel": c.expert_parallel,
-            "uniform": c.uniform,
+            "cp_comm_type": c.cp_comm_type, "uniform": c.uniform,
             "status": c.result.status.value,
             "value": c.value if c.result.plan is not None else None, "time_s": c.result.time_s,
             "recompute": None if c.recompute is None else list(c.recompute),
@@ -146,7 +147,7 @@ def _candidate_summary(c: Candidate) -> dict[str, Any]:
 
 def _search_summary(search: PlanSearch) -> dict[str, Any]:
     """How the search went: solves made, solves cut off by a bound and why (docs/frontend.md)."""
-    return {"workloads": len({(c.context_parallel, c.expert_parallel, c.micro_batch, c.recompute, c.degrees)
+    return {"workloads": len({(c.context_parallel, c.cp_comm_type, c.expert_parallel, c.micro_batch, c.recompute, c.degrees)
                               for c in search.candidates}),
             "solves": search.solves, "cut_solves": search.cut_solves,
             "pruned_by_bound": search.pruned,
@@ -196,7 +197,8 @@ def _as_megatron_runs(problem: Problem, plan: Plan, batch_time_s: float) -> dict
 
 
 def _per_layer_optimum(cfg: Any, hw: Any, setup: Any, info: Any, options: Options, chosen: Candidate, check: bool,
-                       started: float, micro_batches: tuple[int, ...], cps: tuple[int, ...]) -> dict[str, Any]:
+                       started: float, micro_batches: tuple[int, ...], cps: tuple[int, ...],
+                       schemes: tuple[str | None, ...] | None = None) -> dict[str, Any]:
     """The best runnable plan with each layer choosing its recomputation (Piper's workload, which no
     framework runs), over the same c, e, micro-batch sizes and degrees as the answer's search: how
     much the one-setting rule costs. Solved in the time the command has left; ``batch_time_s`` None
@@ -209,7 +211,7 @@ def _per_layer_optimum(cfg: Any, hw: Any, setup: Any, info: Any, options: Option
                     "message": "no time left"}
     search = search_plans(cfg, hw, setup, info, replace(options, time_limit_s=left), micro_batches=micro_batches,
                           free=False, context_parallels=cps, prune=True, check_schedules=check, per_degree=True,
-                          iteration_keys=takes_iteration_keys(info, setup))
+                          iteration_keys=takes_iteration_keys(info, setup), cp_comm_types=schemes)
     best = search.runnable
     if best is None:
         return {"batch_time_s": None, "status": "/".join(sorted({c.result.status.value for c in search.candidates})),
@@ -304,7 +306,11 @@ def cmd_plan(args: argparse.Namespace) -> int:
     if args.cp_comm_type is not None and args.cp == 1:
         raise UsageError(f"--cp-comm-type {args.cp_comm_type} needs context parallelism: drop --cp 1")
     cfg, hw, setup = model_from_args(args, overlap_grad_reduce=args.overlap_grad_reduce,
-                                     overlap_param_gather=args.overlap_param_gather, cp_comm_type=args.cp_comm_type)
+                                     overlap_param_gather=args.overlap_param_gather,
+                                     cp_comm_type=None if args.cp_comm_type == SEARCH_SCHEMES else args.cp_comm_type)
+    # --cp-comm-type any: the per-layer default (the ring, and the all-to-all on sliding-window layers)
+    # and the two other schemes on every layer, one workload each at c > 1
+    schemes = (None, "a2a", "allgather") if args.cp_comm_type == SEARCH_SCHEMES else None
     if args.sequence_parallel == "off" and cfg.moe is not None:
         raise UsageError(f"--sequence-parallel off: {cfg.name}'s MoE layers need sequence parallelism at t > 1 "
                          "(Megatron-Core's rule); use on (the default) or per-layer")
@@ -322,7 +328,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     search = search_plans(cfg, hw, setup, info, options, micro_batches=micro_batch_choices(
         setup.global_batch, args.micro_batch), free=not args.uniform, progress=say, context_parallels=cps,
         prune=True, check_schedules=check, started=started, recomputes=recomputes, per_degree=True,
-        iteration_keys=takes_iteration_keys(info, setup))
+        iteration_keys=takes_iteration_keys(info, setup), cp_comm_types=schemes)
     chosen = search.free if args.free else search.runnable
     kept_failing = False
     if chosen is None:
@@ -346,7 +352,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
                                else setup, info, options, micro_batches=(c.micro_batch,), free=args.free,
                                context_parallels=(c.context_parallel,), degrees=c.degrees, check_schedules=check,
                                recomputes=(c.recompute,), per_degree=c.uniform, iteration_keys=search.iteration_keys,
-                               started=started)
+                               started=started, cp_comm_types=(c.cp_comm_type,))
             return one.free if args.free else one.runnable
 
         window = window_check(search, _scored_value(cfg, hw, setup, chosen, args.objective), info, options,
@@ -381,11 +387,11 @@ def cmd_plan(args: argparse.Namespace) -> int:
     exact = search.exact_over(not args.free)
     caveats = prediction_caveats(run_cfg, hw, chosen.context_parallel)  # the answer's micro-batch and c
     # each layer's context-parallel scheme of the answer (None at c = 1)
-    comm_types = layer_comm_types(cfg, setup.cp_comm_type) if chosen.context_parallel > 1 else None
+    comm_types = layer_comm_types(cfg, chosen.cp_comm_type) if chosen.context_parallel > 1 else None
     per_layer = None  # the per-layer search over the same workloads: what the one-setting rule costs
     if chosen.recompute is not None and not args.free:
         per_layer = _per_layer_optimum(cfg, hw, setup, info, options, chosen, check, started,
-                                       micro_batch_choices(setup.global_batch, args.micro_batch), cps)
+                                       micro_batch_choices(setup.global_batch, args.micro_batch), cps, schemes)
     # the free plan is Piper's (no framework runs one (d, t) per stage): only the runnable plan is asked
     megatron = None if args.free else _as_megatron_runs(chosen.problem, plan, score.batch_time)
     status = chosen.result.status.value
@@ -415,6 +421,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
                "micro_batch": chosen.micro_batch,
                "context_parallel": chosen.context_parallel, "context_parallel_searched": list(cps),
                "cp_comm_types": comm_types,
+               "cp_comm_type_searched": None if schemes is None else [k or "default" for k in schemes],
                "expert_parallel": chosen.expert_parallel,
                "schedule": plan.schedule.to_dict(), "objective": args.objective, "uniform": chosen.uniform,
                "exact": exact, "exact_all": search.exact, "gain_of_free": search.gain,
@@ -445,7 +452,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
     if len(cps) > 1 or chosen.context_parallel > 1:
         print(f"context       context-parallel size c = {chosen.context_parallel} (searched: "
               f"{', '.join(str(c) for c in cps)}); each stage's t is its tensor-parallel size x {chosen.context_parallel}"
-              + (f"; {describe_comm_types(comm_types)}" if comm_types else ""))
+              + (f"; {describe_comm_types(comm_types)}" if comm_types else "")
+              + ("" if schemes is None else " (schemes searched: the default, a2a, allgather)"))
     exactness = "not proven exact" if not exact else (
         "exact over 1F1B plans, every plan compared passing the schedule check" if rejected is not None else "exact")
     print(f"plan          {kind}: {m['stages']} stages, {schedule}, on {m['devices_used']} of {m['devices']} devices "

@@ -105,6 +105,7 @@ from piper.frontend.operations import (
 __all__ = [
     "CP_COMM_TYPES",
     "MIN_SEARCH_SEQ",
+    "SEARCH_SCHEMES",
     "MIN_TOKENS_PER_DEVICE",
     "ExchangedAttention",
     "RingAttention",
@@ -130,6 +131,8 @@ __all__ = [
 #: "p2p", the ring (Megatron-Core's default), "a2a", the all-to-all, and "allgather", Llama 3's
 #: all-gather of K and V (module docstring)
 CP_COMM_TYPES = ("p2p", "a2a", "allgather")
+#: ``python -m piper plan --cp-comm-type any``: search the schemes (one workload each at c > 1)
+SEARCH_SCHEMES = "any"
 
 #: the planner searches c > 1 by default only for sequences at least this long (tokens); below it
 #: the activations of one sequence are small next to the weights and a 2-way split of 8k tokens or

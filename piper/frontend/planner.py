@@ -116,6 +116,9 @@ class Candidate:
     rejected_check: ScheduleCheck | None = None
     #: the degree keys t the workload offers (None: every degree allowed)
     degrees: tuple[int, ...] | None = None
+    #: the workload's ``TrainingSetup.cp_comm_type`` (None: the per-layer default,
+    #: :func:`piper.frontend.context.layer_comm_type`)
+    cp_comm_type: str | None = None
 
     @property
     def pruned(self) -> bool:
@@ -289,7 +292,7 @@ def search_plans(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup, inf
                  context_parallels: tuple[int, ...] = (1,), degrees: tuple[int, ...] | None = None,
                  prune: bool = False, check_schedules: bool = False, started: float | None = None,
                  recomputes: tuple[tuple[str, ...] | None, ...] = (None,), per_degree: bool = False,
-                 iteration_keys: bool = False) -> PlanSearch:
+                 iteration_keys: bool = False, cp_comm_types: tuple[str | None, ...] | None = None) -> PlanSearch:
     """Solve the model's workload for every context-parallel size c and micro-batch size b, uniform
     and (``free``) free; the time limit of ``options`` is for the whole search, shared out as it goes.
 
@@ -330,7 +333,11 @@ def search_plans(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup, inf
 
     ``iteration_keys``: the workloads carry the optimizer step and the setup's overlap of the resync
     (each plan's own window; module docstring); the solver must honour them
-    (:func:`takes_iteration_keys`). Without: neither, whatever the setup asks."""
+    (:func:`takes_iteration_keys`). Without: neither, whatever the setup asks.
+
+    ``cp_comm_types``: the context-parallel schemes to search at c > 1, one workload each
+    (``TrainingSetup.cp_comm_type`` values; None in it: the per-layer default); a scheme that leaves
+    no degree at some c (the all-to-all's heads) is skipped there. Default: the setup's alone."""
     start = time.perf_counter() if started is None else started
     if iteration_keys and not takes_iteration_keys(info, setup):
         raise ValueError(f"solver {info.name!r} with this setup does not take the iteration keys (docs/problem.md §10)")
@@ -343,16 +350,23 @@ def search_plans(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup, inf
     experts = ([e for e, _ in expert_layouts(cfg, 1, setup.nodes * hw.devices_per_node, False)]
                if cfg.moe is not None and setup.expert_parallel is None else [setup.expert_parallel or 1])
 
-    def degree_sets(c: int) -> list[tuple[int, ...] | None]:
+    def schemes(c: int) -> list[str | None]:
+        """The context-parallel schemes searched at c (one at c = 1, where none runs)."""
+        if c == 1 or cp_comm_types is None:
+            return [setup.cp_comm_type]
+        return [k for k in cp_comm_types
+                if offered_degrees(cfg, hw, replace(setup, context_parallel=c, cp_comm_type=k))]
+
+    def degree_sets(c: int, k: str | None) -> list[tuple[int, ...] | None]:
         if not per_degree:
             return [degrees]
-        offered = degrees or tuple(offered_degrees(cfg, hw, replace(setup, context_parallel=c)))
+        offered = degrees or tuple(offered_degrees(cfg, hw, replace(setup, context_parallel=c, cp_comm_type=k)))
         return [(t,) for t in offered]
 
-    keys = [(c, e, b, r, dg) for c in context_parallels for e in experts for b in micro_batches for r in recomputes
-            for dg in degree_sets(c)]
-    free_keys = [(c, e, b, r, degrees) for c in context_parallels for e in experts for b in micro_batches
-                 for r in recomputes] if free else []
+    keys = [(c, k, e, b, r, dg) for c in context_parallels for k in schemes(c) for e in experts for b in micro_batches
+            for r in recomputes for dg in degree_sets(c, k)]
+    free_keys = [(c, k, e, b, r, degrees) for c in context_parallels for k in schemes(c) for e in experts
+                 for b in micro_batches for r in recomputes] if free else []
     total = len(keys) + len(free_keys)
     problems: dict[tuple, tuple[Problem, dict]] = {}
     # the DP takes the upper_bound knob for the batch time and for interleaved-only searches; Piper's
@@ -374,7 +388,7 @@ def search_plans(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup, inf
         params = {**options.params, **({"upper_bound": cutoff} if cutoff is not None else {})}
         res = info(problem, replace(options, uniform=uniform, time_limit_s=left, params=params))
         solves += 1
-        c, e, b, r, dg = key
+        c, k, e, b, r, dg = key
         rejected, rejected_check = None, None
         while check_schedules and res.plan is not None and res.plan.schedule.interleaved and res.score is not None:
             check = check_schedule(problem, res.plan, res.score)
@@ -400,13 +414,14 @@ def search_plans(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup, inf
                                           f"{alt[0].groups}, v = {alt[0].schedule.virtual_stages}), better than the "
                                           f"schedule check's "
                                           f"descent ({res.value:.6g})")
-        cand = Candidate(b, uniform, problem, workload, res, c, e, r, cutoff, rejected, rejected_check, dg)
+        cand = Candidate(b, uniform, problem, workload, res, c, e, r, cutoff, rejected, rejected_check, dg, k)
         if progress is not None:
             what = (("uniform" if uniform else "free") + (f", experts e={e}" if cfg.moe is not None else "")
                     + ("" if r is None else f", recompute {'/'.join(r)}")
                     + (f", degree {dg[0]}" if per_degree and dg is not None and len(dg) == 1 else ""))
             value = f"{res.value:.6g}" if math.isfinite(res.value) else f"no plan ({res.status.value})"
-            where = f"context-parallel {c}, " if len(context_parallels) > 1 or c > 1 else ""
+            where = (f"context-parallel {c}" + (f" ({k or 'default'} scheme)" if cp_comm_types is not None and c > 1
+                                                 else "") + ", ") if len(context_parallels) > 1 or c > 1 else ""
             cut = "" if cutoff is None else f", below {cutoff:.6g}"
             if cand.pruned:
                 value = "pruned by bound (proven: no plan below the cutoff)"
@@ -420,8 +435,8 @@ def search_plans(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup, inf
     def build(key: tuple) -> None:
         if key in problems:
             return
-        c, e, b, r, dg = key
-        run_setup = replace(keyed, context_parallel=c)
+        c, k, e, b, r, dg = key
+        run_setup = replace(keyed, context_parallel=c, cp_comm_type=k)
         if cfg.moe is not None:
             run_setup = replace(run_setup, expert_parallel=e)
         workload = build_workload(cfg.with_changes(micro_batch=b), hw, run_setup, degrees=dg, recompute=r)
@@ -437,9 +452,9 @@ def search_plans(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup, inf
     if free:
         uniform_value: dict[tuple, float] = {}
         for x in candidates:
-            k = (x.context_parallel, x.expert_parallel, x.micro_batch, x.recompute)
+            k = (x.context_parallel, x.cp_comm_type, x.expert_parallel, x.micro_batch, x.recompute)
             uniform_value[k] = min(uniform_value.get(k, math.inf), x.value)
-        order = sorted(free_keys, key=lambda key: uniform_value.get(key[:4], math.inf))
+        order = sorted(free_keys, key=lambda key: uniform_value.get(key[:5], math.inf))
         incumbent = math.inf
         for key in order:
             build(key)
@@ -500,7 +515,7 @@ def as_scored(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup, cand: 
     plan = cand.result.plan
     d = plan.stages[0].d
     m = max(1, setup.global_batch // (cand.micro_batch * d))
-    run = replace(setup, optimizer_step=True, context_parallel=cand.context_parallel,
+    run = replace(setup, optimizer_step=True, context_parallel=cand.context_parallel, cp_comm_type=cand.cp_comm_type,
                   resync_overlap_microbatches=overlap_microbatches(plan.groups, plan.schedule.virtual_stages, m),
                   resync_overlap_window=WINDOW_MICROBATCH)
     if cfg.moe is not None:

@@ -31,9 +31,9 @@ def test_the_rows_are_llama3s_three_and_the_latest_release_of_each_moe_layout() 
 
 @pytest.mark.parametrize("name, vp", [("qwen3-30b-a3b 26.06", 1), ("llama3-405b-16384-cp16", 8), ("llama3-405b-16384", 8)])
 def test_a_plan_is_rescored_as_score_prices_the_same_layout(name: str, vp: int) -> None:
-    """The published layout's own plan, handed over as a search candidate (its c, e, b, recomputation,
-    degree and, at v = 8, the resync's overlap window), is rescored to score_layout's batch time: the
-    two sides share one pricing."""
+    """The published layout's own plan, handed over as a search candidate (its c and scheme, e, b,
+    recomputation, degree and, at v = 8, the resync's overlap window), is rescored to score_layout's
+    batch time: the two sides share one pricing."""
     case = _case(name)
     lay = next(lay for _, lay in case.extra.get("variants", ((case.cfg, case.layout),)) if lay.vp == vp)
     cfg = case.cfg.with_changes(micro_batch=1)
@@ -41,7 +41,7 @@ def test_a_plan_is_rescored_as_score_prices_the_same_layout(name: str, vp: int) 
     assert meg["batch_time_s"] is not None
     plan = layout_plan(meg["problem"], check_layout(cfg, case.hw, case.setup, lay), lay)
     cand = Candidate(1, True, None, None, SimpleNamespace(plan=plan), lay.cp, lay.ep, (lay.recompute,),
-                     degrees=(lay.width,))
+                     degrees=(lay.width,), cp_comm_type=case.setup.cp_comm_type)
     assert rescore_candidate(case, case.hw, cand) == pytest.approx(meg["batch_time_s"], rel=1e-12)
     if case.cfg.moe is not None:  # (the long-context row has b = 1 only: 128 sequences over 16 x 8 chunks)
         # and it is not a constant: a micro-batch of 2 with the same plan is priced differently

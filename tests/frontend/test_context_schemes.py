@@ -347,3 +347,28 @@ def test_plan_searches_only_the_degrees_whose_heads_split(tmp_path, capsys) -> N
     out = json.loads(capsys.readouterr().out)
     assert out["context_parallel"] == 2
     assert {st["tensorParallelDegree"] for st in out["plan"]["stages"]} == {2}  # t_tensor 1 x c 2
+
+
+def test_plan_searches_the_schemes_with_any(tmp_path, capsys) -> None:
+    """``--cp-comm-type any``: one workload per scheme at c > 1; the answer is the best of the three
+    searches made with each scheme fixed, and names its scheme."""
+    raw = {"model_type": "llama", "num_hidden_layers": 2, "hidden_size": 512, "num_attention_heads": 8,
+           "num_key_value_heads": 8, "intermediate_size": 1024, "vocab_size": 1000, "max_position_embeddings": 65536,
+           "hidden_act": "silu"}
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(raw))
+    # 1 GB per device: the 65,536-token sequence needs context parallelism (c = 4)
+    common = ["plan", str(path), "--gpu", "h100", "--nodes", "1", "--seq", "65536", "--global-batch", "8",
+              "--memory", "1GB", "--uniform", "--json"]
+    values = {}
+    for scheme in ("p2p", "a2a", "allgather"):
+        assert run_main(main, [*common, "--cp-comm-type", scheme]) == 0
+        values[scheme] = json.loads(capsys.readouterr().out)["batch_time_s"]
+    assert run_main(main, [*common, "--cp-comm-type", "any"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["cp_comm_type_searched"] == ["default", "a2a", "allgather"]
+    assert {c["cp_comm_type"] for c in out["candidates"] if c["context_parallel"] > 1} == {None, "a2a", "allgather"}
+    assert out["batch_time_s"] == pytest.approx(min(values.values()), rel=1e-12)
+    winner = min(values, key=values.get)
+    assert out["context_parallel"] > 1 and set(out["cp_comm_types"]) == {winner}
+    assert len(set(values.values())) == 3  # the schemes price differently here
