@@ -114,10 +114,12 @@ def export_deepspeed(ep: ExportPlan) -> Export:
                      "device group); DeepSpeed's pipeline engine (deepspeed.runtime.pipe) runs 1F1B only",
                      hint="re-plan with --schedule 1f1b")
     if ep.context_parallel > 1:
+        types = sorted({ep.model.cp_comm_type_of(i) if ep.model is not None else "p2p" for i in range(ep.num_layers)})
         raise refuse("deepspeed", "E4", f"the workload was built for context parallelism c={ep.context_parallel} "
-                     "(Megatron-Core's ring attention: each device keeps s/c tokens and passes K, V around); "
-                     "DeepSpeed's sequence parallelism is Ulysses (an all-to-all that splits the attention heads), "
-                     "another scheme with other costs", hint="re-plan with --cp 1 or export to Megatron-LM")
+                     f"(Megatron-Core's --cp-comm-type {', '.join(types)}); DeepSpeed's pipeline engine has no "
+                     "context parallelism (its Ulysses sequence parallelism, the a2a scheme, is wired through "
+                     "DistributedAttention in the model code and the Hugging Face integration, not ds_config)",
+                     hint="re-plan with --cp 1 or export to Megatron-LM")
     d, t = ep.uniform()
     p = ep.pipeline
     notes = list(ep.notes)

@@ -59,4 +59,4 @@ def test_deepspeed_refuses_context_parallelism():
     # tensor 1 x context 2, no sequence parallelism, full recomputation: DeepSpeed could run it but for c
     with pytest.raises(ExportError, match="Ulysses") as info:
         export_plan(problem, chain_plan(problem, [4, 4], 2, 2, "full", other="none"), "deepspeed")
-    assert "\n" not in str(info.value) and "c=2" in str(info.value)
+    assert "\n" not in str(info.value) and "c=2" in str(info.value) and "--cp-comm-type p2p" in str(info.value)
