@@ -105,8 +105,8 @@ from piper.frontend.operations import (
 __all__ = [
     "CP_COMM_TYPES",
     "MIN_SEARCH_SEQ",
-    "SEARCH_SCHEMES",
     "MIN_TOKENS_PER_DEVICE",
+    "SEARCH_SCHEMES",
     "ExchangedAttention",
     "RingAttention",
     "all_gather_attention",
@@ -330,7 +330,8 @@ def all_to_all_attention(hw: Hardware, cfg: TransformerConfig, c: int, t_tensor:
                             + ("; the sliding-window layers need it" if windowed else "")
                             + f") at tensor-parallel size {t_tensor}: the {cfg.attention_heads} query and {kv} "
                             f"key/value heads must divide by t x c = {t_tensor * c} (each device attends a / (t c) "
-                            "heads); use " + ("" if windowed else "--cp-comm-type p2p or ") + "a smaller --cp or --tp")
+                            "heads); use --cp-comm-type " + ("allgather" if windowed else "p2p or allgather")
+                            + ", or a smaller --cp or --tp")
     s = cfg.seq_length
     ratio = c * attention_score_fraction(s, window) / attention_score_fraction(s // c, window)
     per_width = cfg.precision_bytes * cfg.micro_batch * (s / c) / t_tensor

@@ -310,7 +310,7 @@ def score_layout(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup, lay
                       + ("; MoE layers: the ACTIVE parameters (router + k routed experts + shared experts)"
                          if cfg.moe is not None else ""),
         "ep": layout.ep, "etp": layout.etp,
-        # each layer's context-parallel scheme, "p2p" or "a2a" (piper/frontend/context.py); None at c = 1
+        # each layer's context-parallel scheme, "p2p", "a2a" or "allgather" (piper/frontend/context.py); None at c = 1
         "cp_comm_types": context.layer_comm_types(cfg, setup.cp_comm_type) if layout.cp > 1 else None,
         "max_memory_bytes": max_mem,
         # a diagnostic: the activations counted by the schedule's pass order (docs/problem.md §9.2's limit)

@@ -332,7 +332,7 @@ def model_parallel_node_costs(cfg: TransformerConfig, hw: Hardware, setup: Train
     """The TMPCs of a node at degree key t, the model-parallel width t_tensor x c with
     c = ``setup.context_parallel`` (docs/problem.md §11): :func:`node_costs` at c = 1, else the
     tensor-parallel costs of s / c tokens at t_tensor = t / c with the layer's context-parallel
-    attention (ring or all-to-all: :func:`~piper.frontend.context.layer_comm_type`), the weights'
+    attention (ring, all-to-all or all-gather: :func:`~piper.frontend.context.layer_comm_type`), the weights'
     reduction over c and the state sharded over c (:mod:`piper.frontend.context`). ``variant``
     "moe": an MoE layer (:func:`~piper.frontend.moe_costs.layer_costs`): the same, its experts
     dispatching the s / c tokens of each device and their weights, state and copies as at c = 1

@@ -229,9 +229,9 @@ def test_the_ring_is_refused_for_a_sliding_window_and_the_all_to_all_for_heads_t
     with pytest.raises(FrontendError, match="--cp 4 by all-to-all .*the sliding-window layers need it.* "
                                             "8 query and 4 key/value heads must divide by t x c = 8"):
         build_workload(TOY_WINDOW, H100, TrainingSetup(nodes=1, global_batch=8, context_parallel=4), degrees=(8,))
-    with pytest.raises(FrontendError, match="use a smaller --cp or --tp$"):  # no ring to suggest: windows
+    with pytest.raises(FrontendError, match="use --cp-comm-type allgather, or a smaller --cp or --tp$"):  # windows
         all_to_all_attention(H100, TOY_WINDOW, 8, 1, 1e12, 2.5e12, 512)
-    with pytest.raises(FrontendError, match="use --cp-comm-type p2p or a smaller --cp or --tp$"):
+    with pytest.raises(FrontendError, match="use --cp-comm-type p2p or allgather, or a smaller --cp or --tp$"):
         all_to_all_attention(H100, TOY_MLA, 8, 1, 1e12, 2.5e12)
     # the search's workload offers only the degrees whose heads split: t 1 x c 4
     problem = load_problem(build_workload(TOY_WINDOW, H100, TrainingSetup(nodes=1, global_batch=8,
