@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from piper.cli.common import run_main
 from piper.cli.main import main
@@ -25,6 +27,7 @@ from piper.frontend.context import (
     context_resync_s,
     kv_block_bytes,
     layer_comm_type,
+    ring_attention,
 )
 from piper.frontend.hardware import hardware
 from piper.frontend.moe import MLAConfig
@@ -372,3 +375,34 @@ def test_plan_searches_the_schemes_with_any(tmp_path, capsys) -> None:
     winner = min(values, key=values.get)
     assert out["context_parallel"] > 1 and set(out["cp_comm_types"]) == {winner}
     assert len(set(values.values())) == 3  # the schemes price differently here
+
+
+@settings(max_examples=60, deadline=None)
+@given(heads=st.sampled_from([4, 8, 16, 32]), kv_share=st.sampled_from([1, 2, 4, 8]),
+       seq=st.sampled_from([4096, 8192, 32768, 131072]), window=st.one_of(st.none(), st.integers(1, 200_000)),
+       c=st.sampled_from([2, 4, 8, 16]), tt=st.sampled_from([1, 2, 4]), b=st.sampled_from([1, 2]))
+def test_exchanged_schemes_do_a_cth_of_the_attention_and_cost_at_least_it(heads, kv_share, seq, window, c, tt,
+                                                                          b) -> None:
+    """For any shape: c devices of the all-to-all or the all-gather execute exactly the layer's
+    attention FLOPs at c = 1; their exchanges take time; the ring's step never beats its attention."""
+    kv = max(1, heads // kv_share)
+    cfg = TOY_WINDOW.with_changes(attention_heads=heads, kv_heads=kv, hidden_size=64 * heads, seq_length=seq,
+                                  micro_batch=b, sliding_window=window, sliding_window_layers=(0,) if window else ())
+    if seq % (2 * c) or heads % tt:
+        return
+    hw = H100.with_changes(kernel_overhead_s=0.0)
+    local = cfg.with_changes(seq_length=seq // c)
+    f_loc, b_loc = _flash(node_ops("transformer", local, hw, tt, "none", tt > 1, window=window))
+    f_one, b_one = _flash(node_ops("transformer", cfg, hw, tt, "none", tt > 1, window=window))
+    per_flop = 1.0 / (hw.peak_flops * hw.flash_attention_efficiency)
+    gather = all_gather_attention(hw, cfg, c, tt, f_loc.flops, b_loc.flops, "nvlink", window)
+    schemes = [gather]
+    if all_to_all_heads_ok(cfg, c, tt):
+        schemes.append(all_to_all_attention(hw, cfg, c, tt, f_loc.flops, b_loc.flops, window))
+    for scheme in schemes:
+        assert c * scheme.attention_fwd_s == pytest.approx(f_one.flops * per_flop, rel=1e-9)
+        assert c * scheme.attention_bwd_s == pytest.approx(b_one.flops * per_flop, rel=1e-9)
+        assert scheme.forward_s > scheme.attention_fwd_s and scheme.backward_s > scheme.attention_bwd_s
+    assert gather.transfer_bwd_s > gather.transfer_fwd_s  # the gathers again, then the reduce-scatters
+    ring = ring_attention(hw, c, f_loc.time_s, b_loc.time_s, kv_block_bytes(cfg, c, tt), "nvlink")
+    assert ring.forward_s >= c * f_loc.time_s and ring.exposed_fwd_s >= 0
