@@ -71,6 +71,16 @@ def _order_note(m: dict[str, Any]) -> str:
     return f"; by the schedule's pass order {order / 1e9:.2f} GB"
 
 
+def _breakdown(m: dict[str, Any]) -> str:
+    """What fills the fullest stage: activations (micro-batches in flight), whole state, sharded state."""
+    b, gb = m["memory_breakdown"], 1e9
+    y = b["microbatches_in_flight"]
+    return (f"\n              stage {b['stage']}: activations {b['activations_bytes'] / gb:.2f} GB ({y:.4g} micro-batch"
+            f"{'' if y == 1 else 'es'} in flight), weights, gradients and unsharded state {b['state_bytes'] / gb:.2f} GB, sharded optimizer "
+            f"state {b['sharded_state_bytes'] / gb:.2f} GB"
+            + (f", experts {b['expert_bytes'] / gb:.2f} GB" if b["expert_bytes"] else ""))
+
+
 def _text(m: dict[str, Any]) -> str:
     gb = 1e9
     lines = [
@@ -85,7 +95,7 @@ def _text(m: dict[str, Any]) -> str:
         lines.append(f"context       c = {m['cp']}: {describe_comm_types(m['cp_comm_types'])}")
     if not m["fits"]:
         lines.append(f"memory        {m['max_memory_bytes'] / gb:.2f} GB per GPU > limit {m['memory_limit_bytes'] / gb:.2f} GB "
-                     f"(device less a reserve of {m['memory_reserve_bytes'] / gb:.2f} GB): does not fit")
+                     f"(device less a reserve of {m['memory_reserve_bytes'] / gb:.2f} GB): does not fit" + _breakdown(m))
         return "\n".join(lines)
     b = m["bottleneck"]
     parts = ", ".join(f"{k.replace('_', ' ')} {v:.3g} s" for k, v in b["seconds"].items() if v > 0)
@@ -95,7 +105,7 @@ def _text(m: dict[str, Any]) -> str:
         (f"model FLOPs   {m['model_tflops_per_gpu']:.4g} TFLOP/s per GPU, MFU {100 * m['mfu']:.1f}% "
          f"(Megatron's count: full attention; {100 * m['mfu_causal']:.1f}% with its causal half)"),
         f"memory        {m['max_memory_bytes'] / gb:.2f} GB per GPU of {m['memory_limit_bytes'] / gb:.2f} GB "
-        f"(device less a reserve of {m['memory_reserve_bytes'] / gb:.2f} GB)" + _order_note(m),
+        f"(device less a reserve of {m['memory_reserve_bytes'] / gb:.2f} GB)" + _order_note(m) + _breakdown(m),
         f"bottleneck    stage {b['stage']}: {b['largest'].replace('_', ' ')} ({parts})",
     ]
     return "\n".join(lines)

@@ -65,7 +65,7 @@ from piper.core.options import OBJECTIVES, TPS
 from piper.core.plan import Plan, Schedule
 from piper.core.problem import TMPC, Problem, overlap_window
 
-__all__ = ["PlanError", "StageScore", "Score", "evaluate", "check_plan", "iteration_terms"]
+__all__ = ["MemoryTerms", "PlanError", "StageScore", "Score", "evaluate", "check_plan", "iteration_terms", "memory_terms"]
 
 
 @dataclass(frozen=True)
@@ -297,6 +297,48 @@ def _expert_terms(c: TMPC, d: int, t: int, f: float, n_mb: int) -> tuple[float, 
     terms = c.expert_terms(d, t, f, n_mb)
     assert terms is not None, "rule 6 is checked by check_plan"
     return terms
+
+
+@dataclass(frozen=True)
+class MemoryTerms:
+    """One stage's (an interleaved plan's: one device group's) memory per device by term, bytes:
+    what :func:`evaluate` sums into ``StageScore.memory`` (docs/problem.md §2, §9.2, §11)."""
+
+    #: sum of memoryUsageA x y: the activations of the y micro-batches in flight
+    activations: float
+    #: sum of memoryUsageB: what each device keeps whole (weights, unsharded gradients and state)
+    state: float
+    #: sum of memoryUsageShardedB / d: the state sharded over the d replicas
+    sharded_state: float
+    #: the expert keys' memory (§11; 0 without them)
+    experts: float
+    #: y, the micro-batches in flight (chunk-micro-batches / v for an interleaved group)
+    y: int | float
+
+    @property
+    def total(self) -> float:
+        return self.activations + self.state + self.sharded_state + self.experts
+
+
+def memory_terms(problem: Problem, plan: Plan, score: Score) -> list[MemoryTerms]:
+    """The memory of each of ``score.stages`` (``evaluate(problem, plan)``) split by term: their
+    totals are the stages' ``memory`` (a diagnostic for people: what fills a device)."""
+    chosen = check_plan(problem, plan)
+    f, n_mb = problem.resync_factor, problem.microbatches
+    out = []
+    for i, st in enumerate(score.stages):
+        chunks = st.chunks if plan.schedule.interleaved else (i,)
+        act = state = sharded = experts = 0.0
+        for j in chunks:
+            for u in plan.stages[j].nodes:
+                c = chosen[u]
+                act += c.memory_a * st.y
+                state += c.memory_b
+                sharded += c.memory_sharded / st.d
+                if c.has_expert_terms:
+                    experts += _expert_terms(c, st.d, st.t, f, n_mb)[1]
+        out.append(MemoryTerms(act, state, sharded, experts, st.y))
+    return out
 
 
 def evaluate(problem: Problem, plan: Plan) -> Score:

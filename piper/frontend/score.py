@@ -29,7 +29,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from piper.core.errors import FrontendError
-from piper.core.evaluate import Score, evaluate
+from piper.core.evaluate import Score, evaluate, memory_terms
 from piper.core.pass_order import schedule_order_memory
 from piper.core.plan import Plan, Schedule, Stage
 from piper.core.problem import Problem
@@ -247,6 +247,15 @@ def model_flops(cfg: TransformerConfig, global_batch: int, causal: bool = False)
     return full - global_batch * cfg.layers * 3 * costs.attention_core_forward_flops(cfg) / 2
 
 
+def _memory_breakdown(problem: Problem, plan: Plan, score: Score) -> dict[str, Any]:
+    """The fullest stage's (device group's) memory per device by term, bytes."""
+    terms = memory_terms(problem, plan, score)
+    i = max(range(len(terms)), key=lambda k: score.stages[k].memory)
+    t = terms[i]
+    return {"stage": i + 1, "activations_bytes": t.activations, "microbatches_in_flight": t.y,
+            "state_bytes": t.state, "sharded_state_bytes": t.sharded_state, "expert_bytes": t.experts}
+
+
 def _bottleneck(score: Score, problem: Problem, comm_share: float) -> dict[str, Any]:
     """What bounds the iteration: per-sample terms of the slowest stage, and the pipeline's fill and drain."""
     i = score.bottleneck
@@ -313,6 +322,8 @@ def score_layout(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup, lay
         # each layer's context-parallel scheme, "p2p", "a2a" or "allgather" (piper/frontend/context.py); None at c = 1
         "cp_comm_types": context.layer_comm_types(cfg, setup.cp_comm_type) if layout.cp > 1 else None,
         "max_memory_bytes": max_mem,
+        # what fills the fullest stage's devices (piper.core.evaluate.memory_terms)
+        "memory_breakdown": _memory_breakdown(problem, plan, score),
         # a diagnostic: the activations counted by the schedule's pass order (docs/problem.md §9.2's limit)
         "schedule_order_memory_bytes": max(schedule_order_memory(problem, plan, score)),
         "memory_limit_bytes": problem.memory_per_device,

@@ -23,12 +23,18 @@ def test_json_is_one_object(capsys):
     assert m["schedule_order_memory_bytes"] == pytest.approx(m["max_memory_bytes"])
     assert m["tokens_per_s"] == pytest.approx(16 * 2048 / m["batch_time_s"])
     assert 0 < m["mfu"] < 1 and m["mfu_causal"] < m["mfu"]
+    # the fullest stage's memory by term adds up to it: 1F1B's first stage holds p = 2 micro-batches
+    b = m["memory_breakdown"]
+    assert b["stage"] == 1 and b["microbatches_in_flight"] == 2 and b["expert_bytes"] == 0
+    parts = b["activations_bytes"] + b["state_bytes"] + b["sharded_state_bytes"]
+    assert parts == pytest.approx(m["max_memory_bytes"], rel=1e-12) and b["activations_bytes"] > 0
 
 
 def test_text_and_interleaved(capsys):
     assert run_main(main, [*BASE, "--vp", "2", "--global-batch", "32"]) == 0
     out = capsys.readouterr().out
     assert "v=2 (interleaved)" in out and "iteration" in out and "bottleneck" in out
+    assert "micro-batches in flight), weights, gradients and unsharded state" in out
 
 
 @pytest.mark.parametrize("extra, flag", [
