@@ -134,7 +134,9 @@ def export_torchtitan(ep: ExportPlan) -> Export:
             raise refuse("torchtitan", "E4", f"the plan's context parallelism c={c} runs the all-to-all scheme "
                          f"(--cp-comm-type a2a) on {types.count('a2a')} of {ep.num_layers} layers (first: layer "
                          f"{first}, 0-based); torchtitan's context parallelism passes K and V around a ring or "
-                         "all-gathers them; re-plan with --cp-comm-type allgather or p2p, or export to megatron")
+                         "all-gathers them; re-plan with --cp-comm-type allgather"
+                         + ("" if ep.model is not None and ep.model.sliding_window is not None else " or p2p")
+                         + ", or export to megatron")
         if len(set(types)) > 1:
             raise refuse("torchtitan", "E4", f"the plan's context parallelism c={c} mixes schemes over its layers "
                          f"({', '.join(sorted(set(types)))}); torchtitan's context_parallel_rotate_method is one "

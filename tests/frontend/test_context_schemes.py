@@ -292,7 +292,7 @@ def test_the_megatron_export_writes_each_layers_scheme() -> None:
     argv = export_plan(problem, plan, "megatron").data["args"]
     at = argv.index("--cp-comm-type")
     assert argv[at + 1:at + 3] == ["a2a", "p2p"] and argv[at + 3].startswith("--")
-    with pytest.raises(ExportError, match="all-to-all scheme .*on 1 of 2 layers"):
+    with pytest.raises(ExportError, match="all-to-all scheme .*on 1 of 2 layers.*--cp-comm-type allgather, or export"):
         export_plan(problem, plan, "torchtitan")
     every = load_problem(build_workload(TOY_WINDOW, H100, TrainingSetup(nodes=1, global_batch=32, context_parallel=2,
                                                                         cp_comm_type="a2a")), strict=True)
