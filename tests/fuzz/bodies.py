@@ -227,6 +227,36 @@ def model_cli(argv: list[str]) -> None:
     assert_contract(rc, out, err, "piper", json_out=True)
 
 
+#: ``score``'s layout flags with a value (issues 30, 31), its switches, and values a layout takes
+SCORE_FLAGS = ("--tp", "--cp", "--pp", "--dp", "--vp", "--ep", "--etp", "--cp-comm-type", "--micro-batch", "--seq",
+               "--global-batch", "--recompute", "--precision", "--token-dispatcher", "--nodes", "--memory-reserve")
+SCORE_SWITCHES = ("--sequence-parallel", "--overlap-grad-reduce", "--overlap-param-gather", "--shard-gradients",
+                  "--tp-comm-overlap", "--no-flash-attention", "--account-for-embedding-in-pipeline-split",
+                  "--account-for-loss-in-pipeline-split")
+SCORE_VALUES = st.sampled_from(["1", "2", "4", "8", "16", "3", "p2p", "a2a", "allgather", "any", "none", "selective",
+                                "full", "fp8", "bf16", "flex", "alltoall", "4096", "65536", "131072", "1GB"])
+
+
+@st.composite
+def score_argv(draw: st.DrawFn) -> list[str]:
+    """``score`` on a preset (dense, MoE, MLA, sliding windows) with layout flags that often do not
+    fit together (context, expert and pipeline sizes, schemes) and hostile values."""
+    model = draw(st.sampled_from(["llama3-8b", "qwen3-30b-a3b", "gpt-oss-120b", "deepseek-v3", "mixtral-8x7b"]))
+    argv = ["score", model, "--gpu", "h100", "--nodes", "2", "--tp", "1", "--global-batch", "64"]
+    for _ in range(draw(st.integers(1, 5))):
+        value = draw(st.one_of(SCORE_VALUES, SCORE_VALUES, FLAG_VALUES))
+        argv += [f"{draw(st.sampled_from(SCORE_FLAGS))}={value}"]
+    argv += draw(st.lists(st.sampled_from(SCORE_SWITCHES), max_size=3, unique=True))
+    return argv + ["--json"]
+
+
+def score_cli(argv: list[str]) -> None:
+    """A score, one JSON object, or one error line (exit 2); never a traceback, within the margin."""
+    rc, out, err, took = call(piper_main, argv, "piper")
+    assert_contract(rc, out, err, "piper", json_out=True)
+    assert took <= 30 + MARGIN_S, (argv, took)
+
+
 #: experiments commands: (main, leading argv, the flags of each kind)
 def _experiment_mains() -> list[tuple[str, Any, list[str]]]:
     from experiments import bench, bench_backends, bench_exact, bench_exact_workloads

@@ -71,6 +71,12 @@ def test_model_command(argv):
     bodies.model_cli(argv)
 
 
+@fast(25)
+@given(bodies.score_argv())
+def test_score_command(argv):
+    bodies.score_cli(argv)
+
+
 @fast(14)
 @given(bodies.experiment_argv())
 def test_experiments_refuse_bad_flags(case):

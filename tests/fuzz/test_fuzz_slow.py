@@ -68,6 +68,12 @@ def _model(argv):
 
 
 @SETTINGS
+@given(bodies.score_argv())
+def _score(argv):
+    bodies.score_cli(argv)
+
+
+@SETTINGS
 @given(bodies.experiment_argv())
 def _experiments(case):
     bodies.experiment_cli(*case)
@@ -88,7 +94,7 @@ def _compare(pairs):
 
 #: (property, share of the budget)
 RUNS = [(_workload_dicts, 1), (_workload_files, 1), (_plans, 1), (_hf_configs, 1), (_hardware_files, 0.5),
-        (_solve_flags, 2), (_files, 1), (_model, 1), (_experiments, 0.5), (_extreme, 2), (_compare, 1)]
+        (_solve_flags, 2), (_files, 1), (_model, 1), (_score, 1), (_experiments, 0.5), (_extreme, 2), (_compare, 1)]
 
 
 @pytest.mark.slow
