@@ -62,7 +62,7 @@ from piper.frontend.caveats import prediction_caveats
 from piper.frontend.context import CP_COMM_TYPES, SEARCH_SCHEMES, describe_comm_types, layer_comm_types
 from piper.frontend.config import TransformerConfig
 from piper.frontend.hardware import Hardware
-from piper.frontend.metrics import plan_metrics
+from piper.frontend.metrics import memory_breakdown_text, plan_metrics
 from piper.frontend.planner import (
     ONE_RECOMPUTE_SETTING,
     Candidate,
@@ -541,6 +541,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
                   else f" (by the schedule's pass order {order / 1e9:.2f} GB)")
     print(f"memory        fullest stage {m['max_memory_per_device_bytes'] / 1e9:.2f} GB of "
           f"{m['memory_limit_bytes'] / 1e9:.2f} GB{order_note}; bottleneck stage {m['bottleneck_stage']}")
+    print(" " * 14 + memory_breakdown_text(m["memory_breakdown"]))
     if other is not None and other_metrics is not None:
         gain = search.gain
         label = "runnable plan" if args.free else "Piper's free plan"

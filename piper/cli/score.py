@@ -24,6 +24,7 @@ from piper.core.errors import UsageError
 from piper.core.json_values import jsonable
 from piper.frontend.caveats import prediction_caveats
 from piper.frontend.context import CP_COMM_TYPES, describe_comm_types
+from piper.frontend.metrics import memory_breakdown_text
 from piper.frontend.score import Layout, megatron_split, score_layout
 
 __all__ = ["add_score_parser", "cmd_score"]
@@ -72,13 +73,8 @@ def _order_note(m: dict[str, Any]) -> str:
 
 
 def _breakdown(m: dict[str, Any]) -> str:
-    """What fills the fullest stage: activations (micro-batches in flight), whole state, sharded state."""
-    b, gb = m["memory_breakdown"], 1e9
-    y = b["microbatches_in_flight"]
-    return (f"\n              stage {b['stage']}: activations {b['activations_bytes'] / gb:.2f} GB ({y:.4g} micro-batch"
-            f"{'' if y == 1 else 'es'} in flight), weights, gradients and unsharded state {b['state_bytes'] / gb:.2f} GB, sharded optimizer "
-            f"state {b['sharded_state_bytes'] / gb:.2f} GB"
-            + (f", experts {b['expert_bytes'] / gb:.2f} GB" if b["expert_bytes"] else ""))
+    """What fills the fullest stage, on a line of its own."""
+    return "\n" + " " * 14 + memory_breakdown_text(m["memory_breakdown"])
 
 
 def _text(m: dict[str, Any]) -> str:

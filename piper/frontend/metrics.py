@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from piper.core.evaluate import Score
+from piper.core.evaluate import Score, memory_terms
 from piper.core.pass_order import schedule_order_memory
 from piper.frontend.costs import (
     head_forward_flops,
@@ -26,7 +26,28 @@ from piper.frontend.costs import (
 from piper.frontend.tmpc import parse_tmpc_id
 from piper.frontend.workload import TrainingSetup
 
-__all__ = ["plan_metrics"]
+__all__ = ["memory_breakdown", "memory_breakdown_text", "plan_metrics"]
+
+
+def memory_breakdown(problem: Any, plan: Any, score: Score) -> dict[str, Any]:
+    """The fullest stage's (an interleaved plan's: device group's) memory per device by term, bytes
+    (:func:`piper.core.evaluate.memory_terms`): its 1-based ``stage``, the activations of the
+    ``microbatches_in_flight``, the state each device keeps whole, the state sharded over d, the
+    expert terms; they add up to the stage's memory."""
+    terms = memory_terms(problem, plan, score)
+    i = max(range(len(terms)), key=lambda k: score.stages[k].memory)
+    t = terms[i]
+    return {"stage": i + 1, "activations_bytes": t.activations, "microbatches_in_flight": t.y,
+            "state_bytes": t.state, "sharded_state_bytes": t.sharded_state, "expert_bytes": t.experts}
+
+
+def memory_breakdown_text(b: dict[str, Any]) -> str:
+    """:func:`memory_breakdown` in one line for people (GB)."""
+    gb, y = 1e9, b["microbatches_in_flight"]
+    return (f"stage {b['stage']}: activations {b['activations_bytes'] / gb:.2f} GB ({y:.4g} micro-batch"
+            f"{'' if y == 1 else 'es'} in flight), weights, gradients and unsharded state {b['state_bytes'] / gb:.2f} "
+            f"GB, sharded optimizer state {b['sharded_state_bytes'] / gb:.2f} GB"
+            + (f", experts {b['expert_bytes'] / gb:.2f} GB" if b["expert_bytes"] else ""))
 
 
 def plan_metrics(cfg: Any, hw: Any, setup: TrainingSetup, problem: Any, plan: Any, score: Score) -> dict[str, Any]:
@@ -64,5 +85,6 @@ def plan_metrics(cfg: Any, hw: Any, setup: TrainingSetup, problem: Any, plan: An
         # a diagnostic: activations counted by the schedule's pass order (docs/problem.md §9.2's limit)
         "schedule_order_memory_bytes": max(schedule_order_memory(problem, plan, score)),
         "memory_limit_bytes": problem.memory_per_device,
+        "memory_breakdown": memory_breakdown(problem, plan, score),
         "bottleneck_stage": None if score.bottleneck is None else score.bottleneck + 1,
     }

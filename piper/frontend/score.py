@@ -29,13 +29,14 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from piper.core.errors import FrontendError
-from piper.core.evaluate import Score, evaluate, memory_terms
+from piper.core.evaluate import Score, evaluate
 from piper.core.pass_order import schedule_order_memory
 from piper.core.plan import Plan, Schedule, Stage
 from piper.core.problem import Problem
 from piper.frontend import context, costs
 from piper.frontend.config import TransformerConfig
 from piper.frontend.hardware import Hardware
+from piper.frontend.metrics import memory_breakdown
 from piper.frontend.moe_costs import expert_layouts, layer_costs, layer_variant
 from piper.frontend.overlap import overlap_microbatches
 from piper.frontend.tmpc import expert_tmpc_id, tmpc_id
@@ -247,15 +248,6 @@ def model_flops(cfg: TransformerConfig, global_batch: int, causal: bool = False)
     return full - global_batch * cfg.layers * 3 * costs.attention_core_forward_flops(cfg) / 2
 
 
-def _memory_breakdown(problem: Problem, plan: Plan, score: Score) -> dict[str, Any]:
-    """The fullest stage's (device group's) memory per device by term, bytes."""
-    terms = memory_terms(problem, plan, score)
-    i = max(range(len(terms)), key=lambda k: score.stages[k].memory)
-    t = terms[i]
-    return {"stage": i + 1, "activations_bytes": t.activations, "microbatches_in_flight": t.y,
-            "state_bytes": t.state, "sharded_state_bytes": t.sharded_state, "expert_bytes": t.experts}
-
-
 def _bottleneck(score: Score, problem: Problem, comm_share: float) -> dict[str, Any]:
     """What bounds the iteration: per-sample terms of the slowest stage, and the pipeline's fill and drain."""
     i = score.bottleneck
@@ -323,7 +315,7 @@ def score_layout(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup, lay
         "cp_comm_types": context.layer_comm_types(cfg, setup.cp_comm_type) if layout.cp > 1 else None,
         "max_memory_bytes": max_mem,
         # what fills the fullest stage's devices (piper.core.evaluate.memory_terms)
-        "memory_breakdown": _memory_breakdown(problem, plan, score),
+        "memory_breakdown": memory_breakdown(problem, plan, score),
         # a diagnostic: the activations counted by the schedule's pass order (docs/problem.md §9.2's limit)
         "schedule_order_memory_bytes": max(schedule_order_memory(problem, plan, score)),
         "memory_limit_bytes": problem.memory_per_device,

@@ -34,3 +34,8 @@ def test_the_plans_layout_scores_to_its_predicted_iteration(capsys, overlap) -> 
     assert score["bottleneck"]["seconds"]["optimizer_step"] > 0
     assert plan["batch_time_s"] == pytest.approx(score["batch_time_s"], rel=1e-9)
     assert plan["batch_time_with_optimizer_step_s"] == pytest.approx(score["batch_time_s"], rel=1e-9)
+    # both say what fills the fullest stage, the same way (piper.frontend.metrics.memory_breakdown)
+    assert plan["memory_breakdown"] == pytest.approx(score["memory_breakdown"], rel=1e-9)
+    b = plan["memory_breakdown"]
+    assert b["activations_bytes"] + b["state_bytes"] + b["sharded_state_bytes"] + b["expert_bytes"] == pytest.approx(
+        plan["max_memory_per_device_bytes"], rel=1e-12)
