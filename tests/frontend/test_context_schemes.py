@@ -406,3 +406,22 @@ def test_exchanged_schemes_do_a_cth_of_the_attention_and_cost_at_least_it(heads,
     assert gather.transfer_bwd_s > gather.transfer_fwd_s  # the gathers again, then the reduce-scatters
     ring = ring_attention(hw, c, f_loc.time_s, b_loc.time_s, kv_block_bytes(cfg, c, tt), "nvlink")
     assert ring.forward_s >= c * f_loc.time_s and ring.exposed_fwd_s >= 0
+
+
+def test_search_plans_solves_each_scheme_free_and_uniform() -> None:
+    """The free searches run per scheme too, ordered by the uniform values of the same (c, scheme, e,
+    b, recomputation); every candidate's workload records its scheme."""
+    from piper.frontend.planner import search_plans
+    from piper.solvers.registry import get_solver
+
+    cfg = TOY_WINDOW.with_changes(sliding_window=None, sliding_window_layers=(), seq_length=16384)
+    hw = hardware("h100-sxm-80gb", None, devices_per_node=8, memory_bytes=3e9)
+    setup = TrainingSetup(nodes=1, global_batch=8)
+    search = search_plans(cfg, hw, setup, get_solver("dp"), Options(objective="batch-time", progress=False),
+                          micro_batches=(1,), free=True, context_parallels=(1, 2), cp_comm_types=(None, "allgather"))
+    seen = {(c.context_parallel, c.cp_comm_type, c.uniform) for c in search.candidates}
+    assert seen == {(1, None, True), (1, None, False), (2, None, True), (2, None, False),
+                    (2, "allgather", True), (2, "allgather", False)}
+    for c in search.candidates:
+        recorded = c.workload["model"].get("cpCommTypes")
+        assert recorded == (["allgather"] * 2 if c.cp_comm_type == "allgather" else None)
