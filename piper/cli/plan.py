@@ -385,7 +385,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
     # every workload searched) and no rejected interleaved plan beats it by the formulas (the answer is
     # then the best plan that passed the check; the rejected solves' bounds bound the rest)
     exact = search.exact_over(not args.free)
-    caveats = prediction_caveats(run_cfg, hw, chosen.context_parallel)  # the answer's micro-batch and c
+    # the answer's micro-batch, c and scheme
+    caveats = prediction_caveats(run_cfg, hw, chosen.context_parallel, chosen.cp_comm_type)
     # each layer's context-parallel scheme of the answer (None at c = 1)
     comm_types = layer_comm_types(cfg, chosen.cp_comm_type) if chosen.context_parallel > 1 else None
     per_layer = None  # the per-layer search over the same workloads: what the one-setting rule costs

@@ -137,7 +137,7 @@ def cmd_score(args: argparse.Namespace) -> int:
                     stage_layers=split)
     m = score_layout(cfg, hw, setup, layout)
     public = {k: v for k, v in m.items() if k not in ("problem", "plan", "score")}
-    public["caveats"] = prediction_caveats(cfg, hw, layout.cp)
+    public["caveats"] = prediction_caveats(cfg, hw, layout.cp, setup.cp_comm_type)
     if args.json:
         print(json.dumps(jsonable(public)))
     else:

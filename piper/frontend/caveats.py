@@ -4,17 +4,34 @@
 from __future__ import annotations
 
 from piper.frontend.config import TransformerConfig
+from piper.frontend.context import layer_comm_types
 from piper.frontend.hardware import Hardware, unfitted_gemm_caveat
 from piper.frontend.moe_costs import moe_constants_caveat, moe_micro_batch_caveat
 
-__all__ = ["prediction_caveats"]
+__all__ = ["mla_context_caveat", "prediction_caveats"]
 
 
-def prediction_caveats(cfg: TransformerConfig, hw: Hardware, context_parallel: int = 1) -> list[str]:
+def mla_context_caveat(cfg: TransformerConfig, context_parallel: int, cp_comm_type: str | None) -> str | None:
+    """A caveat for MLA layers under the all-to-all or all-gather context-parallel scheme: priced with
+    MLA's widths, but only the ring was checked to take K and V of unequal widths in Transformer
+    Engine (docs/frontend.md); None otherwise."""
+    if cfg.mla is None or context_parallel == 1:
+        return None
+    schemes = sorted(set(layer_comm_types(cfg, cp_comm_type)) - {"p2p"})
+    if not schemes:
+        return None
+    return (f"multi-head latent attention with --cp-comm-type {'/'.join(schemes)}: priced with MLA's K and V widths, "
+            "but only Transformer Engine's ring (p2p) was checked to take K and V of unequal widths")
+
+
+def prediction_caveats(cfg: TransformerConfig, hw: Hardware, context_parallel: int = 1,
+                       cp_comm_type: str | None = None) -> list[str]:
     """The caveats of predicting ``cfg`` on ``hw``: matrix products priced with unfitted catalog
     values (:func:`~piper.frontend.hardware.unfitted_gemm_caveat`), an MoE model without fitted
     MoE-block constants (:func:`~piper.frontend.moe_costs.moe_constants_caveat`) or with them at a
     micro-batch larger than they were fitted on (:func:`~piper.frontend.moe_costs.moe_micro_batch_caveat`:
-    ``cfg.micro_batch`` and ``context_parallel`` are the plan's)."""
+    ``cfg.micro_batch`` and ``context_parallel`` are the plan's), MLA under an unchecked
+    context-parallel scheme (:func:`mla_context_caveat`)."""
     return [line for line in (unfitted_gemm_caveat(hw), moe_constants_caveat(cfg, hw),
-                              moe_micro_batch_caveat(cfg, hw, context_parallel)) if line is not None]
+                              moe_micro_batch_caveat(cfg, hw, context_parallel),
+                              mla_context_caveat(cfg, context_parallel, cp_comm_type)) if line is not None]

@@ -425,3 +425,14 @@ def test_search_plans_solves_each_scheme_free_and_uniform() -> None:
     for c in search.candidates:
         recorded = c.workload["model"].get("cpCommTypes")
         assert recorded == (["allgather"] * 2 if c.cp_comm_type == "allgather" else None)
+
+
+def test_mla_under_an_unchecked_scheme_carries_a_caveat() -> None:
+    from piper.frontend.caveats import mla_context_caveat, prediction_caveats
+
+    assert mla_context_caveat(TOY_MLA, 2, None) is None and mla_context_caveat(TOY_MLA, 2, "p2p") is None
+    assert mla_context_caveat(TOY_MLA, 1, "a2a") is None and mla_context_caveat(TOY_WINDOW, 2, "a2a") is None
+    for scheme in ("a2a", "allgather"):
+        line = mla_context_caveat(TOY_MLA, 2, scheme)
+        assert line is not None and f"--cp-comm-type {scheme}" in line and "ring (p2p)" in line
+        assert line in prediction_caveats(TOY_MLA, H100, 2, scheme)
