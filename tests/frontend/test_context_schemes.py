@@ -8,6 +8,7 @@ the refusals name their flag, and DP and brute force agree on tiny workloads of 
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 from hypothesis import given, settings
@@ -436,3 +437,35 @@ def test_mla_under_an_unchecked_scheme_carries_a_caveat() -> None:
         line = mla_context_caveat(TOY_MLA, 2, scheme)
         assert line is not None and f"--cp-comm-type {scheme}" in line and "ring (p2p)" in line
         assert line in prediction_caveats(TOY_MLA, H100, 2, scheme)
+
+
+@settings(max_examples=40, deadline=None)
+@given(heads=st.sampled_from([2, 4, 8, 16]), kv_share=st.sampled_from([1, 2, 4, 8]), mla=st.booleans(),
+       window=st.booleans(), scheme=st.sampled_from([None, "p2p", "a2a", "allgather"]),
+       nodes=st.sampled_from([1, 2]), per_node=st.sampled_from([2, 4, 8]))
+def test_every_searched_c_and_degree_builds(heads, kv_share, mla, window, scheme, nodes, per_node) -> None:
+    """What the planner searches can be built: for every c of context_parallel_choices and every
+    degree offered_degrees gives, the per-degree workload builds (the bug this guards: GPT-OSS's plan
+    stopped on a degree whose heads did not split c ways)."""
+    from piper.core.errors import ModelConfigError
+    from piper.frontend.planner import context_parallel_choices
+
+    try:
+        cfg = TOY_WINDOW.with_changes(
+            attention_heads=heads, kv_heads=heads if mla else max(1, heads // kv_share), hidden_size=64 * heads,
+            seq_length=32768, mla=MLA if mla else None, sliding_window=512 if window else None,
+            sliding_window_layers=(0,) if window else ())
+    except ModelConfigError:
+        return  # MLA with a sliding window: refused by the config (tested elsewhere)
+    hw = hardware("h100-sxm-80gb", None, devices_per_node=per_node)
+    setup = TrainingSetup(nodes=nodes, global_batch=8, cp_comm_type=scheme)
+    if scheme == "p2p" and window:
+        with pytest.raises(FrontendError, match="--cp-comm-type p2p"):
+            build_workload(cfg, hw, replace(setup, context_parallel=2))
+        return
+    for c in context_parallel_choices(cfg, hw, setup, None):
+        at_c = replace(setup, context_parallel=c)
+        degrees = offered_degrees(cfg, hw, at_c)
+        assert degrees, c
+        for t in degrees:
+            load_problem(build_workload(cfg, hw, at_c, degrees=(t,), recompute=("none",)), strict=True)
