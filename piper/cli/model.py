@@ -29,6 +29,7 @@ from piper.cli.common import (
 from piper.core.errors import HardwareError, UsageError
 from piper.core.limits import MAX_COUNT, MAX_MAGNITUDE, MAX_MODEL_LAYERS
 from piper.frontend.config import PRECISIONS, TransformerConfig
+from piper.frontend.context import CP_COMM_TYPES, SEARCH_SCHEMES
 from piper.frontend.costs import RECOMPUTE_KINDS
 from piper.frontend.hardware import (
     ACCELERATORS,
@@ -103,6 +104,20 @@ def add_model_arguments(p: argparse.ArgumentParser) -> None:
                         "its solve grow with the layers, about 5 KB and 2 ms per layer to build)")
     p.add_argument("--out", metavar="WORKLOAD.json", help="write the workload here")
     p.add_argument("--json", action="store_true", help="print one JSON object (the summary)")
+
+
+def add_context_scheme_arguments(g: Any, *, plan: bool) -> None:
+    """``--cp-comm-type`` and ``--hierarchical-context-parallel-sizes`` of ``score`` and ``plan``
+    (``plan``: the scheme can be searched, ``any``, and the sizes fix c)."""
+    g.add_argument("--cp-comm-type", choices=(*CP_COMM_TYPES, SEARCH_SCHEMES) if plan else CP_COMM_TYPES,
+                   help="context parallelism's scheme on every layer at c > 1: p2p (ring attention), a2a (all-to-all "
+                        "of the heads), allgather (Llama 3's all-gather of K, V) or a2a+p2p (with "
+                        "--hierarchical-context-parallel-sizes)"
+                        + ("; 'any' searches the default, a2a and allgather (one workload each)" if plan else "")
+                        + "; default: a2a on sliding-window layers, p2p elsewhere")
+    g.add_argument("--hierarchical-context-parallel-sizes", type=positive_int, nargs=2, metavar=("C1", "C2"),
+                   help="with --cp-comm-type a2a+p2p: all-to-all groups of C1 devices and a ring of C2 across them "
+                        + ("(fixes the context-parallel size to C1 x C2)" if plan else "(C1 x C2 = --cp)"))
 
 
 def add_model_parser(subparsers: Any) -> argparse.ArgumentParser:

@@ -47,6 +47,7 @@ from piper.cli.common import (
     write_plan,
 )
 from piper.cli.model import (
+    add_context_scheme_arguments,
     add_model_arguments,
     check_model_outputs,
     model_from_args,
@@ -59,7 +60,7 @@ from piper.core.plan import Plan
 from piper.core.problem import Problem
 from piper.core.result import Status
 from piper.frontend.caveats import prediction_caveats
-from piper.frontend.context import CP_COMM_TYPES, SEARCH_SCHEMES, describe_comm_types, layer_comm_types
+from piper.frontend.context import SEARCH_SCHEMES, describe_comm_types, layer_comm_types
 from piper.frontend.config import TransformerConfig
 from piper.frontend.hardware import Hardware
 from piper.frontend.metrics import memory_breakdown_text, plan_metrics
@@ -97,11 +98,7 @@ def add_plan_parser(subparsers: Any) -> argparse.ArgumentParser:
                    help="fix the context-parallel size (default: searched, docs/frontend.md: 1, and for sequences "
                         "of 16k tokens or more the powers of two that leave >= 4k tokens per device)")
     g.add_argument("--max-cp", type=positive_int, metavar="C", help="search context-parallel sizes up to C only")
-    g.add_argument("--cp-comm-type", choices=(*CP_COMM_TYPES, SEARCH_SCHEMES),
-                   help="context parallelism's scheme on every layer at c > 1: p2p (ring attention), a2a "
-                        "(all-to-all of the heads) or allgather (Llama 3's all-gather of K, V); 'any' searches "
-                        "them (one workload each) and the default; default: a2a on sliding-window layers, p2p "
-                        "elsewhere")
+    add_context_scheme_arguments(g, plan=True)
     g.add_argument("--sequence-parallel", choices=SEQUENCE_PARALLEL_MODES, default="on",
                    help="at t > 1: 'on' (default) or 'off' for the whole model, as the frameworks' one switch "
                         "(Megatron-Core needs it on for MoE layers); 'per-layer' lets each layer choose (Piper's "
@@ -301,13 +298,22 @@ def cmd_plan(args: argparse.Namespace) -> int:
         info = get_solver(args.solver)
     except KeyError as exc:
         raise UsageError(str(exc.args[0]) + did_you_mean(args.solver, solver_names())) from None
+    sizes = args.hierarchical_context_parallel_sizes
+    if sizes is not None:
+        if args.cp is not None and sizes[0] * sizes[1] != args.cp:
+            raise UsageError(f"--hierarchical-context-parallel-sizes {sizes[0]} {sizes[1]}: their product "
+                             f"{sizes[0] * sizes[1]} must be --cp {args.cp}")
+        if args.cp_comm_type == SEARCH_SCHEMES:
+            raise UsageError("--hierarchical-context-parallel-sizes goes with --cp-comm-type a2a+p2p, not any")
+        args.cp = sizes[0] * sizes[1]  # the sizes fix c
     if args.cp is not None and args.max_cp is not None and args.cp > args.max_cp:
         raise UsageError(f"--cp {args.cp} is above --max-cp {args.max_cp}: give one of them")
     if args.cp_comm_type is not None and args.cp == 1:
         raise UsageError(f"--cp-comm-type {args.cp_comm_type} needs context parallelism: drop --cp 1")
     cfg, hw, setup = model_from_args(args, overlap_grad_reduce=args.overlap_grad_reduce,
                                      overlap_param_gather=args.overlap_param_gather,
-                                     cp_comm_type=None if args.cp_comm_type == SEARCH_SCHEMES else args.cp_comm_type)
+                                     cp_comm_type=None if args.cp_comm_type == SEARCH_SCHEMES else args.cp_comm_type,
+                                     cp_a2a_size=None if sizes is None else sizes[0])
     # --cp-comm-type any: the per-layer default (the ring, and the all-to-all on sliding-window layers)
     # and the two other schemes on every layer, one workload each at c > 1
     schemes = (None, "a2a", "allgather") if args.cp_comm_type == SEARCH_SCHEMES else None

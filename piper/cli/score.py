@@ -1,4 +1,4 @@
-"""``python -m piper score MODEL --gpu G --nodes N --tp T [--cp C [--cp-comm-type p2p|a2a|allgather]] --pp P [--dp D] [--vp V] --micro-batch B
+"""``python -m piper score MODEL --gpu G --nodes N --tp T [--cp C [--cp-comm-type p2p|a2a|allgather|a2a+p2p [--hierarchical-context-parallel-sizes C1 C2]]] --pp P [--dp D] [--vp V] --micro-batch B
 --global-batch GB [--seq S] --recompute none|selective|full [--sequence-parallel]
 [--no-distributed-optimizer] [--precision bf16|fp8] [--ep E] [--etp ET] [--account-for-embedding-in-pipeline-split]
 [--account-for-loss-in-pipeline-split] [--json]``: the layout a user runs today (their Megatron-LM command line)
@@ -19,11 +19,11 @@ import json
 from typing import Any
 
 from piper.cli.common import positive_int
-from piper.cli.model import add_model_arguments, model_from_args
+from piper.cli.model import add_context_scheme_arguments, add_model_arguments, model_from_args
 from piper.core.errors import UsageError
 from piper.core.json_values import jsonable
 from piper.frontend.caveats import prediction_caveats
-from piper.frontend.context import CP_COMM_TYPES, describe_comm_types
+from piper.frontend.context import describe_comm_types
 from piper.frontend.metrics import memory_breakdown_text
 from piper.frontend.score import Layout, megatron_split, score_layout
 
@@ -38,10 +38,7 @@ def add_score_parser(subparsers: Any) -> argparse.ArgumentParser:
     g.add_argument("--tp", type=positive_int, required=False, metavar="T", help="tensor-parallel size")
     g.add_argument("--cp", type=positive_int, default=1, metavar="C",
                    help="context-parallel size (default 1): the sequence split 2C ways over C devices (--cp-comm-type)")
-    g.add_argument("--cp-comm-type", choices=CP_COMM_TYPES,
-                   help="context parallelism's scheme on every layer: p2p (ring attention), a2a (all-to-all of the "
-                        "heads) or allgather (Llama 3's all-gather of K, V); default: a2a on sliding-window layers, "
-                        "p2p elsewhere (needs --cp > 1)")
+    add_context_scheme_arguments(g, plan=False)
     g.add_argument("--pp", type=positive_int, default=1, metavar="P", help="pipeline-parallel size (default 1)")
     g.add_argument("--dp", type=positive_int, metavar="D", help="data-parallel size (default: GPUs / (T C P))")
     g.add_argument("--vp", type=positive_int, default=1, metavar="V",
@@ -116,10 +113,15 @@ def cmd_score(args: argparse.Namespace) -> int:
         raise UsageError("score: --tp is required (see python -m piper score --help)")
     if args.cp_comm_type is not None and args.cp == 1:
         raise UsageError(f"--cp-comm-type {args.cp_comm_type} needs context parallelism: give --cp C > 1")
+    sizes = args.hierarchical_context_parallel_sizes
+    if sizes is not None and sizes[0] * sizes[1] != args.cp:
+        raise UsageError(f"--hierarchical-context-parallel-sizes {sizes[0]} {sizes[1]}: their product "
+                         f"{sizes[0] * sizes[1]} must be --cp {args.cp}")
     cfg, hw, setup = model_from_args(
         args, flash_attention=not args.no_flash_attention, tp_comm_overlap=args.tp_comm_overlap,
         overlap_grad_reduce=args.overlap_grad_reduce, overlap_param_gather=args.overlap_param_gather,
-        shard_gradients=args.shard_gradients, cp_comm_type=args.cp_comm_type)
+        shard_gradients=args.shard_gradients, cp_comm_type=args.cp_comm_type,
+        cp_a2a_size=None if sizes is None else sizes[0])
     gpus = setup.nodes * hw.devices_per_node
     dp = args.dp
     if dp is None:

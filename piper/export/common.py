@@ -123,6 +123,8 @@ class ModelInfo:
     #: each transformer layer's context-parallel scheme, "p2p" or "a2a" (``model.cpCommTypes``,
     #: absent: "p2p" on every layer; piper/frontend/context.py)
     cp_comm_types: tuple[str, ...] = ()
+    #: c1 of the a2a+p2p scheme (``model.cpA2aSize``): the all-to-all groups' size; None without it
+    cp_a2a_size: int | None = None
 
     def cp_comm_type_of(self, layer: int) -> str:
         """The context-parallel scheme of the 0-based transformer ``layer``."""
@@ -210,7 +212,20 @@ def model_info(problem: Problem) -> ModelInfo | None:
     return ModelInfo(**values, context_parallel=c, moe=_optional_record(raw, "moe", _MOE_FIELDS),
                      mla=_optional_record(raw, "mla", _MLA_FIELDS), attention_head_dim=head_dim,
                      token_dispatcher=dispatcher, sliding_window=window, sliding_window_layers=windowed,
-                     cp_comm_types=_cp_comm_types(raw, values["layers"]))
+                     cp_comm_types=_cp_comm_types(raw, values["layers"]), cp_a2a_size=_cp_a2a_size(raw, c))
+
+
+def _cp_a2a_size(raw: Mapping[str, Any], c: int) -> int | None:
+    """``model.cpA2aSize`` checked (rule E7): a whole number in (1, c) dividing c, present exactly
+    when some layer runs a2a+p2p."""
+    size = raw.get("cpA2aSize")
+    hierarchical = "a2a+p2p" in (raw.get("cpCommTypes") or ())
+    if size is None and not hierarchical:
+        return None
+    if (not isinstance(size, int) or isinstance(size, bool) or not 1 < size < c or c % size) or not hierarchical:
+        raise ExportError(f"the workload's model.cpA2aSize must be a whole number dividing contextParallel {c}, "
+                          f"strictly between 1 and it, given with an a2a+p2p layer; got {size!r}", rule="E7")
+    return size
 
 
 def _cp_comm_types(raw: Mapping[str, Any], layers: int) -> tuple[str, ...]:

@@ -254,6 +254,9 @@ def export_megatron(ep: ExportPlan) -> Export:
         # Megatron-Core's per-layer list
         types = [ep.model.cp_comm_type_of(i) for i in range(ep.num_layers)] if ep.model is not None else ["p2p"]
         args += ["--context-parallel-size", str(c), "--cp-comm-type", *(types[:1] if len(set(types)) == 1 else types)]
+        if "a2a+p2p" in types and ep.model is not None and ep.model.cp_a2a_size is not None:
+            c1 = ep.model.cp_a2a_size
+            args += ["--hierarchical-context-parallel-sizes", str(c1), str(c // c1)]
     split, layout = layer_args(ep)
     args += split
     if t > 1 and all(f for st in ep.stages for f in st.sequence_parallel):

@@ -129,10 +129,11 @@ def export_torchtitan(ep: ExportPlan) -> Export:
     }
     if c > 1:
         types = [ep.model.cp_comm_type_of(i) if ep.model is not None else "p2p" for i in range(ep.num_layers)]
-        if "a2a" in types:
-            first = types.index("a2a")
-            raise refuse("torchtitan", "E4", f"the plan's context parallelism c={c} runs the all-to-all scheme "
-                         f"(--cp-comm-type a2a) on {types.count('a2a')} of {ep.num_layers} layers (first: layer "
+        a2a = [i for i, k in enumerate(types) if k in ("a2a", "a2a+p2p")]
+        if a2a:
+            first = a2a[0]
+            raise refuse("torchtitan", "E4", f"the plan's context parallelism c={c} runs an all-to-all scheme "
+                         f"(--cp-comm-type {types[first]}) on {len(a2a)} of {ep.num_layers} layers (first: layer "
                          f"{first}, 0-based); torchtitan's context parallelism passes K and V around a ring or "
                          "all-gathers them; re-plan with --cp-comm-type allgather"
                          + ("" if ep.model is not None and ep.model.sliding_window is not None else " or p2p")

@@ -76,6 +76,16 @@ gathers K and V again (only the local ones are saved) and reduce-scatters dK and
 No requirement on the heads; sliding windows are allowed. Not counted: the gathered K, V while
 the kernel runs (c x the local K, V, transient).
 
+**Hierarchical (``--cp-comm-type a2a+p2p --hierarchical-context-parallel-sizes c1 c2``, c1 c2 = c;
+Transformer Engine's ``AttnFuncWithCPAndKVP2P`` with a list of two groups).** The all-to-all above
+inside each inner group of c1 devices (t_tensor apart, spanning t_tensor c1), then the ring over the
+c2 groups: each device holds s / c2 tokens of a / (t_tensor c1) heads, a ring step attends one
+block of them, c1 x the FLOPs of the kernel at s / c tokens and a / t_tensor heads, and passes K, V
+blocks of the same bytes as the plain ring's (p b (s / c2) (k + v) / (t_tensor c1) = the
+:func:`kv_block_bytes` at c). Forward: the exchange X_a2a (Q, K, V and the output among c1) plus
+the ring A + (c2 - 1) max(A, X); backward likewise (:class:`HierarchicalAttention`). It needs the
+heads of a tensor-parallel rank to split c1 ways and, having a ring, no sliding window.
+
 **Which layers run which** (``TrainingSetup.cp_comm_type``, :func:`layer_comm_type`): the setup's
 choice for every layer; unset, "p2p" for full-attention layers and "a2a" for sliding-window layers,
 Megatron-Core's per-layer ``--cp-comm-type`` list (Transformer Engine's ring refuses a sliding
@@ -108,15 +118,18 @@ __all__ = [
     "MIN_TOKENS_PER_DEVICE",
     "SEARCH_SCHEMES",
     "ExchangedAttention",
+    "HierarchicalAttention",
     "RingAttention",
     "all_gather_attention",
     "all_to_all_attention",
+    "all_to_all_group",
     "all_to_all_heads_ok",
     "attention_widths",
     "check_context",
     "context_link",
     "context_resync_s",
     "describe_comm_types",
+    "hierarchical_attention",
     "kv_block_bytes",
     "layer_comm_type",
     "layer_comm_types",
@@ -128,9 +141,10 @@ __all__ = [
 ]
 
 #: Megatron-Core's ``--cp-comm-type`` values the front end prices (``TrainingSetup.cp_comm_type``):
-#: "p2p", the ring (Megatron-Core's default), "a2a", the all-to-all, and "allgather", Llama 3's
-#: all-gather of K and V (module docstring)
-CP_COMM_TYPES = ("p2p", "a2a", "allgather")
+#: "p2p", the ring (Megatron-Core's default), "a2a", the all-to-all, "allgather", Llama 3's
+#: all-gather of K and V, and "a2a+p2p", the all-to-all inside groups of c1 and a ring of c / c1
+#: across them (``TrainingSetup.cp_a2a_size`` = c1; module docstring)
+CP_COMM_TYPES = ("p2p", "a2a", "allgather", "a2a+p2p")
 #: ``python -m piper plan --cp-comm-type any``: search the schemes (one workload each at c > 1)
 SEARCH_SCHEMES = "any"
 
@@ -145,7 +159,8 @@ MIN_SEARCH_SEQ = 16384
 MIN_TOKENS_PER_DEVICE = 4096
 
 
-def check_context(cfg: TransformerConfig, c: int, *, flash_attention: bool, comm_type: str | None = None) -> None:
+def check_context(cfg: TransformerConfig, c: int, *, flash_attention: bool, comm_type: str | None = None,
+                  a2a_size: int | None = None) -> None:
     """Megatron-Core's requirements on c (a :class:`FrontendError` naming ``--cp`` otherwise):
     the sequence splits into 2c chunks of whole tokens (``get_batch_on_this_cp_rank`` views it as
     2c equal chunks), the attention is Transformer Engine's fused kernel (the only one with
@@ -163,12 +178,21 @@ def check_context(cfg: TransformerConfig, c: int, *, flash_attention: bool, comm
     if not flash_attention:
         raise FrontendError(f"context-parallel size (--cp) {c} needs fused (flash) attention: Megatron-Core runs "
                             "context parallelism only with Transformer Engine's fused attention")
-    if comm_type == "p2p" and cfg.sliding_window_layers:
+    if comm_type in ("p2p", "a2a+p2p") and cfg.sliding_window_layers:
         first = cfg.sliding_window_layers[0]
-        raise FrontendError(f"--cp-comm-type p2p: {cfg.name}'s layer {first} (0-based) attends within a sliding window "
-                            f"of {cfg.sliding_window} tokens, which Transformer Engine's ring attention refuses; "
+        raise FrontendError(f"--cp-comm-type {comm_type}: {cfg.name}'s layer {first} (0-based) attends within a sliding "
+                            f"window of {cfg.sliding_window} tokens, which Transformer Engine's ring attention refuses; "
                             "use --cp-comm-type a2a or allgather, or leave it unset (a2a on the windowed layers, "
                             "p2p elsewhere)")
+    if comm_type == "a2a+p2p":
+        if a2a_size is None:
+            raise FrontendError("--cp-comm-type a2a+p2p needs --hierarchical-context-parallel-sizes C1 C2 (the "
+                                "all-to-all groups' size C1 and the ring's C2, C1 x C2 = --cp)")
+        if isinstance(a2a_size, bool) or not isinstance(a2a_size, int) or not 1 < a2a_size < c or c % a2a_size:
+            raise FrontendError(f"--hierarchical-context-parallel-sizes: the all-to-all size {a2a_size!r} must divide "
+                                f"--cp {c} and lie strictly between 1 and {c}")
+    elif a2a_size is not None:
+        raise FrontendError("--hierarchical-context-parallel-sizes needs --cp-comm-type a2a+p2p")
 
 
 def layer_comm_type(comm_type: str | None, window: int | None) -> str:
@@ -186,15 +210,21 @@ def layer_comm_types(cfg: TransformerConfig, comm_type: str | None) -> list[str]
 
 def describe_comm_types(types: list[str]) -> str:
     """One line for people: "p2p (ring) on every layer", or the count of layers of each scheme."""
-    names = {"p2p": "p2p (ring)", "a2a": "a2a (all-to-all)", "allgather": "allgather (all-gather of K, V)"}
+    names = {"p2p": "p2p (ring)", "a2a": "a2a (all-to-all)", "allgather": "allgather (all-gather of K, V)",
+             "a2a+p2p": "a2a+p2p (all-to-all groups, a ring across them)"}
     if len(set(types)) == 1:
         return f"{names[types[0]]} on every layer"
     return ", ".join(f"{names[k]} on {types.count(k)} layers" for k in CP_COMM_TYPES if k in types)
 
 
 def uses_all_to_all(cfg: TransformerConfig, comm_type: str | None) -> bool:
-    """Whether some layer of ``cfg`` runs the all-to-all scheme under ``comm_type``."""
-    return comm_type == "a2a" or (comm_type is None and bool(cfg.sliding_window_layers))
+    """Whether some layer of ``cfg`` runs an all-to-all (the a2a or the a2a+p2p scheme) under ``comm_type``."""
+    return comm_type in ("a2a", "a2a+p2p") or (comm_type is None and bool(cfg.sliding_window_layers))
+
+
+def all_to_all_group(comm_type: str | None, c: int, a2a_size: int | None) -> int:
+    """The devices an all-to-all spans under ``comm_type``: c1 = ``a2a_size`` for "a2a+p2p", else c."""
+    return a2a_size if comm_type == "a2a+p2p" and a2a_size is not None else c
 
 
 def all_to_all_heads_ok(cfg: TransformerConfig, c: int, t_tensor: int) -> bool:
@@ -358,6 +388,51 @@ def all_gather_attention(hw: Hardware, cfg: TransformerConfig, c: int, t_tensor:
     return ExchangedAttention(flash_attention_time_s(hw, ratio * local_fwd_flops) if local_fwd_flops > 0 else 0.0,
                               flash_attention_time_s(hw, ratio * local_bwd_flops) if local_bwd_flops > 0 else 0.0,
                               gather, gather + scatter)
+
+
+@dataclass(frozen=True)
+class HierarchicalAttention:
+    """One layer's a2a+p2p attention for one micro-batch on one device (seconds; module docstring):
+    the all-to-all among c1 devices (not overlapped) around a ring over c2 groups."""
+
+    #: the ring over the c2 groups (its steps: c1 x the local kernel)
+    ring: RingAttention
+    #: X_a2a: the all-to-alls of Q, K, V and the output (forward), of dO and dQ, dK, dV (backward)
+    exchange_s: float
+
+    @property
+    def forward_s(self) -> float:
+        return self.ring.forward_s + self.exchange_s
+
+    @property
+    def backward_s(self) -> float:
+        return self.ring.backward_s + self.exchange_s
+
+    @property
+    def exposed_fwd_s(self) -> float:
+        return self.ring.exposed_fwd_s + self.exchange_s
+
+    @property
+    def exposed_bwd_s(self) -> float:
+        return self.ring.exposed_bwd_s + self.exchange_s
+
+
+def hierarchical_attention(hw: Hardware, cfg: TransformerConfig, c: int, a2a_size: int, t_tensor: int,
+                           local_fwd_flops: float, local_bwd_flops: float, link: str) -> HierarchicalAttention:
+    """The a2a+p2p scheme of a layer without a sliding window (module docstring) from the FLOPs of its
+    fused kernel at s / c tokens and a / t_tensor heads: the all-to-all among c1 = ``a2a_size``
+    devices spread over t_tensor c1, and a ring of c / c1 steps of c1 x those FLOPs each over ``link``."""
+    if not all_to_all_heads_ok(cfg, a2a_size, t_tensor):
+        kv = cfg.attention_heads if cfg.mla is not None else cfg.kv_heads
+        raise FrontendError(f"--hierarchical-context-parallel-sizes {a2a_size} {c // a2a_size} at tensor-parallel size "
+                            f"{t_tensor}: the {cfg.attention_heads} query and {kv} key/value heads must divide by "
+                            f"t x c1 = {t_tensor * a2a_size}; use a smaller all-to-all size or --tp")
+    per_width = cfg.precision_bytes * cfg.micro_batch * (cfg.seq_length / c) / t_tensor
+    exchange = sum(all_to_all_time_s(hw, per_width * w, a2a_size, t_tensor * a2a_size) for w in attention_widths(cfg))
+    step_f = flash_attention_time_s(hw, a2a_size * local_fwd_flops) if local_fwd_flops > 0 else 0.0
+    step_b = flash_attention_time_s(hw, a2a_size * local_bwd_flops) if local_bwd_flops > 0 else 0.0
+    ring = ring_attention(hw, c // a2a_size, step_f, step_b, kv_block_bytes(cfg, c, t_tensor), link)
+    return HierarchicalAttention(ring, exchange)
 
 
 def context_resync_s(allreduce_factor: float, gradient_bytes: float, c: int, microbatches: int,

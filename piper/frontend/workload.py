@@ -153,10 +153,13 @@ class TrainingSetup:
     #: c, the context-parallel size (``--context-parallel-size``): the workload's degree keys are
     #: t_tensor x c (docs/problem.md §11, :mod:`piper.frontend.context`)
     context_parallel: int = 1
-    #: Megatron-Core's ``--cp-comm-type`` for c > 1: "p2p" (ring attention), "a2a" (all-to-all) or
-    #: "allgather" (Llama 3's all-gather of K, V) on every layer; None: "a2a" on sliding-window layers
+    #: Megatron-Core's ``--cp-comm-type`` for c > 1: "p2p" (ring attention), "a2a" (all-to-all),
+    #: "allgather" (Llama 3's all-gather of K, V) or "a2a+p2p" (both, ``cp_a2a_size``) on every layer; None: "a2a" on sliding-window layers
     #: and "p2p" elsewhere (:mod:`piper.frontend.context`)
     cp_comm_type: str | None = None
+    #: c1 of ``cp_comm_type`` "a2a+p2p": the all-to-all groups' size (Megatron's
+    #: ``--hierarchical-context-parallel-sizes c1 c2``, c2 = c / c1); None otherwise
+    cp_a2a_size: int | None = None
     #: MoE layers also get the layouts with each expert split over e_t = t devices (Megatron's
     #: ``--expert-tensor-parallel-size t``); off by default: e_t = 1 (the Megatron-Bridge MoE recipes'
     #: and DeepSeek-V3's choice) keeps the TMPC count, and the DP's time, down (piper/frontend/moe_costs.py)
@@ -188,6 +191,9 @@ class TrainingSetup:
         if self.cp_comm_type is not None and self.cp_comm_type not in context.CP_COMM_TYPES:
             raise FrontendError(f"cp_comm_type must be one of {', '.join(context.CP_COMM_TYPES)} or None, "
                                 f"got {self.cp_comm_type!r}")
+        if self.cp_a2a_size is not None and (isinstance(self.cp_a2a_size, bool) or not isinstance(self.cp_a2a_size, int)
+                                             or self.cp_a2a_size < 2):
+            raise FrontendError(f"cp_a2a_size must be a whole number >= 2 or None, got {self.cp_a2a_size!r}")
         if self.token_dispatcher not in TOKEN_DISPATCHERS:
             raise FrontendError(f"token_dispatcher must be one of {', '.join(TOKEN_DISPATCHERS)}, "
                                 f"got {self.token_dispatcher!r}")
@@ -332,7 +338,7 @@ def model_parallel_node_costs(cfg: TransformerConfig, hw: Hardware, setup: Train
     """The TMPCs of a node at degree key t, the model-parallel width t_tensor x c with
     c = ``setup.context_parallel`` (docs/problem.md §11): :func:`node_costs` at c = 1, else the
     tensor-parallel costs of s / c tokens at t_tensor = t / c with the layer's context-parallel
-    attention (ring, all-to-all or all-gather: :func:`~piper.frontend.context.layer_comm_type`), the weights'
+    attention (ring, all-to-all, all-gather or both: :func:`~piper.frontend.context.layer_comm_type`), the weights'
     reduction over c and the state sharded over c (:mod:`piper.frontend.context`). ``variant``
     "moe": an MoE layer (:func:`~piper.frontend.moe_costs.layer_costs`): the same, its experts
     dispatching the s / c tokens of each device and their weights, state and copies as at c = 1
@@ -365,6 +371,9 @@ def model_parallel_node_costs(cfg: TransformerConfig, hw: Hardware, setup: Train
             return context.all_to_all_attention(hw_eff, cfg, c, tt, fwd_flops, bwd_flops, window)
         if comm_type == "allgather":
             return context.all_gather_attention(hw_eff, cfg, c, tt, fwd_flops, bwd_flops, link, window)
+        if comm_type == "a2a+p2p":
+            assert setup.cp_a2a_size is not None  # check_context asks for it
+            return context.hierarchical_attention(hw_eff, cfg, c, setup.cp_a2a_size, tt, fwd_flops, bwd_flops, link)
         return context.ring_attention(hw_eff, c, fwd.time_s if fwd is not None else 0.0,
                                       bwd.time_s if bwd is not None else 0.0, kv, link)
 
@@ -449,6 +458,7 @@ def model_record(cfg: TransformerConfig, setup: TrainingSetup) -> dict[str, Any]
         # the layers' context-parallel schemes, written only when one is not the ring (so that the
         # other workloads are what they were; absent: "p2p" on every layer)
         **({"cpCommTypes": comm_types} if setup.context_parallel > 1 and set(comm_types) != {"p2p"} else {}),
+        **({"cpA2aSize": setup.cp_a2a_size} if setup.context_parallel > 1 and "a2a+p2p" in comm_types else {}),
         **_moe_record(cfg),
         # written only when they differ from the default, so that other workloads are what they were
         **({"tokenDispatcher": setup.token_dispatcher}
@@ -484,7 +494,8 @@ def offered_degrees(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup) 
     c = setup.context_parallel
     tensor_degrees = tensor_parallel_degrees(cfg, hw)
     if c > 1 and context.uses_all_to_all(cfg, setup.cp_comm_type):
-        tensor_degrees = [tt for tt in tensor_degrees if context.all_to_all_heads_ok(cfg, c, tt)]
+        group = context.all_to_all_group(setup.cp_comm_type, c, setup.cp_a2a_size)
+        tensor_degrees = [tt for tt in tensor_degrees if context.all_to_all_heads_ok(cfg, group, tt)]
     return context.model_parallel_degrees(tensor_degrees, c, setup.nodes * hw.devices_per_node)
 
 
@@ -515,14 +526,16 @@ def build_workload(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup | 
     if memory <= 0:
         raise FrontendError(f"memory reserve ({reserve:.6g} bytes) leaves no memory of {hw.memory_bytes:.6g}")
     c = setup.context_parallel
-    context.check_context(cfg, c, flash_attention=setup.flash_attention, comm_type=setup.cp_comm_type)
+    context.check_context(cfg, c, flash_attention=setup.flash_attention, comm_type=setup.cp_comm_type,
+                          a2a_size=setup.cp_a2a_size)
     # named degrees are checked against every width (a failing all-to-all then names its heads)
     allowed = (offered_degrees(cfg, hw, setup) if degrees is None else
                context.model_parallel_degrees(tensor_parallel_degrees(cfg, hw), c, setup.nodes * hw.devices_per_node))
     if not allowed:
+        group = context.all_to_all_group(setup.cp_comm_type, c, setup.cp_a2a_size)
         why = (f" whose {cfg.attention_heads} query and {cfg.kv_heads if cfg.mla is None else cfg.attention_heads} "
-               "key/value heads split c ways for the all-to-all (--cp-comm-type a2a)"
-               if c > 1 and context.uses_all_to_all(cfg, setup.cp_comm_type) else "")
+               f"key/value heads split {group} ways for the all-to-all (--cp-comm-type "
+               f"{setup.cp_comm_type or 'a2a'})" if c > 1 and context.uses_all_to_all(cfg, setup.cp_comm_type) else "")
         raise FrontendError(f"context-parallel size (--cp) {c}: no tensor-parallel degree t{why} "
                             f"has t x {c} <= the {setup.nodes * hw.devices_per_node} devices")
     if degrees is not None:

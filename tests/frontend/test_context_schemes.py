@@ -21,6 +21,7 @@ from piper.core.options import Options
 from piper.export import ExportError, export_plan
 from piper.frontend.config import TransformerConfig
 from piper.frontend.context import (
+    hierarchical_attention,
     all_gather_attention,
     all_to_all_attention,
     all_to_all_heads_ok,
@@ -220,6 +221,65 @@ def test_the_all_gather_scheme_is_its_local_layer_plus_the_exposed_gathers() -> 
     assert scheme.exposed_bwd_s == scheme.transfer_bwd_s > scheme.transfer_fwd_s > 0
 
 
+def test_the_hierarchical_scheme_is_an_all_to_all_around_a_shorter_ring() -> None:
+    """a2a+p2p at c = 4 = c1 2 x c2 2 on the toy's full-attention layer (8 query, 4 key/value heads,
+    t = 2): the all-to-all of Q, K, V, O among 2 devices, then a ring of 2 steps of twice the local
+    kernel each, passing the plain ring's K, V block; priced by hand."""
+    dense = TOY_WINDOW.with_changes(sliding_window=None, sliding_window_layers=())
+    c, c1, tt = 4, 2, 2
+    setup = TrainingSetup(nodes=1, global_batch=16, context_parallel=c, cp_comm_type="a2a+p2p", cp_a2a_size=c1)
+    hw = hardware("h100-sxm-80gb", None, devices_per_node=8)
+    local = dense.with_changes(seq_length=8192 // c)
+    problem = load_problem(build_workload(dense, hw, setup, degrees=(tt * c,)), strict=True)
+    layer = [nd for nd in problem.nodes if nd.kind == "transformer"][0].tmpcs[tt * c]
+    local_layer = [nd for nd in load_problem(build_workload(local, hw, TrainingSetup(nodes=1, global_batch=16),
+                                                            degrees=(tt,)), strict=True).nodes
+                   if nd.kind == "transformer"][0].tmpcs[tt]
+    whole = [nd for nd in load_problem(build_workload(dense, hw, TrainingSetup(nodes=1, global_batch=16),
+                                                      degrees=(tt,)), strict=True).nodes
+             if nd.kind == "transformer"][0].tmpcs[tt]
+    per_width = 2 * 2048 / tt  # bytes per unit of width: 2,048 tokens of one sequence, 2 bytes, over t
+    exchange = sum(all_to_all_time_s(hw, per_width * w, c1, tt * c1) for w in (1024, 512, 512, 1024))
+    kv = 2 * 2048 * 2 * 512 / tt  # the plain ring's block at c = 4: K and V of 2,048 tokens
+    x_f, x_b = collective_time_s(hw, "p2p", kv, 2), collective_time_s(hw, "p2p", 2 * kv, 2)
+    per_flop = 1.0 / (hw.peak_flops * hw.flash_attention_efficiency)
+    for tm in layer:
+        loc = next(x for x in local_layer if x.id == tm.id)
+        who = next(x for x in whole if x.id == tm.id)
+        recompute, sp = tm.id.split("+")[0], tm.id.endswith("+sp")
+        f_op, b_op = _flash(node_ops("transformer", local, hw, tt, recompute, sp))
+        step_f = c1 * f_op.flops * per_flop + hw.kernel_overhead_s
+        step_b = c1 * b_op.flops * per_flop + hw.kernel_overhead_s
+        fwd = exchange + step_f + (c // c1 - 1) * max(step_f, x_f)
+        bwd = exchange + step_b + (c // c1 - 1) * max(step_b, x_b)
+        runs = 1 + (recompute in ("full", "selective"))
+        extra = runs * (fwd - f_op.time_s) + (bwd - b_op.time_s)
+        network, intra = resync_bandwidths(effective_hardware(hw, setup), setup, tt * c)
+        resync = context_resync_s(all_reduce_factor(dense, setup), who.parameter_size, c, 16, intra)
+        assert tm.time_per_sample == pytest.approx(loc.time_per_sample + extra + resync, rel=1e-12), tm.id
+    assert problem.extra["model"]["cpCommTypes"] == ["a2a+p2p"] * 2 and problem.extra["model"]["cpA2aSize"] == 2
+    a = args_dict(export_plan(problem, chain_plan(problem, [2], 1, tt * c, "none+sp", other="none+sp"),
+                              "megatron").data["args"])
+    assert a["--cp-comm-type"] == "a2a+p2p" and a["--context-parallel-size"] == "4"
+    argv = export_plan(problem, chain_plan(problem, [2], 1, tt * c, "none+sp", other="none+sp"), "megatron").data["args"]
+    at = argv.index("--hierarchical-context-parallel-sizes")
+    assert argv[at + 1:at + 3] == ["2", "2"]
+    with pytest.raises(ExportError, match="an all-to-all scheme \\(--cp-comm-type a2a\\+p2p\\)"):
+        export_plan(problem, chain_plan(problem, [2], 1, tt * c, "none+sp", other="none+sp"), "torchtitan")
+    # the heads: 4 key/value heads at t 4 do not split c1 = 2 ways; sizes that do not divide c; no window
+    with pytest.raises(FrontendError, match="must divide by t x c1 = 8"):
+        hierarchical_attention(hw, dense, c, c1, 4, 1e12, 2.5e12, "nvlink")
+    for size, match in ((3, "must divide --cp 4"), (4, "strictly between 1 and 4"), (None, "needs "
+                         "--hierarchical-context-parallel-sizes")):
+        with pytest.raises(FrontendError, match=match):
+            build_workload(dense, hw, TrainingSetup(nodes=1, global_batch=16, context_parallel=c,
+                                                    cp_comm_type="a2a+p2p", cp_a2a_size=size))
+    with pytest.raises(FrontendError, match="--cp-comm-type a2a\\+p2p: toy-window's layer 0"):
+        build_workload(TOY_WINDOW, hw, setup)
+    with pytest.raises(FrontendError, match="needs --cp-comm-type a2a\\+p2p"):
+        build_workload(dense, hw, TrainingSetup(nodes=1, global_batch=16, context_parallel=c, cp_a2a_size=2))
+
+
 # ---- refusals ----------------------------------------------------------------------------------
 
 
@@ -227,7 +287,7 @@ def test_the_ring_is_refused_for_a_sliding_window_and_the_all_to_all_for_heads_t
     with pytest.raises(FrontendError, match="--cp-comm-type p2p: toy-window's layer 0 .*sliding window of 512"):
         build_workload(TOY_WINDOW, H100, TrainingSetup(nodes=1, global_batch=8, context_parallel=2,
                                                        cp_comm_type="p2p"))
-    with pytest.raises(FrontendError, match="cp_comm_type must be one of p2p, a2a, allgather or None, got 'ring'"):
+    with pytest.raises(FrontendError, match="cp_comm_type must be one of p2p, a2a, allgather, a2a\\+p2p or None, got 'ring'"):
         TrainingSetup(cp_comm_type="ring")
     # 4 key/value heads: t 2 x c 4 leaves half a head per device
     with pytest.raises(FrontendError, match="--cp 4 by all-to-all .*the sliding-window layers need it.* "
@@ -255,6 +315,19 @@ def test_the_command_line_names_the_flag(capsys) -> None:
     assert run_main(main, ["plan", *common, "--cp-comm-type", "a2a"]) == 2  # 4,096 tokens: c = 1 only
     err = capsys.readouterr().err
     assert "no context-parallel size above 1 is searched" in err and err.count("\n") == 1
+    llama = ["llama3-8b", "--gpu", "h100", "--nodes", "2", "--global-batch", "16", "--seq", "32768"]
+    assert run_main(main, ["score", *llama, "--tp", "2", "--cp", "8", "--cp-comm-type", "a2a+p2p",
+                           "--hierarchical-context-parallel-sizes", "2", "2"]) == 2
+    err = capsys.readouterr().err
+    assert "their product 4 must be --cp 8" in err and err.count("\n") == 1
+    assert run_main(main, ["score", *llama, "--tp", "2", "--cp", "8", "--cp-comm-type", "a2a+p2p"]) == 2
+    err = capsys.readouterr().err
+    assert "needs --hierarchical-context-parallel-sizes" in err and err.count("\n") == 1
+    # the sizes fix c for plan: 2 x 4 = 8, the search's only c
+    assert run_main(main, ["plan", *llama, "--uniform", "--json", "--cp-comm-type", "a2a+p2p",
+                           "--hierarchical-context-parallel-sizes", "2", "4"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["context_parallel_searched"] == [8] and set(out["cp_comm_types"]) == {"a2a+p2p"}
 
 
 def test_score_prices_gpt_oss_at_long_context(capsys) -> None:
@@ -293,7 +366,7 @@ def test_the_megatron_export_writes_each_layers_scheme() -> None:
     argv = export_plan(problem, plan, "megatron").data["args"]
     at = argv.index("--cp-comm-type")
     assert argv[at + 1:at + 3] == ["a2a", "p2p"] and argv[at + 3].startswith("--")
-    with pytest.raises(ExportError, match="all-to-all scheme .*on 1 of 2 layers.*--cp-comm-type allgather, or export"):
+    with pytest.raises(ExportError, match="an all-to-all scheme .*on 1 of 2 layers.*--cp-comm-type allgather, or export"):
         export_plan(problem, plan, "torchtitan")
     every = load_problem(build_workload(TOY_WINDOW, H100, TrainingSetup(nodes=1, global_batch=32, context_parallel=2,
                                                                         cp_comm_type="a2a")), strict=True)
