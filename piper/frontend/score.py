@@ -193,6 +193,11 @@ def check_layout(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup, lay
     if layout.vp > 1 and int(per_replica) % layout.pp:
         raise FrontendError(f"--vp {layout.vp}: the micro-batches per replica ({int(per_replica)}) must be a "
                             f"multiple of --pp {layout.pp} (Megatron-LM's interleaved schedule)")
+    if per_replica < layout.pp:
+        raise FrontendError(f"--pp {layout.pp}: the micro-batches per replica (--global-batch {setup.global_batch} / "
+                            f"(--micro-batch {cfg.micro_batch} x --dp {layout.dp}) = {int(per_replica)}) must be at "
+                            f"least the stages: the spec's rule 4 (docs/problem.md) has each stage replica work on "
+                            "its own micro-batches; Megatron-LM would run the layout with a longer bubble")
     return sizes
 
 

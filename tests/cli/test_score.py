@@ -43,6 +43,7 @@ def test_text_and_interleaved(capsys):
     (["--tp", "3"], "--tp 3"),
     (["--vp", "5"], "--vp 5"),
     (["--global-batch", "15"], "--global-batch"),
+    (["--global-batch", "2"], "--pp 2: the micro-batches per replica"),
     (["--precision", "fp8"], "peak_flops_fp8"),
     (["--tp", "0"], "--tp"),
 ])
