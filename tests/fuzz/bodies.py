@@ -233,7 +233,7 @@ SCORE_FLAGS = ("--tp", "--cp", "--pp", "--dp", "--vp", "--ep", "--etp", "--cp-co
 SCORE_SWITCHES = ("--sequence-parallel", "--overlap-grad-reduce", "--overlap-param-gather", "--shard-gradients",
                   "--tp-comm-overlap", "--no-flash-attention", "--account-for-embedding-in-pipeline-split",
                   "--account-for-loss-in-pipeline-split")
-SCORE_VALUES = st.sampled_from(["1", "2", "4", "8", "16", "3", "p2p", "a2a", "allgather", "any", "none", "selective",
+SCORE_VALUES = st.sampled_from(["1", "2", "4", "8", "16", "3", "p2p", "a2a", "allgather", "a2a+p2p", "any", "none", "selective",
                                 "full", "fp8", "bf16", "flex", "alltoall", "4096", "65536", "131072", "1GB"])
 
 
@@ -247,6 +247,8 @@ def score_argv(draw: st.DrawFn) -> list[str]:
         value = draw(st.one_of(SCORE_VALUES, SCORE_VALUES, FLAG_VALUES))
         argv += [f"{draw(st.sampled_from(SCORE_FLAGS))}={value}"]
     argv += draw(st.lists(st.sampled_from(SCORE_SWITCHES), max_size=3, unique=True))
+    if draw(st.booleans()):
+        argv += ["--hierarchical-context-parallel-sizes", draw(SCORE_VALUES), draw(st.one_of(SCORE_VALUES, FLAG_VALUES))]
     return argv + ["--json"]
 
 
