@@ -325,6 +325,9 @@ def cmd_plan(args: argparse.Namespace) -> int:
                       schedule=args.schedule, max_virtual_stages=args.max_virtual_stages)
     say = None if args.json else (lambda line: print(f"piper: {line}", file=sys.stderr, flush=True))
     cps = context_parallel_choices(cfg, hw, setup, args.cp, args.max_cp)
+    if schemes is not None:  # each scheme's own c (the all-to-all's heads bound c, the all-gather's do not)
+        cps = tuple(sorted(set(cps).union(*(context_parallel_choices(cfg, hw, replace(setup, cp_comm_type=k), args.cp,
+                                                                     args.max_cp) for k in schemes))))
     if args.cp_comm_type is not None and cps == (1,):
         raise UsageError(f"--cp-comm-type {args.cp_comm_type}: no context-parallel size above 1 is searched for "
                          f"{cfg.seq_length}-token sequences on these GPUs (docs/frontend.md); give --cp C")

@@ -542,3 +542,23 @@ def test_every_searched_c_and_degree_builds(heads, kv_share, mla, window, scheme
         assert degrees, c
         for t in degrees:
             load_problem(build_workload(cfg, hw, at_c, degrees=(t,), recompute=("none",)), strict=True)
+
+
+def test_any_searches_each_schemes_own_context_sizes(tmp_path, capsys) -> None:
+    """A sliding-window model with 2 key/value heads: its default scheme (the all-to-all on the
+    windowed layer) allows c = 2 only; the all-gather has no bound on the heads, so ``any`` also
+    searches c = 4 and 8 (8 devices)."""
+    raw = {"model_type": "llama", "num_hidden_layers": 2, "hidden_size": 256, "num_attention_heads": 4,
+           "num_key_value_heads": 2, "intermediate_size": 512, "vocab_size": 1000, "max_position_embeddings": 65536,
+           "hidden_act": "silu", "sliding_window": 128, "layer_types": ["sliding_attention", "full_attention"]}
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(raw))
+    common = ["plan", str(path), "--gpu", "h100", "--nodes", "1", "--seq", "65536", "--global-batch", "8",
+              "--uniform", "--json"]
+    assert run_main(main, common) == 0
+    assert json.loads(capsys.readouterr().out)["context_parallel_searched"] == [1, 2]
+    assert run_main(main, [*common, "--cp-comm-type", "any"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["context_parallel_searched"] == [1, 2, 4, 8]
+    at = {(c["context_parallel"], c["cp_comm_type"]) for c in out["candidates"]}
+    assert (4, "allgather") in at and (8, "allgather") in at and (4, None) not in at and (4, "a2a") not in at
