@@ -30,10 +30,11 @@ micro-batch of b sequences:
   devices lie t_tensor apart), else over the network: X_f, X_b seconds.
 * **Overlap rule.** Transformer Engine posts step i+1's send/recv before it runs step i's
   attention and waits for it after (Ring Attention §3: the transfer of a block is hidden when the
-  compute of a block is at least as long): a step takes max(A, X), the first none
-  (its block is local). Forward: A_f + (c - 1) max(A_f, X_f); backward:
-  A_b + (c - 1) max(A_b, X_b); recomputation (full or selective) runs the forward ring again.
-  (:class:`RingAttention`)
+  compute of a block is at least as long): a step takes max(A, X). Forward: the last step sends
+  nothing, A_f + (c - 1) max(A_f, X_f). Backward (``AttnFuncWithCPAndKVP2P.backward``): step 0
+  sends K, V only, steps 1..c-2 send K, V and the dK, dV accumulated so far, step c-1 sends dK, dV
+  only, each overlapped with its own step's attention: 2 max(A_b, X_f) + (c - 2) max(A_b, X_b).
+  Recomputation (full or selective) runs the forward ring again. (:class:`RingAttention`)
 * **Weights** are replicated over the c devices (parameters, ``parameterSize``,
   ``memoryUsageB`` as at t_tensor); the distributed optimizer shards its state over the d x c
   devices of the data-parallel-with-context group: ``memoryUsageShardedB`` = s / c, and its step
@@ -276,7 +277,8 @@ class RingAttention:
     #: A_f, A_b: one step's attention, forward and backward
     attention_fwd_step_s: float
     attention_bwd_step_s: float
-    #: X_f, X_b: one step's transfer (K, V forward; K, V, dK, dV backward)
+    #: X_f, X_b: one step's transfer of a K, V block (X_f; also the backward pass's first and last
+    #: steps: K, V out, or dK, dV back) and of K, V with dK, dV (X_b: the backward pass's middle steps)
     transfer_fwd_step_s: float
     transfer_bwd_step_s: float
 
@@ -287,8 +289,10 @@ class RingAttention:
 
     @property
     def backward_s(self) -> float:
-        """A_b + (c - 1) max(A_b, X_b)."""
-        return self.attention_bwd_step_s + (self.steps - 1) * max(self.attention_bwd_step_s, self.transfer_bwd_step_s)
+        """2 max(A_b, X_f) + (c - 2) max(A_b, X_b): the first step passes K, V only, the middle ones K,
+        V and the dK, dV gathered so far, the last dK, dV only, each during its step's attention."""
+        a = self.attention_bwd_step_s
+        return 2 * max(a, self.transfer_fwd_step_s) + (self.steps - 2) * max(a, self.transfer_bwd_step_s)
 
     @property
     def exposed_fwd_s(self) -> float:
@@ -297,8 +301,9 @@ class RingAttention:
 
     @property
     def exposed_bwd_s(self) -> float:
-        """(c - 1) max(0, X_b - A_b)."""
-        return (self.steps - 1) * max(0.0, self.transfer_bwd_step_s - self.attention_bwd_step_s)
+        """2 max(0, X_f - A_b) + (c - 2) max(0, X_b - A_b)."""
+        a = self.attention_bwd_step_s
+        return 2 * max(0.0, self.transfer_fwd_step_s - a) + (self.steps - 2) * max(0.0, self.transfer_bwd_step_s - a)
 
 
 def ring_attention(hw: Hardware, c: int, attention_fwd_step_s: float, attention_bwd_step_s: float,

@@ -41,10 +41,15 @@ def cost(hw, c, t, tmpc="none", kind="transformer", **kw):
 
 
 def test_ring_attention_steps_and_overlap():
-    # A_f = 2 hides X_f = 1: 2 + 3 * 2; A_b = 5 < X_b = 6: 5 + 3 * 6 with 3 * 1 exposed
+    # forward: A_f = 2 hides X_f = 1 on the 3 steps that send: 2 + 3 * 2
+    # backward (Transformer Engine's order): the first step sends K, V only and the last dK, dV only
+    # (X_f = 1, hidden by A_b = 5), the 2 middle ones both (X_b = 6 > 5): 5 + 2 * 6 + 5, 2 * 1 exposed
     r = RingAttention(4, 2.0, 5.0, 1.0, 6.0)
     assert r.forward_s == 8.0 and r.exposed_fwd_s == 0.0
-    assert r.backward_s == 23.0 and r.exposed_bwd_s == 3.0
+    assert r.backward_s == 22.0 and r.exposed_bwd_s == 2.0
+    # c = 2: no middle step; X_f = 7 > A_b = 5 on both: 2 * 7, 2 * 2 exposed
+    r2 = RingAttention(2, 2.0, 5.0, 7.0, 9.0)
+    assert r2.backward_s == 14.0 and r2.exposed_bwd_s == 4.0
     assert RingAttention(1, 2.0, 5.0, 9.0, 9.0).forward_s == 2.0  # one device: no transfer
 
 
@@ -82,10 +87,11 @@ def test_layer_time_by_hand():
     assert fast.time_per_sample_s == pytest.approx(12.288 + 1.792 + resync)
     assert fast.time_per_sample_s - resync == pytest.approx(28.16 / 2)  # the work splits evenly
     assert fast.forward_s == pytest.approx(6 * 4 * 512 / 3 / 1000 + 0.512)
-    # on the slow link the transfer is exposed: X_f = 1.28 s, X_b = 2.56 s (B_c = 100 B/s)
+    # on the slow link the transfer is exposed: X_f = 1.28 s (B_c = 100 B/s); c = 2 backward: its
+    # two steps pass K, V out and dK, dV back, X_f each: 2 max(A_b, X_f) = 2.56
     slow = cost(SLOW, 2, 2)
-    assert slow.time_per_sample_s == pytest.approx(12.288 + (0.256 + 1.28) + (0.64 + 2.56) + 1.5 * 2400 / (2 * 4 * 100))
-    assert slow.communication_s == pytest.approx((1.28 - 0.256) + (2.56 - 0.64) + 1.5 * 2400 / (2 * 4 * 100))
+    assert slow.time_per_sample_s == pytest.approx(12.288 + (0.256 + 1.28) + 2 * 1.28 + 1.5 * 2400 / (2 * 4 * 100))
+    assert slow.communication_s == pytest.approx((1.28 - 0.256) + 2 * (1.28 - 0.64) + 1.5 * 2400 / (2 * 4 * 100))
     # full recomputation runs the forward ring again
     full = cost(SLOW, 2, 2, "full")
     assert full.time_per_sample_s - slow.time_per_sample_s == pytest.approx(6 * 4 * 512 / 3 / 1000 + 0.256 + 1.28)

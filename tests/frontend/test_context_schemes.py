@@ -140,7 +140,8 @@ def test_an_mla_layer_at_c_is_its_local_layer_plus_the_ring() -> None:
         f_op, b_op = _flash(layer_tmpc_ops(local, H100, setup, tt, "mla", tm.id))
         recomputes = tm.id.startswith(("full", "selective"))
         ring_f = (c - 1) * max(f_op.time_s, x_f)
-        ring_b = (c - 1) * max(b_op.time_s, x_b)
+        # backward at c = 2: K, V out, dK, dV back, each during a step: 2 max(A_b, X_f) (x_b: c > 2 only)
+        ring_b = 2 * max(b_op.time_s, x_f) + (c - 2) * max(b_op.time_s, x_b) - b_op.time_s
         expected = (loc.time_per_sample + ring_f + ring_b + recomputes * ring_f
                     + _resync(TOY_MLA, setup, tt * c, c, whole))
         assert tm.time_per_sample == pytest.approx(expected, rel=1e-12), tm.id
@@ -176,8 +177,10 @@ def test_a_windowed_layer_runs_the_all_to_all_and_a_full_one_the_ring_unless_tol
                 extra = runs * (a_f - f_op.time_s + exchange) + (a_b - b_op.time_s + exchange)
             else:
                 kv = 2 * 4096 * 2 * 512 / tt
-                extra = ((runs * (c - 1)) * max(f_op.time_s, collective_time_s(H100, "p2p", kv, c))
-                         + (c - 1) * max(b_op.time_s, collective_time_s(H100, "p2p", 2 * kv, c)))
+                x_f = collective_time_s(H100, "p2p", kv, c)
+                extra = ((runs * (c - 1)) * max(f_op.time_s, x_f)
+                         + 2 * max(b_op.time_s, x_f) + (c - 2) * max(b_op.time_s, collective_time_s(
+                             H100, "p2p", 2 * kv, c)) - b_op.time_s)
             expected = loc.time_per_sample + extra + _resync(TOY_WINDOW, setup, tt * c, c, whole)
             assert tm.time_per_sample == pytest.approx(expected, rel=1e-12), (index, tm.id)
             assert tm.memory_a == pytest.approx(loc.memory_a, rel=1e-12)
@@ -251,7 +254,7 @@ def test_the_hierarchical_scheme_is_an_all_to_all_around_a_shorter_ring() -> Non
         step_f = c1 * f_op.flops * per_flop + hw.kernel_overhead_s
         step_b = c1 * b_op.flops * per_flop + hw.kernel_overhead_s
         fwd = exchange + step_f + (c // c1 - 1) * max(step_f, x_f)
-        bwd = exchange + step_b + (c // c1 - 1) * max(step_b, x_b)
+        bwd = exchange + 2 * max(step_b, x_f) + (c // c1 - 2) * max(step_b, x_b)
         runs = 1 + (recompute in ("full", "selective"))
         extra = runs * (fwd - f_op.time_s) + (bwd - b_op.time_s)
         network, intra = resync_bandwidths(effective_hardware(hw, setup), setup, tt * c)
