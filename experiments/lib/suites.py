@@ -398,8 +398,9 @@ def frontier_models_suite() -> list[Instance]:
     mixture-of-experts transformer (4 experts, top-2; one workload per expert-parallel size, as
     ``plan`` builds them), a 2-layer transformer at sequence 8,192 with context-parallel size 2
     (the degree keys are t x c, docs/problem.md §11), and the MoE transformer at sequence 8,192 with
-    both (c = 2, e = 2: rule 6 over the width), and at c = 2 an MLA transformer and one with a
-    sliding-window layer, one node of 8 devices, memory that binds."""
+    both (c = 2, e = 2: rule 6 over the width), at c = 2 an MLA transformer and one with a
+    sliding-window layer, and at c = 4 the dense one with the all-gather and with a2a+p2p, one node
+    of 8 devices, memory that binds."""
     from dataclasses import replace as _replace
 
     from piper.frontend.config import TransformerConfig
@@ -438,6 +439,13 @@ def frontier_models_suite() -> list[Instance]:
         workload = build_workload(cfg, hw_long, TrainingSetup(nodes=1, global_batch=8, context_parallel=2))
         out.append(Instance(f"{cfg.name}-cp2", problem_from_dict(workload), "frontier-models",
                             f"long context from the front end, context-parallel size 2: {what}"))
+    # Llama 3's all-gather of K, V, and the all-to-all in pairs around a ring (c = 4 = 2 x 2)
+    for scheme, size, what in (("allgather", None, "the all-gather of K, V"),
+                               ("a2a+p2p", 2, "the all-to-all in pairs around a ring of 2")):
+        workload = build_workload(long, hw_long, TrainingSetup(nodes=1, global_batch=8, context_parallel=4,
+                                                               cp_comm_type=scheme, cp_a2a_size=size))
+        out.append(Instance(f"{long.name}-cp4-{scheme}", problem_from_dict(workload), "frontier-models",
+                            f"long context from the front end, context-parallel size 4: {what}"))
     return out
 
 
@@ -610,9 +618,10 @@ SUITES: dict[str, tuple[str, Callable[[], list[Instance]]]] = {
                   "with interleaved plans", schedules_suite),
     "moe": ("16 tiny MoE DAGs (expert parallelism, rule 6): TPS and batch time, free and uniform, 4 interleaved",
             moe_suite),
-    "frontier-models": ("6 front-end workloads: a tiny MoE transformer at expert-parallel sizes 2 and 4, "
+    "frontier-models": ("8 front-end workloads: a tiny MoE transformer at expert-parallel sizes 2 and 4, "
                         "2-layer transformers at sequence 8,192 with context-parallel size 2 (dense, MLA, a "
-                        "sliding-window layer), the MoE one at 8,192 with both (c = 2, e = 2)",
+                        "sliding-window layer) and 4 (the all-gather, a2a+p2p), the MoE one at 8,192 with both "
+                        "(c = 2, e = 2)",
                         frontier_models_suite),
     "identical-chains": ("4 chains of identical layers (6-8 layers) x {TPS free, batch time free, batch time "
                          "uniform}: the aggregated model against the others", identical_chains_suite),
