@@ -120,8 +120,8 @@ class ModelInfo:
     #: layers ``sliding_window_layers`` (``model.slidingWindow.layers``); None: full attention everywhere
     sliding_window: int | None = None
     sliding_window_layers: tuple[int, ...] = ()
-    #: each transformer layer's context-parallel scheme, "p2p" or "a2a" (``model.cpCommTypes``,
-    #: absent: "p2p" on every layer; piper/frontend/context.py)
+    #: each transformer layer's context-parallel scheme, one of piper.frontend.context.CP_COMM_TYPES
+    #: (``model.cpCommTypes``; absent: "p2p" on every layer)
     cp_comm_types: tuple[str, ...] = ()
     #: c1 of the a2a+p2p scheme (``model.cpA2aSize``): the all-to-all groups' size; None without it
     cp_a2a_size: int | None = None
