@@ -463,7 +463,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         print(f"context       context-parallel size c = {chosen.context_parallel} (searched: "
               f"{', '.join(str(c) for c in cps)}); each stage's t is its tensor-parallel size x {chosen.context_parallel}"
               + (f"; {describe_comm_types(comm_types)}" if comm_types else "")
-              + ("" if schemes is None else " (schemes searched: the default, a2a, allgather)"))
+              + ("" if schemes is None else f" (schemes searched: {', '.join(k or 'the default' for k in schemes)})"))
     exactness = "not proven exact" if not exact else (
         "exact over 1F1B plans, every plan compared passing the schedule check" if rejected is not None else "exact")
     print(f"plan          {kind}: {m['stages']} stages, {schedule}, on {m['devices_used']} of {m['devices']} devices "

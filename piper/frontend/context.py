@@ -351,6 +351,20 @@ class ExchangedAttention:
         return self.transfer_bwd_s
 
 
+def _kernel_share_s(hw: Hardware, cfg: TransformerConfig, c: int, local_fwd_flops: float, local_bwd_flops: float,
+                    window: int | None) -> tuple[float, float]:
+    """(A'_f, A'_b): a device's 1 / c share of the layer's attention kernel under the all-to-all and
+    the all-gather schemes, c x share(s, w) / share(s / c, w) the FLOPs of the kernel at s / c tokens
+    (module docstring), forward and backward (0 without a kernel)."""
+    s = cfg.seq_length
+    ratio = c * attention_score_fraction(s, window) / attention_score_fraction(s // c, window)
+
+    def share(flops: float) -> float:
+        return flash_attention_time_s(hw, ratio * flops) if flops > 0 else 0.0
+
+    return share(local_fwd_flops), share(local_bwd_flops)
+
+
 def all_to_all_attention(hw: Hardware, cfg: TransformerConfig, c: int, t_tensor: int, local_fwd_flops: float,
                          local_bwd_flops: float, window: int | None = None) -> ExchangedAttention:
     """The all-to-all scheme of a layer (``cfg`` the whole model, ``window`` its sliding window)
@@ -367,13 +381,9 @@ def all_to_all_attention(hw: Hardware, cfg: TransformerConfig, c: int, t_tensor:
                             f"key/value heads must divide by t x c = {t_tensor * c} (each device attends a / (t c) "
                             "heads); use --cp-comm-type " + ("allgather" if windowed else "p2p or allgather")
                             + ", or a smaller --cp or --tp")
-    s = cfg.seq_length
-    ratio = c * attention_score_fraction(s, window) / attention_score_fraction(s // c, window)
-    per_width = cfg.precision_bytes * cfg.micro_batch * (s / c) / t_tensor
+    per_width = cfg.precision_bytes * cfg.micro_batch * (cfg.seq_length / c) / t_tensor
     exchange = sum(all_to_all_time_s(hw, per_width * w, c, t_tensor * c) for w in attention_widths(cfg))
-    return ExchangedAttention(flash_attention_time_s(hw, ratio * local_fwd_flops) if local_fwd_flops > 0 else 0.0,
-                             flash_attention_time_s(hw, ratio * local_bwd_flops) if local_bwd_flops > 0 else 0.0,
-                             exchange, exchange)
+    return ExchangedAttention(*_kernel_share_s(hw, cfg, c, local_fwd_flops, local_bwd_flops, window), exchange, exchange)
 
 
 def all_gather_attention(hw: Hardware, cfg: TransformerConfig, c: int, t_tensor: int, local_fwd_flops: float,
@@ -384,14 +394,11 @@ def all_gather_attention(hw: Hardware, cfg: TransformerConfig, c: int, t_tensor:
     of the device's kv heads, p b s width / t_tensor bytes each) among the c devices over ``link``;
     backward: the same two again (Transformer Engine saves only the local K, V) and a reduce-scatter
     of dK and of dV."""
-    s = cfg.seq_length
-    ratio = c * attention_score_fraction(s, window) / attention_score_fraction(s // c, window)
     _q, k, v, _o = attention_widths(cfg)
-    whole = cfg.precision_bytes * cfg.micro_batch * s / t_tensor
+    whole = cfg.precision_bytes * cfg.micro_batch * cfg.seq_length / t_tensor
     gather = sum(collective_time_s(hw, "all_gather", whole * w, c, link) for w in (k, v))
     scatter = sum(collective_time_s(hw, "reduce_scatter", whole * w, c, link) for w in (k, v))
-    return ExchangedAttention(flash_attention_time_s(hw, ratio * local_fwd_flops) if local_fwd_flops > 0 else 0.0,
-                              flash_attention_time_s(hw, ratio * local_bwd_flops) if local_bwd_flops > 0 else 0.0,
+    return ExchangedAttention(*_kernel_share_s(hw, cfg, c, local_fwd_flops, local_bwd_flops, window),
                               gather, gather + scatter)
 
 
