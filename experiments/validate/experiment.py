@@ -9,7 +9,7 @@ from typing import Any
 from experiments.validate.context_rows import CONTEXT_ASSUMPTIONS, llama3_context_cases
 from experiments.validate.fit import fit, leave_one_out, predict_time_s, score_case
 from experiments.validate.memory import memory_rows
-from experiments.validate.moe_rows import MOE_ASSUMPTIONS, moe_records
+from experiments.validate.moe_rows import MOE_ASSUMPTIONS, moe_records, recipe_readings
 from experiments.validate.rows import (
     ASSUMPTIONS,
     Case,
@@ -78,7 +78,7 @@ def run(quick: bool = False, loo: bool = True, log: Callable[[str], None] | None
             "assumptions": {**ASSUMPTIONS, "llama3": ASSUMPTIONS["llama3"] + CONTEXT_ASSUMPTIONS},
             # mixture of experts (issue 31; experiments/validate/moe_rows.py): out of sample, H100 constants
             "moe": {"catalog": moe_records(), "readme_fit": moe_records(fitted["h100-sxm-80gb"]),
-                    "assumptions": MOE_ASSUMPTIONS},
+                    "recipe_readings": recipe_readings(), "assumptions": MOE_ASSUMPTIONS},
             "quick": quick, "loo": loo, "elapsed_s": time.perf_counter() - t0}
 
 

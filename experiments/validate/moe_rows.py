@@ -5,7 +5,7 @@ tokens/s per GPU (the published figure; Megatron-Bridge's TFLOP/s use its own FL
 
 Settings a row does not state, and what is assumed (:data:`MOE_ASSUMPTIONS`): the presets'
 shapes (their HF configs, sequence 4,096 as in the rows), no recomputation when it fits (else
-selective, else full), the distributed optimizer, fp32 gradient reduction, the gradient reduce and
+selective, else full), the distributed optimizer, bf16 gradient reduction (:data:`GRAD_BYTES`), the gradient reduce and
 weight gather overlapped, flash attention, balanced routing (the benchmarks force-balance the load),
 dropless (capacity factor: the documented default), FP8 for the FP8 / FP8-CS rows. The 25.09 row
 ("tokendrop", precision not stated) is left out: its capacity factor and precision are unknown.
@@ -19,7 +19,8 @@ routed token copy, MoE layer and pass) are fitted on these rows (:func:`fit_moe`
 way; the catalog's form is the one with the least leave-one-out mean absolute error.
 ``python -m experiments.validate.moe_rows [--fit [--form NAME]] [--json]`` prints the rows with the
 catalog's H100 constants, and with ``--fit`` the fit of a form (default the catalog's) and the LOO
-errors (docs/results/validation.md).
+errors (docs/results/validation.md); every run also prints :func:`recipe_readings`: the two 25.11 rows
+scored with the settings of Megatron-Bridge's benchmark recipes where the table's differ.
 """
 
 from __future__ import annotations
@@ -39,8 +40,8 @@ from piper.frontend.presets import preset
 from piper.frontend.score import Layout, score_layout
 from piper.frontend.workload import TrainingSetup
 
-__all__ = ["CATALOG_FORM", "MOE_ASSUMPTIONS", "MOE_FILE", "MOE_FORMS", "MOE_PARAMS", "MOE_TIMES", "MoEForm", "catalog_params", "dispatcher", "excluded_rows", "fit_cases",
-           "fit_moe", "latest_cases", "markdown", "moe_cases", "moe_records", "predict_moe_time_s"]
+__all__ = ["CATALOG_FORM", "GRAD_BYTES", "MOE_ASSUMPTIONS", "RECIPE_READINGS", "MOE_FILE", "MOE_FORMS", "MOE_PARAMS", "MOE_TIMES", "MoEForm", "catalog_params", "dispatcher", "excluded_rows", "fit_cases",
+           "fit_moe", "latest_cases", "markdown", "moe_cases", "moe_records", "predict_moe_time_s", "recipe_markdown", "recipe_readings", "RecipeReading"]
 
 MOE_FILE = "megatron_bridge_h100_moe.csv"
 #: the CSV's model names -> presets
@@ -89,10 +90,19 @@ EXCLUSION_SPREAD = 0.10
 #: moe_flex_dispatcher_backend="hybridep". GPT-OSS's H100 recipe (gpt_oss_workload_base_configs.py)
 #: sets no dispatcher; the Qwen3 e = 8 rows come from older recipes: "alltoall" for both.
 FLEX_LAYOUTS = {("qwen3-30b-a3b", 16)}
+#: bytes per gradient element in the data-parallel reduction: 2 (bf16). Megatron-Bridge's benchmark
+#: recipes of both models switch fp32 reduction off: scripts/performance/configs/qwen/qwen3_llm_pretrain.py
+#: ``set_qwen3_common_configs`` and scripts/performance/configs/gpt_oss/gpt_oss_llm_pretrain.py
+#: ``set_gpt_oss_common_configs`` (``cfg.ddp.grad_reduce_in_fp32 = False``). Until 2026-12-04 the rows
+#: assumed 4 (Megatron-LM's default for --bf16): no predicted time moved (the reduction hides behind
+#: the backward pass in every row), the memory per GPU drops by 5.2-8.8 GB.
+GRAD_BYTES = 2
 MOE_ASSUMPTIONS = [
     ("Megatron-Bridge does not state: recomputation (none when it fits, else selective, else full), the "
-     "distributed optimizer (on), fp32 gradient reduction, --overlap-grad-reduce / --overlap-param-gather (on), "
+     "distributed optimizer (on), --overlap-grad-reduce / --overlap-param-gather (on), "
      "flash attention (on); sequence parallelism is moot (t = 1 in every row)"),
+    ("bf16 gradient reduction, as Megatron-Bridge's benchmark recipes set it (grad_reduce_in_fp32 = False in "
+     "scripts/performance/configs/{qwen,gpt_oss}/*_llm_pretrain.py)"),
     "balanced routing (the benchmarks force-balance the expert load), dropless; FP8 and FP8-CS rows: FP8 products",
     ("the token dispatcher: flex (HybridEP) for the Qwen3 e = 16 rows, as Megatron-Bridge's H100 recipe sets it; "
      "alltoall (Megatron-Core's default) for the others (:data:`FLEX_LAYOUTS`)"),
@@ -100,6 +110,34 @@ MOE_ASSUMPTIONS = [
     "the 25.09 'tokendrop' row is left out (capacity factor and precision not stated)",
 ]
 
+
+
+@dataclass(frozen=True)
+class RecipeReading:
+    """A row scored with the settings of Megatron-Bridge's benchmark recipe where the published table
+    states others (:func:`recipe_readings`): ``micro_batch`` / ``vp`` / ``recompute`` replace the
+    row's (None: the row's own; ``recompute`` None: the least recomputation that fits)."""
+
+    row: str
+    micro_batch: int | None
+    vp: int | None
+    recompute: str | None
+    source: str
+
+
+#: the two 25.11 rows, whose table settings and recipes disagree (docs/results/validation.md, "The
+#: 25.11 rows against the recipes"); the table's settings stay the rows' own in the fit and the report
+RECIPE_READINGS = (
+    RecipeReading("gpt-oss-120b 25.11", micro_batch=1, vp=None, recompute=None,
+                  source="scripts/performance/configs/gpt_oss/gpt_oss_workload_base_configs.py of the GBS = 512 "
+                         "recipes (GPT_OSS_120B_H100_BF16_BASE_CONFIG: micro_batch_size=1 from the base config, "
+                         "PP 4, EP 8, recompute_modules layernorm and moe_act); the table says micro-batch 4"),
+    RecipeReading("qwen3-30b-a3b 25.11", micro_batch=None, vp=12, recompute="none",
+                  source="scripts/performance/configs/qwen/qwen3_workload_base_configs.py "
+                         "(QWEN3_30B_A3B_H100_FP8_CS_BASE_CONFIG: PP 2, VP 12, micro_batch_size=2, EP 8) and "
+                         "qwen3_llm_pretrain.py set_qwen3_common_configs (recompute_granularity = None); the "
+                         "table says VP 24"),
+)
 
 def dispatcher(model: str, ep: int) -> str:
     """The row's token dispatcher (:data:`FLEX_LAYOUTS`; else Megatron-Core's default "alltoall")."""
@@ -125,7 +163,7 @@ def moe_cases() -> list[Case]:
         precision = "fp8" if r["precision"].upper().startswith("FP8") else "bf16"
         cfg = preset(MODELS[model]).with_changes(micro_batch=mb, seq_length=seq, precision=precision)
         setup = TrainingSetup(nodes=gpus // hw.devices_per_node, global_batch=gb, distributed_optimizer=True,
-                              grad_bytes=4, flash_attention=True, overlap_grad_reduce=True, overlap_param_gather=True,
+                              grad_bytes=GRAD_BYTES, flash_attention=True, overlap_grad_reduce=True, overlap_param_gather=True,
                               token_dispatcher=dispatcher(MODELS[model], e))
         layout = Layout(tp=t, pp=p, dp=gpus // (t * p), recompute="none", sequence_parallel=t > 1, vp=vp, ep=e)
         tokens_per_gpu = float(r["tokens_per_s_per_gpu"])
@@ -270,6 +308,49 @@ def moe_records(params: tuple[float, float] | None = None, moe_params: Sequence[
     return out
 
 
+
+def recipe_readings() -> list[dict[str, Any]]:
+    """:data:`RECIPE_READINGS` scored with the catalog's constants: each row with the recipe's settings,
+    the predicted tokens/s per GPU and its error, the memory per GPU and whether it fits; when it does not
+    fit, the time it would take if it did (the memory check lifted: a finding about the memory model,
+    since the run did fit)."""
+    cases = {c.name: c for c in moe_cases()}
+    out = []
+    for r in RECIPE_READINGS:
+        case = cases[r.row]
+        cfg = case.cfg if r.micro_batch is None else case.cfg.with_changes(micro_batch=r.micro_batch)
+        layout = case.layout if r.vp is None else replace(case.layout, vp=r.vp)
+        m: dict[str, Any] = {}
+        for rc in (r.recompute,) if r.recompute is not None else ("none", "selective", "full"):
+            m = score_layout(cfg, case.hw, case.setup, replace(layout, recompute=rc))
+            if m["batch_time_s"] is not None:
+                break
+        unbounded = None
+        if m["batch_time_s"] is None:
+            big = case.hw.with_changes(memory_bytes=10 * case.hw.memory_bytes)
+            unbounded = score_layout(cfg, big, case.setup, replace(layout, recompute=m["recompute"]))
+        pub = case.extra["published_tokens_per_s_per_gpu"]
+        tok = m["tokens_per_s_per_gpu"] if unbounded is None else unbounded["tokens_per_s_per_gpu"]
+        out.append({"row": r.row, "micro_batch": cfg.micro_batch, "vp": layout.vp, "recompute": m["recompute"],
+                    "published_tokens_per_s_per_gpu": pub, "predicted_tokens_per_s_per_gpu": tok,
+                    "tokens_error_percent": 100 * (tok / pub - 1), "max_memory_gb": m["max_memory_bytes"] / 1e9,
+                    "fits": bool(m["fits"]), "source": r.source})
+    return out
+
+
+def recipe_markdown(records: list[dict[str, Any]]) -> str:
+    """:func:`recipe_readings` as a Markdown table."""
+    lines = ["### The 25.11 rows with their recipes' settings", "",
+             "| row | b | v | recompute | memory GB | fits | published tok/s/GPU | predicted | error |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for r in records:
+        lines.append(f"| {r['row']} | {r['micro_batch']} | {r['vp']} | {r['recompute']} | {r['max_memory_gb']:.1f} "
+                     f"| {'yes' if r['fits'] else 'no (time as if it fitted)'} "
+                     f"| {r['published_tokens_per_s_per_gpu']:.0f} | {r['predicted_tokens_per_s_per_gpu']:.0f} "
+                     f"| {r['tokens_error_percent']:+.1f}% |")
+    lines += [""] + [f"- {r['row']}: {r['source']}" for r in records]
+    return "\n".join(lines)
+
 def markdown(records: list[dict[str, Any]], title: str, loo: dict[str, Any] | None = None,
              excluded: dict[str, str] | None = None) -> str:
     """The rows as a Markdown table (with each row's leave-one-out tokens/s error when ``loo`` is given)."""
@@ -309,7 +390,8 @@ def _main(argv: list[str] | None) -> int:
         ap.error("--form is an option of --fit")
     cases = moe_cases()
     res: dict[str, Any] = {"catalog": moe_records(), "catalog_params": dict(zip(MOE_PARAMS, catalog_params())),
-                           "excluded": excluded_rows(cases), "assumptions": MOE_ASSUMPTIONS}
+                           "excluded": excluded_rows(cases), "assumptions": MOE_ASSUMPTIONS,
+                           "recipe_readings": recipe_readings()}
     if args.fit:
         log = None if args.json else (lambda msg: print(msg, file=sys.stderr))
         res["fit"] = fit_moe(log=log, form=args.form)
@@ -320,6 +402,8 @@ def _main(argv: list[str] | None) -> int:
         return 0
     cat = ", ".join(f"{k} {v:.4g}" for k, v in res["catalog_params"].items())
     print(markdown(res["catalog"], f"catalog H100 constants ({cat})", excluded=res["excluded"]))
+    print()
+    print(recipe_markdown(res["recipe_readings"]))
     if "fit" in res:
         f = res["fit"]
         fitted = ", ".join(f"{k} {v:.4g}" for k, v in f["params"].items())

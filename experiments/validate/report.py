@@ -87,11 +87,12 @@ def markdown(res: dict[str, Any]) -> str:
             lines.append(f"- assumed: {a}")
         lines.append("")
     if res.get("moe"):  # issue 31: experiments/validate/moe_rows.py
-        from experiments.validate.moe_rows import markdown as moe_markdown
+        from experiments.validate.moe_rows import markdown as moe_markdown, recipe_markdown
 
         lines += ["## Mixture of experts: Megatron-Bridge H100 (tokens/s per GPU, out of sample)", "",
                   moe_markdown(res["moe"]["catalog"], "catalog H100 constants"), "",
                   moe_markdown(res["moe"]["readme_fit"], "H100 constants fitted on the README table"), "",
+                  *([recipe_markdown(res["moe"]["recipe_readings"]), ""] if res["moe"].get("recipe_readings") else []),
                   *(f"- assumed: {a}" for a in res["moe"]["assumptions"]), ""]
     lines += ["## Memory: [K22] Figure 1's four models (first stage, per GPU)", "",
               "| model | quantity | paper's formula GB | planner GB | difference |", "|---|---|---:|---:|---:|"]

@@ -99,3 +99,49 @@ def test_the_fitted_forms_start_from_no_other_time():
     assert got == pytest.approx(predict_moe_time_s(case, (695.7, 2e-3 / (4096 * 8)), token), rel=1e-12)
     b2 = replace(case, cfg=case.cfg.with_changes(micro_batch=2))
     assert predict_moe_time_s(b2, (695.7, 2e-3 / (4096 * 8)), token) > predict_moe_time_s(b2, (695.7, 2e-3), names)
+
+
+def test_rows_reduce_gradients_in_bf16():
+    """Megatron-Bridge's benchmark recipes set grad_reduce_in_fp32 = False (moe_rows.GRAD_BYTES): every
+    row's setup carries 2-byte gradients, and the expert gradients the resync moves are 2 bytes each."""
+    from experiments.validate.moe_rows import GRAD_BYTES
+    from piper.frontend.workload import build_workload
+
+    assert GRAD_BYTES == 2
+    cases = moe_cases()
+    assert {c.setup.grad_bytes for c in cases} == {2}
+    c = next(c for c in cases if c.name == "qwen3-30b-a3b 26.06")
+    wl4 = build_workload(c.cfg, c.hw, replace(c.setup, grad_bytes=4))
+    wl2 = build_workload(c.cfg, c.hw, c.setup)
+
+    def expert_sizes(wl):
+        return [(n["id"], t, e["id"], e["expertParameterSize"]) for n in wl["nodes"]
+                for t, es in n.get("TMPCs", {}).items() for e in es if e.get("expertParameterSize")]
+
+    two, four = expert_sizes(wl2), expert_sizes(wl4)
+    assert two and [k[:3] for k in two] == [k[:3] for k in four]
+    for a, b in zip(two, four):
+        assert 2 * a[3] == pytest.approx(b[3])
+
+
+def test_recipe_readings_change_only_what_the_recipe_says():
+    """The 25.11 rows scored with their recipes' settings: GPT-OSS at micro-batch 1 (the table's 4
+    needs full recomputation under the model), Qwen3 at v = 12 with no recomputation (the recipe's),
+    which the model's memory does not fit: reported with the time as if it fitted, not dropped."""
+    from experiments.validate.moe_rows import RECIPE_READINGS, recipe_markdown, recipe_readings
+
+    recs = {r["row"]: r for r in recipe_readings()}
+    assert set(recs) == {r.row for r in RECIPE_READINGS} == {"gpt-oss-120b 25.11", "qwen3-30b-a3b 25.11"}
+    g, q = recs["gpt-oss-120b 25.11"], recs["qwen3-30b-a3b 25.11"]
+    assert (g["micro_batch"], g["vp"], g["fits"]) == (1, 1, True)
+    assert g["recompute"] == "none"  # the least recomputation that fits at b = 1
+    assert (q["micro_batch"], q["vp"], q["recompute"], q["fits"]) == (2, 12, "none", False)
+    assert q["max_memory_gb"] > 79.1 and q["predicted_tokens_per_s_per_gpu"] > 0
+    table = {r["row"]: r for r in moe_records()}
+    # the table's own reading of GPT-OSS 25.11 (b = 4) only runs with full recomputation
+    assert table["gpt-oss-120b 25.11"]["recompute"] == "full"
+    for r in recs.values():
+        assert r["tokens_error_percent"] == pytest.approx(
+            100 * (r["predicted_tokens_per_s_per_gpu"] / r["published_tokens_per_s_per_gpu"] - 1))
+    md = recipe_markdown(list(recs.values()))
+    assert "no (time as if it fitted)" in md and "set_qwen3_common_configs" in md
