@@ -113,7 +113,8 @@ def add_context_scheme_arguments(g: Any, *, plan: bool) -> None:
                    help="context parallelism's scheme on every layer at c > 1: p2p (ring attention), a2a (all-to-all "
                         "of the heads), allgather (Llama 3's all-gather of K, V) or a2a+p2p (with "
                         "--hierarchical-context-parallel-sizes)"
-                        + ("; 'any' searches the default, a2a and allgather (one workload each)" if plan else "")
+                        + ("; 'any' searches the default, a2a, allgather and a2a+p2p (one workload each, "
+                           "a2a+p2p one per all-to-all size C1); a2a+p2p without its sizes searches C1" if plan else "")
                         + "; default: a2a on sliding-window layers, p2p elsewhere")
     g.add_argument("--hierarchical-context-parallel-sizes", type=positive_int, nargs=2, metavar=("C1", "C2"),
                    help="with --cp-comm-type a2a+p2p: all-to-all groups of C1 devices and a ring of C2 across them "

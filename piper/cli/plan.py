@@ -60,7 +60,13 @@ from piper.core.plan import Plan
 from piper.core.problem import Problem
 from piper.core.result import Status
 from piper.frontend.caveats import prediction_caveats
-from piper.frontend.context import SEARCH_SCHEMES, describe_comm_types, layer_comm_types
+from piper.frontend.context import (
+    ANY_SCHEMES,
+    SEARCH_SCHEMES,
+    describe_comm_types,
+    hierarchical_a2a_sizes,
+    layer_comm_types,
+)
 from piper.frontend.config import TransformerConfig
 from piper.frontend.hardware import Hardware
 from piper.frontend.metrics import memory_breakdown_text, plan_metrics
@@ -134,7 +140,7 @@ DEFAULT_TIME_LIMIT_S = 300.0
 
 def _candidate_summary(c: Candidate) -> dict[str, Any]:
     return {"context_parallel": c.context_parallel, "micro_batch": c.micro_batch, "expert_parallel": c.expert_parallel,
-            "cp_comm_type": c.cp_comm_type, "uniform": c.uniform,
+            "cp_comm_type": c.cp_comm_type, "cp_a2a_size": c.cp_a2a_size, "uniform": c.uniform,
             "status": c.result.status.value,
             "value": c.value if c.result.plan is not None else None, "time_s": c.result.time_s,
             "recompute": None if c.recompute is None else list(c.recompute),
@@ -144,7 +150,8 @@ def _candidate_summary(c: Candidate) -> dict[str, Any]:
 
 def _search_summary(search: PlanSearch) -> dict[str, Any]:
     """How the search went: solves made, solves cut off by a bound and why (docs/frontend.md)."""
-    return {"workloads": len({(c.context_parallel, c.cp_comm_type, c.expert_parallel, c.micro_batch, c.recompute, c.degrees)
+    return {"workloads": len({(c.context_parallel, c.cp_comm_type, c.cp_a2a_size, c.expert_parallel, c.micro_batch,
+                               c.recompute, c.degrees)
                               for c in search.candidates}),
             "solves": search.solves, "cut_solves": search.cut_solves,
             "pruned_by_bound": search.pruned,
@@ -310,13 +317,18 @@ def cmd_plan(args: argparse.Namespace) -> int:
         raise UsageError(f"--cp {args.cp} is above --max-cp {args.max_cp}: give one of them")
     if args.cp_comm_type is not None and args.cp == 1:
         raise UsageError(f"--cp-comm-type {args.cp_comm_type} needs context parallelism: drop --cp 1")
+    # --cp-comm-type any: the per-layer default (the ring, and the all-to-all on sliding-window layers)
+    # and the three other schemes on every layer, one workload each at c > 1 (a2a+p2p: one per C1);
+    # a2a+p2p without its sizes: one workload per C1
+    schemes: tuple[str | None, ...] | None = None
+    if args.cp_comm_type == SEARCH_SCHEMES:
+        schemes = ANY_SCHEMES
+    elif args.cp_comm_type == "a2a+p2p" and sizes is None:
+        schemes = ("a2a+p2p",)
     cfg, hw, setup = model_from_args(args, overlap_grad_reduce=args.overlap_grad_reduce,
                                      overlap_param_gather=args.overlap_param_gather,
-                                     cp_comm_type=None if args.cp_comm_type == SEARCH_SCHEMES else args.cp_comm_type,
+                                     cp_comm_type=None if schemes is not None else args.cp_comm_type,
                                      cp_a2a_size=None if sizes is None else sizes[0])
-    # --cp-comm-type any: the per-layer default (the ring, and the all-to-all on sliding-window layers)
-    # and the two other schemes on every layer, one workload each at c > 1
-    schemes = (None, "a2a", "allgather") if args.cp_comm_type == SEARCH_SCHEMES else None
     if args.sequence_parallel == "off" and cfg.moe is not None:
         raise UsageError(f"--sequence-parallel off: {cfg.name}'s MoE layers need sequence parallelism at t > 1 "
                          "(Megatron-Core's rule); use on (the default) or per-layer")
@@ -325,9 +337,23 @@ def cmd_plan(args: argparse.Namespace) -> int:
                       schedule=args.schedule, max_virtual_stages=args.max_virtual_stages)
     say = None if args.json else (lambda line: print(f"piper: {line}", file=sys.stderr, flush=True))
     cps = context_parallel_choices(cfg, hw, setup, args.cp, args.max_cp)
-    if schemes is not None:  # each scheme's own c (the all-to-all's heads bound c, the all-gather's do not)
-        cps = tuple(sorted(set(cps).union(*(context_parallel_choices(cfg, hw, replace(setup, cp_comm_type=k), args.cp,
-                                                                     args.max_cp) for k in schemes))))
+    if schemes is not None:  # each scheme's own c (the all-to-all's heads bound c, the all-gather's do not;
+        # a2a+p2p's are the ring's, each searched with the C1 whose groups split the heads)
+        def own(k: str | None) -> tuple[int, ...]:
+            if k == "a2a+p2p":
+                return (() if cfg.sliding_window_layers else
+                        context_parallel_choices(cfg, hw, replace(setup, cp_comm_type="p2p"), args.cp, args.max_cp))
+            return context_parallel_choices(cfg, hw, replace(setup, cp_comm_type=k), args.cp, args.max_cp)
+
+        cps = tuple(sorted((set(cps) if None in schemes or args.cp is not None else {1}).union(*(own(k) for k in schemes))))
+    if schemes == ("a2a+p2p",):
+        if cfg.sliding_window_layers:
+            raise UsageError(f"--cp-comm-type a2a+p2p: {cfg.name}'s layer {cfg.sliding_window_layers[0]} (0-based) attends "
+                             "within a sliding window, which Transformer Engine's ring attention refuses; use "
+                             "--cp-comm-type a2a, allgather or any")
+        if args.cp is not None and not hierarchical_a2a_sizes(cfg, args.cp):
+            raise UsageError(f"--cp-comm-type a2a+p2p at --cp {args.cp}: no all-to-all size C1 divides {args.cp} "
+                             f"strictly between 1 and {args.cp}")
     if args.cp_comm_type is not None and cps == (1,):
         raise UsageError(f"--cp-comm-type {args.cp_comm_type}: no context-parallel size above 1 is searched for "
                          f"{cfg.seq_length}-token sequences on these GPUs (docs/frontend.md); give --cp C")
@@ -357,11 +383,12 @@ def cmd_plan(args: argparse.Namespace) -> int:
         left = None if options.time_limit_s is None else max(0.0, options.time_limit_s - (time.perf_counter() - started))
         def resolve(c: Candidate) -> Candidate | None:
             # the search's own solve of c's workload, without a cutoff (its schedule-check fallbacks too)
-            one = search_plans(cfg, hw, replace(setup, expert_parallel=c.expert_parallel) if cfg.moe is not None
-                               else setup, info, options, micro_batches=(c.micro_batch,), free=args.free,
+            own = replace(setup, cp_comm_type=c.cp_comm_type, cp_a2a_size=c.cp_a2a_size)
+            one = search_plans(cfg, hw, replace(own, expert_parallel=c.expert_parallel) if cfg.moe is not None
+                               else own, info, options, micro_batches=(c.micro_batch,), free=args.free,
                                context_parallels=(c.context_parallel,), degrees=c.degrees, check_schedules=check,
                                recomputes=(c.recompute,), per_degree=c.uniform, iteration_keys=search.iteration_keys,
-                               started=started, cp_comm_types=(c.cp_comm_type,))
+                               started=started)
             return one.free if args.free else one.runnable
 
         window = window_check(search, _scored_value(cfg, hw, setup, chosen, args.objective), info, options,
@@ -431,6 +458,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
                "micro_batch": chosen.micro_batch,
                "context_parallel": chosen.context_parallel, "context_parallel_searched": list(cps),
                "cp_comm_types": comm_types,
+               "hierarchical_context_parallel_sizes": None if chosen.cp_a2a_size is None else
+               [chosen.cp_a2a_size, chosen.context_parallel // chosen.cp_a2a_size],
                "cp_comm_type_searched": None if schemes is None else [k or "default" for k in schemes],
                "expert_parallel": chosen.expert_parallel,
                "schedule": plan.schedule.to_dict(), "objective": args.objective, "uniform": chosen.uniform,
@@ -463,6 +492,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
         print(f"context       context-parallel size c = {chosen.context_parallel} (searched: "
               f"{', '.join(str(c) for c in cps)}); each stage's t is its tensor-parallel size x {chosen.context_parallel}"
               + (f"; {describe_comm_types(comm_types)}" if comm_types else "")
+              + ("" if chosen.cp_a2a_size is None else
+                 f", C1 x C2 = {chosen.cp_a2a_size} x {chosen.context_parallel // chosen.cp_a2a_size}")
               + ("" if schemes is None else f" (schemes searched: {', '.join(k or 'the default' for k in schemes)})"))
     exactness = "not proven exact" if not exact else (
         "exact over 1F1B plans, every plan compared passing the schedule check" if rejected is not None else "exact")

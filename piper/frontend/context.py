@@ -114,6 +114,7 @@ from piper.frontend.operations import (
 )
 
 __all__ = [
+    "ANY_SCHEMES",
     "CP_COMM_TYPES",
     "MIN_SEARCH_SEQ",
     "MIN_TOKENS_PER_DEVICE",
@@ -126,6 +127,7 @@ __all__ = [
     "all_to_all_group",
     "all_to_all_heads_ok",
     "attention_widths",
+    "hierarchical_a2a_sizes",
     "check_context",
     "context_link",
     "context_resync_s",
@@ -148,6 +150,9 @@ __all__ = [
 CP_COMM_TYPES = ("p2p", "a2a", "allgather", "a2a+p2p")
 #: ``python -m piper plan --cp-comm-type any``: search the schemes (one workload each at c > 1)
 SEARCH_SCHEMES = "any"
+#: the schemes ``--cp-comm-type any`` searches (``TrainingSetup.cp_comm_type`` values; None: the
+#: per-layer default; "a2a+p2p" with each all-to-all size of :func:`hierarchical_a2a_sizes`)
+ANY_SCHEMES: tuple[str | None, ...] = (None, "a2a", "allgather", "a2a+p2p")
 
 #: the planner searches c > 1 by default only for sequences at least this long (tokens); below it
 #: the activations of one sequence are small next to the weights and a 2-way split of 8k tokens or
@@ -226,6 +231,17 @@ def uses_all_to_all(cfg: TransformerConfig, comm_type: str | None) -> bool:
 def all_to_all_group(comm_type: str | None, c: int, a2a_size: int | None) -> int:
     """The devices an all-to-all spans under ``comm_type``: c1 = ``a2a_size`` for "a2a+p2p", else c."""
     return a2a_size if comm_type == "a2a+p2p" and a2a_size is not None else c
+
+
+def hierarchical_a2a_sizes(cfg: TransformerConfig, c: int) -> list[int]:
+    """The all-to-all sizes C1 a search of "a2a+p2p" at c tries (``plan --cp-comm-type any`` or
+    ``a2a+p2p`` without ``--hierarchical-context-parallel-sizes``): every divisor of c strictly
+    between 1 and c (what :func:`check_context` accepts); none for a model with sliding-window layers,
+    whose ring Transformer Engine refuses. The heads' split (:func:`all_to_all_heads_ok` over C1) is
+    the workload's degrees' filter, as for "a2a"."""
+    if cfg.sliding_window_layers:
+        return []
+    return [a for a in range(2, c) if c % a == 0]
 
 
 def all_to_all_heads_ok(cfg: TransformerConfig, c: int, t_tensor: int) -> bool:

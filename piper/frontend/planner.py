@@ -119,6 +119,8 @@ class Candidate:
     #: the workload's ``TrainingSetup.cp_comm_type`` (None: the per-layer default,
     #: :func:`piper.frontend.context.layer_comm_type`)
     cp_comm_type: str | None = None
+    #: the workload's ``TrainingSetup.cp_a2a_size`` (the all-to-all groups' size C1 of "a2a+p2p"; else None)
+    cp_a2a_size: int | None = None
 
     @property
     def pruned(self) -> bool:
@@ -336,8 +338,10 @@ def search_plans(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup, inf
     (:func:`takes_iteration_keys`). Without: neither, whatever the setup asks.
 
     ``cp_comm_types``: the context-parallel schemes to search at c > 1, one workload each
-    (``TrainingSetup.cp_comm_type`` values; None in it: the per-layer default); a scheme that leaves
-    no degree at some c (the all-to-all's heads) is skipped there. Default: the setup's alone."""
+    (``TrainingSetup.cp_comm_type`` values; None in it: the per-layer default; "a2a+p2p": one workload
+    per all-to-all size C1 of :func:`~piper.frontend.context.hierarchical_a2a_sizes`); a scheme that
+    leaves no degree at some c (the all-to-all's heads) is skipped there. Default: the setup's alone
+    (its ``cp_comm_type`` and ``cp_a2a_size``)."""
     start = time.perf_counter() if started is None else started
     if iteration_keys and not takes_iteration_keys(info, setup):
         raise ValueError(f"solver {info.name!r} with this setup does not take the iteration keys (docs/problem.md §10)")
@@ -350,17 +354,22 @@ def search_plans(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup, inf
     experts = ([e for e, _ in expert_layouts(cfg, 1, setup.nodes * hw.devices_per_node, False)]
                if cfg.moe is not None and setup.expert_parallel is None else [setup.expert_parallel or 1])
 
-    def schemes(c: int) -> list[str | None]:
-        """The context-parallel schemes searched at c (one at c = 1, where none runs)."""
-        if c == 1 or cp_comm_types is None:
-            return [setup.cp_comm_type]
-        return [k for k in cp_comm_types
-                if offered_degrees(cfg, hw, replace(setup, context_parallel=c, cp_comm_type=k))]
+    def scheme_setup(c: int, k: tuple[str | None, int | None]) -> TrainingSetup:
+        return replace(setup, context_parallel=c, cp_comm_type=k[0], cp_a2a_size=k[1])
 
-    def degree_sets(c: int, k: str | None) -> list[tuple[int, ...] | None]:
+    def schemes(c: int) -> list[tuple[str | None, int | None]]:
+        """The context-parallel schemes searched at c, as (``cp_comm_type``, ``cp_a2a_size``) (one at
+        c = 1, where none runs)."""
+        if c == 1 or cp_comm_types is None:
+            return [(setup.cp_comm_type, setup.cp_a2a_size)]
+        pairs = [(k, a) for k in cp_comm_types
+                 for a in (context.hierarchical_a2a_sizes(cfg, c) if k == "a2a+p2p" else [None])]
+        return [k for k in pairs if offered_degrees(cfg, hw, scheme_setup(c, k))]
+
+    def degree_sets(c: int, k: tuple[str | None, int | None]) -> list[tuple[int, ...] | None]:
         if not per_degree:
             return [degrees]
-        offered = degrees or tuple(offered_degrees(cfg, hw, replace(setup, context_parallel=c, cp_comm_type=k)))
+        offered = degrees or tuple(offered_degrees(cfg, hw, scheme_setup(c, k)))
         return [(t,) for t in offered]
 
     keys = [(c, k, e, b, r, dg) for c in context_parallels for k in schemes(c) for e in experts for b in micro_batches
@@ -414,13 +423,14 @@ def search_plans(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup, inf
                                           f"{alt[0].groups}, v = {alt[0].schedule.virtual_stages}), better than the "
                                           f"schedule check's "
                                           f"descent ({res.value:.6g})")
-        cand = Candidate(b, uniform, problem, workload, res, c, e, r, cutoff, rejected, rejected_check, dg, k)
+        cand = Candidate(b, uniform, problem, workload, res, c, e, r, cutoff, rejected, rejected_check, dg, k[0], k[1])
         if progress is not None:
             what = (("uniform" if uniform else "free") + (f", experts e={e}" if cfg.moe is not None else "")
                     + ("" if r is None else f", recompute {'/'.join(r)}")
                     + (f", degree {dg[0]}" if per_degree and dg is not None and len(dg) == 1 else ""))
             value = f"{res.value:.6g}" if math.isfinite(res.value) else f"no plan ({res.status.value})"
-            where = (f"context-parallel {c}" + (f" ({k or 'default'} scheme)" if cp_comm_types is not None and c > 1
+            scheme = (k[0] or "default") + (f" {k[1]} x {c // k[1]}" if k[1] else "")
+            where = (f"context-parallel {c}" + (f" ({scheme} scheme)" if cp_comm_types is not None and c > 1
                                                  else "") + ", ") if len(context_parallels) > 1 or c > 1 else ""
             cut = "" if cutoff is None else f", below {cutoff:.6g}"
             if cand.pruned:
@@ -436,7 +446,7 @@ def search_plans(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup, inf
         if key in problems:
             return
         c, k, e, b, r, dg = key
-        run_setup = replace(keyed, context_parallel=c, cp_comm_type=k)
+        run_setup = replace(keyed, context_parallel=c, cp_comm_type=k[0], cp_a2a_size=k[1])
         if cfg.moe is not None:
             run_setup = replace(run_setup, expert_parallel=e)
         workload = build_workload(cfg.with_changes(micro_batch=b), hw, run_setup, degrees=dg, recompute=r)
@@ -452,7 +462,7 @@ def search_plans(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup, inf
     if free:
         uniform_value: dict[tuple, float] = {}
         for x in candidates:
-            k = (x.context_parallel, x.cp_comm_type, x.expert_parallel, x.micro_batch, x.recompute)
+            k = (x.context_parallel, (x.cp_comm_type, x.cp_a2a_size), x.expert_parallel, x.micro_batch, x.recompute)
             uniform_value[k] = min(uniform_value.get(k, math.inf), x.value)
         order = sorted(free_keys, key=lambda key: uniform_value.get(key[:5], math.inf))
         incumbent = math.inf
@@ -516,6 +526,7 @@ def as_scored(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup, cand: 
     d = plan.stages[0].d
     m = max(1, setup.global_batch // (cand.micro_batch * d))
     run = replace(setup, optimizer_step=True, context_parallel=cand.context_parallel, cp_comm_type=cand.cp_comm_type,
+                  cp_a2a_size=cand.cp_a2a_size,
                   resync_overlap_microbatches=overlap_microbatches(plan.groups, plan.schedule.virtual_stages, m),
                   resync_overlap_window=WINDOW_MICROBATCH)
     if cfg.moe is not None:

@@ -430,8 +430,9 @@ def test_plan_searches_only_the_degrees_whose_heads_split(tmp_path, capsys) -> N
 
 
 def test_plan_searches_the_schemes_with_any(tmp_path, capsys) -> None:
-    """``--cp-comm-type any``: one workload per scheme at c > 1; the answer is the best of the three
-    searches made with each scheme fixed, and names its scheme."""
+    """``--cp-comm-type any``: one workload per scheme at c > 1 (a2a+p2p: one per all-to-all size C1);
+    the answer is the best of the searches made with each scheme fixed (a2a+p2p with each of its
+    sizes), and names its scheme; ``--cp-comm-type a2a+p2p`` without sizes is the best of its sizes."""
     raw = {"model_type": "llama", "num_hidden_layers": 2, "hidden_size": 512, "num_attention_heads": 8,
            "num_key_value_heads": 8, "intermediate_size": 1024, "vocab_size": 1000, "max_position_embeddings": 65536,
            "hidden_act": "silu"}
@@ -444,14 +445,66 @@ def test_plan_searches_the_schemes_with_any(tmp_path, capsys) -> None:
     for scheme in ("p2p", "a2a", "allgather"):
         assert run_main(main, [*common, "--cp-comm-type", scheme]) == 0
         values[scheme] = json.loads(capsys.readouterr().out)["batch_time_s"]
+    # c = 4 and 8 on one node of 8 (c = 2 has no C1 strictly between 1 and 2)
+    for sizes in ((2, 2), (2, 4), (4, 2)):
+        assert run_main(main, [*common, "--cp-comm-type", "a2a+p2p", "--hierarchical-context-parallel-sizes",
+                               *map(str, sizes)]) == 0
+        one = json.loads(capsys.readouterr().out)
+        assert one["hierarchical_context_parallel_sizes"] == list(sizes)
+        values[sizes] = one["batch_time_s"]
+    assert run_main(main, [*common, "--cp-comm-type", "a2a+p2p"]) == 0
+    hier = json.loads(capsys.readouterr().out)
+    assert hier["cp_comm_type_searched"] == ["a2a+p2p"]
+    assert {(c["context_parallel"], c["cp_a2a_size"]) for c in hier["candidates"] if c["context_parallel"] > 1} == {
+        (4, 2), (8, 2), (8, 4)}
+    # the best of its sizes, or c = 1 (searched too)
+    hier_best = min(v for k, v in values.items() if isinstance(k, tuple))
+    assert hier["batch_time_s"] <= hier_best * (1 + 1e-12)
+    if hier["context_parallel"] > 1:
+        assert hier["batch_time_s"] == pytest.approx(hier_best, rel=1e-12)
+        assert tuple(hier["hierarchical_context_parallel_sizes"]) == min(
+            (k for k in values if isinstance(k, tuple)), key=values.get)
     assert run_main(main, [*common, "--cp-comm-type", "any"]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert out["cp_comm_type_searched"] == ["default", "a2a", "allgather"]
-    assert {c["cp_comm_type"] for c in out["candidates"] if c["context_parallel"] > 1} == {None, "a2a", "allgather"}
+    assert out["cp_comm_type_searched"] == ["default", "a2a", "allgather", "a2a+p2p"]
+    assert {c["cp_comm_type"] for c in out["candidates"] if c["context_parallel"] > 1} == {
+        None, "a2a", "allgather", "a2a+p2p"}
+    assert {c["cp_a2a_size"] for c in out["candidates"] if c["cp_comm_type"] == "a2a+p2p"} == {2, 4}
     assert out["batch_time_s"] == pytest.approx(min(values.values()), rel=1e-12)
     winner = min(values, key=values.get)
-    assert out["context_parallel"] > 1 and set(out["cp_comm_types"]) == {winner}
-    assert len(set(values.values())) == 3  # the schemes price differently here
+    assert out["context_parallel"] > 1
+    if isinstance(winner, tuple):
+        assert set(out["cp_comm_types"]) == {"a2a+p2p"}
+        assert out["hierarchical_context_parallel_sizes"] == list(winner)
+    else:
+        assert set(out["cp_comm_types"]) == {winner} and out["hierarchical_context_parallel_sizes"] is None
+    assert len(set(values.values())) == len(values)  # the schemes and sizes price differently here
+
+
+def test_hierarchical_sizes_searched_and_refused(tmp_path, capsys) -> None:
+    """The C1 a search of a2a+p2p tries: the divisors of c strictly between 1 and c, none for a model
+    with sliding-window layers; ``plan --cp-comm-type a2a+p2p`` without sizes refuses, in one line
+    naming the flag, a windowed model and a c with no such divisor."""
+    from piper.frontend.context import hierarchical_a2a_sizes
+
+    full = TOY_WINDOW.with_changes(sliding_window=None, sliding_window_layers=())
+    assert hierarchical_a2a_sizes(full, 2) == [] and hierarchical_a2a_sizes(full, 4) == [2]
+    assert hierarchical_a2a_sizes(full, 16) == [2, 4, 8] and hierarchical_a2a_sizes(full, 12) == [2, 3, 4, 6]
+    assert hierarchical_a2a_sizes(TOY_WINDOW, 16) == []
+    raw = {"model_type": "llama", "num_hidden_layers": 2, "hidden_size": 256, "num_attention_heads": 4,
+           "num_key_value_heads": 2, "intermediate_size": 512, "vocab_size": 1000, "max_position_embeddings": 65536,
+           "hidden_act": "silu"}
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(raw))
+    common = ["plan", str(path), "--gpu", "h100", "--nodes", "1", "--seq", "65536", "--global-batch", "8",
+              "--uniform", "--cp-comm-type", "a2a+p2p"]
+    assert run_main(main, [*common, "--cp", "2"]) == 2
+    assert "--cp-comm-type a2a+p2p at --cp 2: no all-to-all size C1" in capsys.readouterr().err
+    windowed = {**raw, "sliding_window": 128, "layer_types": ["sliding_attention", "full_attention"]}
+    path.write_text(json.dumps(windowed))
+    assert run_main(main, common) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--cp-comm-type a2a+p2p" in err and "sliding window" in err
 
 
 @settings(max_examples=60, deadline=None)
