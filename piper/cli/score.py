@@ -85,7 +85,9 @@ def _text(m: dict[str, Any]) -> str:
         f"{m['tmpc']}, {m['precision']}",
     ]
     if m["cp_comm_types"]:
-        lines.append(f"context       c = {m['cp']}: {describe_comm_types(m['cp_comm_types'])}")
+        sizes = m.get("hierarchical_context_parallel_sizes")
+        lines.append(f"context       c = {m['cp']}: {describe_comm_types(m['cp_comm_types'])}"
+                     + (f", C1 x C2 = {sizes[0]} x {sizes[1]}" if sizes else ""))
     if not m["fits"]:
         lines.append(f"memory        {m['max_memory_bytes'] / gb:.2f} GB per GPU > limit {m['memory_limit_bytes'] / gb:.2f} GB "
                      f"(device less a reserve of {m['memory_reserve_bytes'] / gb:.2f} GB): does not fit" + _breakdown(m))

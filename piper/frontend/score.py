@@ -316,8 +316,12 @@ def score_layout(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup, lay
                       + ("; MoE layers: the ACTIVE parameters (router + k routed experts + shared experts)"
                          if cfg.moe is not None else ""),
         "ep": layout.ep, "etp": layout.etp,
-        # each layer's context-parallel scheme, "p2p", "a2a" or "allgather" (piper/frontend/context.py); None at c = 1
+        # each layer's context-parallel scheme, "p2p", "a2a", "allgather" or "a2a+p2p" (piper/frontend/context.py);
+        # None at c = 1
         "cp_comm_types": context.layer_comm_types(cfg, setup.cp_comm_type) if layout.cp > 1 else None,
+        # a2a+p2p's (C1, C2): all-to-all groups of C1 devices, a ring of C2 across them; else None
+        "hierarchical_context_parallel_sizes": [setup.cp_a2a_size, layout.cp // setup.cp_a2a_size]
+        if layout.cp > 1 and setup.cp_comm_type == "a2a+p2p" and setup.cp_a2a_size else None,
         "max_memory_bytes": max_mem,
         # what fills the fullest stage's devices (piper.core.evaluate.memory_terms)
         "memory_breakdown": memory_breakdown(problem, plan, score),

@@ -331,6 +331,16 @@ def test_the_command_line_names_the_flag(capsys) -> None:
                            "--hierarchical-context-parallel-sizes", "2", "4"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["context_parallel_searched"] == [8] and set(out["cp_comm_types"]) == {"a2a+p2p"}
+    assert out["hierarchical_context_parallel_sizes"] == [2, 4]
+    # score echoes the sizes (JSON and the context line); other schemes carry none
+    score = ["score", *llama, "--tp", "1", "--cp", "8", "--pp", "1", "--recompute", "full"]
+    assert run_main(main, [*score, "--cp-comm-type", "a2a+p2p", "--hierarchical-context-parallel-sizes", "4", "2",
+                           "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["hierarchical_context_parallel_sizes"] == [4, 2]
+    assert run_main(main, [*score, "--cp-comm-type", "a2a+p2p", "--hierarchical-context-parallel-sizes", "4", "2"]) == 0
+    assert "C1 x C2 = 4 x 2" in capsys.readouterr().out
+    assert run_main(main, [*score, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["hierarchical_context_parallel_sizes"] is None
 
 
 def test_score_prices_gpt_oss_at_long_context(capsys) -> None:
