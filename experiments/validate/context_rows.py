@@ -20,6 +20,7 @@ import csv
 from dataclasses import replace
 from typing import Any
 
+from experiments.validate.fit import least_recompute_score
 from experiments.validate.rows import (
     DATA_DIR,
     LLAMA3_VIRTUAL_STAGES,
@@ -28,7 +29,7 @@ from experiments.validate.rows import (
     llama3_row,
 )
 from piper.frontend.hardware import hardware
-from piper.frontend.score import Layout, check_layout, model_flops, score_layout
+from piper.frontend.score import Layout, check_layout, model_flops
 
 __all__ = ["CONTEXT_ASSUMPTIONS", "context_variants", "llama3_context_cases"]
 
@@ -73,11 +74,7 @@ def context_variants(case: Case, params: tuple[float, float], vps: tuple[int, ..
     rows = []
     for vp in vps:
         layout = replace(case.layout, vp=vp, stage_layers=llama3_layout(case.cfg.layers, case.layout.pp, vp))
-        m: dict[str, Any] = {}
-        for rc in ("none", "selective", "full"):
-            m = score_layout(case.cfg, hw, case.setup, replace(layout, recompute=rc))
-            if m["batch_time_s"] is not None:
-                break
+        m = least_recompute_score(case.cfg, hw, case.setup, layout)
         pred = m["batch_time_s"]
         causal = case.extra["causal_time_s"]
         rows.append({

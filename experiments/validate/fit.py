@@ -18,12 +18,29 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
-__all__ = ["PARAM_BOUNDS", "fit", "leave_one_out", "log_error", "predict_time_s", "score_case"]
+__all__ = ["PARAM_BOUNDS", "RECOMPUTE_ORDER", "fit", "least_recompute_score", "leave_one_out", "log_error",
+           "predict_time_s", "score_case"]
 
 #: (e_max, d0) bounds
 PARAM_BOUNDS = ((0.3, 1.0), (0.0, 2048.0))
 #: Nelder-Mead's scale per parameter (the simplex moves in units of these)
 PARAM_SCALE = (1.0, 1000.0)
+#: the recomputation kinds a row tries, least first, when the source does not state its own
+RECOMPUTE_ORDER = ("none", "selective", "full")
+
+
+def least_recompute_score(cfg: Any, hw: Any, setup: Any, layout: Any,
+                          kinds: Sequence[str] = RECOMPUTE_ORDER) -> dict[str, Any]:
+    """``python -m piper score``'s record of ``layout`` with the first recomputation kind of ``kinds``
+    whose plan fits; the last kind's record (``batch_time_s`` None) when none fits."""
+    from piper.frontend.score import score_layout
+
+    r: dict[str, Any] = {}
+    for rc in kinds:
+        r = score_layout(cfg, hw, setup, replace(layout, recompute=rc))
+        if r["batch_time_s"] is not None:
+            break
+    return r
 
 
 def score_case(case: Any, params: Sequence[float]) -> dict[str, Any]:
@@ -32,18 +49,12 @@ def score_case(case: Any, params: Sequence[float]) -> dict[str, Any]:
     layout) pairs, when the row leaves the micro-batch or v open; else ``case.cfg`` and ``case.layout``)
     the least recomputation that fits when its own OOMs (``recompute`` first); the variant with the
     least batch time wins (the score's choice). ``batch_time_s`` None: nothing fits."""
-    from piper.frontend.score import score_layout
-
     e_max, d0 = params
     hw = case.hw.with_changes(gemm_efficiency=e_max, gemm_half_dim=d0)
-    order = ("none", "selective", "full")
     best: dict[str, Any] = {}
     for cfg, layout in case.extra.get("variants", ((case.cfg, case.layout),)):
-        r: dict[str, Any] = {}
-        for rc in order[order.index(layout.recompute):]:
-            r = score_layout(cfg, hw, case.setup, replace(layout, recompute=rc))
-            if r["batch_time_s"] is not None:
-                break
+        r = least_recompute_score(cfg, hw, case.setup, layout,
+                                  RECOMPUTE_ORDER[RECOMPUTE_ORDER.index(layout.recompute):])
         if not best or (r["batch_time_s"] is not None
                         and (best["batch_time_s"] is None or r["batch_time_s"] < best["batch_time_s"])):
             best = r

@@ -34,6 +34,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from experiments.validate.fit import RECOMPUTE_ORDER, least_recompute_score
 from experiments.validate.rows import DATA_DIR, Case
 from piper.frontend.hardware import hardware
 from piper.frontend.presets import preset
@@ -111,7 +112,6 @@ MOE_ASSUMPTIONS = [
 ]
 
 
-
 @dataclass(frozen=True)
 class RecipeReading:
     """A row scored with the settings of Megatron-Bridge's benchmark recipe where the published table
@@ -138,6 +138,7 @@ RECIPE_READINGS = (
                          "qwen3_llm_pretrain.py set_qwen3_common_configs (recompute_granularity = None); the "
                          "table says VP 24"),
 )
+
 
 def dispatcher(model: str, ep: int) -> str:
     """The row's token dispatcher (:data:`FLEX_LAYOUTS`; else Megatron-Core's default "alltoall")."""
@@ -224,12 +225,8 @@ def _with_moe_terms(hw: Any, names: tuple[str, ...], params: Sequence[float]) ->
 
 @functools.lru_cache(maxsize=8192)
 def _moe_time_s(case: Case, params: tuple[float, ...], names: tuple[str, ...]) -> float:
-    hw = _with_moe_terms(case.hw, names, params)
-    for rc in ("none", "selective", "full"):
-        m = score_layout(case.cfg, hw, case.setup, replace(case.layout, recompute=rc))
-        if m["batch_time_s"] is not None:
-            return m["batch_time_s"]
-    return math.inf
+    t = least_recompute_score(case.cfg, _with_moe_terms(case.hw, names, params), case.setup, case.layout)["batch_time_s"]
+    return math.inf if t is None else t
 
 
 def predict_moe_time_s(case: Case, params: Sequence[float], names: tuple[str, ...] = MOE_PARAMS) -> float:
@@ -284,11 +281,7 @@ def moe_records(params: tuple[float, float] | None = None, moe_params: Sequence[
         hw = case.hw if params is None else case.hw.with_changes(gemm_efficiency=params[0], gemm_half_dim=params[1])
         if moe_params is not None:
             hw = _with_moe_terms(hw, names, moe_params)
-        m: dict[str, Any] = {}
-        for rc in ("none", "selective", "full"):
-            m = score_layout(case.cfg, hw, case.setup, replace(case.layout, recompute=rc))
-            if m["batch_time_s"] is not None:
-                break
+        m = least_recompute_score(case.cfg, hw, case.setup, case.layout)
         pub = case.extra["published_tokens_per_s_per_gpu"]
         pred = m["tokens_per_s_per_gpu"]
         b = m.get("bottleneck", {}).get("seconds", {})
@@ -308,7 +301,6 @@ def moe_records(params: tuple[float, float] | None = None, moe_params: Sequence[
     return out
 
 
-
 def recipe_readings() -> list[dict[str, Any]]:
     """:data:`RECIPE_READINGS` scored with the catalog's constants: each row with the recipe's settings,
     the predicted tokens/s per GPU and its error, the memory per GPU and whether it fits; when it does not
@@ -320,11 +312,8 @@ def recipe_readings() -> list[dict[str, Any]]:
         case = cases[r.row]
         cfg = case.cfg if r.micro_batch is None else case.cfg.with_changes(micro_batch=r.micro_batch)
         layout = case.layout if r.vp is None else replace(case.layout, vp=r.vp)
-        m: dict[str, Any] = {}
-        for rc in (r.recompute,) if r.recompute is not None else ("none", "selective", "full"):
-            m = score_layout(cfg, case.hw, case.setup, replace(layout, recompute=rc))
-            if m["batch_time_s"] is not None:
-                break
+        m = least_recompute_score(cfg, case.hw, case.setup, layout,
+                                  (r.recompute,) if r.recompute is not None else RECOMPUTE_ORDER)
         unbounded = None
         if m["batch_time_s"] is None:
             big = case.hw.with_changes(memory_bytes=10 * case.hw.memory_bytes)
@@ -350,6 +339,7 @@ def recipe_markdown(records: list[dict[str, Any]]) -> str:
                      f"| {r['tokens_error_percent']:+.1f}% |")
     lines += [""] + [f"- {r['row']}: {r['source']}" for r in records]
     return "\n".join(lines)
+
 
 def markdown(records: list[dict[str, Any]], title: str, loo: dict[str, Any] | None = None,
              excluded: dict[str, str] | None = None) -> str:

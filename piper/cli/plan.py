@@ -425,6 +425,9 @@ def cmd_plan(args: argparse.Namespace) -> int:
     caveats = prediction_caveats(run_cfg, hw, chosen.context_parallel, chosen.cp_comm_type)
     # each layer's context-parallel scheme of the answer (None at c = 1)
     comm_types = layer_comm_types(cfg, chosen.cp_comm_type) if chosen.context_parallel > 1 else None
+    # a2a+p2p's (C1, C2) of the answer; None for the other schemes
+    hierarchical = (None if chosen.cp_a2a_size is None else
+                    [chosen.cp_a2a_size, chosen.context_parallel // chosen.cp_a2a_size])
     per_layer = None  # the per-layer search over the same workloads: what the one-setting rule costs
     if chosen.recompute is not None and not args.free:
         per_layer = _per_layer_optimum(cfg, hw, setup, info, options, chosen, check, started,
@@ -458,8 +461,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
                "micro_batch": chosen.micro_batch,
                "context_parallel": chosen.context_parallel, "context_parallel_searched": list(cps),
                "cp_comm_types": comm_types,
-               "hierarchical_context_parallel_sizes": None if chosen.cp_a2a_size is None else
-               [chosen.cp_a2a_size, chosen.context_parallel // chosen.cp_a2a_size],
+               "hierarchical_context_parallel_sizes": hierarchical,
                "cp_comm_type_searched": None if schemes is None else [k or "default" for k in schemes],
                "expert_parallel": chosen.expert_parallel,
                "schedule": plan.schedule.to_dict(), "objective": args.objective, "uniform": chosen.uniform,
@@ -492,8 +494,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         print(f"context       context-parallel size c = {chosen.context_parallel} (searched: "
               f"{', '.join(str(c) for c in cps)}); each stage's t is its tensor-parallel size x {chosen.context_parallel}"
               + (f"; {describe_comm_types(comm_types)}" if comm_types else "")
-              + ("" if chosen.cp_a2a_size is None else
-                 f", C1 x C2 = {chosen.cp_a2a_size} x {chosen.context_parallel // chosen.cp_a2a_size}")
+              + ("" if hierarchical is None else f", C1 x C2 = {hierarchical[0]} x {hierarchical[1]}")
               + ("" if schemes is None else f" (schemes searched: {', '.join(k or 'the default' for k in schemes)})"))
     exactness = "not proven exact" if not exact else (
         "exact over 1F1B plans, every plan compared passing the schedule check" if rejected is not None else "exact")

@@ -80,6 +80,20 @@ def _resync(cfg, setup, width, c, tm_at_one):
                             setup.global_batch // cfg.micro_batch, bandwidth)
 
 
+def _hf_config(tmp_path, *, hidden: int, heads: int, kv_heads: int, ffn: int, positions: int = 65536,
+               window: bool = False) -> str:
+    """A 2-layer Llama-style Hugging Face config.json in ``tmp_path`` (``window``: layer 0 attends within
+    128 tokens, layer 1 fully), its path."""
+    raw = {"model_type": "llama", "num_hidden_layers": 2, "hidden_size": hidden, "num_attention_heads": heads,
+           "num_key_value_heads": kv_heads, "intermediate_size": ffn, "vocab_size": 1000,
+           "max_position_embeddings": positions, "hidden_act": "silu"}
+    if window:
+        raw.update(sliding_window=128, layer_types=["sliding_attention", "full_attention"])
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(raw))
+    return str(path)
+
+
 # ---- the widths and bytes ----------------------------------------------------------------------
 
 
@@ -427,12 +441,8 @@ def test_plan_searches_only_the_degrees_whose_heads_split(tmp_path, capsys) -> N
     is offered (t_tensor = 2 would leave half a head per device); it used to stop with an error."""
     oss = preset("gpt-oss-120b")
     assert offered_degrees(oss, H100, TrainingSetup(nodes=8, context_parallel=2)) == [2, 4, 8]  # 8 kv heads
-    raw = {"model_type": "llama", "num_hidden_layers": 2, "hidden_size": 256, "num_attention_heads": 4,
-           "num_key_value_heads": 2, "intermediate_size": 512, "vocab_size": 1000, "max_position_embeddings": 16384,
-           "hidden_act": "silu", "sliding_window": 128, "layer_types": ["sliding_attention", "full_attention"]}
-    path = tmp_path / "config.json"
-    path.write_text(json.dumps(raw))
-    assert run_main(main, ["plan", str(path), "--gpu", "h100", "--nodes", "1", "--seq", "16384", "--global-batch",
+    path = _hf_config(tmp_path, hidden=256, heads=4, kv_heads=2, ffn=512, positions=16384, window=True)
+    assert run_main(main, ["plan", path, "--gpu", "h100", "--nodes", "1", "--seq", "16384", "--global-batch",
                            "8", "--cp", "2", "--uniform", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["context_parallel"] == 2
@@ -443,13 +453,9 @@ def test_plan_searches_the_schemes_with_any(tmp_path, capsys) -> None:
     """``--cp-comm-type any``: one workload per scheme at c > 1 (a2a+p2p: one per all-to-all size C1);
     the answer is the best of the searches made with each scheme fixed (a2a+p2p with each of its
     sizes), and names its scheme; ``--cp-comm-type a2a+p2p`` without sizes is the best of its sizes."""
-    raw = {"model_type": "llama", "num_hidden_layers": 2, "hidden_size": 512, "num_attention_heads": 8,
-           "num_key_value_heads": 8, "intermediate_size": 1024, "vocab_size": 1000, "max_position_embeddings": 65536,
-           "hidden_act": "silu"}
-    path = tmp_path / "config.json"
-    path.write_text(json.dumps(raw))
+    path = _hf_config(tmp_path, hidden=512, heads=8, kv_heads=8, ffn=1024)
     # 1 GB per device: the 65,536-token sequence needs context parallelism (c = 4)
-    common = ["plan", str(path), "--gpu", "h100", "--nodes", "1", "--seq", "65536", "--global-batch", "8",
+    common = ["plan", path, "--gpu", "h100", "--nodes", "1", "--seq", "65536", "--global-batch", "8",
               "--memory", "1GB", "--uniform", "--json"]
     values = {}
     for scheme in ("p2p", "a2a", "allgather"):
@@ -501,17 +507,12 @@ def test_hierarchical_sizes_searched_and_refused(tmp_path, capsys) -> None:
     assert hierarchical_a2a_sizes(full, 2) == [] and hierarchical_a2a_sizes(full, 4) == [2]
     assert hierarchical_a2a_sizes(full, 16) == [2, 4, 8] and hierarchical_a2a_sizes(full, 12) == [2, 3, 4, 6]
     assert hierarchical_a2a_sizes(TOY_WINDOW, 16) == []
-    raw = {"model_type": "llama", "num_hidden_layers": 2, "hidden_size": 256, "num_attention_heads": 4,
-           "num_key_value_heads": 2, "intermediate_size": 512, "vocab_size": 1000, "max_position_embeddings": 65536,
-           "hidden_act": "silu"}
-    path = tmp_path / "config.json"
-    path.write_text(json.dumps(raw))
-    common = ["plan", str(path), "--gpu", "h100", "--nodes", "1", "--seq", "65536", "--global-batch", "8",
+    path = _hf_config(tmp_path, hidden=256, heads=4, kv_heads=2, ffn=512)
+    common = ["plan", path, "--gpu", "h100", "--nodes", "1", "--seq", "65536", "--global-batch", "8",
               "--uniform", "--cp-comm-type", "a2a+p2p"]
     assert run_main(main, [*common, "--cp", "2"]) == 2
     assert "--cp-comm-type a2a+p2p at --cp 2: no all-to-all size C1" in capsys.readouterr().err
-    windowed = {**raw, "sliding_window": 128, "layer_types": ["sliding_attention", "full_attention"]}
-    path.write_text(json.dumps(windowed))
+    assert _hf_config(tmp_path, hidden=256, heads=4, kv_heads=2, ffn=512, window=True) == path  # rewritten
     assert run_main(main, common) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--cp-comm-type a2a+p2p" in err and "sliding window" in err
@@ -614,12 +615,8 @@ def test_any_searches_each_schemes_own_context_sizes(tmp_path, capsys) -> None:
     """A sliding-window model with 2 key/value heads: its default scheme (the all-to-all on the
     windowed layer) allows c = 2 only; the all-gather has no bound on the heads, so ``any`` also
     searches c = 4 and 8 (8 devices)."""
-    raw = {"model_type": "llama", "num_hidden_layers": 2, "hidden_size": 256, "num_attention_heads": 4,
-           "num_key_value_heads": 2, "intermediate_size": 512, "vocab_size": 1000, "max_position_embeddings": 65536,
-           "hidden_act": "silu", "sliding_window": 128, "layer_types": ["sliding_attention", "full_attention"]}
-    path = tmp_path / "config.json"
-    path.write_text(json.dumps(raw))
-    common = ["plan", str(path), "--gpu", "h100", "--nodes", "1", "--seq", "65536", "--global-batch", "8",
+    path = _hf_config(tmp_path, hidden=256, heads=4, kv_heads=2, ffn=512, window=True)
+    common = ["plan", path, "--gpu", "h100", "--nodes", "1", "--seq", "65536", "--global-batch", "8",
               "--uniform", "--json"]
     assert run_main(main, common) == 0
     assert json.loads(capsys.readouterr().out)["context_parallel_searched"] == [1, 2]
