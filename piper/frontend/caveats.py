@@ -13,15 +13,17 @@ __all__ = ["mla_context_caveat", "prediction_caveats"]
 
 def mla_context_caveat(cfg: TransformerConfig, context_parallel: int, cp_comm_type: str | None) -> str | None:
     """A caveat for MLA layers under the all-to-all or all-gather context-parallel scheme: priced with
-    MLA's widths, but only the ring was checked to take K and V of unequal widths in Transformer
-    Engine (docs/frontend.md); None otherwise."""
+    MLA's widths, but Transformer Engine's 2025 releases refuse K and V of unequal widths there (they
+    allow MLA under p2p and a2a+p2p only; docs/frontend.md says where this was read); None otherwise."""
     if cfg.mla is None or context_parallel == 1:
         return None
-    schemes = sorted(set(layer_comm_types(cfg, cp_comm_type)) - {"p2p"})
+    schemes = sorted(set(layer_comm_types(cfg, cp_comm_type)) - {"p2p", "a2a+p2p"})
     if not schemes:
         return None
     return (f"multi-head latent attention with --cp-comm-type {'/'.join(schemes)}: priced with MLA's K and V widths, "
-            "but only Transformer Engine's ring (p2p) was checked to take K and V of unequal widths")
+            "but Transformer Engine's 2025 releases allow MLA under context parallelism with p2p or a2a+p2p only "
+            "(its 2026 tests also run a2a and all_gather with the fused attention backend): check the version you "
+            "run, or pass --cp-comm-type p2p or a2a+p2p")
 
 
 def prediction_caveats(cfg: TransformerConfig, hw: Hardware, context_parallel: int = 1,

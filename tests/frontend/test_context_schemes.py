@@ -572,10 +572,12 @@ def test_mla_under_an_unchecked_scheme_carries_a_caveat() -> None:
     from piper.frontend.caveats import mla_context_caveat, prediction_caveats
 
     assert mla_context_caveat(TOY_MLA, 2, None) is None and mla_context_caveat(TOY_MLA, 2, "p2p") is None
+    # Transformer Engine runs MLA under the hierarchical scheme (its ring class), so no caveat there
+    assert mla_context_caveat(TOY_MLA, 4, "a2a+p2p") is None
     assert mla_context_caveat(TOY_MLA, 1, "a2a") is None and mla_context_caveat(TOY_WINDOW, 2, "a2a") is None
     for scheme in ("a2a", "allgather"):
         line = mla_context_caveat(TOY_MLA, 2, scheme)
-        assert line is not None and f"--cp-comm-type {scheme}" in line and "ring (p2p)" in line
+        assert line is not None and f"--cp-comm-type {scheme}" in line and "p2p or a2a+p2p" in line
         assert line in prediction_caveats(TOY_MLA, H100, 2, scheme)
 
 
