@@ -81,7 +81,7 @@ from piper.frontend.planner import (
     takes_iteration_keys,
     with_optimizer_step_s,
 )
-from piper.frontend.schedule_check import check_schedule
+from piper.frontend.schedule_check import ScheduleCheck, check_schedule
 from piper.frontend.window_check import needs_window_check, window_check
 from piper.frontend.workload import TrainingSetup
 from piper.render.table import render_plan
@@ -229,6 +229,22 @@ def _per_layer_optimum(cfg: Any, hw: Any, setup: Any, info: Any, options: Option
     return {"batch_time_s": best.result.score.batch_time, "status": "optimal" if proven else "feasible",
             "gain": chosen.result.score.batch_time / best.result.score.batch_time - 1.0, "recompute": kinds,
             "message": ""}
+
+
+def _side_status(setup: TrainingSetup, options: Options, search: PlanSearch, side: Candidate,
+                 side_check: ScheduleCheck) -> str:
+    """The status of the plan shown beside the answer (the free plan, or the runnable one under
+    ``--free``) over its own kind's search, by the answer's rule: "optimal" only when its solve was,
+    every solve of its kind was proven, no interleaved plan the schedule check rejected beats it, it
+    passes the check itself and its kind's search priced what ``score`` prices (no window check is
+    owed); its solve's own status otherwise, "optimal" lowered to "feasible"."""
+    free = not side.uniform
+    status = side.result.status
+    if status == Status.OPTIMAL and not (search.exact_over(side.uniform) and side_check.ok
+                                         and _rejected_below(search, side, free) is None
+                                         and not needs_window_check(setup, options, search, free)):
+        return Status.FEASIBLE.value
+    return status.value
 
 
 def _rejected_below(search: PlanSearch, chosen: Candidate | None, free: bool) -> dict[str, Any] | None:
@@ -417,6 +433,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     other_metrics = None if other is None else plan_metrics(cfg.with_changes(micro_batch=other.micro_batch), hw, setup,
                                                              other.problem, other.result.plan, other.result.score)
     other_check = None if other is None else check_schedule(other.problem, other.result.plan, other.result.score)
+    other_status = None if other is None else _side_status(setup, options, search, other, other_check)
     # "optimal" only when every solve of the answer's kind was proven (the winner is then the best over
     # every workload searched) and no rejected interleaved plan beats it by the formulas (the answer is
     # then the best plan that passed the check; the rejected solves' bounds bound the rest)
@@ -468,7 +485,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
                "exact": exact, "exact_all": search.exact, "gain_of_free": search.gain,
                "runnable" if args.free else "free": None if other is None else
                {**other_metrics, "micro_batch": other.micro_batch, "context_parallel": other.context_parallel,
-                "status": other.result.status.value,
+                "status": other_status,
                 "schedule": other.result.plan.schedule.to_dict(), "plan": other.result.plan.to_dict(),
                 "schedule_check": other_check.to_dict()},
                "search": _search_summary(search),
@@ -586,7 +603,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     print(" " * 14 + memory_breakdown_text(m["memory_breakdown"]))
     if other is not None and other_metrics is not None:
         gain = search.gain
-        label = "runnable plan" if args.free else "Piper's free plan"
+        label = ("runnable plan" if args.free else "Piper's free plan") + f" ({other_status})"
         print(f"{'vs' if args.free else 'free plan':<13} {label}: batch time {other_metrics['batch_time_s']:.4g} s "
               f"(micro-batch {other.micro_batch}"
               + (f", c = {other.context_parallel}" if other.context_parallel > 1 else "")

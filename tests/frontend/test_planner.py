@@ -74,3 +74,32 @@ def test_a_rejected_interleaved_plan_is_replaced_by_the_best_with_fewer_virtual_
     assert cand.result.plan.schedule.virtual_stages == 6
     assert cand.value < base.value * (1 - 1e-2)
     assert search.rejected == (cand,) and search.exact
+
+
+def test_the_plan_beside_the_answer_is_optimal_only_when_its_whole_search_is_proven() -> None:
+    """``plan`` shows the free plan beside the runnable answer (and the runnable one under --free)
+    with a status of its own. It used to print its one solve's status: "optimal" for the free plan
+    while other free solves had run out of time (DeepSeek-V3 on 128 nodes at the 300 s default). The
+    status is the search's: one free solve left unproven lowers the free plan to "feasible" and
+    leaves the runnable plan's status alone."""
+    from piper.cli.plan import _side_status
+    from piper.core.result import Status
+    from piper.frontend.schedule_check import check_schedule
+
+    cfg = preset("megatron-1.7b")
+    hw = hardware("a100-80gb")
+    setup = TrainingSetup(nodes=1, global_batch=64)
+    options = Options(objective=BATCH_TIME, max_virtual_stages=1)
+    search = search_plans(cfg, hw, setup, get_solver("dp"), options, micro_batches=(1, 2, 4), iteration_keys=True)
+    assert search.exact and search.free is not None and search.runnable is not None
+
+    def side(s, c):
+        return _side_status(setup, options, s, c, check_schedule(c.problem, c.result.plan, c.result.score))
+
+    assert side(search, search.free) == "optimal" and side(search, search.runnable) == "optimal"
+    # a free solve other than the winner ends without a proof (as when the time limit cuts it)
+    loser = next(c for c in search.candidates if not c.uniform and c is not search.free)
+    cut = replace(loser, result=replace(loser.result, status=Status.UNKNOWN, bound=0.0, plan=None, score=None))
+    timed_out = replace(search, candidates=tuple(cut if c is loser else c for c in search.candidates))
+    assert not timed_out.exact_over(False) and timed_out.exact_over(True)
+    assert side(timed_out, search.free) == "feasible" and side(timed_out, search.runnable) == "optimal"
