@@ -24,6 +24,7 @@ from piper.core.limits import (
     MAX_SECONDS,
     MAX_SEED,
     MAX_THREADS,
+    MAX_VIRTUAL_STAGES,
     MIN_POSITIVE,
 )
 from piper.core.options import NO_AR, OBJECTIVES, SCHEDULE_CHOICES, TPS, Options
@@ -325,7 +326,7 @@ def add_objective_args(parser: argparse.ArgumentParser, *, objective: str = TPS,
     g.add_argument("--schedule", choices=SCHEDULE_CHOICES, default="any",
                    help="the pipeline schedules a plan may use: 1f1b, interleaved (Megatron-LM's interleaved 1F1B) "
                         "or any (default; interleaved only with --max-virtual-stages >= 2)")
-    g.add_argument("--max-virtual-stages", type=_positive_int, default=max_virtual_stages, metavar="V",
+    g.add_argument("--max-virtual-stages", type=bounded_int(1, MAX_VIRTUAL_STAGES), default=max_virtual_stages, metavar="V",
                    help=f"the most chunks per device group of an interleaved plan (1: 1F1B only; default {max_virtual_stages})")
 
 

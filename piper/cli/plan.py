@@ -83,7 +83,7 @@ from piper.frontend.planner import (
 )
 from piper.frontend.schedule_check import ScheduleCheck, check_schedule
 from piper.frontend.window_check import needs_window_check, window_check
-from piper.frontend.workload import TrainingSetup
+from piper.frontend.workload import TrainingSetup, workload_nodes
 from piper.render.table import render_plan
 
 __all__ = ["add_plan_parser", "cmd_plan"]
@@ -349,6 +349,11 @@ def cmd_plan(args: argparse.Namespace) -> int:
         raise UsageError(f"--sequence-parallel off: {cfg.name}'s MoE layers need sequence parallelism at t > 1 "
                          "(Megatron-Core's rule); use on (the default) or per-layer")
     setup = replace(setup, sequence_parallel=SEQUENCE_PARALLEL_MODES[args.sequence_parallel])
+    layers = len(workload_nodes(cfg))
+    if args.max_virtual_stages > layers:
+        raise UsageError(f"--max-virtual-stages {args.max_virtual_stages}: more than the {layers} layers of "
+                         f"{cfg.name}'s workload (its transformer layers, the embedding, the final norm and the "
+                         "head; each chunk of an interleaved plan holds at least one)")
     options = Options(time_limit_s=args.time_limit or None, progress=False, objective=args.objective,
                       schedule=args.schedule, max_virtual_stages=args.max_virtual_stages)
     say = None if args.json else (lambda line: print(f"piper: {line}", file=sys.stderr, flush=True))

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 __all__ = [
     "MAX_COUNT", "MAX_MAGNITUDE", "MIN_POSITIVE", "MAX_NODE_ID", "MAX_SECONDS", "MAX_FILE_BYTES",
-    "MAX_JSON_DEPTH", "MAX_INT_DIGITS", "MAX_MODEL_LAYERS", "MAX_SEED", "MAX_THREADS",
+    "MAX_JSON_DEPTH", "MAX_INT_DIGITS", "MAX_MODEL_LAYERS", "MAX_SEED", "MAX_THREADS", "MAX_VIRTUAL_STAGES",
 ]
 
 #: the largest count: devices k, microbatches N, devices per node G, degrees t and d, virtual
@@ -56,3 +56,8 @@ MAX_INT_DIGITS = 40
 MAX_MODEL_LAYERS = 1024
 #: the most solver threads a flag may ask for
 MAX_THREADS = 1024
+#: the largest ``max_virtual_stages`` (``--max-virtual-stages``): every chunk of an interleaved
+#: plan holds a layer, so a V above a workload's layers is never reached, and the solvers list the
+#: v they try (2^31 - 1 of them took all of the machine's memory: ``plan --max-virtual-stages
+#: 2147483647`` was killed); 65,536 chunks per device group is far beyond any framework's
+MAX_VIRTUAL_STAGES = 2**16

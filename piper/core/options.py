@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from piper.core.errors import SolverError
-from piper.core.limits import MAX_COUNT, MAX_SECONDS, MAX_THREADS
+from piper.core.limits import MAX_COUNT, MAX_SECONDS, MAX_THREADS, MAX_VIRTUAL_STAGES
 from piper.core.plan import INTERLEAVED, ONE_F_ONE_B, Plan
 from piper.core.problem import ACTIVATION_RECOMP, TMPC, Problem
 
@@ -82,8 +82,8 @@ class Options:
         if self.schedule not in SCHEDULE_CHOICES:
             raise SolverError(f"unknown schedule {self.schedule!r}; use one of {', '.join(SCHEDULE_CHOICES)}")
         v = self.max_virtual_stages
-        if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= MAX_COUNT:
-            raise SolverError(f"max_virtual_stages must be an integer >= 1 and <= {MAX_COUNT}, got {v!r}")
+        if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= MAX_VIRTUAL_STAGES:
+            raise SolverError(f"max_virtual_stages must be an integer >= 1 and <= {MAX_VIRTUAL_STAGES}, got {v!r}")
         limit = self.time_limit_s
         if limit is not None and (isinstance(limit, bool) or not isinstance(limit, (int, float))
                                   or not 0 <= limit <= MAX_SECONDS):

@@ -77,7 +77,8 @@ def solve_schedules(problem: Problem, options: Options, tps_1f1b: Callable[[Prob
     mode = EXACT if options.knapsack == "exact" else GREEDY
     batch = options.objective == BATCH_TIME
     kind = options.objective
-    kinds = options.virtual_stage_choices()
+    # v above the layers is never reached (each chunk holds one): not tried
+    kinds = tuple(v for v in options.virtual_stage_choices() if v <= max(2, problem.n))
     deadline = None if options.time_limit_s is None else start + options.time_limit_s
     # the knob is checked before anything else, so that it is never ignored (an infeasible instance included)
     cutoff = upper_bound(options)

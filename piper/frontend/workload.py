@@ -76,6 +76,7 @@ __all__ = [
     "resync_bandwidths",
     "resync_overlap_s",
     "tensor_parallel_degrees",
+    "workload_nodes",
 ]
 
 KINDS = ("embedding", "transformer", "final_norm", "output_head")
@@ -419,7 +420,9 @@ def resync_bandwidths(hw: Hardware, setup: TrainingSetup, t_max: int = 1) -> tup
             hw.nvlink_bandwidth * hw.collective_efficiency("nvlink", coll))
 
 
-def _chain(cfg: TransformerConfig) -> list[tuple[str, int]]:
+def workload_nodes(cfg: TransformerConfig) -> list[tuple[str, int]]:
+    """The nodes of ``cfg``'s workload in order, (kind, layer index) each: the embedding, every
+    transformer layer, the final norm and the output head (:func:`build_workload` writes these)."""
     last = cfg.layers - 1
     return [("embedding", 0), *(("transformer", i) for i in range(cfg.layers)), ("final_norm", last), ("output_head", last)]
 
@@ -543,7 +546,7 @@ def build_workload(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup | 
         if bad:
             raise FrontendError(f"tensor-parallel degree {bad[0]} is not one of {allowed}")
     degrees = list(allowed if degrees is None else degrees)
-    chain = _chain(cfg)
+    chain = workload_nodes(cfg)
     # the edge carries the fewest bytes any TMPC sends (split the most ways); each TMPC's
     # syncTimeFw / syncTimeBw adds what its own layout sends beyond that
     edge_bytes = min(p2p_bytes_per_device(cfg, setup, t, True) for t in degrees)

@@ -47,6 +47,18 @@ def test_plan_bad_model_is_one_line_exit_2(cli: RunCommand) -> None:
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "unknown model preset" in proc.stderr
 
 
+@pytest.mark.parametrize("v, says", [
+    # llama3-8b's workload: 32 transformer layers, the embedding, the final norm and the head
+    ("36", "more than the 35 layers of llama3-8b's workload"),
+    # was killed for memory after 94 s (the solvers listed every v up to it)
+    ("2147483647", "must be <= 65536"),
+])
+def test_plan_refuses_more_virtual_stages_than_layers(cli: RunCommand, v: str, says: str) -> None:
+    proc = cli("piper", "plan", "llama3-8b", "--nodes", "2", "--max-virtual-stages", v)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "--max-virtual-stages" in proc.stderr
+    assert says in proc.stderr, proc.stderr
+
+
 def test_plan_flags_an_moe_prediction_without_fitted_moe_constants(cli: RunCommand) -> None:
     """plan's answer carries score's caveat (tests/cli/test_score_moe.py) in --json and the text."""
     args = ["piper", "plan", "mixtral-8x7b", "--gpu", "a100-80gb", "--nodes", "2", "--uniform", "--micro-batch", "1"]

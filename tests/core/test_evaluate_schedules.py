@@ -157,6 +157,8 @@ def test_bad_schedules_are_refused_by_name(schedule, message) -> None:
     ({"objective": "latency"}, "unknown objective"),
     ({"schedule": "gpipe"}, "unknown schedule"),
     ({"max_virtual_stages": 0}, ">= 1"),
+    # the solvers list the v they try: 2^31 - 1 of them filled the machine's memory
+    ({"max_virtual_stages": 2**31 - 1}, "<= 65536"),
     ({"schedule": "interleaved"}, "needs max_virtual_stages >= 2"),
 ])
 def test_bad_options_are_refused(fields, message) -> None:
