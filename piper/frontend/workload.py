@@ -232,10 +232,11 @@ def tensor_parallel_degrees(cfg: TransformerConfig, hw: Hardware) -> list[int]:
     """Degrees t Megatron-LM accepts within one node: t divides the attention
     heads, the key/value heads (Megatron-core requires num_query_groups % t == 0;
     it does not replicate KV heads), the FFN width, and the devices per node (so
-    a tensor-parallel group never spans two nodes)."""
+    a tensor-parallel group never spans two nodes). Only t up to the heads are tried (a node of
+    2^31 - 1 devices took minutes)."""
     return [
         t
-        for t in range(1, hw.devices_per_node + 1)
+        for t in range(1, min(hw.devices_per_node, cfg.attention_heads) + 1)
         if hw.devices_per_node % t == 0
         and cfg.attention_heads % t == 0
         and cfg.kv_heads % t == 0

@@ -135,6 +135,12 @@ def test_tensor_parallel_degrees():
     gqa = GPT.with_changes(attention_heads=8, kv_heads=2, hidden_size=16)
     # Megatron needs t to divide the key/value heads too (no KV replication)
     assert tensor_parallel_degrees(gqa, hardware("a100-80gb")) == [1, 2]
+    # a node of 2^31 - 1 devices (a hardware file's largest count, prime): only t = 1 divides it; the
+    # degrees were searched one by one up to the node's size (minutes), now up to the heads
+    from dataclasses import replace as _replace
+    huge = _replace(hardware("h100"), devices_per_node=2**31 - 1)
+    assert tensor_parallel_degrees(preset("llama3-8b"), huge) == [1]
+    assert tensor_parallel_degrees(preset("llama3-8b"), _replace(huge, devices_per_node=2**30)) == [1, 2, 4, 8]
 
 
 def test_loads_and_evaluates_one_stage():
