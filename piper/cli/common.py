@@ -317,7 +317,8 @@ def add_ablation_args(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--threads", type=threads_arg, default=2, metavar="N", help=f"solver threads (default 2, at most {MAX_THREADS})")
 
 
-def add_objective_args(parser: argparse.ArgumentParser, *, objective: str = TPS, max_virtual_stages: int = 1) -> None:
+def add_objective_args(parser: argparse.ArgumentParser, *, objective: str = TPS, max_virtual_stages: int = 1,
+                       default_note: str = "") -> None:
     """--objective, --schedule, --max-virtual-stages (docs/problem.md §9), with the command's defaults."""
     g = parser.add_argument_group("objective and schedule")
     g.add_argument("--objective", choices=OBJECTIVES, default=objective,
@@ -327,7 +328,8 @@ def add_objective_args(parser: argparse.ArgumentParser, *, objective: str = TPS,
                    help="the pipeline schedules a plan may use: 1f1b, interleaved (Megatron-LM's interleaved 1F1B) "
                         "or any (default; interleaved only with --max-virtual-stages >= 2)")
     g.add_argument("--max-virtual-stages", type=bounded_int(1, MAX_VIRTUAL_STAGES), default=max_virtual_stages, metavar="V",
-                   help=f"the most chunks per device group of an interleaved plan (1: 1F1B only; default {max_virtual_stages})")
+                   help=f"the most chunks per device group of an interleaved plan (1: 1F1B only; default {max_virtual_stages}"
+                        f"{default_note})")
 
 
 def check_virtual_stages(problem: Problem, args: argparse.Namespace) -> None:

@@ -378,6 +378,7 @@ def search_plans(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup, inf
                  for b in micro_batches for r in recomputes] if free else []
     total = len(keys) + len(free_keys)
     problems: dict[tuple, tuple[Problem, dict]] = {}
+    node_costs: dict[tuple, dict] = {}
     # the DP takes the upper_bound knob for the batch time and for interleaved-only searches; Piper's
     # 1F1B DP for the TPS refuses it (``plan --objective tps`` failed with that refusal until 2026-12)
     cutoffs = "upper_bound" in (info.params or {}) and (options.objective == BATCH_TIME
@@ -395,7 +396,12 @@ def search_plans(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup, inf
         problem, workload = problems[key]
         left = budget(total - solves)
         params = {**options.params, **({"upper_bound": cutoff} if cutoff is not None else {})}
-        res = info(problem, replace(options, uniform=uniform, time_limit_s=left, params=params))
+        if left is not None and left <= 0:
+            # no time left: the solver is not called (the DP's set-up alone took seconds per workload)
+            res = make_result(problem, info.name, Status.UNKNOWN, None, time_s=0.0, objective_kind=options.objective,
+                              message="time limit hit before this workload was solved")
+        else:
+            res = info(problem, replace(options, uniform=uniform, time_limit_s=left, params=params))
         solves += 1
         c, k, e, b, r, dg = key
         rejected, rejected_check = None, None
@@ -449,7 +455,10 @@ def search_plans(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup, inf
         run_setup = replace(keyed, context_parallel=c, cp_comm_type=k[0], cp_a2a_size=k[1])
         if cfg.moe is not None:
             run_setup = replace(run_setup, expert_parallel=e)
-        workload = build_workload(cfg.with_changes(micro_batch=b), hw, run_setup, degrees=dg, recompute=r)
+        # the layers' costs depend on (c, scheme, e, b), not on the degrees kept or the recomputation
+        shared = node_costs.setdefault((c, k, e, b), {})
+        workload = build_workload(cfg.with_changes(micro_batch=b), hw, run_setup, degrees=dg, recompute=r,
+                                  node_costs=shared)
         problems[key] = (load_problem(workload, strict=True), workload)
 
     for key in keys:

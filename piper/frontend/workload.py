@@ -504,7 +504,9 @@ def offered_degrees(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup) 
 
 
 def build_workload(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup | None = None,
-                   degrees: tuple[int, ...] | None = None, recompute: tuple[str, ...] | None = None) -> dict[str, Any]:
+                   degrees: tuple[int, ...] | None = None, recompute: tuple[str, ...] | None = None,
+                   node_costs: dict[tuple[str, str | None, int | None, int], list[Any]] | None = None
+                   ) -> dict[str, Any]:
     """The workload JSON object (loadable by :func:`piper.load_problem` with ``strict=True``:
     only keys of docs/problem.md, plus the top-level ``name`` and ``model``
     (:func:`model_record`)). The keys of docs/problem.md §10 (``resyncOverlapTime``,
@@ -517,7 +519,12 @@ def build_workload(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup | 
 
     ``degrees`` / ``recompute`` (optional) keep only those tensor-parallel degrees and the
     transformer TMPCs of those recomputation kinds (``python -m piper score`` builds the one
-    layout it scores)."""
+    layout it scores).
+
+    ``node_costs`` (optional): a dict the layers' cost records are kept in and read from, to share
+    between calls with the same ``cfg``, ``hw`` and ``setup`` that differ in ``degrees`` or
+    ``recompute`` only (the planner's search builds three recomputation settings and every degree
+    of one (micro-batch, c, scheme, e)); never share it across other calls."""
     setup = setup or TrainingSetup()
     if setup.global_batch % cfg.micro_batch:
         raise FrontendError(
@@ -553,7 +560,8 @@ def build_workload(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup | 
     edge_bytes = min(p2p_bytes_per_device(cfg, setup, t, True) for t in degrees)
     overlap = setup.overlap_grad_reduce or setup.overlap_param_gather
     nodes = []
-    cache: dict[tuple[str, str | None, int | None, int], list[Any]] = {}  # identical layers cost the same
+    # identical layers cost the same
+    cache: dict[tuple[str, str | None, int | None, int], list[Any]] = {} if node_costs is None else node_costs
     for nid, (kind, layer) in enumerate(chain):
         tmpcs: dict[str, list[dict[str, Any]]] = {}
         variant = layer_variant(cfg, kind, layer)  # MoE and MLA layers: piper/frontend/moe_costs.py

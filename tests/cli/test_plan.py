@@ -122,3 +122,17 @@ def test_plan_minimizes_piper_tps_too(cli: RunCommand) -> None:
     out = json.loads(proc.stdout)
     assert out["status"] == "optimal" and out["objective"] == "tps"
     assert out["search"]["cut_solves"] == 0
+
+
+def test_why_no_plan_says_each_kind_of_reason_once() -> None:
+    from piper.cli.plan import why_no_plan
+
+    short = "layer 1 (ParallelTransformerLayer) does not fit in memory: its least a + b is {} bytes > M = 7.9e+10 bytes"
+    messages = [short.format("1.01688e+11"), "", short.format("8.3766e+10"), short.format("1.01688e+11"),
+                "time limit hit before this workload was solved", "time limit hit before this workload was solved",
+                "no plan fits in memory on the available devices"]
+    assert why_no_plan(messages) == "; ".join([
+        short.format("1.01688e+11") + " (3 solves said this, with their own figures)",
+        "no plan fits in memory on the available devices",
+        "time limit hit before this workload was solved (2 solves)"])
+    assert why_no_plan(["", ""]) == ""

@@ -166,3 +166,17 @@ def test_preset_workload_loads_and_evaluates():
                                        "TMPCids": {str(k): v for k, v in ids.items()}}]})
     score = evaluate(problem, plan)
     assert not score.oom and 0 < score.tps < 1
+
+
+def test_shared_node_costs_build_the_same_workloads() -> None:
+    """The planner shares the layers' cost records between the workloads of one (micro-batch, c,
+    scheme, e) (``build_workload(node_costs=)``): each workload equals the one built alone, in
+    whichever order the recomputation settings and degrees come."""
+    cfg = preset("mixtral-8x7b").with_changes(micro_batch=2)
+    hw = hardware("h100")
+    setup = TrainingSetup(nodes=2, global_batch=64, expert_parallel=2, overlap_grad_reduce=True)
+    shared: dict = {}
+    for recompute, degrees in [(("none",), (2,)), (("full",), None), (None, (1, 4)), (("selective",), (8,))]:
+        alone = build_workload(cfg, hw, setup, degrees=degrees, recompute=recompute)
+        assert build_workload(cfg, hw, setup, degrees=degrees, recompute=recompute, node_costs=shared) == alone
+    assert shared
