@@ -19,6 +19,7 @@ from typing import Any
 
 from piper.cli.common import (
     ArgumentParser,
+    bounded_int,
     check_outputs,
     did_you_mean,
     float_arg,
@@ -116,7 +117,8 @@ def add_context_scheme_arguments(g: Any, *, plan: bool) -> None:
                         + ("; 'any' searches the default, a2a, allgather and a2a+p2p (one workload each, "
                            "a2a+p2p one per all-to-all size C1); a2a+p2p without its sizes searches C1" if plan else "")
                         + "; default: a2a on sliding-window layers, p2p elsewhere")
-    g.add_argument("--hierarchical-context-parallel-sizes", type=positive_int, nargs=2, metavar=("C1", "C2"),
+    # each level of the hierarchy holds at least 2 devices (C1 = 1 is the ring, C2 = 1 the all-to-all)
+    g.add_argument("--hierarchical-context-parallel-sizes", type=bounded_int(2, MAX_COUNT), nargs=2, metavar=("C1", "C2"),
                    help="with --cp-comm-type a2a+p2p: all-to-all groups of C1 devices and a ring of C2 across them "
                         + ("(fixes the context-parallel size to C1 x C2)" if plan else "(C1 x C2 = --cp)"))
 

@@ -124,6 +124,9 @@ def cmd_score(args: argparse.Namespace) -> int:
         overlap_grad_reduce=args.overlap_grad_reduce, overlap_param_gather=args.overlap_param_gather,
         shard_gradients=args.shard_gradients, cp_comm_type=args.cp_comm_type,
         cp_a2a_size=None if sizes is None else sizes[0])
+    if setup.token_dispatcher == "flex" and args.etp > 1:
+        raise UsageError(f"--token-dispatcher flex needs --etp 1, got --etp {args.etp} (the flex dispatcher, DeepEP or "
+                         "HybridEP, is priced with expert tensor parallel size 1 only)")
     gpus = setup.nodes * hw.devices_per_node
     dp = args.dp
     if dp is None:

@@ -101,6 +101,11 @@ def test_token_dispatcher_flag(capsys):
     assert times["flex"] < times["alltoall"]
     assert run_main(main, ["score", "llama3-8b", "--tp", "1", "--token-dispatcher", "flex"]) == 2
     assert "--token-dispatcher: llama3-8b is not a mixture-of-experts model" in capsys.readouterr().err
+    # with expert tensor parallelism: both flags named (was the setup's field names)
+    assert run_main(main, ["score", "mixtral-8x7b", "--tp", "2", "--ep", "4", "--etp", "2", "--token-dispatcher",
+                           "flex", "--sequence-parallel"]) == 2
+    err = capsys.readouterr().err
+    assert "--token-dispatcher flex needs --etp 1, got --etp 2" in err and err.count("\n") == 1
 
 
 def _score_json(capsys, *args):

@@ -340,6 +340,14 @@ def test_the_command_line_names_the_flag(capsys) -> None:
     assert run_main(main, ["score", *llama, "--tp", "2", "--cp", "8", "--cp-comm-type", "a2a+p2p"]) == 2
     err = capsys.readouterr().err
     assert "needs --hierarchical-context-parallel-sizes" in err and err.count("\n") == 1
+    # a level of one device: the flag is named (was the setup's field, "cp_a2a_size must be ...")
+    for cmd in ("score", "plan"):
+        for sizes in (["1", "8"], ["8", "1"]):
+            assert run_main(main, [cmd, *llama, "--tp", "2", "--cp", "8", "--cp-comm-type", "a2a+p2p",
+                                   "--hierarchical-context-parallel-sizes", *sizes]) == 2
+            err = capsys.readouterr().err
+            assert "argument --hierarchical-context-parallel-sizes: must be >= 2, got 1" in err, err
+            assert err.count("\n") == 1
     # the sizes fix c for plan: 2 x 4 = 8, the search's only c
     assert run_main(main, ["plan", *llama, "--uniform", "--json", "--cp-comm-type", "a2a+p2p",
                            "--hierarchical-context-parallel-sizes", "2", "4"]) == 0
