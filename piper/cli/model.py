@@ -28,7 +28,7 @@ from piper.cli.common import (
     size_arg,
 )
 from piper.core.errors import HardwareError, UsageError
-from piper.core.limits import MAX_COUNT, MAX_MAGNITUDE, MAX_MODEL_LAYERS
+from piper.core.limits import MAX_COUNT, MAX_MAGNITUDE, MAX_MODEL_LAYERS, MIN_FRACTION
 from piper.frontend.config import PRECISIONS, TransformerConfig
 from piper.frontend.context import CP_COMM_TYPES, SEARCH_SCHEMES
 from piper.frontend.costs import RECOMPUTE_KINDS
@@ -48,7 +48,8 @@ from piper.io.workload import load_problem
 __all__ = ["add_model_parser", "cmd_model", "main"]
 
 
-_fraction = float_arg("a number in (0, 1]", (lambda v: 0 < v <= 1, "must be in (0, 1]"))
+_fraction = float_arg(f"a number in [{MIN_FRACTION:g}, 1]", (lambda v: MIN_FRACTION <= v <= 1,
+                                                              f"must be in [{MIN_FRACTION:g}, 1]"))
 _flops = float_arg("FLOP/s such as 312e12", (lambda v: math.isfinite(v) and 0 < v <= MAX_MAGNITUDE,
                                              f"must be > 0 and <= {MAX_MAGNITUDE:g} FLOP/s"))
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 __all__ = [
     "MAX_COUNT", "MAX_MAGNITUDE", "MIN_POSITIVE", "MAX_NODE_ID", "MAX_SECONDS", "MAX_FILE_BYTES",
     "MAX_JSON_DEPTH", "MAX_INT_DIGITS", "MAX_MODEL_LAYERS", "MAX_SEED", "MAX_THREADS", "MAX_VIRTUAL_STAGES",
+    "MIN_FRACTION", "MIN_RATE",
 ]
 
 #: the largest count: devices k, microbatches N, devices per node G, degrees t and d, virtual
@@ -56,6 +57,13 @@ MAX_INT_DIGITS = 40
 MAX_MODEL_LAYERS = 1024
 #: the most solver threads a flag may ask for
 MAX_THREADS = 1024
+#: the smallest efficiency (a fraction of a peak: --efficiency, a hardware file's *_efficiency) the
+#: front end takes: a millionth. Below it the times it divides by it leave the workload's range
+#: (--efficiency 1e-300 gave a layer 1.8e298 s, refused by the workload's field name instead of the flag)
+MIN_FRACTION = 1e-6
+#: the smallest rate of a hardware file (peak FLOP/s, bytes/s of a link or of memory): one per
+#: second, for the same reason (a link of 1e-30 bytes/s was refused as the workload's bandwidth)
+MIN_RATE = 1.0
 #: the largest ``max_virtual_stages`` (``--max-virtual-stages``): every chunk of an interleaved
 #: plan holds a layer, so a V above a workload's layers is never reached, and the solvers list the
 #: v they try (2^31 - 1 of them took all of the machine's memory: ``plan --max-virtual-stages

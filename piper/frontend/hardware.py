@@ -71,7 +71,7 @@ from pathlib import Path
 from typing import Any
 
 from piper.core.errors import HardwareError
-from piper.core.limits import MAX_COUNT, MAX_MAGNITUDE, MIN_POSITIVE
+from piper.core.limits import MAX_COUNT, MAX_MAGNITUDE, MIN_FRACTION, MIN_POSITIVE, MIN_RATE
 from piper.io.jsonfile import read_json
 
 __all__ = [
@@ -225,6 +225,8 @@ _OPTIONAL = {"peak_flops_fp8", "memory_bandwidth", "expert_gemm_half_dim"}
 #: fields that are fractions in (0, 1]
 _FRACTIONS = {"memory_efficiency", "gemm_efficiency", "flash_attention_efficiency",
               *(f"{link}_{c}_efficiency" for link in LINKS for c in COLLECTIVES)}
+#: fields that are rates per second, at least MIN_RATE (FLOP/s, bytes/s)
+_RATES = {"peak_flops", "peak_flops_fp8", "memory_bandwidth", "nvlink_bandwidth", "network_bandwidth"}
 #: fields that are >= 0 (latencies, a dimension)
 _NON_NEGATIVE = {"gemm_half_dim", "expert_gemm_half_dim", "nvlink_latency_s", "network_latency_s", "kernel_overhead_s", "expert_overhead_s",
                  "moe_layer_overhead_s", "moe_token_overhead_s"}
@@ -305,8 +307,11 @@ class Hardware:
                     raise HardwareError(f"hardware {self.name}: {f.name} must be >= 0, got {value!r}")
             elif value <= 0:
                 raise HardwareError(f"hardware {self.name}: {f.name} must be a positive number, got {value!r}")
-            if f.name in _FRACTIONS and value > 1:
-                raise HardwareError(f"hardware {self.name}: {f.name} must be in (0, 1], got {value!r}")
+            if f.name in _FRACTIONS and not MIN_FRACTION <= value <= 1:
+                raise HardwareError(f"hardware {self.name}: {f.name} must be in [{MIN_FRACTION:g}, 1], got {value!r}")
+            if f.name in _RATES and value < MIN_RATE:
+                raise HardwareError(f"hardware {self.name}: {f.name} must be at least {MIN_RATE:g} per second, "
+                                    f"got {value!r}")
             if f.name == "devices_per_node" and (not float(value).is_integer()):
                 raise HardwareError(f"hardware {self.name}: devices_per_node must be a whole number, got {value!r}")
         object.__setattr__(self, "devices_per_node", int(self.devices_per_node))
@@ -410,9 +415,24 @@ def hardware_from_file(path: str | Path, **overrides: Any) -> Hardware:
             if not isinstance(value, str):
                 raise HardwareError(f"{path}: {key} must be a string, got {value!r:.60}")
         elif (isinstance(value, (int, float)) and not isinstance(value, bool)
+              and not (key in _NON_NEGATIVE and value == 0)  # "none" (latencies, overheads, half dims)
+              # rates and fractions above 0 meet the Hardware check's own floors (MIN_RATE, MIN_FRACTION)
+              and not (key in _RATES | _FRACTIONS and 0 < value <= MAX_MAGNITUDE)
               and not MIN_POSITIVE <= value <= (MAX_COUNT if key == "devices_per_node" else MAX_MAGNITUDE)):
             top = MAX_COUNT if key == "devices_per_node" else f"{MAX_MAGNITUDE:g}"
-            raise HardwareError(f"{path}: {key} must be > 0 and <= {top}, got {value!r:.60}")
+            low = ">= 0" if key in _NON_NEGATIVE else "> 0"
+            raise HardwareError(f"{path}: {key} must be {low} and <= {top}, got {value!r:.60}")
+    try:
+        base = _hardware_from_fields(raw, path)
+    except HardwareError as exc:
+        text = str(exc)
+        # a field the Hardware check refused: say which file it came from
+        raise HardwareError(text if text.startswith(str(path)) else f"{path}: {text}") from None
+    return base.with_changes(**overrides)  # the callers' flags: their errors are not the file's
+
+
+def _hardware_from_fields(raw: dict[str, Any], path: str | Path) -> Hardware:
+    """:func:`hardware_from_file`'s Hardware from the file's fields (``"gpu"`` and ``"node"`` included)."""
     gpu, node = raw.pop("gpu", None), raw.pop("node", None)
     if gpu is not None:
         base = hardware(str(gpu), None if node is None else str(node), **raw)
@@ -427,7 +447,7 @@ def hardware_from_file(path: str | Path, **overrides: Any) -> Hardware:
         if extra:
             raise HardwareError(f"{path}: unknown key(s) {', '.join(sorted(extra))}")
         base = Hardware(name=str(raw.pop("name", Path(path).stem)), **raw)
-    return base.with_changes(**overrides)
+    return base
 
 
 def unfitted_gemm_caveat(hw: Hardware) -> str | None:

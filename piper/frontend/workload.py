@@ -45,6 +45,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from piper.core.errors import FrontendError
+from piper.core.limits import MIN_FRACTION
 from piper.core.problem import RESYNC_OVERLAP_WINDOWS, WINDOW_MICROBATCH
 from piper.frontend import context, costs
 from piper.frontend.config import TransformerConfig
@@ -182,8 +183,8 @@ class TrainingSetup:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise FrontendError(f"{name} must be a whole number >= 1, got {value!r}")
-        if self.efficiency is not None and not 0 < self.efficiency <= 1:
-            raise FrontendError(f"efficiency must be in (0, 1], got {self.efficiency!r}")
+        if self.efficiency is not None and not MIN_FRACTION <= self.efficiency <= 1:
+            raise FrontendError(f"efficiency must be in [{MIN_FRACTION:g}, 1], got {self.efficiency!r}")
         if self.memory_reserve_bytes is not None and self.memory_reserve_bytes < 0:
             raise FrontendError(f"memory reserve must be >= 0 bytes, got {self.memory_reserve_bytes!r}")
         if self.expert_parallel is not None and (isinstance(self.expert_parallel, bool)

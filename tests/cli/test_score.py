@@ -46,6 +46,8 @@ def test_text_and_interleaved(capsys):
     (["--global-batch", "2"], "--pp 2: the micro-batches per replica"),
     (["--precision", "fp8"], "peak_flops_fp8"),
     (["--tp", "0"], "--tp"),
+    # a millionth of peak at least: --efficiency 1e-300 was refused by a workload field's name
+    (["--efficiency", "1e-300"], "argument --efficiency: must be in [1e-06, 1]"),
 ])
 def test_impossible_layouts_are_one_line_exit_2(extra, flag, capsys):
     assert run_main(main, [*BASE, *extra]) == 2

@@ -2,6 +2,7 @@
 bounds and monotonicity (hypothesis), collectives, the layer's operation list, and bad hardware."""
 
 import json
+import re
 import math
 
 import pytest
@@ -110,6 +111,19 @@ def test_bad_hardware_fields_are_one_line_naming_the_field(tmp_path):
         with pytest.raises(HardwareError, match=field) as exc:
             hardware_from_file(f)
         assert "\n" not in str(exc.value)
+    # rates and efficiencies with a floor (a millionth of peak, one per second): below them the
+    # workload's times left its range and the error named a workload field; the file is named
+    for raw, says in [({"gpu": "h100", "gemm_efficiency": 1e-300}, "gemm_efficiency must be in [1e-06, 1]"),
+                      ({"gpu": "h100", "nvlink_bandwidth": 1e-30}, "nvlink_bandwidth must be at least 1 per second"),
+                      ({"gpu": "h100", "peak_flops": 0.5}, "peak_flops must be at least 1 per second")]:
+        f.write_text(json.dumps(raw))
+        with pytest.raises(HardwareError, match=re.escape(says)) as exc:
+            hardware_from_file(f)
+        assert str(exc.value).startswith(f"{f}: ") and "\n" not in str(exc.value)
+    # 0 means "none" for latencies, overheads and half dims, as the Hardware class has it
+    f.write_text(json.dumps({"gpu": "h100", "kernel_overhead_s": 0, "nvlink_latency_s": 0, "gemm_half_dim": 0}))
+    hw = hardware_from_file(f)
+    assert (hw.kernel_overhead_s, hw.nvlink_latency_s, hw.gemm_half_dim) == (0, 0, 0)
     f.write_text(json.dumps({"gpu": "h100", "gemm_efficiency": 0.6, "gemm_half_dim": 256}))
     hw = hardware_from_file(f)
     assert (hw.gemm_efficiency, hw.gemm_half_dim, hw.memory_bandwidth) == (0.6, 256, 3350e9)
