@@ -151,6 +151,23 @@ def _hardware(args: argparse.Namespace) -> Hardware:
     return hardware(args.gpu, args.node_type, **overrides)
 
 
+def listing_record() -> dict[str, Any]:
+    """``--list --json``: the presets (their shape, units in the key names) and the catalog GPUs."""
+    presets = {}
+    for name, c in PRESETS.items():
+        presets[name] = {"layers": c.layers, "hidden_size": c.hidden_size, "attention_heads": c.attention_heads,
+                         "kv_heads": c.kv_heads, "ffn_hidden_size": c.ffn_hidden_size, "vocab_size": c.vocab_size,
+                         "seq_length_tokens": c.seq_length, "ffn_kind": c.ffn_kind,
+                         "moe": None if c.moe is None else {"experts": c.moe.experts, "top_k": c.moe.top_k,
+                                                            "expert_ffn_hidden_size": c.moe.expert_ffn_hidden_size},
+                         "mla": c.mla is not None}
+    gpus = {name: {"peak_flops_bf16": acc.peak_flops, "memory_bytes": acc.memory_bytes,
+                   "default_node": acc.default_node,
+                   "aliases": [a for a, target in ALIASES.items() if target == name]}
+            for name, acc in ACCELERATORS.items()}
+    return {"presets": presets, "gpus": gpus}
+
+
 def _listing() -> str:
     lines = ["presets:"]
     for name, c in PRESETS.items():
@@ -239,7 +256,7 @@ def write_workload(path: str, workload: dict[str, Any]) -> None:
 
 def cmd_model(args: argparse.Namespace) -> int:
     if args.list:
-        print(_listing())
+        print(json.dumps(listing_record()) if getattr(args, "json", False) else _listing())
         return 0
     check_model_outputs(args, [("--out", args.out)])
     cfg, hw, setup = model_from_args(args)

@@ -72,3 +72,15 @@ def test_bad_config_file_exit_2(cli, tmp_path):
     assert r.returncode == 2
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and "attention_heads (3) must divide hidden_size (64)" in lines[0]
+
+
+@pytest.mark.parametrize("command", ["model", "plan", "score"])
+def test_list_json_is_one_object(cli, command):
+    """``--list --json`` printed the text listing (not JSON) on each command."""
+    r = cli("piper", command, "--list", "--json")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["presets"]["deepseek-v3"]["moe"] == {"experts": 256, "top_k": 8, "expert_ffn_hidden_size": 2048}
+    assert out["presets"]["deepseek-v3"]["mla"] is True and out["presets"]["llama3-8b"]["moe"] is None
+    assert out["presets"]["llama3-405b"]["layers"] == 126 and out["presets"]["llama3-405b"]["kv_heads"] == 8
+    assert out["gpus"]["h100-sxm-80gb"]["peak_flops_bf16"] == 989e12 and "h100" in out["gpus"]["h100-sxm-80gb"]["aliases"]
