@@ -108,12 +108,13 @@ _UNITS = {
 _SIZE = re.compile(r"^\s*([-+]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?)\s*([a-zA-Z]*)\s*(?:/\s*s)?\s*$")
 
 
-def parse_size(text: str) -> float:
+def parse_size(text: str, *, zero: bool = False) -> float:
     """Bytes (or bytes/second) from '8GiB', '25 GiB/s', '80e9', '1.5GB', '512MiB', '1024'.
 
     Decimal units KB/MB/GB/TB are powers of 1000, binary KiB/MiB/GiB/TiB powers of 1024. The
     result is in [MIN_POSITIVE, MAX_MAGNITUDE] (1e-30 .. 1e30, docs/errors.md); anything else,
-    a negative or zero size included, is a :class:`UsageError` that says why.
+    a negative or zero size included, is a :class:`UsageError` that says why. With ``zero`` a size
+    of 0 in any unit ("0", "0GB", "0.0 GiB"; not "-0") is 0.0.
     """
     m = _SIZE.match(str(text))
     if not m:
@@ -122,8 +123,10 @@ def parse_size(text: str) -> float:
     if unit not in _UNITS:
         raise UsageError(f"bad size {text!r}: unknown unit {m.group(2)!r} (use B, KB, MB, GB, TB, KiB, MiB, GiB, TiB)")
     out = value * _UNITS[unit]
+    if zero and out == 0 and not m.group(1).startswith("-"):
+        return 0.0
     if not out > 0:
-        raise UsageError(f"bad size {text!r}: must be > 0")
+        raise UsageError(f"bad size {text!r}: must be {'0 (unsigned) or more' if zero else '> 0'}")
     if not MIN_POSITIVE <= out <= MAX_MAGNITUDE:
         raise UsageError(f"bad size {text!r}: must be between {MIN_POSITIVE:g} and {MAX_MAGNITUDE:g} bytes")
     return out
@@ -155,9 +158,9 @@ def bounded_int(low: int, high: int, what: str = "") -> Callable[[str], int]:
 _positive_int = bounded_int(1, MAX_COUNT)
 
 
-def _size_arg(text: str) -> float:
+def _size_arg(text: str, *, zero: bool = False) -> float:
     try:
-        return parse_size(text)
+        return parse_size(text, zero=zero)
     except UsageError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
 

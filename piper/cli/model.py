@@ -55,7 +55,8 @@ _flops = float_arg("FLOP/s such as 312e12", (lambda v: math.isfinite(v) and 0 < 
 
 
 def _reserve(text: str) -> float:
-    return 0.0 if text.strip() in ("0", "0.0") else size_arg(text)
+    """--memory-reserve: a size, or zero in any spelling a size has ("0", "0GB", "0.0 GiB": no reserve)."""
+    return size_arg(text, zero=True)
 
 
 def _capacity(text: str) -> float:

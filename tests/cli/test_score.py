@@ -122,3 +122,17 @@ def test_account_for_embedding_and_loss_flags(capsys):
     assert run_main(main, [*BASE, "--account-for-embedding-in-pipeline-split"]) == 2
     err = capsys.readouterr().err.strip()
     assert "--account-for-embedding-in-pipeline-split" in err and "\n" not in err
+
+
+@pytest.mark.parametrize("text, reserve", [("0", 0.0), ("0GB", 0.0), ("0.0 GiB", 0.0), ("2GB", 2e9), ("1 GiB", 2**30)])
+def test_memory_reserve_takes_zero_in_any_unit(text, reserve, capsys):
+    """"0" was taken and "0GB" refused as "must be > 0"."""
+    assert run_main(main, [*BASE, "--memory-reserve", text, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["memory_reserve_bytes"] == reserve
+
+
+@pytest.mark.parametrize("text", ["-0", "-1GB", "lots"])
+def test_memory_reserve_refuses_negative_sizes(text, capsys):
+    assert run_main(main, [*BASE, f"--memory-reserve={text}"]) == 2
+    err = capsys.readouterr().err
+    assert "argument --memory-reserve: bad size" in err and err.count("\n") == 1
