@@ -90,10 +90,11 @@ def add_model_arguments(p: argparse.ArgumentParser) -> None:
                         "HybridEP: one copy per destination device and node; needs expert tensor parallelism off)")
     g.add_argument("--precision", choices=PRECISIONS, help="bf16 (default) or fp8 (Transformer Engine: FP8 matrix products of the layers, BF16 elsewhere)")
     h = p.add_argument_group("hardware (--gpu/--node-type from the catalog, or --hardware FILE instead; then the single overrides)")
-    h.add_argument("--gpu", default="a100-80gb", help=f"accelerator (default a100-80gb; one of {', '.join([*ACCELERATORS, *ALIASES])})")
+    h.add_argument("--gpu", help=f"accelerator (default a100-80gb; one of {', '.join([*ACCELERATORS, *ALIASES])})")
     h.add_argument("--node-type", metavar="NAME", help="node type (default: the GPU's DGX)")
     h.add_argument("--nodes", type=positive_int, default=1, help="number of nodes (default 1)")
-    h.add_argument("--hardware", metavar="FILE.json", help="hardware numbers, replacing --gpu/--node-type (keys of piper.frontend.Hardware; 'gpu' names an entry to start from)")
+    h.add_argument("--hardware", metavar="FILE.json", help="hardware numbers instead of --gpu/--node-type, which it refuses (keys of piper.frontend.Hardware; "
+                        "'gpu' and 'node' name a catalog entry to start from)")
     h.add_argument("--peak-flops", type=_flops, metavar="FLOPS", help="peak dense FLOP/s per device, e.g. 312e12")
     h.add_argument("--memory", type=size_arg, metavar="SIZE", help="memory per device, e.g. 80GB")
     h.add_argument("--memory-reserve", type=_reserve, metavar="SIZE",
@@ -141,7 +142,13 @@ def _hardware(args: argparse.Namespace) -> Hardware:
         network_bandwidth=args.network_bandwidth,
     )
     if args.hardware:
+        given = [flag for flag, value in (("--gpu", args.gpu), ("--node-type", args.node_type)) if value is not None]
+        if given:  # the file replaces them: one of the two would be ignored
+            raise UsageError(f"--hardware {args.hardware} replaces {' and '.join(given)}: name the GPU and node in "
+                             "the file (\"gpu\", \"node\"), or drop --hardware")
         return hardware_from_file(args.hardware, **overrides)
+    if args.gpu is None:
+        args.gpu = "a100-80gb"  # the default
     gpu = str(args.gpu).strip().lower()
     if gpu not in ACCELERATORS and gpu not in ALIASES:
         known = [*ACCELERATORS, *ALIASES]

@@ -84,3 +84,17 @@ def test_list_json_is_one_object(cli, command):
     assert out["presets"]["deepseek-v3"]["mla"] is True and out["presets"]["llama3-8b"]["moe"] is None
     assert out["presets"]["llama3-405b"]["layers"] == 126 and out["presets"]["llama3-405b"]["kv_heads"] == 8
     assert out["gpus"]["h100-sxm-80gb"]["peak_flops_bf16"] == 989e12 and "h100" in out["gpus"]["h100-sxm-80gb"]["aliases"]
+
+
+@pytest.mark.parametrize("extra, named", [(["--gpu", "a100-80gb"], "replaces --gpu:"),
+                                          (["--node-type", "dgx-h100"], "replaces --node-type:"),
+                                          (["--gpu", "h100", "--node-type", "dgx-h100"], "replaces --gpu and --node-type")])
+def test_hardware_file_with_gpu_flags_is_refused(cli, tmp_path, extra, named):
+    """The file replaces --gpu / --node-type: both given, --gpu was ignored without a word (the answer
+    was the file's h100, not the a100 asked for)."""
+    f = tmp_path / "hw.json"
+    f.write_text(json.dumps({"gpu": "h100"}))
+    r = cli("piper", "score", "llama3-8b", "--tp", "2", "--hardware", str(f), *extra)
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and named in r.stderr, r.stderr
+    r = cli("piper", "score", "llama3-8b", "--tp", "2", "--hardware", str(f), "--json")
+    assert r.returncode == 0 and json.loads(r.stdout)["gpu"] == "h100-sxm-80gb"
