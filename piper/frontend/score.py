@@ -167,6 +167,13 @@ def check_layout(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup, lay
         raise FrontendError(f"--tp {layout.tp}: must divide the attention heads ({cfg.attention_heads}), the key/value "
                             f"heads ({cfg.kv_heads}), the FFN width ({cfg.ffn_hidden_size}) and the GPUs per node "
                             f"({hw.devices_per_node})")
+    local_tokens = cfg.seq_length // layout.cp
+    if layout.sequence_parallel and layout.tp > 1 and cfg.seq_length % layout.cp == 0 and local_tokens % layout.tp:
+        # Megatron's scatter to the sequence-parallel region splits the tokens evenly over the group
+        raise FrontendError(f"--sequence-parallel: the {local_tokens} tokens of a sequence"
+                            + (f" per context-parallel rank (--seq {cfg.seq_length} / --cp {layout.cp})" if layout.cp > 1
+                               else f" (--seq {cfg.seq_length})")
+                            + f" do not split evenly over --tp {layout.tp}")
     check_expert_layout(cfg, hw, setup, layout)
     if layout.vp > 1 and layout.pp < 2:
         raise FrontendError(f"--vp {layout.vp}: the interleaved schedule needs --pp >= 2")

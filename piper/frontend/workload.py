@@ -76,6 +76,7 @@ __all__ = [
     "p2p_bytes_per_device",
     "resync_bandwidths",
     "resync_overlap_s",
+    "sequence_splits",
     "tensor_parallel_degrees",
     "workload_nodes",
 ]
@@ -491,6 +492,13 @@ def _moe_record(cfg: TransformerConfig) -> dict[str, Any]:
     return out
 
 
+def sequence_splits(cfg: TransformerConfig, context_parallel: int, tensor_parallel: int) -> bool:
+    """Whether sequence parallelism can split a sequence's tokens per context-parallel rank
+    (s / c, whole) evenly over ``tensor_parallel`` devices, as Megatron's scatter to the
+    sequence-parallel region needs."""
+    return cfg.seq_length % context_parallel == 0 and (cfg.seq_length // context_parallel) % tensor_parallel == 0
+
+
 def offered_degrees(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup) -> list[int]:
     """The degree keys t_tensor x c a workload offers unless told (:func:`build_workload`): every
     tensor-parallel size of :func:`tensor_parallel_degrees` times c that fits the devices and, when a
@@ -501,6 +509,10 @@ def offered_degrees(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup) 
     if c > 1 and context.uses_all_to_all(cfg, setup.cp_comm_type):
         group = context.all_to_all_group(setup.cp_comm_type, c, setup.cp_a2a_size)
         tensor_degrees = [tt for tt in tensor_degrees if context.all_to_all_heads_ok(cfg, group, tt)]
+    if setup.sequence_parallel is True or cfg.moe is not None:
+        # sequence parallelism at every t_tensor > 1 (an MoE model's too): Megatron splits each context-
+        # parallel rank's s / c tokens evenly over the tensor-parallel group
+        tensor_degrees = [tt for tt in tensor_degrees if tt == 1 or sequence_splits(cfg, c, tt)]
     return context.model_parallel_degrees(tensor_degrees, c, setup.nodes * hw.devices_per_node)
 
 
@@ -577,6 +589,9 @@ def build_workload(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup | 
                     continue
                 if cfg.moe is not None and t // setup.context_parallel > 1 and not parse_tmpc_id(c.tmpc_id)[1]:
                     continue  # Megatron-Core: an MoE model with t_tensor > 1 runs sequence parallelism everywhere
+                if (parse_tmpc_id(c.tmpc_id)[1] and t // setup.context_parallel > 1
+                        and not sequence_splits(cfg, setup.context_parallel, t // setup.context_parallel)):
+                    continue  # sequence parallelism cannot split the tokens evenly: Megatron refuses it
                 extra = c.p2p_bytes - edge_bytes
                 entry: dict[str, Any] = {
                     "id": c.tmpc_id,

@@ -180,3 +180,28 @@ def test_shared_node_costs_build_the_same_workloads() -> None:
         alone = build_workload(cfg, hw, setup, degrees=degrees, recompute=recompute)
         assert build_workload(cfg, hw, setup, degrees=degrees, recompute=recompute, node_costs=shared) == alone
     assert shared
+
+
+def test_sequence_parallelism_needs_the_tokens_to_split_over_the_tensor_group() -> None:
+    """Megatron splits each context-parallel rank's s / c tokens evenly over the tensor-parallel group
+    under sequence parallelism: a search with it on offers no t_tensor the tokens do not split over,
+    one choosing it per layer keeps those degrees without their +sp TMPCs, and score refuses the
+    layout naming the flags (--seq 4095 --tp 2 was scored)."""
+    from piper.cli.common import run_main
+    from piper.cli.main import main
+    from piper.frontend.workload import offered_degrees, sequence_splits
+    from piper.frontend.tmpc import parse_tmpc_id
+
+    cfg = preset("llama3-8b").with_changes(seq_length=4098)  # 2 x 3 x 683: splits over t = 2 only
+    hw = hardware("h100")
+    assert [sequence_splits(cfg, 1, t) for t in (1, 2, 4, 8)] == [True, True, False, False]
+    assert offered_degrees(cfg, hw, TrainingSetup(sequence_parallel=True)) == [1, 2]
+    assert offered_degrees(cfg, hw, TrainingSetup(sequence_parallel=None)) == [1, 2, 4, 8]
+    assert offered_degrees(cfg.with_changes(seq_length=4096), hw, TrainingSetup(sequence_parallel=True)) == [1, 2, 4, 8]
+    w = build_workload(cfg, hw, TrainingSetup(global_batch=8, sequence_parallel=None))
+    layer = next(n for n in w["nodes"] if n["kind"] == "transformer")
+    for t, sp_allowed in (("2", True), ("4", False), ("8", False)):
+        sp = {parse_tmpc_id(e["id"])[1] for e in layer["TMPCs"][t]}
+        assert sp == ({True, False} if sp_allowed else {False}), (t, sp)
+    assert run_main(main, ["score", "llama3-8b", "--gpu", "h100", "--tp", "2", "--sequence-parallel",
+                           "--seq", "4095"]) == 2
