@@ -96,8 +96,10 @@ class Candidate:
 
     micro_batch: int
     uniform: bool
-    problem: Problem
-    workload: dict
+    #: the workload solved and its problem; None (both) when the search's time limit was spent before
+    #: it built them (the result is then "unknown" without a plan)
+    problem: Problem | None
+    workload: dict | None
     result: Result
     #: the workload's context-parallel size c
     context_parallel: int = 1
@@ -377,7 +379,8 @@ def search_plans(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup, inf
     free_keys = [(c, k, e, b, r, degrees) for c in context_parallels for k in schemes(c) for e in experts
                  for b in micro_batches for r in recomputes] if free else []
     total = len(keys) + len(free_keys)
-    problems: dict[tuple, tuple[Problem, dict]] = {}
+    # a key's problem and workload; (None, None) when the time limit was spent before it was built
+    problems: dict[tuple, tuple[Problem | None, dict | None]] = {}
     node_costs: dict[tuple, dict] = {}
     # the DP takes the upper_bound knob for the batch time and for interleaved-only searches; Piper's
     # 1F1B DP for the TPS refuses it (``plan --objective tps`` failed with that refusal until 2026-12)
@@ -396,7 +399,10 @@ def search_plans(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup, inf
         problem, workload = problems[key]
         left = budget(total - solves)
         params = {**options.params, **({"upper_bound": cutoff} if cutoff is not None else {})}
-        if left is not None and left <= 0:
+        if problem is None:
+            res = make_result(problem, info.name, Status.UNKNOWN, None, time_s=0.0, objective_kind=options.objective,
+                              message="time limit hit before this workload was built")
+        elif left is not None and left <= 0:
             # no time left: the solver is not called (the DP's set-up alone took seconds per workload)
             res = make_result(problem, info.name, Status.UNKNOWN, None, time_s=0.0, objective_kind=options.objective,
                               message="time limit hit before this workload was solved")
@@ -450,6 +456,11 @@ def search_plans(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup, inf
 
     def build(key: tuple) -> None:
         if key in problems:
+            return
+        if options.time_limit_s is not None and time.perf_counter() - start >= options.time_limit_s:
+            # the time limit is spent: not built (building the workloads took seconds of their own:
+            # GPT-OSS's 2,625 ran 20 s past a 1 s limit); its solve is "unknown" (run)
+            problems[key] = (None, None)
             return
         c, k, e, b, r, dg = key
         run_setup = replace(keyed, context_parallel=c, cp_comm_type=k[0], cp_a2a_size=k[1])
@@ -626,13 +637,13 @@ def time_share_s(left_s: float, solves_left: int) -> float:
 TIE = 1e-6
 
 
-def _pruned_uniform(keys: list[tuple], problems: dict[tuple, tuple[Problem, dict]],
+def _pruned_uniform(keys: list[tuple], problems: dict[tuple, tuple[Problem | None, dict | None]],
                     options: Options, run: Callable[[tuple, bool, float | None], Candidate]
                     ) -> tuple[list[Candidate], int]:
     """The uniform searches best-first, each below the best uniform plan so far (module docstring);
     returns the candidates in the order of ``keys`` and how many were solved again without a cutoff."""
     uniform = replace(options, uniform=True)
-    lower = {key: uniform_lower_bound(problems[key][0], uniform) for key in keys}
+    lower = {key: None if problems[key][0] is None else uniform_lower_bound(problems[key][0], uniform) for key in keys}
     index = {key: i for i, key in enumerate(keys)}
     done: dict[tuple, Candidate] = {}
     incumbent = math.inf

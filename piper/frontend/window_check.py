@@ -152,11 +152,12 @@ def window_check(search: PlanSearch, value: float, info: SolverInfo, options: Op
     bound, solves, pruned, unproven = math.inf, 0, 0, 0
     better: Candidate | None = None
     for i, cand in enumerate(kind):
-        if id(cand.workload) in seen:
+        if cand.workload is not None and id(cand.workload) in seen:
             continue
         seen.add(id(cand.workload))
-        if time_limit_s is not None and time.perf_counter() - start >= time_limit_s:
-            # the time limit is spent: the workloads left are not bounded (the check proves nothing more)
+        if cand.workload is None or (time_limit_s is not None and time.perf_counter() - start >= time_limit_s):
+            # the time limit is spent (or was before the search built this workload): the workloads
+            # left are not bounded (the check proves nothing more)
             unproven += 1
             bound = 0.0
             continue
