@@ -165,7 +165,7 @@ def check_layout(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup, lay
                             f"--nodes {setup.nodes} x {hw.devices_per_node} = {gpus}")
     if layout.tp not in tensor_parallel_degrees(cfg, hw):
         raise FrontendError(f"--tp {layout.tp}: must divide the attention heads ({cfg.attention_heads}), the key/value "
-                            f"heads ({cfg.kv_heads}), the FFN width ({cfg.ffn_hidden_size}) and the GPUs per node "
+                            f"heads ({cfg.attention_heads if cfg.mla is not None else cfg.kv_heads}), the FFN width ({cfg.ffn_hidden_size}) and the GPUs per node "
                             f"({hw.devices_per_node})")
     local_tokens = cfg.seq_length // layout.cp
     if layout.sequence_parallel and layout.tp > 1 and cfg.seq_length % layout.cp == 0 and local_tokens % layout.tp:

@@ -235,13 +235,15 @@ def tensor_parallel_degrees(cfg: TransformerConfig, hw: Hardware) -> list[int]:
     heads, the key/value heads (Megatron-core requires num_query_groups % t == 0;
     it does not replicate KV heads), the FFN width, and the devices per node (so
     a tensor-parallel group never spans two nodes). Only t up to the heads are tried (a node of
-    2^31 - 1 devices took minutes)."""
+    2^31 - 1 devices took minutes). With MLA every head has its own decompressed key and value, so
+    the key/value heads are the heads (as for the all-to-all's split, :mod:`piper.frontend.context`)."""
+    kv = cfg.attention_heads if cfg.mla is not None else cfg.kv_heads
     return [
         t
         for t in range(1, min(hw.devices_per_node, cfg.attention_heads) + 1)
         if hw.devices_per_node % t == 0
         and cfg.attention_heads % t == 0
-        and cfg.kv_heads % t == 0
+        and kv % t == 0
         and cfg.ffn_hidden_size % t == 0
     ]
 

@@ -205,3 +205,16 @@ def test_sequence_parallelism_needs_the_tokens_to_split_over_the_tensor_group() 
         assert sp == ({True, False} if sp_allowed else {False}), (t, sp)
     assert run_main(main, ["score", "llama3-8b", "--gpu", "h100", "--tp", "2", "--sequence-parallel",
                            "--seq", "4095"]) == 2
+
+
+def test_mla_splits_its_heads_not_the_configs_key_value_heads() -> None:
+    """An MLA layer decompresses a key and a value per head, so t divides the heads; a config's
+    num_key_value_heads (2 here, which MLA does not use) refused --tp 4 while the all-to-all's
+    check, which counts the heads, took c = 2 at the same degree."""
+    from piper.frontend.moe import MLAConfig as MLA
+
+    mla = GPT.with_changes(attention_heads=8, kv_heads=2, hidden_size=512, ffn_kind="swiglu", linear_bias=False,
+                           mla=MLA(q_lora_rank=192, kv_lora_rank=128, qk_nope_head_dim=64, qk_rope_head_dim=32,
+                                   v_head_dim=64))
+    assert tensor_parallel_degrees(mla, hardware("h100")) == [1, 2, 4, 8]
+    assert tensor_parallel_degrees(mla.with_changes(mla=None), hardware("h100")) == [1, 2]
