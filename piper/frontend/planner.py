@@ -660,6 +660,9 @@ def _pruned_uniform(keys: list[tuple], problems: dict[tuple, tuple[Problem | Non
         for key in keys:
             cand = done[key]
             if cand.cutoff is not None and cand.result.plan is not None and cand.value <= incumbent * (1 + TIE):
-                done[key] = run(key, True, None)
+                again = run(key, True, None)
                 resolved += 1
+                if again.result.plan is not None:
+                    done[key] = again
+                # else the time limit cut the solve again: the plan found under the cutoff stays
     return [done[key] for key in keys], resolved

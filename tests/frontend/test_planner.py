@@ -121,3 +121,29 @@ def test_no_workload_is_built_nor_solved_once_the_time_limit_is_spent() -> None:
         assert c.result.status == Status.UNKNOWN and c.result.plan is None and c.result.time_s == 0.0
         assert c.result.message == "time limit hit before this workload was built"
         assert c.problem is None and c.workload is None
+
+
+def test_a_plan_found_under_a_cutoff_stays_when_its_solve_again_runs_out_of_time() -> None:
+    """A workload that ends within TIE of the best under a cutoff is solved again without it; when
+    the time limit cuts that solve (no plan), the plan found under the cutoff stays (it was replaced
+    by the plan-less result, and a tie for the best plan could be lost)."""
+    from piper.core.result import Status
+    from piper.frontend.planner import _pruned_uniform
+
+    cfg = preset("megatron-1.7b")
+    search = search_plans(cfg, hardware("a100-80gb"), TrainingSetup(nodes=1, global_batch=64), get_solver("dp"),
+                          Options(objective=BATCH_TIME, max_virtual_stages=1), micro_batches=(1,), free=False)
+    best = search.runnable
+    problems = {"a": (best.problem, best.workload), "b": (best.problem, best.workload)}  # a tie
+    seen: set = set()
+
+    def run(key, uniform, cutoff):
+        if cutoff is None and key in seen:  # the solve again, cut by the time limit
+            return replace(best, cutoff=None, result=replace(best.result, status=Status.UNKNOWN, plan=None,
+                                                                 score=None, bound=0.0))
+        seen.add(key)
+        return replace(best, cutoff=cutoff)
+
+    done, resolved = _pruned_uniform(["a", "b"], problems, Options(objective=BATCH_TIME, uniform=True), run)
+    assert resolved == 1 and all(c.result.plan is not None for c in done)
+    assert [c.cutoff for c in done] == [None, best.value]
