@@ -147,16 +147,15 @@ def _hardware(args: argparse.Namespace) -> Hardware:
             raise UsageError(f"--hardware {args.hardware} replaces {' and '.join(given)}: name the GPU and node in "
                              "the file (\"gpu\", \"node\"), or drop --hardware")
         return hardware_from_file(args.hardware, **overrides)
-    if args.gpu is None:
-        args.gpu = "a100-80gb"  # the default
-    gpu = str(args.gpu).strip().lower()
+    name = "a100-80gb" if args.gpu is None else args.gpu  # the default GPU
+    gpu = str(name).strip().lower()
     if gpu not in ACCELERATORS and gpu not in ALIASES:
         known = [*ACCELERATORS, *ALIASES]
-        raise HardwareError(f"unknown GPU {args.gpu!r}{did_you_mean(args.gpu, known)}; known GPUs: {', '.join(known)}")
+        raise HardwareError(f"unknown GPU {name!r}{did_you_mean(name, known)}; known GPUs: {', '.join(known)}")
     if args.node_type is not None and args.node_type.strip().lower() not in NODE_TYPES:
         raise HardwareError(f"unknown node type {args.node_type!r}{did_you_mean(args.node_type, NODE_TYPES)}; "
                             f"known: {', '.join(NODE_TYPES)}")
-    return hardware(args.gpu, args.node_type, **overrides)
+    return hardware(name, args.node_type, **overrides)
 
 
 def listing_record() -> dict[str, Any]:

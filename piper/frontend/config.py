@@ -169,6 +169,12 @@ class TransformerConfig:
         return self.kv_heads * self.head_dim
 
     @property
+    def split_kv_heads(self) -> int:
+        """The key/value heads a tensor- or context-parallel split divides: ``kv_heads``, or with MLA
+        every attention head (each has its own decompressed key and value)."""
+        return self.attention_heads if self.mla is not None else self.kv_heads
+
+    @property
     def ffn_matrices(self) -> int:
         """Weight matrices of the MLP: 2 (GELU) or 3 (SwiGLU)."""
         return 3 if self.ffn_kind == "swiglu" else 2

@@ -247,7 +247,7 @@ def hierarchical_a2a_sizes(cfg: TransformerConfig, c: int) -> list[int]:
 def all_to_all_heads_ok(cfg: TransformerConfig, c: int, t_tensor: int) -> bool:
     """Whether a tensor-parallel rank's query and key/value heads split c ways (the all-to-all
     scheme's requirement: a and kv_heads, MLA: a, divisible by t_tensor c)."""
-    kv = cfg.attention_heads if cfg.mla is not None else cfg.kv_heads
+    kv = cfg.split_kv_heads
     return cfg.attention_heads % (t_tensor * c) == 0 and kv % (t_tensor * c) == 0
 
 
@@ -389,7 +389,7 @@ def all_to_all_attention(hw: Hardware, cfg: TransformerConfig, c: int, t_tensor:
     share(s, w) / share(s / c, w) of them; each of Q, K, V, O (dQ, dK, dV, dO) is one all-to-all of
     the device's p b (s / c) width / t_tensor bytes among c devices spread over t_tensor c."""
     if not all_to_all_heads_ok(cfg, c, t_tensor):
-        kv = cfg.attention_heads if cfg.mla is not None else cfg.kv_heads
+        kv = cfg.split_kv_heads
         windowed = bool(cfg.sliding_window_layers)
         raise FrontendError(f"--cp {c} by all-to-all (--cp-comm-type a2a"
                             + ("; the sliding-window layers need it" if windowed else "")
@@ -451,7 +451,7 @@ def hierarchical_attention(hw: Hardware, cfg: TransformerConfig, c: int, a2a_siz
     fused kernel at s / c tokens and a / t_tensor heads: the all-to-all among c1 = ``a2a_size``
     devices spread over t_tensor c1, and a ring of c / c1 steps of c1 x those FLOPs each over ``link``."""
     if not all_to_all_heads_ok(cfg, a2a_size, t_tensor):
-        kv = cfg.attention_heads if cfg.mla is not None else cfg.kv_heads
+        kv = cfg.split_kv_heads
         raise FrontendError(f"--hierarchical-context-parallel-sizes {a2a_size} {c // a2a_size} at tensor-parallel size "
                             f"{t_tensor}: the {cfg.attention_heads} query and {kv} key/value heads must divide by "
                             f"t x c1 = {t_tensor * a2a_size}; use a smaller all-to-all size or --tp")

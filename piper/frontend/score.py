@@ -43,6 +43,7 @@ from piper.frontend.tmpc import expert_tmpc_id, tmpc_id
 from piper.frontend.workload import (
     TrainingSetup,
     build_workload,
+    sequence_splits,
     tensor_parallel_degrees,
 )
 
@@ -165,10 +166,11 @@ def check_layout(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup, lay
                             f"--nodes {setup.nodes} x {hw.devices_per_node} = {gpus}")
     if layout.tp not in tensor_parallel_degrees(cfg, hw):
         raise FrontendError(f"--tp {layout.tp}: must divide the attention heads ({cfg.attention_heads}), the key/value "
-                            f"heads ({cfg.attention_heads if cfg.mla is not None else cfg.kv_heads}), the FFN width ({cfg.ffn_hidden_size}) and the GPUs per node "
+                            f"heads ({cfg.split_kv_heads}), the FFN width ({cfg.ffn_hidden_size}) and the GPUs per node "
                             f"({hw.devices_per_node})")
     local_tokens = cfg.seq_length // layout.cp
-    if layout.sequence_parallel and layout.tp > 1 and cfg.seq_length % layout.cp == 0 and local_tokens % layout.tp:
+    if (layout.sequence_parallel and layout.tp > 1 and cfg.seq_length % layout.cp == 0
+            and not sequence_splits(cfg, layout.cp, layout.tp)):
         # Megatron's scatter to the sequence-parallel region splits the tokens evenly over the group
         raise FrontendError(f"--sequence-parallel: the {local_tokens} tokens of a sequence"
                             + (f" per context-parallel rank (--seq {cfg.seq_length} / --cp {layout.cp})" if layout.cp > 1

@@ -237,13 +237,12 @@ def tensor_parallel_degrees(cfg: TransformerConfig, hw: Hardware) -> list[int]:
     a tensor-parallel group never spans two nodes). Only t up to the heads are tried (a node of
     2^31 - 1 devices took minutes). With MLA every head has its own decompressed key and value, so
     the key/value heads are the heads (as for the all-to-all's split, :mod:`piper.frontend.context`)."""
-    kv = cfg.attention_heads if cfg.mla is not None else cfg.kv_heads
     return [
         t
         for t in range(1, min(hw.devices_per_node, cfg.attention_heads) + 1)
         if hw.devices_per_node % t == 0
         and cfg.attention_heads % t == 0
-        and kv % t == 0
+        and cfg.split_kv_heads % t == 0
         and cfg.ffn_hidden_size % t == 0
     ]
 
@@ -559,7 +558,7 @@ def build_workload(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup | 
                context.model_parallel_degrees(tensor_parallel_degrees(cfg, hw), c, setup.nodes * hw.devices_per_node))
     if not allowed:
         group = context.all_to_all_group(setup.cp_comm_type, c, setup.cp_a2a_size)
-        why = (f" whose {cfg.attention_heads} query and {cfg.kv_heads if cfg.mla is None else cfg.attention_heads} "
+        why = (f" whose {cfg.attention_heads} query and {cfg.split_kv_heads} "
                f"key/value heads split {group} ways for the all-to-all (--cp-comm-type "
                f"{setup.cp_comm_type or 'a2a'})" if c > 1 and context.uses_all_to_all(cfg, setup.cp_comm_type) else "")
         raise FrontendError(f"context-parallel size (--cp) {c}: no tensor-parallel degree t{why} "
@@ -583,16 +582,18 @@ def build_workload(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup | 
         window = cfg.attention_window(layer) if kind == "transformer" else None
         for t in degrees:
             entries = []
+            t_tensor = t // setup.context_parallel
+            splits = sequence_splits(cfg, setup.context_parallel, t_tensor)  # may SP's TMPCs run at t?
             key = (kind, variant, window, t)
             if key not in cache:
                 cache[key] = model_parallel_node_costs(cfg, hw, setup, kind, t, window, variant)
             for c in cache[key]:
                 if recompute is not None and kind == "transformer" and parse_tmpc_id(c.tmpc_id)[0] not in recompute:
                     continue
-                if cfg.moe is not None and t // setup.context_parallel > 1 and not parse_tmpc_id(c.tmpc_id)[1]:
+                sp = parse_tmpc_id(c.tmpc_id)[1]
+                if cfg.moe is not None and t_tensor > 1 and not sp:
                     continue  # Megatron-Core: an MoE model with t_tensor > 1 runs sequence parallelism everywhere
-                if (parse_tmpc_id(c.tmpc_id)[1] and t // setup.context_parallel > 1
-                        and not sequence_splits(cfg, setup.context_parallel, t // setup.context_parallel)):
+                if sp and t_tensor > 1 and not splits:
                     continue  # sequence parallelism cannot split the tokens evenly: Megatron refuses it
                 extra = c.p2p_bytes - edge_bytes
                 entry: dict[str, Any] = {
