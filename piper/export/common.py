@@ -125,6 +125,9 @@ class ModelInfo:
     cp_comm_types: tuple[str, ...] = ()
     #: c1 of the a2a+p2p scheme (``model.cpA2aSize``): the all-to-all groups' size; None without it
     cp_a2a_size: int | None = None
+    #: the matrix products' precision the costs were priced for (``model.precision``, one of
+    #: piper.frontend.config.PRECISIONS; absent: "bf16")
+    precision: str = "bf16"
 
     def cp_comm_type_of(self, layer: int) -> str:
         """The context-parallel scheme of the 0-based transformer ``layer``."""
@@ -208,11 +211,18 @@ def model_info(problem: Problem) -> ModelInfo | None:
     if dispatcher not in TOKEN_DISPATCHERS:
         raise ExportError(f"the workload's model.tokenDispatcher must be one of {', '.join(TOKEN_DISPATCHERS)}, "
                           f"got {dispatcher!r}", rule="E7")
+    from piper.frontend.config import PRECISIONS  # the workload's vocabulary
+
+    precision = raw.get("precision", "bf16")
+    if precision not in PRECISIONS:
+        raise ExportError(f"the workload's model.precision must be one of {', '.join(PRECISIONS)}, got {precision!r}",
+                          rule="E7")
     window, windowed = _sliding_window(raw, values["layers"])
     return ModelInfo(**values, context_parallel=c, moe=_optional_record(raw, "moe", _MOE_FIELDS),
                      mla=_optional_record(raw, "mla", _MLA_FIELDS), attention_head_dim=head_dim,
                      token_dispatcher=dispatcher, sliding_window=window, sliding_window_layers=windowed,
-                     cp_comm_types=_cp_comm_types(raw, values["layers"]), cp_a2a_size=_cp_a2a_size(raw, c))
+                     cp_comm_types=_cp_comm_types(raw, values["layers"]), cp_a2a_size=_cp_a2a_size(raw, c),
+                     precision=precision)
 
 
 def _cp_a2a_size(raw: Mapping[str, Any], c: int) -> int | None:

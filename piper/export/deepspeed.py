@@ -144,6 +144,9 @@ def export_deepspeed(ep: ExportPlan) -> Export:
     }
     if ep.model is not None and ep.model.precision_bytes == 2:
         config["bf16"] = {"enabled": True}
+    if ep.model is not None and ep.model.precision == "fp8":
+        notes.append("fp8: the plan was priced with FP8 matrix products (Transformer Engine); ds_config has no FP8 "
+                     "switch: it comes from Transformer Engine layers in your model code")
     if interval:
         config["activation_checkpointing"] = {
             "partition_activations": False, "cpu_checkpointing": False,

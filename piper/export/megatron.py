@@ -54,6 +54,17 @@ __all__ = ["MEGATRON_SOURCE", "export_megatron", "layer_args", "moe_args", "moe_
 #: what the flags were checked against (docs/export.md, "Versions")
 MEGATRON_SOURCE = "NVIDIA/Megatron-LM main, Megatron-Core 0.13+"
 
+#: the front end's context-parallel schemes (piper.frontend.context.CP_COMM_TYPES) -> ``--cp-comm-type``'s
+#: values: Megatron-Core hands the string to Transformer Engine, whose attention takes "all_gather"
+#: (TransformerConfig.cp_comm_type: "p2p", "all_gather", "a2a" or "a2a+p2p")
+CP_COMM_TYPE_FLAGS = {"p2p": "p2p", "a2a": "a2a", "allgather": "all_gather", "a2a+p2p": "a2a+p2p"}
+
+#: FP8 as the costs price it (piper/frontend/workload.py FP8_AMAX_HISTORY): Transformer Engine's
+#: DelayedScaling defaults (HYBRID format: E4M3 forward, E5M2 gradients; an amax history of 1,024
+#: steps reduced by max), which Megatron-LM's own defaults (history 1, most_recent) differ from
+FP8_ARGS = ("--fp8-format", "hybrid", "--fp8-recipe", "delayed", "--fp8-amax-history-len", "1024",
+            "--fp8-amax-compute-algo", "max")
+
 
 def _layout(ep: ExportPlan) -> str:
     """Megatron-Core's --pipeline-model-parallel-layout string for the plan's stages (all chunks
@@ -162,8 +173,15 @@ def _model_args(ep: ExportPlan, notes: list[str]) -> list[str]:
         out.append("--bf16")
         notes.append("--bf16: the workload's costs are for 2-byte weights and activations (use --fp16 with loss "
                      "scaling instead if you train in fp16; the memory model is the same)")
+        if m.precision == "fp8":
+            out += list(FP8_ARGS)
+            notes.append("fp8: the layers' matrix products in FP8 with Transformer Engine's delayed scaling, as "
+                         "priced; --fp8-recipe tensorwise (current scaling) runs the same products")
     elif m.precision_bytes != 4:
         notes.append(f"the workload's {m.precision_bytes}-byte precision has no Megatron switch here: set it yourself")
+    if m.precision == "fp8" and m.precision_bytes != 2:
+        notes.append(f"fp8 on a {m.precision_bytes}-byte model: Megatron-LM's FP8 runs with --bf16 or --fp16; the FP8 "
+                     "flags are not written")
     notes.append(f"vocabulary of {m.vocab_size} tokens: it comes from your tokenizer (--vocab-size only with the "
                  "NullTokenizer), padded by Megatron to a multiple of --make-vocab-size-divisible-by x t")
     return out
@@ -229,7 +247,13 @@ def moe_args(ep: ExportPlan, notes: list[str]) -> list[str]:
     if moe.get("capacityFactor") is not None:
         out += ["--moe-expert-capacity-factor", f"{moe['capacityFactor']:g}", "--moe-pad-expert-input-to-capacity"]
     out += ["--expert-model-parallel-size", str(e), "--expert-tensor-parallel-size", str(et),
-            "--moe-token-dispatcher-type", m.token_dispatcher, "--moe-grouped-gemm"]
+            "--moe-token-dispatcher-type", m.token_dispatcher]
+    if m.precision_bytes == 2:
+        out.append("--moe-grouped-gemm")
+    else:  # megatron/training/arguments.py: --moe-grouped-gemm asserts --bf16
+        notes.append(f"no --moe-grouped-gemm: Megatron-LM runs grouped GEMMs only with --bf16, and this workload "
+                     f"is {m.precision_bytes}-byte; its experts then run one by one, slower than the costs' grouped "
+                     "products")
     if m.token_dispatcher == "flex":
         # the one-copy-per-device-and-node dispatch the costs priced (piper/frontend/moe_costs.py)
         out += ["--moe-flex-dispatcher-backend", "hybridep"]
@@ -252,7 +276,8 @@ def export_megatron(ep: ExportPlan) -> Export:
     if c > 1:
         # the schemes the workload's costs model (piper/frontend/context.py): one for every layer, or
         # Megatron-Core's per-layer list
-        types = [ep.model.cp_comm_type_of(i) for i in range(ep.num_layers)] if ep.model is not None else ["p2p"]
+        types = [CP_COMM_TYPE_FLAGS[ep.model.cp_comm_type_of(i)] for i in range(ep.num_layers)] \
+            if ep.model is not None else ["p2p"]
         args += ["--context-parallel-size", str(c), "--cp-comm-type", *(types[:1] if len(set(types)) == 1 else types)]
         if "a2a+p2p" in types and ep.model is not None and ep.model.cp_a2a_size is not None:
             c1 = ep.model.cp_a2a_size

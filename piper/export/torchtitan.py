@@ -110,6 +110,9 @@ def export_torchtitan(ep: ExportPlan) -> Export:
                      "(TMPCs without '+sp'); torchtitan's tensor-parallel plan always shards the norms along the "
                      "sequence", stage=st.index)
     mode, option = _activation_checkpoint(ep, notes)
+    if ep.model is not None and ep.model.precision == "fp8":
+        notes.append("fp8: the plan was priced with FP8 matrix products (Transformer Engine's delayed scaling); "
+                     "torchtitan's float8 training (torchao, its own scaling) is not written here: set it yourself")
     if d > 1 and t == 1 and p == 1 and not ep.sharded:
         replicate, shard = d, 1
     else:

@@ -159,11 +159,13 @@ def layer_variant(cfg: TransformerConfig, kind: str, layer: int) -> str | None:
 def expert_layouts(cfg: TransformerConfig, t: int, max_devices: int,
                    tensor_parallel_experts: bool = True) -> list[tuple[int, int]]:
     """The (e, e_t) offered at tensor-parallel degree t (module docstring); without
-    ``tensor_parallel_experts`` only e_t = 1."""
+    ``tensor_parallel_experts`` only e_t = 1, and only e_t = 1 for a model whose linear layers
+    have biases (Megatron-Core's TransformerConfig: "Bias in MoE is only supported when ETP==1")."""
     if cfg.moe is None:
         return [(1, 1)]
     out = []
-    ets = [1] + ([t] if tensor_parallel_experts and t > 1 and cfg.moe.expert_ffn_hidden_size % t == 0 else [])
+    ets = [1] + ([t] if tensor_parallel_experts and t > 1 and cfg.moe.expert_ffn_hidden_size % t == 0
+                 and not cfg.linear_bias else [])
     e = 1
     while e <= min(MAX_EXPERT_PARALLEL, cfg.moe.experts, max_devices):
         if cfg.moe.experts % e == 0:
@@ -433,6 +435,9 @@ def layer_costs(cfg: TransformerConfig, hw: Hardware, setup: Any, t: int, varian
     only = getattr(setup, "expert_parallel", None)
     if only is not None and moe_layer:
         layouts = [(e, et) for e, et in layouts if e == only]
+    if getattr(setup, "token_dispatcher", "alltoall") == "flex":
+        # Megatron-Core's flex dispatcher asserts "Flex token dispatcher requires TPxEP > 1" (e_t x e)
+        layouts = [(e, et) for e, et in layouts if e * et > 1]
     whole = p * cfg.micro_batch * cfg.seq_length * cfg.hidden_size
     out = []
     for tid in ids:

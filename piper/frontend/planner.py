@@ -355,6 +355,12 @@ def search_plans(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup, inf
     # MoE models: one workload per expert-parallel size e (one expert layout per plan: issue 31)
     experts = ([e for e, _ in expert_layouts(cfg, 1, setup.nodes * hw.devices_per_node, False)]
                if cfg.moe is not None and setup.expert_parallel is None else [setup.expert_parallel or 1])
+    if cfg.moe is not None and setup.token_dispatcher == "flex":
+        # Megatron-Core's flex dispatcher asserts "Flex token dispatcher requires TPxEP > 1" (e_t = 1 here)
+        experts = [e for e in experts if e > 1]
+        if not experts:
+            raise FrontendError("--token-dispatcher flex needs expert parallelism e > 1 (Megatron-Core's flex "
+                                "dispatcher asserts TPxEP > 1), which these devices and experts do not allow")
 
     def scheme_setup(c: int, k: tuple[str | None, int | None]) -> TrainingSetup:
         return replace(setup, context_parallel=c, cp_comm_type=k[0], cp_a2a_size=k[1])

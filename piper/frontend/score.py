@@ -106,6 +106,13 @@ def check_expert_layout(cfg: TransformerConfig, hw: Hardware, setup: TrainingSet
         raise FrontendError(f"--ep {layout.ep} must divide the {cfg.moe.experts} experts of {cfg.name}")
     if layout.etp not in (1, layout.tp):
         raise FrontendError(f"--etp {layout.etp}: the front end offers 1 or --tp ({layout.tp})")
+    if layout.etp > 1 and cfg.linear_bias:
+        raise FrontendError(f"--etp {layout.etp}: {cfg.name}'s linear layers have biases, and Megatron-Core runs "
+                            "biased experts only at --etp 1 (TransformerConfig: 'Bias in MoE is only supported when "
+                            "ETP==1')")
+    if setup.token_dispatcher == "flex" and layout.ep * layout.etp == 1:
+        raise FrontendError("--token-dispatcher flex needs --ep > 1 (Megatron-Core's flex dispatcher asserts "
+                            "TPxEP > 1 over the experts' tensor- and expert-parallel sizes)")
     width = layout.ep * layout.etp
     if (layout.dp * layout.width) % width:
         cp = f" x --cp {layout.cp}" if layout.cp > 1 else ""

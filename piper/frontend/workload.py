@@ -510,6 +510,8 @@ def offered_degrees(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup) 
     if c > 1 and context.uses_all_to_all(cfg, setup.cp_comm_type):
         group = context.all_to_all_group(setup.cp_comm_type, c, setup.cp_a2a_size)
         tensor_degrees = [tt for tt in tensor_degrees if context.all_to_all_heads_ok(cfg, group, tt)]
+    if cfg.moe is not None and setup.sequence_parallel is False:
+        tensor_degrees = [1]  # Megatron-Core: an MoE model with t_tensor > 1 runs sequence parallelism
     if setup.sequence_parallel is True or cfg.moe is not None:
         # sequence parallelism at every t_tensor > 1 (an MoE model's too): Megatron splits each context-
         # parallel rank's s / c tokens evenly over the tensor-parallel group
@@ -615,6 +617,16 @@ def build_workload(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup | 
                 if setup.optimizer_step:
                     entry["stepTimeSharded" if setup.distributed_optimizer else "stepTime"] = c.step_s
                 entries.append(entry)
+            if not entries:
+                why = ("the recomputation kinds asked for" if recompute is not None else
+                       "sequence parallelism, which an MoE model needs at t > 1, is off" if cfg.moe is not None
+                       and t_tensor > 1 and setup.sequence_parallel is False else
+                       f"sequence parallelism cannot split the {cfg.seq_length // setup.context_parallel} tokens "
+                       f"per context-parallel rank {t_tensor} ways" if t_tensor > 1 and not splits else
+                       "no expert layout fits the devices (the flex dispatcher needs e > 1)"
+                       if setup.token_dispatcher == "flex" else "none is offered")
+                raise FrontendError(f"node {nid} ({kind}{f' layer {layer}' if kind == 'transformer' else ''}) has no TMPC at "
+                                    f"degree {t}: {why}")
             if overlap and entries:
                 # one h per layer and degree: the least its TMPCs hide behind (see the docstring)
                 least = min(e["resyncOverlapTime"] for e in entries)

@@ -148,6 +148,7 @@ def test_flex_dispatcher_is_exported_or_refused():
     ({"slidingWindow": {"tokens": 128, "layers": [2, 1]}}, "slidingWindow.layers"),
     ({"slidingWindow": {"tokens": 128, "layers": [0, 99]}}, "slidingWindow.layers"),
     ({"slidingWindow": [128]}, "slidingWindow"),
+    ({"precision": "fp4"}, "precision"),
 ])
 def test_bad_model_record_keys_are_refused(record, field):
     from piper.export.common import model_info
@@ -178,3 +179,20 @@ def test_fit_recompute_keeps_the_expert_layout_of_moe_layers():
     ex = export_plan(problem, mixed, "megatron", fit_recompute=True)
     assert any(n.startswith("--fit-recompute") for n in ex.notes)
     assert "--recompute-granularity" not in ex.data["args"]  # no recomputation fits and is fastest here
+
+
+def test_precision_the_frameworks_cannot_take_is_said():
+    """A 4-byte MoE workload gets no --moe-grouped-gemm (Megatron-LM asserts --bf16 for it) and a note;
+    an FP8 workload gets a note from DeepSpeed and torchtitan, which write no FP8 key."""
+    cfg = PRESETS["qwen3-30b-a3b"].with_changes(layers=4, seq_length=1024)
+    layout = dict(tp=1, pp=1, dp=8, ep=4, recompute="none")
+    ex = export_plan(*_plan(cfg.with_changes(precision_bytes=4), 1, **layout), "megatron")
+    assert "--moe-grouped-gemm" not in ex.data["args"] and "--bf16" not in ex.data["args"]
+    assert any("no --moe-grouped-gemm" in n for n in ex.notes)
+    assert "--moe-grouped-gemm" in export_plan(*_plan(cfg, 1, **layout), "megatron").data["args"]
+    problem, plan = _plan(cfg.with_changes(precision="fp8"), 1, **layout)
+    assert problem.extra["model"]["precision"] == "fp8"
+    for target in ("deepspeed", "torchtitan"):
+        assert any(n.startswith("fp8:") for n in export_plan(problem, plan, target).notes), target
+    bf16 = export_plan(*_plan(cfg, 1, **layout), "torchtitan")
+    assert not any(n.startswith("fp8:") for n in bf16.notes)

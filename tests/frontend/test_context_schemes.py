@@ -425,7 +425,7 @@ def test_torchtitan_writes_the_rotate_method_of_the_one_scheme() -> None:
         assert (par["context_parallel_degree"], par["context_parallel_rotate_method"]) == (2, rotate)
         argv = export_plan(problem, chain_plan(problem, [1, 1], 1, 4, "none+sp", other="none+sp"),
                            "megatron").data["args"]
-        assert args_dict(argv)["--cp-comm-type"] == (comm or "p2p")
+        assert args_dict(argv)["--cp-comm-type"] == {None: "p2p", "allgather": "all_gather"}[comm]  # TE's name
     # a workload whose layers mix the all-gather and the ring (written by hand: the front end gives one
     # scheme, or the all-to-all on windows): two settings torchtitan cannot express
     workload = build_workload(TOY_WINDOW, H100, TrainingSetup(nodes=1, global_batch=32, context_parallel=2,
@@ -437,7 +437,7 @@ def test_torchtitan_writes_the_rotate_method_of_the_one_scheme() -> None:
         export_plan(mixed, chain_plan(mixed, [1, 1], 1, 4, "none+sp", other="none+sp"), "torchtitan")
     argv = export_plan(mixed, chain_plan(mixed, [1, 1], 1, 4, "none+sp", other="none+sp"), "megatron").data["args"]
     at = argv.index("--cp-comm-type")
-    assert argv[at + 1:at + 3] == ["allgather", "p2p"]
+    assert argv[at + 1:at + 3] == ["all_gather", "p2p"]  # Transformer Engine's name
     workload["model"]["cpCommTypes"] = ["ring", "p2p"]
     with pytest.raises(ExportError, match="cpCommTypes must be a list of 2 of p2p, a2a, allgather"):
         export_plan(load_problem(workload, strict=True), chain_plan(mixed, [1, 1], 1, 4, "none+sp", other="none+sp"),

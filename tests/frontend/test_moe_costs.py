@@ -171,3 +171,58 @@ def test_mla_memory_ignores_the_unfused_attention_setting():
     unfused = layer_costs(ds, H100, TrainingSetup(nodes=1, flash_attention=False), 1, "mla", 8)
     assert [c.activation_bytes for c in fused] == [c.activation_bytes for c in unfused]
     assert [c.time_per_sample_s for c in fused] == pytest.approx([c.time_per_sample_s for c in unfused])
+
+
+def test_biased_experts_get_no_expert_tensor_parallelism():
+    """Megatron-Core's TransformerConfig: "Bias in MoE is only supported when ETP==1" (add_bias_linear)."""
+    assert not MIXTRAL.linear_bias and (1, 2) in expert_layouts(MIXTRAL, 2, 16)
+    biased = MIXTRAL.with_changes(linear_bias=True)
+    assert expert_layouts(biased, 2, 16) == [(1, 1), (2, 1), (4, 1), (8, 1)]
+    oss = PRESETS["gpt-oss-120b"]
+    assert oss.linear_bias and all(et == 1 for _, et in expert_layouts(oss, 8, 64))
+
+
+def test_flex_dispatcher_offers_no_unsplit_experts():
+    """Megatron-Core's flex dispatcher asserts "Flex token dispatcher requires TPxEP > 1": its
+    workload has no e = 1 layout, and one device alone has no TMPC for an MoE layer (one line)."""
+    from piper.core.errors import FrontendError
+
+    cfg = MIXTRAL.with_changes(layers=2)
+    flex = layer_costs(cfg, H100, TrainingSetup(nodes=1, token_dispatcher="flex"), 1, "moe", 8)
+    assert flex and all(expert_layout(c.tmpc_id)[0] > 1 for c in flex)
+    one = H100.with_changes(devices_per_node=1)
+    with pytest.raises(FrontendError, match=r"node 1 \(transformer layer 0\) has no TMPC at degree 1: .*flex"):
+        build_workload(cfg, one, TrainingSetup(nodes=1, global_batch=16, token_dispatcher="flex"))
+
+
+def test_moe_workload_without_sequence_parallelism_offers_t_1_only():
+    """An MoE model runs sequence parallelism at t > 1 (Megatron-Core), so with it off the workload
+    offers t = 1 alone (it once wrote empty TMPC lists at t > 1, which load_problem refused); a
+    degree asked for by name is one line naming the node."""
+    from piper.core.errors import FrontendError
+
+    cfg = MIXTRAL.with_changes(layers=2, seq_length=1024)
+    setup = TrainingSetup(nodes=1, global_batch=16, sequence_parallel=False)
+    w = build_workload(cfg, H100, setup)
+    assert all(list(n["TMPCs"]) == ["1"] for n in w["nodes"])
+    problem_from_dict(w, strict=True)
+    with pytest.raises(FrontendError, match=r"no TMPC at degree 2: sequence parallelism, which an MoE model"):
+        build_workload(cfg, H100, setup, degrees=(2,))
+
+
+def test_planner_with_the_flex_dispatcher_searches_e_above_1():
+    from piper.core.errors import FrontendError
+    from piper.core.options import BATCH_TIME, Options
+    from piper.frontend.planner import search_plans
+    from piper.solvers.registry import get_solver
+
+    cfg = MIXTRAL.with_changes(layers=2, seq_length=1024)
+    dp = get_solver("dp")
+    kw = dict(micro_batches=(1,), free=False, recomputes=(("none",),))
+    runs = {d: search_plans(cfg, H100, TrainingSetup(nodes=1, global_batch=16, token_dispatcher=d), dp,
+                            Options(objective=BATCH_TIME), **kw) for d in ("alltoall", "flex")}
+    assert {c.expert_parallel for c in runs["alltoall"].candidates} == {1, 2, 4, 8}
+    assert {c.expert_parallel for c in runs["flex"].candidates} == {2, 4, 8}
+    with pytest.raises(FrontendError, match="--token-dispatcher flex needs expert parallelism e > 1"):
+        search_plans(cfg, H100.with_changes(devices_per_node=1), TrainingSetup(nodes=1, global_batch=16,
+                     token_dispatcher="flex"), dp, Options(objective=BATCH_TIME), **kw)

@@ -135,9 +135,9 @@ def test_the_exact_models_take_the_keys_with_expert_tensor_parallelism():
     from piper.frontend.moe import MoEConfig
 
     cfg = TransformerConfig(name="toy-moe", layers=2, hidden_size=64, attention_heads=4, kv_heads=4,
-                            ffn_hidden_size=128, vocab_size=128, seq_length=64, micro_batch=1,
+                            ffn_hidden_size=128, vocab_size=128, seq_length=64, micro_batch=1, linear_bias=False,
                             moe=MoEConfig(experts=4, top_k=2, expert_ffn_hidden_size=64))
-    hw = replace(TOY_HW, memory_bytes=1e10, devices_per_node=4)  # at t = 2: e = 2 with e_t = 1 or 2
+    hw = replace(TOY_HW, memory_bytes=1e10, devices_per_node=4)  # at t = 2: e = 2 with e_t = 1 or 2 (no biases)
     setup = TrainingSetup(nodes=1, global_batch=4, overlap_grad_reduce=True, expert_tensor_parallel=True,
                           expert_parallel=2)
     cpsat = get_solver("cpsat")
