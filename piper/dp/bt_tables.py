@@ -23,7 +23,7 @@ from numba import njit
 
 from piper.dp.knapsack import EXACT, GREEDY, ensure_room, knapsack, total_of
 from piper.dp.stage import (
-    choice_fits,
+    fits_through,
     has_experts,
     new_scratch,
     options_memory_at,
@@ -141,9 +141,9 @@ def _build(lay, lim, words, p_i, p_j, mode, t_max):
                     y2 = y + 1
                     if mode != GREEDY:
                         # both choices stay optimal while they fit (memory grows with y)
-                        while y2 <= y_max and choice_fits(lay, sc, nx, ch, di, y2, M) and \
-                                (shared or choice_fits(lay, sc, nx, ch2, di, y2, M)):
-                            y2 += 1
+                        y2 = fits_through(lay, sc, nx, ch, di, y + 1, y_max, M) + 1
+                        if not shared:
+                            y2 = min(y2, fits_through(lay, sc, nx, ch2, di, y + 1, y_max, M) + 1)
                     if n_seg > seg_start and s_v[n_seg - 1] == val and s_tau[n_seg - 1] == tau \
                             and s_low[n_seg - 1] == low and s_hi[n_seg - 1] == y - 1:
                         s_hi[n_seg - 1] = y2 - 1

@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 import sys
+import threading
 import time
+from collections.abc import Callable
+from typing import TypeVar
+
+import numpy as np
 
 from piper.core import stopping
 from piper.dp.compile_clock import solve_clock
@@ -60,3 +65,41 @@ def with_slack(value: float) -> float:
     can come out a few ulps higher there (random_problem seed 679 of the table-engine
     sweep in ``tests/dp/test_dp.py`` was declared infeasible when the bound was used as is)."""
     return value + 1e-9 * abs(value)
+
+
+_R = TypeVar("_R")
+
+
+def run_stoppable(kernel: Callable[[np.ndarray], _R], deadline: float | None) -> _R:
+    """``kernel(stop)`` for a kernel that may run long within one call (its work grows with
+    S = min(N, k): a million devices took minutes per call) and polls ``stop[0]``, a one-element
+    int64 array, returning early once it is set. The flag is set when ``deadline`` (solve_clock
+    seconds) passes, by a timer thread, or when a signal asks the command to stop (the section's
+    ``cancel``, called from the signal watcher: the kernels run without the GIL, ``nogil=True``,
+    so that thread runs meanwhile). An early return raises :class:`TimeUp` (its partial result
+    is dropped) or, after a signal, :class:`piper.core.stopping.Interrupted` through :func:`past`.
+    solve_clock stops while a kernel compiles, so a timer that fired early (wall time ran on
+    during a compilation) is re-armed for what is left and the call made again."""
+    stop = np.zeros(1, dtype=np.int64)
+
+    def arm() -> threading.Timer | None:
+        if deadline is None:
+            return None
+        timer = threading.Timer(max(0.0, deadline - solve_clock()), stop.fill, (1,))
+        timer.daemon = True
+        timer.start()
+        return timer
+
+    with stopping.stoppable(lambda: stop.fill(1)):
+        while True:
+            timer = arm()
+            try:
+                out = kernel(stop)
+            finally:
+                if timer is not None:
+                    timer.cancel()
+            if not stop[0]:
+                return out
+            if past(deadline):  # raises Interrupted after a signal
+                raise TimeUp()
+            stop.fill(0)

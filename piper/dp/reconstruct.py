@@ -54,7 +54,7 @@ def threshold_steps(search: Search, idx: int) -> Iterator[StageStep]:
     fill the choice tables), following the entry that attained f[I, s] and the budget s that
     attained g[I, s]."""
     tab = search.tb.arrays
-    search.run_test(idx)
+    search.run_test(idx, timed=False)
     walk = search.walk
     cur = search.tb.ideals.full
     s = int(walk.best_budget[cur, search.S])

@@ -306,6 +306,31 @@ def choice_fits(lay, sc, nx, ch, di, y, M):
 
 
 @njit(cache=True)
+def fits_through(lay, sc, nx, ch, di, y, y_limit, M):
+    """The largest y2 in [y - 1, y_limit] with the choice ``ch`` fitting at every y' in [y, y2]
+    (y - 1: it does not fit at y). Its memory a y + b + s / d grows with y (a >= 0; rounded sums
+    and products are monotone too), so fitting holds up to some y and no further: galloping, then
+    bisection, O(log(y2 - y)) memory sums where one per y' took minutes at S = 10^6 (the same y2)."""
+    lo = y - 1  # fits at every y' in [y, lo]
+    hi = y_limit + 1  # above the range, or the least y' known not to fit
+    step = np.int64(1)
+    while lo + step <= y_limit:
+        if choice_fits(lay, sc, nx, ch, di, lo + step, M):
+            lo += step
+            step *= 2
+        else:
+            hi = lo + step
+            break
+    while hi - lo > 1:
+        mid = lo + (hi - lo) // 2
+        if choice_fits(lay, sc, nx, ch, di, mid, M):
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+@njit(cache=True)
 def options_memory_at(lay, sc, m, di, y):
     """sc.mem[j] = a y + b + s / d of the stage's j-th flat option, j < m (bytes), d = ds[di]."""
     qidx, ta, tb, mem, sq = sc.qidx, lay.ta, lay.tb, sc.mem, lay.sq
@@ -389,9 +414,7 @@ def choice_runs(lay, lim, sc, nx, kmode, heur, y_limit, ub, t, runs):
             y_limit = y_new
             if y > y_limit:
                 break
-        y2 = y + 1
-        while y2 <= y_limit and choice_fits(lay, sc, nx, ch, d0, y2, M):
-            y2 += 1
+        y2 = fits_through(lay, sc, nx, ch, d0, y + 1, y_limit, M) + 1
         runs = _push_run(runs, n_run, y, y2 - 1, ch, nx, n)
         n_run += 1
         y = y2

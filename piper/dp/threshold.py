@@ -18,12 +18,12 @@ from piper.dp.arrays import BIG, HEUR, RunArrays, limits_of
 from piper.dp.compile_clock import solve_clock
 from piper.dp.ideals import IdealPairs, Ideals
 from piper.dp.knapsack import GREEDY, ensure_room, knapsack, least_option, total_of
-from piper.dp.limits import Progress, TimeUp, next_chunk, past
+from piper.dp.limits import Progress, TimeUp, next_chunk, past, run_stoppable
 from piper.dp.stage import (
     ChoiceRuns,
-    choice_fits,
     choice_runs,
     d_invariant,
+    fits_through,
     new_scratch,
     options_memory_at,
     stage_costs,
@@ -93,11 +93,12 @@ def _push_entry(ents, n_ent, i, j, t, d, s0):
     return ents
 
 
-@njit(cache=True)
-def _build_tables(lay, lim, words, p_i, p_j, mode, ub):
+@njit(cache=True, nogil=True)
+def _build_tables(lay, lim, words, p_i, p_j, mode, ub, stop):
     """Stage tables for the pairs (p_i[r], p_j[r]): entries (pair, t, d) with their
     segments (y_lo, y_hi, value), value = K(stage, t, d, y) for y_lo <= y <= y_hi.
-    Returns (Entries, Segments), first_seg counted from this call's first segment.
+    Returns (Entries, Segments), first_seg counted from this call's first segment; partial
+    once ``stop[0]`` is set (:func:`piper.dp.limits.run_stoppable` drops them then).
 
     mode HEUR: achievable values only (greedy choices, reused while they fit and
     across d): a cheap table whose optimum bounds the exact one from above."""
@@ -113,6 +114,8 @@ def _build_tables(lay, lim, words, p_i, p_j, mode, ub):
     off, cost, mem, ch, fast, alive, costs_d = sc.off, sc.cost, sc.mem, sc.ch, sc.fast, sc.alive, sc.costs_d
     runs = ChoiceRuns(np.empty(16, dtype=np.int64), np.empty(16, dtype=np.int64), np.empty(16 * n, dtype=np.int64))
     for r in range(p_i.shape[0]):
+        if stop[0]:
+            break
         I = p_i[r]
         J = p_j[r]
         nx = stage_nodes(words, I, J, n, sc)
@@ -187,8 +190,7 @@ def _build_tables(lay, lim, words, p_i, p_j, mode, ub):
                     y2 = y + 1
                     if mode != GREEDY:
                         # the optimal choice stays optimal while it fits (K is non-decreasing)
-                        while y2 <= y_max and choice_fits(lay, sc, nx, ch, di, y2, M):
-                            y2 += 1
+                        y2 = fits_through(lay, sc, nx, ch, di, y + 1, y_max, M) + 1
                     else:
                         all_fast = True
                         for i in range(nx):
@@ -197,8 +199,7 @@ def _build_tables(lay, lim, words, p_i, p_j, mode, ub):
                                 break
                         if all_fast:
                             # the greedy returns the all-fastest choice whenever it fits
-                            while y2 <= y_max and choice_fits(lay, sc, nx, fast, di, y2, M):
-                                y2 += 1
+                            y2 = fits_through(lay, sc, nx, fast, di, y + 1, y_max, M) + 1
                     if n_seg > seg_start and segs.value[n_seg - 1] == val and segs.y_hi[n_seg - 1] == y - 1:
                         segs.y_hi[n_seg - 1] = y2 - 1
                     else:
@@ -213,15 +214,16 @@ def _build_tables(lay, lim, words, p_i, p_j, mode, ub):
             Segments(segs.y_lo[:n_seg].copy(), segs.y_hi[:n_seg].copy(), segs.value[:n_seg].copy()))
 
 
-@njit(cache=True)
-def _test(T, n_ideals, tab, S, out):
+@njit(cache=True, nogil=True)
+def _test(T, n_ideals, tab, S, out, stop):
     """Least devices per (ideal, budget) with every stage value <= T, into ``out``
     (:class:`FeasibilityTables`).
 
     g[I, s] = min_{s' <= s} f[I, s'],  f[I, s] = min over entries e of I whose value
     at y = ceil(s / d) is <= T of t d + g[J, s - d];  g[0, :] = 0.
     f_ent[I, s] = the entry attaining f[I, s]; best_s[I, s] = the s' attaining g[I, s].
-    Entries are grouped by I ascending.  Returns g[n_ideals - 1, S].
+    Entries are grouped by I ascending.  Returns g[n_ideals - 1, S]; -1 once ``stop[0]`` is
+    set (each entry costs O(S): :func:`piper.dp.limits.run_stoppable` polls it).
     """
     g, f_ent, best_s = out.least_devices, out.entry, out.best_budget
     e_i, e_j, e_t, e_d, e_s0 = tab.entries.ideal, tab.entries.sub, tab.entries.t, tab.entries.d, tab.entries.first_seg
@@ -239,6 +241,8 @@ def _test(T, n_ideals, tab, S, out):
             f[s] = big
             f_ent[I, s] = -1
         while e < n_ent and e_i[e] == I:
+            if stop[0]:
+                return -1
             J = e_j[e]
             d = e_d[e]
             td = e_t[e] * d
@@ -301,7 +305,9 @@ def build_tables(problem: Problem, run: RunArrays, ideals: Ideals, pairs: IdealP
     while start < total:
         stop = min(total, start + chunk)
         t0 = solve_clock()
-        parts.append(_build_tables(run.layers, lim, ideals.words, p_i_all[start:stop], p_j_all[start:stop], mode, ub))
+        part = run_stoppable(lambda flag: _build_tables(run.layers, lim, ideals.words, p_i_all[start:stop],
+                                                        p_j_all[start:stop], mode, ub, flag), deadline)
+        parts.append(part)
         # aim at ~CHUNK_S seconds per chunk (interrupts are checked between chunks)
         dt = solve_clock() - t0
         chunk = next_chunk(chunk, dt, 64, 1 << 20)
@@ -360,9 +366,12 @@ class Search:
         self.progress.say(f"threshold test {self.tests}: T={self.cands[idx]:.6g} needs {m if m < BIG else 'no'} devices")
         return m
 
-    def run_test(self, idx: int) -> int:
-        """Run the feasibility test at cands[idx] (filling ``self.walk``): the least devices."""
-        return int(_test(float(self.cands[idx]), len(self.tb.ideals), self.tb.arrays, self.S, self.walk))
+    def run_test(self, idx: int, timed: bool = True) -> int:
+        """Run the feasibility test at cands[idx] (filling ``self.walk``): the least devices.
+        ``timed`` False: without the deadline (the plan's reconstruction, after the search; a
+        signal still stops it)."""
+        return int(run_stoppable(lambda flag: _test(float(self.cands[idx]), len(self.tb.ideals), self.tb.arrays,
+                                                    self.S, self.walk, flag), self.deadline if timed else None))
 
     def least_index(self, k: int, lo: int = 0, hi: int | None = None) -> int | None:
         """Least idx in [lo, hi] with m(cands[idx]) <= k (None if none)."""
