@@ -228,6 +228,12 @@ def model_from_args(args: argparse.Namespace, **setup_fields: Any) -> tuple[Tran
         if cfg.moe is None:
             raise UsageError(f"--token-dispatcher: {cfg.name} is not a mixture-of-experts model")
         setup_fields = {"token_dispatcher": dispatcher, **setup_fields}
+    if args.no_distributed_optimizer:
+        # Megatron-LM's validate_args: --overlap-param-gather needs --use-distributed-optimizer; ZeRO-2's
+        # sharded gradients are the distributed optimizer's
+        for flag, field in (("--overlap-param-gather", "overlap_param_gather"), ("--shard-gradients", "shard_gradients")):
+            if setup_fields.get(field):
+                raise UsageError(f"{flag} needs the distributed optimizer: drop --no-distributed-optimizer or {flag}")
     setup = TrainingSetup(
         nodes=args.nodes,
         global_batch=args.global_batch,

@@ -18,8 +18,14 @@ import argparse
 import json
 from typing import Any
 
-from piper.cli.common import positive_int
-from piper.cli.model import add_context_scheme_arguments, add_model_arguments, model_from_args
+from piper.cli.common import positive_int, write_plan
+from piper.cli.model import (
+    add_context_scheme_arguments,
+    add_model_arguments,
+    check_model_outputs,
+    model_from_args,
+    write_workload,
+)
 from piper.core.errors import UsageError
 from piper.core.json_values import jsonable
 from piper.frontend.caveats import prediction_caveats
@@ -57,6 +63,8 @@ def add_score_parser(subparsers: Any) -> argparse.ArgumentParser:
                    help="expert-parallel size (MoE models; --expert-model-parallel-size, default 1)")
     g.add_argument("--etp", type=positive_int, default=1, metavar="ET",
                    help="expert-tensor-parallel size (MoE models; 1 or --tp, default 1)")
+    p.add_argument("--plan-out", metavar="PLAN.json",
+                   help="write the scored layout as a plan (for export, evaluate and show; --out writes its workload)")
     return p
 
 
@@ -113,6 +121,10 @@ def cmd_score(args: argparse.Namespace) -> int:
         return cmd_model(args)
     if args.tp is None:
         raise UsageError("score: --tp is required (see python -m piper score --help)")
+    if args.tp_comm_overlap and (args.tp == 1 or not args.sequence_parallel):
+        raise UsageError(f"--tp-comm-overlap overlaps sequence-parallel collectives: it needs --tp > 1 and "
+                         f"--sequence-parallel (got --tp {args.tp}{'' if args.sequence_parallel else ', no --sequence-parallel'})")
+    check_model_outputs(args, [("--out", args.out), ("--plan-out", args.plan_out)])
     if args.cp_comm_type is not None and args.cp == 1:
         raise UsageError(f"--cp-comm-type {args.cp_comm_type} needs context parallelism: give --cp C > 1")
     sizes = args.hierarchical_context_parallel_sizes
@@ -143,7 +155,12 @@ def cmd_score(args: argparse.Namespace) -> int:
                     sequence_parallel=bool(args.sequence_parallel), vp=args.vp, cp=args.cp, ep=args.ep, etp=args.etp,
                     stage_layers=split)
     m = score_layout(cfg, hw, setup, layout)
-    public = {k: v for k, v in m.items() if k not in ("problem", "plan", "score")}
+    if args.out:
+        write_workload(args.out, m["workload"])
+    if args.plan_out:
+        write_plan(args.plan_out, m["plan"], m["problem"], "--plan-out")
+    public = {k: v for k, v in m.items() if k not in ("problem", "plan", "score", "workload")}
+    public["workload_file"], public["plan_file"] = args.out, args.plan_out
     public["caveats"] = prediction_caveats(cfg, hw, layout.cp, setup.cp_comm_type)
     if args.json:
         print(json.dumps(jsonable(public)))
@@ -151,4 +168,7 @@ def cmd_score(args: argparse.Namespace) -> int:
         print(_text(public))
         for line in public["caveats"]:
             print(f"{'caveat':<13} {line}")
+        for flag, path in (("--out", args.out), ("--plan-out", args.plan_out)):
+            if path:
+                print(f"{'written':<13} {path} ({flag}: the {'workload' if flag == '--out' else 'layout as a plan'})")
     return 0

@@ -287,7 +287,7 @@ def _bottleneck(score: Score, problem: Problem, comm_share: float) -> dict[str, 
 
 def score_layout(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup, layout: Layout) -> dict[str, Any]:
     """Score ``layout`` (module docstring). Returns the metrics (units in the keys) plus
-    ``problem``, ``plan`` and ``score`` (objects, not JSON)."""
+    ``problem``, ``plan``, ``score`` (objects, not JSON) and ``workload`` (the JSON object built)."""
     sizes = check_layout(cfg, hw, setup, layout)
     from piper.io.workload import load_problem
 
@@ -350,5 +350,5 @@ def score_layout(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup, lay
         "layer_tp_communication_s": cost.communication_s,
         "bottleneck": _bottleneck(score, problem, comm_share) if ok else {"stage": (score.bottleneck or 0) + 1,
                                                                            "largest": "memory"},
-        "problem": problem, "plan": plan, "score": score,
+        "problem": problem, "plan": plan, "score": score, "workload": workload,
     }

@@ -207,6 +207,10 @@ class TrainingSetup:
         if self.resync_overlap_window not in RESYNC_OVERLAP_WINDOWS:
             raise FrontendError(f"resync_overlap_window must be one of {', '.join(RESYNC_OVERLAP_WINDOWS)}, "
                                 f"got {self.resync_overlap_window!r}")
+        for name in ("overlap_param_gather", "shard_gradients"):
+            if getattr(self, name) and not self.distributed_optimizer:
+                raise FrontendError(f"{name} needs distributed_optimizer (Megatron-LM: --overlap-param-gather needs "
+                                    "--use-distributed-optimizer; sharded gradients are the distributed optimizer's)")
         if self.sequence_parallel not in (None, True, False):
             raise FrontendError(f"sequence_parallel must be true, false or null, got {self.sequence_parallel!r}")
 

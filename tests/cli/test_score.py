@@ -48,6 +48,12 @@ def test_text_and_interleaved(capsys):
     (["--tp", "0"], "--tp"),
     # a millionth of peak at least: --efficiency 1e-300 was refused by a workload field's name
     (["--efficiency", "1e-300"], "argument --efficiency: must be in [1e-06, 1]"),
+    # contradictions Megatron-LM refuses, which score accepted silently (the fuzz pass of 2026-12-04)
+    (["--no-distributed-optimizer", "--overlap-param-gather"], "--overlap-param-gather needs the distributed optimizer"),
+    (["--no-distributed-optimizer", "--shard-gradients"], "--shard-gradients needs the distributed optimizer"),
+    (["--tp-comm-overlap"], "--tp-comm-overlap overlaps sequence-parallel collectives: it needs --tp > 1 and "
+                            "--sequence-parallel"),
+    (["--sequence-parallel", "--out", "."], "--out .: is a directory"),
 ])
 def test_impossible_layouts_are_one_line_exit_2(extra, flag, capsys):
     assert run_main(main, [*BASE, *extra]) == 2
@@ -136,3 +142,20 @@ def test_memory_reserve_refuses_negative_sizes(text, capsys):
     assert run_main(main, [*BASE, f"--memory-reserve={text}"]) == 2
     err = capsys.readouterr().err
     assert "argument --memory-reserve: bad size" in err and err.count("\n") == 1
+
+
+def test_out_and_plan_out_write_what_was_scored(tmp_path, capsys):
+    """score --out was accepted and ignored: it writes the workload scored, --plan-out the layout as
+    a plan, which evaluate scores to the same batch time and export takes."""
+    from piper import evaluate, load_plan, load_problem
+    from piper.export import export_plan
+
+    w, p = tmp_path / "w.json", tmp_path / "p.json"
+    assert run_main(main, [*BASE, "--sequence-parallel", "--json", "--out", str(w), "--plan-out", str(p)]) == 0
+    m = json.loads(capsys.readouterr().out)
+    assert (m["workload_file"], m["plan_file"]) == (str(w), str(p))
+    problem = load_problem(w, strict=True)
+    plan = load_plan(p)
+    assert evaluate(problem, plan).batch_time == pytest.approx(m["batch_time_s"], rel=1e-12)
+    args = export_plan(problem, plan, "megatron").data["args"]
+    assert args[args.index("--tensor-model-parallel-size") + 1] == "2" and "--sequence-parallel" in args
