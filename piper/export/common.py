@@ -151,6 +151,10 @@ def _optional_record(raw: Mapping[str, Any], key: str, spec: dict[str, tuple[typ
         return None
     if not isinstance(rec, Mapping):
         raise ExportError(f"the workload's model.{key} must be an object, got {type(rec).__name__}", rule="E7")
+    unknown = sorted(str(k) for k in rec if k not in spec)
+    if unknown:
+        raise ExportError(f"the workload's model.{key} has an unknown key {unknown[0]!r} (known: "
+                          f"{', '.join(spec)})", rule="E7")
     for name, (typ, zero_ok) in spec.items():
         value = rec.get(name)
         if value is None and zero_ok:
@@ -179,6 +183,13 @@ _MODEL_FIELDS: tuple[tuple[str, str, type], ...] = (
 )
 
 
+#: every key of the model record (piper/frontend/workload.py model_record): another is refused (rule
+#: E7), so that nothing the record says is silently ignored
+MODEL_KEYS = frozenset({
+    *(key for _, key, _ in _MODEL_FIELDS), "precision", "dropout", "gradBytes", "contextParallel", "cpCommTypes",
+    "cpA2aSize", "attentionHeadDim", "moe", "mla", "tokenDispatcher", "slidingWindow"})
+
+
 def model_info(problem: Problem) -> ModelInfo | None:
     """The workload's ``model`` record, or None when it has none (profiled workloads).
     A record with a missing or mistyped field is refused (rule E7), naming the field."""
@@ -187,6 +198,10 @@ def model_info(problem: Problem) -> ModelInfo | None:
         return None
     if not isinstance(raw, Mapping):
         raise ExportError(f"the workload's 'model' must be an object, got {type(raw).__name__}", rule="E7")
+    unknown = sorted(str(k) for k in raw if k not in MODEL_KEYS)
+    if unknown:
+        raise ExportError(f"the workload's model record has an unknown key {unknown[0]!r} (known: "
+                          f"{', '.join(sorted(MODEL_KEYS))})", rule="E7")
     values: dict[str, Any] = {}
     for attr, key, typ in _MODEL_FIELDS:
         if key not in raw:
@@ -211,14 +226,23 @@ def model_info(problem: Problem) -> ModelInfo | None:
     if dispatcher not in TOKEN_DISPATCHERS:
         raise ExportError(f"the workload's model.tokenDispatcher must be one of {', '.join(TOKEN_DISPATCHERS)}, "
                           f"got {dispatcher!r}", rule="E7")
-    from piper.frontend.config import PRECISIONS  # the workload's vocabulary
+    from piper.frontend.config import FFN_KINDS, NORM_KINDS, PRECISIONS  # the workload's vocabulary
+
+    for key, kinds in (("ffnKind", FFN_KINDS), ("norm", NORM_KINDS)):
+        if raw[key] not in kinds:
+            raise ExportError(f"the workload's model.{key} must be one of {', '.join(kinds)}, got {raw[key]!r}",
+                              rule="E7")
 
     precision = raw.get("precision", "bf16")
     if precision not in PRECISIONS:
         raise ExportError(f"the workload's model.precision must be one of {', '.join(PRECISIONS)}, got {precision!r}",
                           rule="E7")
     window, windowed = _sliding_window(raw, values["layers"])
-    return ModelInfo(**values, context_parallel=c, moe=_optional_record(raw, "moe", _MOE_FIELDS),
+    moe = _optional_record(raw, "moe", _MOE_FIELDS)
+    if moe is not None and moe["topK"] > moe["experts"]:
+        raise ExportError(f"the workload's model.moe.topK ({moe['topK']}) must be at most its experts "
+                          f"({moe['experts']})", rule="E7")
+    return ModelInfo(**values, context_parallel=c, moe=moe,
                      mla=_optional_record(raw, "mla", _MLA_FIELDS), attention_head_dim=head_dim,
                      token_dispatcher=dispatcher, sliding_window=window, sliding_window_layers=windowed,
                      cp_comm_types=_cp_comm_types(raw, values["layers"]), cp_a2a_size=_cp_a2a_size(raw, c),
@@ -623,6 +647,9 @@ def prepare(problem: Problem, plan: Plan, target: str, *, micro_batch: int | Non
     sharded = any(c.memory_sharded > 0 for c in chosen.values()) or any(
         c.memory_sharded_expert > 0 for c in chosen.values())
     expert = _expert_layout(problem, plan, target, pos)
+    if model is not None and model.moe is None and _has_experts(problem, plan):
+        raise refuse(target, "E7", "the plan's layers have experts (TMPCs with expert keys) but the workload's model "
+                     "record has no 'moe': the export would write a dense model")
     score = evaluate(problem, plan)
     if score.oom:
         out_notes.append("the plan does not fit the workload's memory limit (the evaluator scores it out of memory)")
@@ -630,6 +657,12 @@ def prepare(problem: Problem, plan: Plan, target: str, *, micro_batch: int | Non
         out_notes.append(f"the plan uses {plan.devices_used} of the cluster's {problem.devices} devices")
     return ExportPlan(target, tuple(stages), lm, model, problem.microbatches, b, sharded, problem.devices,
                       score.oom, tuple(out_notes), plan.schedule.virtual_stages, expert)
+
+
+def _has_experts(problem: Problem, plan: Plan) -> bool:
+    """Whether a chosen TMPC of ``plan`` carries expert keys (an MoE layer)."""
+    return any(c is not None and c.has_expert_terms
+               for s in plan.stages for v in s.nodes for c in [problem.node_by_id[v].tmpc(s.t, s.tmpcs[v])])
 
 
 def _expert_layout(problem: Problem, plan: Plan, target: str, pos: Mapping[int, int]) -> tuple[int, int]:
@@ -643,6 +676,6 @@ def _expert_layout(problem: Problem, plan: Plan, target: str, pos: Mapping[int, 
             seen.setdefault((c.expert_parallel, c.expert_tensor_parallel), i)
     if len(seen) > 1:
         (a, i), (b, j) = list(seen.items())[:2]
-        raise refuse(target, "E9", f"stage {i} runs experts with (e, e_t) = {a}, stage {j} with {b}; "
-                     "--expert-model-parallel-size is one setting for the model", stage=j)
+        raise refuse(target, "E9", f"stage {i} runs experts with (e, e_t) = {a}, stage {j} with {b}; the target has "
+                     "one expert layout for the model", stage=j)
     return next(iter(seen), (1, 1))

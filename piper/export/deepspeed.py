@@ -129,8 +129,10 @@ def export_deepspeed(ep: ExportPlan) -> Export:
                      f"stage {st.index} uses Megatron-style sequence parallelism (TMPCs '+sp'), which DeepSpeed's "
                      "PipelineModule does not provide (its sequence_parallel_size is Ulysses, another scheme)",
                      stage=st.index,
-                     hint="re-plan without them: python -m piper solve WORKLOAD --uniform --exclude-tmpc none+sp "
-                          "--exclude-tmpc selective+sp --exclude-tmpc full+sp")
+                     hint="re-plan without them: python -m piper plan MODEL --sequence-parallel off (a dense "
+                          "model), or python -m piper solve WORKLOAD --uniform with --exclude-tmpc ID for each "
+                          "TMPC id with '+sp' that python -m piper info WORKLOAD lists (an MoE model's layers need "
+                          "sequence parallelism at t > 1: t = 1 then)")
     interval = _interval(ep)
     moe = _moe(ep, d, notes)
     if ep.model is not None and ep.model.sliding_window is not None:

@@ -1,5 +1,6 @@
 """Export of mixture-of-experts plans (issue 31): Megatron-LM, torchtitan and DeepSpeed-MoE settings."""
 
+import re
 from dataclasses import replace
 
 import pytest
@@ -15,6 +16,9 @@ from piper.frontend.workload import TrainingSetup, build_workload
 from piper.io.workload import load_problem
 
 H100 = hardware("h100")
+#: a valid MoE record (Qwen3 30B-A3B's), for the bad-record cases
+PRESETS_MOE = {"experts": 128, "topK": 8, "expertFfnHiddenSize": 768, "sharedFfnHiddenSize": 0, "firstDenseLayers": 0,
+               "layerFreq": 1, "layerOffset": 0, "routerScore": "softmax", "capacityFactor": None}
 
 
 def _plan(cfg, nodes, **layout):
@@ -149,15 +153,35 @@ def test_flex_dispatcher_is_exported_or_refused():
     ({"slidingWindow": {"tokens": 128, "layers": [0, 99]}}, "slidingWindow.layers"),
     ({"slidingWindow": [128]}, "slidingWindow"),
     ({"precision": "fp4"}, "precision"),
+    # the fuzz pass of 2026-12-04: these were exported as if valid (--swiglu or --normalization dropped,
+    # --moe-router-topk 1000 of 128 experts, unknown keys ignored)
+    ({"ffnKind": "relu2"}, "ffnKind"),
+    ({"norm": "batchnorm"}, "norm"),
+    ({"moe": {**PRESETS_MOE, "topK": 1000}}, "moe.topK"),
+    ({"moe": {**PRESETS_MOE, "gate": "x"}}, "moe has an unknown key 'gate'"),
+    ({"activation": "relu"}, "model record has an unknown key 'activation'"),
 ])
 def test_bad_model_record_keys_are_refused(record, field):
+    """Each bad key is one ExportError (rule E7) naming it."""
     from piper.export.common import model_info
 
     problem, _ = _plan(PRESETS["qwen3-30b-a3b"].with_changes(layers=4, seq_length=1024), 1, tp=1, pp=1, dp=8, ep=4,
                        recompute="none")
     bad = replace(problem, extra={**problem.extra, "model": {**problem.extra["model"], **record}})
-    with pytest.raises(ExportError, match=f"model.{field}"):
+    with pytest.raises(ExportError, match=re.escape(field if " " in field else f"model.{field}")):
         model_info(bad)
+
+
+def test_an_moe_plan_without_the_moe_record_is_refused():
+    """The plan's layers carry expert keys; a workload whose model record lost 'moe' was exported as a
+    dense model (no --num-experts, no expert parallelism)."""
+    problem, plan = _plan(PRESETS["qwen3-30b-a3b"].with_changes(layers=4, seq_length=1024), 1, tp=1, pp=1, dp=8, ep=4,
+                          recompute="none")
+    model = {k: v for k, v in problem.extra["model"].items() if k != "moe"}
+    bad = replace(problem, extra={**problem.extra, "model": model})
+    for target in ("megatron", "torchtitan", "deepspeed"):
+        with pytest.raises(ExportError, match="has no 'moe': the export would write a dense model"):
+            export_plan(bad, plan, target)
 
 
 def test_fit_recompute_keeps_the_expert_layout_of_moe_layers():
