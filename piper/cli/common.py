@@ -412,8 +412,9 @@ def check_writable(path: str, flag: str) -> None:
         raise UsageError(f"{flag}: an empty path")
     target = Path(path)
     parent = target.parent if str(target.parent) else Path(".")
-    if target.is_dir():
-        raise UsageError(f"{flag} {path}: is a directory")
+    if target.is_dir() or str(path).endswith(("/", os.sep)):
+        raise UsageError(f"{flag} {path}: is a directory" if target.is_dir() else
+                         f"{flag} {path}: ends with '/', a directory's name, not a file's")
     if not parent.is_dir():
         raise UsageError(f"{flag} {path}: directory {str(parent)!r} does not exist")
     try:

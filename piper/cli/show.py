@@ -26,7 +26,7 @@ from piper.core.errors import UsageError
 from piper.core.evaluate import Score, evaluate
 from piper.core.plan import Plan
 from piper.core.problem import Problem
-from piper.render.picture import PlanPicture, default_time_unit, draw_plan
+from piper.render.picture import MAX_PICTURE_DEVICES, PlanPicture, default_time_unit, draw_plan
 
 __all__ = ["add_show_parser", "cmd_show", "write_picture", "picture_summary"]
 
@@ -46,6 +46,26 @@ def add_show_parser(subparsers: Any) -> argparse.ArgumentParser:
                         "else 'time units')")
     p.add_argument("--json", action="store_true", help="print one JSON object: what was drawn")
     return p
+
+
+def check_text(*flags: tuple[str, str | None]) -> None:
+    """Text drawn into the picture must be Unicode text: an argument of bytes that are not UTF-8
+    (Python hands them on as lone surrogates) is a :class:`UsageError` naming the flag."""
+    for flag, value in flags:
+        if value is None:
+            continue
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise UsageError(f"{flag} {value.encode('utf-8', 'backslashreplace').decode()}: not UTF-8 text") from None
+
+
+def check_picture_devices(problem: Problem, flag: str) -> None:
+    """The picture draws each device (:data:`piper.render.picture.MAX_PICTURE_DEVICES` at most):
+    checked before the solve or the drawing, naming the flag."""
+    if problem.devices > MAX_PICTURE_DEVICES:
+        raise UsageError(f"{flag}: the picture draws each device, and {problem.devices:,} devices (--devices) are more "
+                         f"than {MAX_PICTURE_DEVICES:,}")
 
 
 def write_picture(problem: Problem, plan: Plan, path: str, *, flag: str = "--out", score: Score | None = None,
@@ -82,7 +102,9 @@ def picture_summary(picture: PlanPicture) -> dict[str, Any]:
 def cmd_show(args: argparse.Namespace, prog: str = "piper") -> int:
     check_outputs([("--out", args.out)], [("the plan", args.plan), ("the workload", args.workload)],
                   formats={"--out": PICTURE_FORMATS})
+    check_text(("--title", args.title), ("--time-unit", args.time_unit))
     problem = load_workload(args.workload, args, prog)
+    check_picture_devices(problem, "--out")
     plan = load_saved_plan(args.plan, problem, strict=bool(args.strict), prog=prog)
     score = evaluate(problem, plan)
     title = args.title or str(problem.extra.get("name") or Path(args.workload).name)

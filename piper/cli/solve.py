@@ -140,6 +140,10 @@ def cmd_solve(args: argparse.Namespace, prog: str = "piper") -> int:
                   [("the workload", args.file), ("--warm-start", args.warm_start)],
                   formats={"--png": PICTURE_FORMATS})
     problem = load_workload(args.file, args, prog)
+    if args.png:
+        from piper.cli.show import check_picture_devices  # matplotlib only when drawing
+
+        check_picture_devices(problem, "--png")
     check_virtual_stages(problem, args)
     # the flags checked above, as the solver's knobs (SolverInfo.params)
     params: dict[str, Any] = {}

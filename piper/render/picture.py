@@ -38,6 +38,7 @@ import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
+from piper.core.errors import UsageError
 from piper.core.evaluate import Score, evaluate
 from piper.core.plan import Plan
 from piper.core.problem import Problem
@@ -52,6 +53,9 @@ UNUSED = (0.86, 0.86, 0.86, 1.0)
 GAP = (1.0, 1.0, 1.0, 1.0)
 #: at most this many devices on one line of a node's block
 MAX_LINE = 64
+#: the most devices a picture draws (one cell each): 2^17, above today's largest clusters; the
+#: image grows with them (10^8 devices asked for 26.8 GiB)
+MAX_PICTURE_DEVICES = 131_072
 #: every stage is labelled up to this many stages; beyond, every ceil(L / LABELS) stages
 LABELS = 16
 
@@ -278,6 +282,9 @@ def draw_plan(problem: Problem, plan: Plan, path: str | Path, *, score: Score | 
     import numpy as np
     from matplotlib.patches import Patch
 
+    if problem.devices > MAX_PICTURE_DEVICES:
+        raise UsageError(f"the picture draws each device: {problem.devices:,} devices are more than "
+                         f"{MAX_PICTURE_DEVICES:,}")
     if score is None:
         score = evaluate(problem, plan)
     stages = score.stages

@@ -84,3 +84,28 @@ def test_solve_png(cli: RunCommand, tmp_path: Path) -> None:
     assert json.loads(again.stdout)["stages"] == len(result["plan"]["stages"])
     bad = cli("piper", "solve", str(SMALL), "--png", str(tmp_path / "missing" / "x.png"), "-q")
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "--png" in bad.stderr
+
+
+@pytest.mark.parametrize("args, words", [
+    # the picture's image grows with the devices: 10^8 asked for 26.8 GiB, 2^31 - 1 was killed for memory
+    (["--devices", "2147483647"], "--out: the picture draws each device, and 2,147,483,647 devices"),
+    # bytes that are not UTF-8 reach Python as lone surrogates: matplotlib raised a TypeError
+    (["--title", "\udcff"], "--title \\udcff: not UTF-8 text"),
+    (["--time-unit", "\udcff"], "--time-unit \\udcff: not UTF-8 text"),
+])
+def test_show_refuses_before_drawing(cli: RunCommand, saved, tmp_path: Path, args, words) -> None:
+    work, plan_path, _ = saved
+    proc = cli("piper", "show", str(plan_path), str(work), "--out", str(tmp_path / "x.png"), *args)
+    assert proc.returncode == 2 and words in proc.stderr and proc.stderr.count("\n") == 1
+    assert not (tmp_path / "x.png").exists()
+
+
+def test_png_paths_are_checked_before_the_solve(cli: RunCommand, tmp_path: Path) -> None:
+    """A path ending in '/' passed the up-front check (pathlib drops the slash) and failed after the
+    solve; a cluster too large to draw is refused before it too."""
+    out = tmp_path / "o.json"
+    for args, words in ((["--png", f"{tmp_path}/d.png/"], "ends with '/'"),
+                        (["-k", "100000000", "--png", str(tmp_path / "b.png")], "--png: the picture draws each device")):
+        proc = cli("piper", "solve", str(SMALL), "--out", str(out), *args, "--json")
+        assert proc.returncode == 2 and words in proc.stderr and proc.stdout == ""
+        assert not out.exists()
