@@ -60,7 +60,8 @@ def add_solve_args(parser: argparse.ArgumentParser, default_solver: str = "dp") 
     add_ablation_args(parser)
     add_objective_args(parser)
     parser.add_argument("--solver", default=default_solver,
-                        help=f"registered solver: dp, dp-greedy, milp, milp-highs, cpsat, brute, equi (default {default_solver})")
+                        help=f"registered solver: dp, dp-greedy, milp, milp-highs, cpsat, brute, equi, aggregate "
+                             f"(default {default_solver}; README.md, \"Solvers and checks\")")
     g = parser.add_argument_group("solver-specific flags (an error with a solver that does not use them)")
     g.add_argument("--knapsack", choices=("exact", "greedy"), default=None,
                    help="dp: the per-stage TMPC choice (exact = solver dp, greedy = dp-greedy)")
