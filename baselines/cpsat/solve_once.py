@@ -76,6 +76,11 @@ def solve_once(model: CpsatModel, options: Options, warm: WarmStart | None, star
     if code == cp_model.MODEL_INVALID:
         raise SolverError(f"CP-SAT rejected the model: {model.m.Validate()}")
     status = CP_STATUS.get(code, Status.UNKNOWN)
+    if (code in (cp_model.UNKNOWN, cp_model.FEASIBLE) and deadline is not None and stopping.requested() is None
+            and solver.WallTime() >= 0.99 * solver.parameters.max_time_in_seconds):
+        # CP-SAT gives no reason for stopping: its own clock at its limit says the time limit ended the search
+        # (the message says so, baselines.exact.driver, as for a build cut short)
+        stats["stopped"] = "time limit reached during the search"
     unit = data.tau / model.unit
     eps = model.epsilon
     plan = objective = None

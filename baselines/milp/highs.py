@@ -113,7 +113,8 @@ class HighsSolver(pulp.HiGHS):  # type: ignore[misc,valid-type]
     """PuLP's HiGHS interface plus a MIP start from the variables' initial values
     (``warm``), a time limit set from ``deadline`` (``time.perf_counter()`` time) after
     PuLP has built the HiGHS model, and the scheduler handling of ``context``. After the
-    run :attr:`info` holds HiGHS's dual bound, objective and node count."""
+    run :attr:`info` holds HiGHS's dual bound, objective and node count, and
+    :attr:`time_limit_hit` whether the time limit ended it."""
 
     def __init__(self, *args: Any, context: HighsContext, warm: bool = False, deadline: float | None = None,
                  **kw: Any) -> None:
@@ -122,6 +123,8 @@ class HighsSolver(pulp.HiGHS):  # type: ignore[misc,valid-type]
         self.use_warm = warm
         self.deadline = deadline
         self.info: dict[str, float] = {}
+        #: the run ended at its time limit (HiGHS's model status kTimeLimit)
+        self.time_limit_hit = False
 
     def buildSolverModel(self, lp: pulp.LpProblem) -> None:  # noqa: N802 (PuLP's name)
         """PuLP's loading of the model into HiGHS (the same calls, in the same order), with
@@ -176,6 +179,7 @@ class HighsSolver(pulp.HiGHS):  # type: ignore[misc,valid-type]
         h.HandleUserInterrupt = True
         with self.context.running(h), stopping.stoppable(h.cancelSolve):
             h.run()
+        self.time_limit_hit = h.getModelStatus() == highspy.HighsModelStatus.kTimeLimit
         info = h.getInfo()
         self.info = {
             "mip_dual_bound": float(info.mip_dual_bound),

@@ -201,6 +201,8 @@ def solve_once(
             except (stopping.TimeLimitReached, stopping.Interrupted) as exc:  # loading the model into HiGHS
                 return _stopped(backend, exc, build_s)
             info = solver.info
+            if solver.time_limit_hit:  # the message says so (baselines.exact.driver), as for a build cut short
+                stats["stopped"] = "time limit reached during the search"
         if "untransformed violations" in text and not presolve_off and not stopping.expired(deadline):
             # HiGHS 1.16 can drop a solution whose postsolve shows violations and then
             # certify a worse one as optimal (seen on tests/baselines/test_exact_models.py's tiny(95)

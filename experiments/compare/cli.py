@@ -8,7 +8,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -31,10 +31,12 @@ from experiments.compare.solve import (
 )
 from experiments.lib.flags import dir_arg, out_dir
 from experiments.lib.suites import (
+    MAX_SUITE_INSTANCES,
     Instance,
     build_suite,
     is_suite,
     slice_problem,
+    suite_count,
     suite_names,
     unique_names,
 )
@@ -45,6 +47,7 @@ from piper.cli.common import (
     add_objective_args,
     apply_cluster_args,
     check_excluded_tmpcs,
+    check_virtual_stages,
     did_you_mean,
     nonnegative_float,
     options_from_args,
@@ -80,7 +83,7 @@ def build_parser() -> ArgumentParser:
     p.add_argument("files", nargs="*", metavar="FILE", help="workload JSON files (cluster overrides apply to these)")
     p.add_argument("--suite", action="append", default=[], metavar="NAME",
                    help=f"instance suite(s), comma-separated: {', '.join(suite_names())}, random:COUNT[:FIRST_SEED], real-magnitudes:COUNT[:FIRST[:MAXN]] "
-                   "(default: 'default' when no FILE is given)")  # fmt: skip
+                   f"(default: 'default' when no FILE is given; COUNT at most {MAX_SUITE_INSTANCES:,} in all)")  # fmt: skip
     p.add_argument("--solvers", action="append", default=[], metavar="A,B",
                    help="solvers to run, comma-separated (default: every registered one)")  # fmt: skip
     p.add_argument("--slice", type=positive_int, metavar="L", help="keep only the first L layers of each FILE")
@@ -106,8 +109,15 @@ def build_parser() -> ArgumentParser:
     return p
 
 
-def _split(values: Iterable[str]) -> list[str]:
-    return [x.strip() for v in values for x in v.split(",") if x.strip()]
+def _split(values: Sequence[str], flag: str = "") -> list[str]:
+    """The comma-separated names of a repeatable flag; an empty name (``--solvers ''``, ``a,,b``)
+    is a :class:`UsageError` naming ``flag`` (it would have meant "the default")."""
+    out = [x.strip() for v in values for x in v.split(",")]
+    if flag and "" in out:
+        given = next(v for v in values if "" in (x.strip() for x in v.split(",")))
+        raise UsageError(f"{flag} {given!r}: an empty name (give names, comma-separated, or leave the flag out "
+                         "for the default)")
+    return [x for x in out if x]
 
 
 def select_solvers(names: Sequence[str]) -> list[SolverInfo]:
@@ -122,11 +132,19 @@ def select_solvers(names: Sequence[str]) -> list[SolverInfo]:
 
 
 def select_instances(args: argparse.Namespace) -> list[Instance]:
-    suites = _split(args.suite) or ([] if args.files else ["default"])
+    suites = _split(args.suite, "--suite") or ([] if args.files else ["default"])
     instances: list[Instance] = []
     for name in suites:
         if not is_suite(name):
             raise UsageError(f"unknown suite {name!r}{did_you_mean(name.split(':')[0], suite_names())}; known: {', '.join(suite_names())}, random:COUNT[:FIRST_SEED], real-magnitudes:COUNT[:FIRST[:MAXN]] (MAXN 6..24)")
+    counted = [(name, suite_count(name)) for name in suites]  # random:COUNT, real-magnitudes:COUNT
+    total = sum(c for _, c in counted if c)
+    if total > MAX_SUITE_INSTANCES:
+        named = ",".join(name for name, c in counted if c)
+        raise UsageError(f"--suite {named}: {total:,} instances, more than the {MAX_SUITE_INSTANCES:,} one run may "
+                         "build (each is built before the first solve); split the sweep into runs with FIRST "
+                         f"seeds {MAX_SUITE_INSTANCES:,} apart (random:{MAX_SUITE_INSTANCES}:FIRST)")
+    for name in suites:
         instances += build_suite(name)
     cluster_given = any(getattr(args, k) is not None for k in ("devices", "memory", "microbatches", "bandwidth"))
     if (cluster_given or args.slice) and not args.files:
@@ -138,6 +156,10 @@ def select_instances(args: argparse.Namespace) -> list[Instance]:
             problem = slice_problem(problem, args.slice)
             name = f"{name}[:{args.slice}]"
         problem = apply_cluster_args(problem, args)
+        try:
+            check_virtual_stages(problem, args)  # as solve does: each chunk of an interleaved plan holds a layer
+        except UsageError as exc:
+            raise UsageError(f"{path}: {exc}" if len(args.files) > 1 else str(exc)) from None
         instances.append(Instance(name, problem, "file", str(path)))
     return unique_names(instances)
 
@@ -193,7 +215,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.list:
         print(_list_text())
         return 0
-    solvers = select_solvers(_split(args.solvers))
+    solvers = select_solvers(_split(args.solvers, "--solvers"))
     instances = select_instances(args)
     check_excluded_tmpcs([inst.problem for inst in instances], args.exclude_tmpc)
     options = options_from_args(args)

@@ -15,6 +15,8 @@ the same problems on every machine). Suites:
   (e.g. ``random:320``, the 320 seeds the exact models were first cross-checked on).
 * ``real-magnitudes``: issue 18's reproducer and operator-like graphs with real
   magnitudes; ``real-magnitudes:COUNT[:FIRST[:MAXN]]`` for more (``real_magnitude_suite``).
+  COUNT, over all the suites of one run, is at most :data:`MAX_SUITE_INSTANCES` (every instance
+  is built before the first solve).
 * ``models``: tiny transformers built by the model front end (``piper.frontend``).
 * ``cluster``: tiny DAGs with version-2 cluster keys (nodes of G devices, sharded
   optimizer state, both) and with uniform plans.
@@ -65,6 +67,8 @@ __all__ = [
     "suite_names",
     "build_suite",
     "is_suite",
+    "suite_count",
+    "MAX_SUITE_INSTANCES",
     "random_suite",
     "slice_problem",
     "binding_memory",
@@ -668,6 +672,19 @@ def _parse_real(name: str) -> tuple[int, int, int] | None:
     except ValueError:
         return None
     return (count, first, max_layers) if count >= 1 and first >= 0 and 6 <= max_layers <= 24 else None
+
+
+#: the most instances ``random:COUNT`` and ``real-magnitudes:COUNT`` may ask for, summed over one run's
+#: suites: each is built before the first solve (measured: 10,000 random ones 4 s and 130 MB,
+#: real-magnitudes with MAXN 24 16 s and 400 MB), and 10,000 instances of a few solvers at the default
+#: 10 s limit are days of runs; a larger sweep is several runs (FIRST seeds apart)
+MAX_SUITE_INSTANCES = 10_000
+
+
+def suite_count(name: str) -> int | None:
+    """The COUNT of ``random:COUNT[:FIRST]`` or ``real-magnitudes:COUNT[...]``; None for another name."""
+    parsed = _parse_random(name) or _parse_real(name)
+    return None if parsed is None else parsed[0]
 
 
 def is_suite(name: str) -> bool:

@@ -13,9 +13,9 @@ from piper.cli.common import ArgumentParser, UsageError, run_main
 from piper.core.json_values import jsonable
 
 PROG = "python -m experiments.validate"
-#: the rows --rows accepts (SC'21 Table 1's model names)
 #: the tables --planner compares on
 PLANNER_TABLES = ("sc21", "published")
+#: the rows --rows accepts (SC'21 Table 1's model names)
 ROW_NAMES = ("megatron-1.7b", "megatron-3.6b", "megatron-7.5b", "megatron-18b", "megatron-39b", "megatron-76b",
              "megatron-145b", "megatron-310b", "megatron-530b", "megatron-1t")
 
@@ -29,7 +29,7 @@ def build_parser(prog: str = PROG) -> ArgumentParser:
     ap.add_argument("--planner", action="store_true",
                     help="instead: the planner's best uniform plan against the layout each row ran (the catalog's "
                          "constants; written to --out: planner.csv, planner.json, PLANNER.md)")
-    ap.add_argument("--table", choices=PLANNER_TABLES, default="sc21",
+    ap.add_argument("--table", choices=PLANNER_TABLES, default=None,  # None: not given (sc21 with --planner)
                     help="with --planner: sc21 (Megatron's SC'21 Table 1, the default) or published (the "
                          "Megatron-LM README's H100 rows, Llama 3 405B's three rows, context parallelism "
                          "included, and the latest release of each Megatron-Bridge MoE layout; about 5 minutes)")
@@ -44,13 +44,15 @@ def build_parser(prog: str = PROG) -> ArgumentParser:
 def _main(argv: list[str] | None, prog: str = PROG) -> int:
     args = build_parser(prog).parse_args(argv)
     log = None if args.json or args.quiet else (lambda msg: print(msg, file=sys.stderr, flush=True))
-    out = flags.out_dir(args.out)
-    if args.rows is not None and not (args.planner and args.table == "sc21"):
+    if args.table is not None and not args.planner:  # any value: without --planner nothing reads it
+        raise UsageError(f"--table {args.table} is an option of --planner (the validation itself has no table to "
+                         "choose)")
+    table = args.table or "sc21"
+    if args.rows is not None and not (args.planner and table == "sc21"):
         raise UsageError("--rows selects SC'21 rows of --planner --table sc21")
+    out = flags.out_dir(args.out)
     if args.planner:
-        return _planner(args, out, log)
-    if args.table != "sc21":
-        raise UsageError("--table is an option of --planner")
+        return _planner(args, table, out, log)
     res = run(quick=args.quick, loo=not args.no_loo, log=log, time_limit_s=args.time_limit)
     write_csv(res, out / "validation.csv")
     write_png(res, out / "validation.png")
@@ -65,8 +67,8 @@ def _main(argv: list[str] | None, prog: str = PROG) -> int:
     return 0
 
 
-def _planner(args, out, log) -> int:
-    if args.table == "published":
+def _planner(args, table, out, log) -> int:
+    if table == "published":
         from experiments.validate.planner_published import compare_published, published_cases, published_markdown
 
         rows = []

@@ -192,6 +192,8 @@ def plan_from_dict(raw: Any) -> Plan:
     :data:`STAGE_KEYS`); in ``{"plan": {...}}`` (a result's JSON) the outer keys are not read."""
     if isinstance(raw, Mapping) and "plan" in raw and "stages" not in raw:
         raw = raw["plan"]
+        if raw is None:
+            raise PlanFormatError("'plan' is null: the result has no plan to read")
     if isinstance(raw, Mapping):
         if "stages" not in raw:
             raise PlanFormatError("a plan must have a 'stages' list")

@@ -10,7 +10,9 @@ the file and the problem (an exception of the caller's type):
 * nesting deeper than :data:`~piper.core.limits.MAX_JSON_DEPTH` arrays and objects;
 * a key given twice in one object (named, with where it is: ``nodes[3].TMPCs["1"][0]``);
 * an integer literal of more than :data:`~piper.core.limits.MAX_INT_DIGITS` digits, and a number
-  that overflows a float (``1e999``) or underflows to zero (``1e-999``).
+  that overflows a float (``1e999``) or underflows to zero (``1e-999``);
+* a string (a value or a key) holding a lone surrogate (the escape ``"\\ud800"`` without its
+  pair): not Unicode text, it cannot be printed or drawn (named: ``nodes[2].name``).
 
 What the values mean (ranges per field) is each loader's to check.
 """
@@ -26,10 +28,13 @@ import numpy as np
 
 from piper.core.limits import MAX_FILE_BYTES, MAX_INT_DIGITS, MAX_JSON_DEPTH
 
-__all__ = ["read_json", "parse_json", "describe_path"]
+__all__ = ["read_json", "parse_json", "describe_path", "lone_surrogate", "find_lone_surrogate"]
 
 _STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
 _NOT_BRACKET = re.compile(r"[^\[\]{}]+")
+#: a ``\\uD800``..``\\uDFFF`` escape in JSON text (maybe a lone surrogate once parsed)
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 class _Refused(Exception):
@@ -113,7 +118,47 @@ def parse_json(data: bytes | str, error: type[Exception], name: str) -> Any:
         key, obj = duplicates[0]
         raise error(f"{name}: duplicate key {key!r} in {describe_path(_find(value, obj))} "
                     "(a key may appear once in an object)")
+    # json.loads joins an escaped surrogate pair into one character; one left alone is not text
+    # (printing it raises UnicodeEncodeError). Bytes decoded as UTF-8 hold none unescaped.
+    if (("\\u" in text and _SURROGATE_ESCAPE.search(text))
+            or (not isinstance(data, bytes) and not text.isascii() and _SURROGATE.search(text))):
+        where = find_lone_surrogate(value)
+        if where is not None:
+            raise error(f"{name}: {where}")
     return value
+
+
+def lone_surrogate(text: str) -> str | None:
+    """None for Unicode text; for a string holding a lone surrogate (a code point in
+    U+D800..U+DFFF, which UTF-8 cannot encode), the words that say so."""
+    if text.isascii():
+        return None
+    found = _SURROGATE.search(text)
+    if found is None:
+        return None
+    return f"not valid Unicode text (a lone surrogate, \\u{ord(found.group()):04x})"
+
+
+def find_lone_surrogate(value: Any) -> str | None:
+    """The first string (key or value) in the parsed JSON ``value`` holding a lone surrogate,
+    with where it is and what is wrong: ``'nodes[2].name: not valid Unicode text (...)'``; None
+    when there is none."""
+    stack: list[tuple[Any, tuple[Any, ...]]] = [(value, ())]
+    while stack:
+        node, path = stack.pop()
+        if isinstance(node, str):
+            words = lone_surrogate(node)
+            if words is not None:
+                return f"{describe_path(path) if path else 'the top-level value'}: {words}"
+        elif isinstance(node, dict):
+            for key, item in node.items():
+                words = lone_surrogate(key) if isinstance(key, str) else None
+                if words is not None:
+                    return f"key {json.dumps(key)} in {describe_path(path)}: {words}"
+            stack.extend((item, path + (key,)) for key, item in reversed(node.items()))
+        elif isinstance(node, list):
+            stack.extend((item, path + (i,)) for i, item in reversed(list(enumerate(node))))
+    return None
 
 
 def _depth(text: str) -> int:

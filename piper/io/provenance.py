@@ -51,6 +51,10 @@ from piper.io.jsonfile import read_json
 __all__ = [
     "RECORD_KEY",
     "RECORD_VERSION",
+    "RECORD_KEYS",
+    "RESULT_KEYS",
+    "record_shape_error",
+    "unknown_document_keys",
     "PlanRecordMismatch",
     "workload_hash",
     "cluster_record",
@@ -63,6 +67,12 @@ __all__ = [
 RECORD_KEY = "madeFor"
 #: version of the record's layout (the ``record`` field)
 RECORD_VERSION = 1
+#: the keys of the record (``contextParallel``: only for a workload built for c > 1)
+RECORD_KEYS = ("record", "workloadSha256", "cluster", "contextParallel")
+#: the keys around the plan in a solver result's JSON (``Result.to_dict``, ``solve --json``), which
+#: :func:`piper.io.plans.load_plan` also reads (``{"plan": {...}, ...}``), and the record
+RESULT_KEYS = ("solver", "status", "tps", "batch_time", "objective_kind", "objective", "bound", "tolerance",
+               "time_s", "devices_used", "plan", "message", "stats", RECORD_KEY)
 
 
 # (workload key, symbol, unit words for the message, command-line flag)
@@ -169,23 +179,73 @@ def _fmt_pair(a: float, b: float) -> tuple[str, str]:
     return repr(a), repr(b)
 
 
+_ABSENT = object()
+
+
 def _find_record(doc: Any) -> Any:
-    """The ``madeFor`` value of a plan document (also inside ``{"plan": {...}}``), or None."""
+    """The ``madeFor`` value of a plan document (also inside ``{"plan": {...}}``; a null one is
+    None), or ``_ABSENT``."""
     if not isinstance(doc, Mapping):
-        return None
+        return _ABSENT
     if RECORD_KEY in doc:
         return doc[RECORD_KEY]
     inner = doc.get("plan")
     if isinstance(inner, Mapping) and RECORD_KEY in inner:
         return inner[RECORD_KEY]
+    return _ABSENT
+
+
+def record_shape_error(record: Any) -> str | None:
+    """What makes a ``madeFor`` value unreadable, in one line naming the key: null or not an
+    object, a ``record`` version other than :data:`RECORD_VERSION` (or none); None when it is
+    readable (its fields are compared by :func:`record_differences`)."""
+    if record is None:
+        return (f"{RECORD_KEY} is null: a plan's record is an object such as {{\"record\": {RECORD_VERSION}, "
+                "\"workloadSha256\": ..., \"cluster\": {...}} (leave the key out for a plan without one)")
+    if not isinstance(record, Mapping):
+        return f"{RECORD_KEY} must be an object, got {type(record).__name__}"
+    if "record" not in record:
+        return f"{RECORD_KEY}.record is missing (the version of the record's layout, {RECORD_VERSION})"
+    version = record["record"]
+    if type(version) is not int or version != RECORD_VERSION:
+        shown = json.dumps(version) if isinstance(version, (str, int, float, bool)) or version is None \
+            else type(version).__name__
+        return f"{RECORD_KEY}.record is {shown[:40]}: this version of piper reads record {RECORD_VERSION}"
     return None
+
+
+def unknown_document_keys(doc: Any) -> list[str]:
+    """One message per key of a plan document that no reader knows: around the plan in a
+    result's JSON (:data:`RESULT_KEYS`), in ``madeFor`` (:data:`RECORD_KEYS`) and in
+    ``madeFor.cluster``. (Unknown keys of the plan object and its stages are errors of
+    :func:`~piper.core.plan.plan_from_dict`.)"""
+    out: list[str] = []
+    if not isinstance(doc, Mapping):
+        return out
+    if "plan" in doc and "stages" not in doc:
+        out += [f"unknown key {str(k)!r} next to the plan (known in a result: {', '.join(RESULT_KEYS)})"
+                for k in doc if k not in RESULT_KEYS]
+    record = _find_record(doc)
+    if isinstance(record, Mapping):
+        out += [f"unknown key {str(k)!r} in {RECORD_KEY} (known: {', '.join(RECORD_KEYS)})"
+                for k in record if k not in RECORD_KEYS]
+        cluster = record.get("cluster")
+        if isinstance(cluster, Mapping):
+            known = [key for key, *_ in _CLUSTER_FIELDS]
+            out += [f"unknown key {str(k)!r} in {RECORD_KEY}.cluster (known: {', '.join(known)})"
+                    for k in cluster if k not in known]
+    return out
 
 
 def record_differences(record: Any, problem: Problem) -> list[str]:
     """One message per difference between a ``madeFor`` record and ``problem`` (without the
     "warning:" prefix); a record that cannot be read is one message saying which field."""
     if not isinstance(record, Mapping):
-        return [f"the plan's {RECORD_KEY!r} is not an object ({type(record).__name__}): it cannot be checked"]
+        what = "null" if record is None else f"not an object ({type(record).__name__})"
+        return [f"the plan's {RECORD_KEY!r} is {what}: it cannot be checked"]
+    unreadable = record_shape_error(record)
+    if unreadable is not None:
+        return [f"the plan's {unreadable}: it cannot be checked"]
     out: list[str] = []
     recorded_hash = record.get("workloadSha256")
     if recorded_hash is None:
@@ -224,9 +284,11 @@ def record_differences(record: Any, problem: Problem) -> list[str]:
 
 def check_plan_record(plan_doc_or_path: str | Path | Mapping[str, Any] | list[Any], problem: Problem, *,
                       strict: bool) -> list[str]:
-    """Warnings, one per difference between the plan's ``madeFor`` record and ``problem``
-    (its layer graph and its effective cluster, after any cluster flags). A plan without
-    a record gives ``[]``. With ``strict=True`` any difference raises
+    """Warnings, one per unknown key of the document (:func:`unknown_document_keys`), then one
+    per difference between the plan's ``madeFor`` record and ``problem`` (its layer graph and
+    its effective cluster, after any cluster flags). A plan without a record and without
+    unknown keys gives ``[]``. With ``strict=True`` an unknown key raises
+    :class:`~piper.core.errors.PlanFormatError` naming it, and any difference
     :class:`PlanRecordMismatch` whose one-line message lists them all.
 
     ``plan_doc_or_path``: the plan JSON (a mapping, or a bare stage list) or its file path
@@ -238,10 +300,13 @@ def check_plan_record(plan_doc_or_path: str | Path | Mapping[str, Any] | list[An
     else:
         doc = plan_doc_or_path
         where = "the plan"
+    unknown = unknown_document_keys(doc)
+    if unknown and strict:
+        raise PlanFormatError(f"{where}: {unknown[0]} (strict mode: unknown keys are errors)")
     record = _find_record(doc)
-    if record is None:
-        return []
+    if record is _ABSENT:
+        return unknown
     diffs = record_differences(record, problem)
     if diffs and strict:
         raise PlanRecordMismatch(f"{where} does not match the workload and cluster given (--strict): " + "; ".join(diffs))
-    return diffs
+    return unknown + diffs

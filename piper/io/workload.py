@@ -35,7 +35,7 @@ from piper.core.problem import (
 from piper.core.problem import (
     short_repr as _short,
 )
-from piper.io.jsonfile import read_json
+from piper.io.jsonfile import lone_surrogate, read_json
 
 __all__ = ["KNOWN_KEYS", "load_problem", "problem_from_dict", "dump_problem"]
 
@@ -157,6 +157,17 @@ def _count_field(raw: Mapping[str, Any], key: str, where: str) -> int:
     return int(checked_number(value, f"{where} {key}", integer=True))
 
 
+def _text(value: Any, where: str) -> str:
+    """``value``, a string of Unicode text (no lone surrogate, which cannot be printed or drawn),
+    else a :class:`ProblemError` naming ``where``."""
+    if not isinstance(value, str):
+        raise ProblemError(f"{where}: must be a string, got {_short(value)}")
+    words = lone_surrogate(value)
+    if words is not None:
+        raise ProblemError(f"{where}: {words}")
+    return value
+
+
 def _tmpc_from_dict(raw: Any, where: str, unknown: _Unknown | None = None) -> TMPC:
     if not isinstance(raw, Mapping):
         raise ProblemError(f"{where}: a TMPC must be an object, got {type(raw).__name__}")
@@ -166,6 +177,8 @@ def _tmpc_from_dict(raw: Any, where: str, unknown: _Unknown | None = None) -> TM
     tid = raw["id"]
     if not isinstance(tid, str) or not tid:
         raise ProblemError(f"{where}: 'id' must be a non-empty string, got {_short(tid)}")
+    if not tid.isascii():
+        _text(tid, f"{where} id")
     where = f"{where} (TMPC {tid!r})"
     if unknown is not None:
         unknown.check(raw, "TMPC", where)
@@ -226,12 +239,9 @@ def _node_from_dict(raw: Any, pos: int, unknown: _Unknown | None = None) -> Node
         tmpcs[t] = items
     if not tmpcs:
         raise ProblemError(f"{where}: 'TMPCs' is empty (a layer needs at least one degree t)")
-    name = raw.get("name")
-    if name is not None and not isinstance(name, str):
-        raise ProblemError(f"{where} name: must be a string, got {_short(name)}")
-    kind = raw.get("kind")
-    if kind is not None and not isinstance(kind, str):
-        raise ProblemError(f"{where} kind: must be a string, got {_short(kind)}")
+    # V6: a string if given (an explicit null is an error, not "not given")
+    name = _text(raw["name"], f"{where} name") if "name" in raw else None
+    kind = _text(raw["kind"], f"{where} kind") if "kind" in raw else None
     layer_index = raw.get("layerIndex")
     if "layerIndex" in raw:
         whole = isinstance(layer_index, int) or (isinstance(layer_index, float) and layer_index.is_integer())
@@ -280,6 +290,8 @@ def problem_from_dict(raw: Any, *, strict: bool = False) -> Problem:
     if not isinstance(window, str) or window not in RESYNC_OVERLAP_WINDOWS:
         raise ProblemError(f"top-level key 'resyncOverlapWindow' must be one of "
                            f"{', '.join(repr(w) for w in RESYNC_OVERLAP_WINDOWS)}, got {_short(window)}")
+    if "name" in raw:  # a label (titles of pictures, compare's instance names)
+        _text(raw["name"], "top-level key 'name'")
     unknown = _Unknown()
     unknown.check(raw, "top level", "top level")
 
