@@ -622,13 +622,14 @@ def build_workload(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup | 
                     entry["stepTimeSharded" if setup.distributed_optimizer else "stepTime"] = c.step_s
                 entries.append(entry)
             if not entries:
-                why = ("the recomputation kinds asked for" if recompute is not None else
-                       "sequence parallelism, which an MoE model needs at t > 1, is off" if cfg.moe is not None
+                why = ("sequence parallelism, which an MoE model needs at t > 1, is off" if cfg.moe is not None
                        and t_tensor > 1 and setup.sequence_parallel is False else
                        f"sequence parallelism cannot split the {cfg.seq_length // setup.context_parallel} tokens "
                        f"per context-parallel rank {t_tensor} ways" if t_tensor > 1 and not splits else
                        "no expert layout fits the devices (the flex dispatcher needs e > 1)"
-                       if setup.token_dispatcher == "flex" else "none is offered")
+                       if cfg.moe is not None and setup.token_dispatcher == "flex" else
+                       f"none of the recomputation kinds asked for ({', '.join(recompute)})" if recompute is not None
+                       else "none is offered")
                 raise FrontendError(f"node {nid} ({kind}{f' layer {layer}' if kind == 'transformer' else ''}) has no TMPC at "
                                     f"degree {t}: {why}")
             if overlap and entries:
