@@ -26,7 +26,8 @@ Flag names as in NVIDIA/Megatron-LM ``megatron/training/arguments.py`` and Megat
 * ``--sequence-parallel`` when t > 1 and the TMPCs use it; ``--use-distributed-optimizer``
   when the chosen TMPCs shard state (``memoryUsageShardedB`` > 0);
 * model shape from the workload's ``model`` record (hidden size, FFN, heads, query groups,
-  sequence length, SwiGLU, RMSNorm, biases, rotary positions, untied embeddings, bf16);
+  sequence length, SwiGLU, RMSNorm, biases, rotary positions, untied embeddings, bf16, and
+  :data:`FP8_ARGS` for an FP8 workload);
   ``--kv-channels`` for a head width other than h / a;
 * mixture of experts (issue 31; :func:`moe_args`): ``--num-experts``, ``--moe-router-topk``,
   ``--moe-ffn-hidden-size``, ``--moe-shared-expert-intermediate-size``, ``--moe-layer-freq``
@@ -35,7 +36,8 @@ Flag names as in NVIDIA/Megatron-LM ``megatron/training/arguments.py`` and Megat
   ``--expert-model-parallel-size e`` and ``--expert-tensor-parallel-size e_t`` of the plan's MoE
   TMPCs (one layout for the model: rule E9), ``--moe-token-dispatcher-type`` (``alltoall``, or
   ``flex`` with ``--moe-flex-dispatcher-backend hybridep`` when the workload was priced for it) and
-  ``--moe-grouped-gemm`` (the kernels the cost model prices); MLA: ``--multi-latent-attention``,
+  ``--moe-grouped-gemm`` (the kernels the cost model prices; with ``--bf16`` only, as Megatron-LM
+  asserts); MLA: ``--multi-latent-attention``,
   ``--q-lora-rank``, ``--kv-lora-rank``, ``--qk-head-dim`` (d_nope), ``--qk-pos-emb-head-dim``
   (d_rope), ``--v-head-dim``;
 * sliding-window attention (:func:`window_args`): ``--window-size w,0`` and
