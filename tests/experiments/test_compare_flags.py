@@ -6,7 +6,6 @@ Each is exit 2 with one line naming the flag."""
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
@@ -45,11 +44,14 @@ def test_an_empty_name_is_refused_naming_the_flag(cli: RunCommand, tmp_path: Pat
 
 @pytest.mark.parametrize("suite", ["random:1000000000", f"random:{MAX_SUITE_INSTANCES + 1}:5",
                                    "real-magnitudes:20000:0:24"])
-def test_a_suite_count_over_the_cap_is_refused_before_building(cli: RunCommand, tmp_path: Path, suite: str) -> None:
-    t0 = time.perf_counter()
-    line = one_line(cli("experiments.compare", "--suite", suite, "--solvers", "dp", "--out", str(tmp_path)),
-                    f"--suite {suite}", f"{MAX_SUITE_INSTANCES:,}")
-    assert time.perf_counter() - t0 < 5.0, line  # nothing was built
+def test_a_suite_count_over_the_cap_is_refused_before_building(cli: RunCommand, tmp_path: Path, suite: str,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    def no_build(name: str) -> None:
+        raise AssertionError(f"suite {name} was built")
+
+    monkeypatch.setattr("experiments.compare.cli.build_suite", no_build)  # refused before any instance is built
+    one_line(cli("experiments.compare", "--suite", suite, "--solvers", "dp", "--out", str(tmp_path)),
+             f"--suite {suite}", f"{MAX_SUITE_INSTANCES:,}")
 
 
 def test_the_cap_counts_every_suite_of_the_run(cli: RunCommand, tmp_path: Path) -> None:
@@ -84,13 +86,12 @@ def test_max_virtual_stages_above_the_layers_is_refused_as_solve_does(cli: RunCo
 @pytest.mark.parametrize("table", ["sc21", "published"])
 def test_validate_refuses_a_table_without_planner(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                                   table: str) -> None:
-    t0 = time.perf_counter()
     assert validate_main(["--table", table, "--out", str(tmp_path / "v")]) == 2
     out, err = capsys.readouterr()
     lines = err.strip().splitlines()
     assert out == "" and len(lines) == 1, err
     assert lines[0].startswith("python -m experiments.validate: error: --table") and "--planner" in lines[0]
-    assert time.perf_counter() - t0 < 5.0 and not (tmp_path / "v").exists()  # refused before any work
+    assert not (tmp_path / "v").exists()  # refused before any work (the output directory is made first)
     # --rows still needs --planner, and --planner alone means --table sc21
     assert validate_main(["--rows", "megatron-1.7b", "--out", str(tmp_path / "v")]) == 2
     assert "--rows" in capsys.readouterr().err
