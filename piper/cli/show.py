@@ -26,6 +26,7 @@ from piper.core.errors import UsageError
 from piper.core.evaluate import Score, evaluate
 from piper.core.plan import Plan
 from piper.core.problem import Problem
+from piper.io.jsonfile import lone_surrogate
 from piper.render.picture import MAX_PICTURE_DEVICES, PlanPicture, default_time_unit, draw_plan
 
 __all__ = ["add_show_parser", "cmd_show", "write_picture", "picture_summary"]
@@ -54,10 +55,8 @@ def check_text(*flags: tuple[str, str | None]) -> None:
     for flag, value in flags:
         if value is None:
             continue
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            raise UsageError(f"{flag} {value.encode('utf-8', 'backslashreplace').decode()}: not UTF-8 text") from None
+        if lone_surrogate(value) is not None:
+            raise UsageError(f"{flag} {value.encode('utf-8', 'backslashreplace').decode()}: not UTF-8 text")
 
 
 def check_picture_devices(problem: Problem, flag: str) -> None:

@@ -647,7 +647,7 @@ def prepare(problem: Problem, plan: Plan, target: str, *, micro_batch: int | Non
     sharded = any(c.memory_sharded > 0 for c in chosen.values()) or any(
         c.memory_sharded_expert > 0 for c in chosen.values())
     expert = _expert_layout(problem, plan, target, pos)
-    if model is not None and model.moe is None and _has_experts(problem, plan):
+    if model is not None and model.moe is None and expert is not None:
         raise refuse(target, "E7", "the plan's layers have experts (TMPCs with expert keys) but the workload's model "
                      "record has no 'moe': the export would write a dense model")
     score = evaluate(problem, plan)
@@ -656,17 +656,12 @@ def prepare(problem: Problem, plan: Plan, target: str, *, micro_batch: int | Non
     if plan.devices_used < problem.devices:
         out_notes.append(f"the plan uses {plan.devices_used} of the cluster's {problem.devices} devices")
     return ExportPlan(target, tuple(stages), lm, model, problem.microbatches, b, sharded, problem.devices,
-                      score.oom, tuple(out_notes), plan.schedule.virtual_stages, expert)
+                      score.oom, tuple(out_notes), plan.schedule.virtual_stages, expert or (1, 1))
 
 
-def _has_experts(problem: Problem, plan: Plan) -> bool:
-    """Whether a chosen TMPC of ``plan`` carries expert keys (an MoE layer)."""
-    return any(c is not None and c.has_expert_terms
-               for s in plan.stages for v in s.nodes for c in [problem.node_by_id[v].tmpc(s.t, s.tmpcs[v])])
-
-
-def _expert_layout(problem: Problem, plan: Plan, target: str, pos: Mapping[int, int]) -> tuple[int, int]:
-    """(e, e_t) of the MoE layers (TMPCs with expert keys); rule E9 when they differ."""
+def _expert_layout(problem: Problem, plan: Plan, target: str, pos: Mapping[int, int]) -> tuple[int, int] | None:
+    """(e, e_t) of the MoE layers (TMPCs with expert keys), None when the plan has none; rule E9
+    when they differ."""
     seen: dict[tuple[int, int], int] = {}
     for i, s in enumerate(plan.stages, start=1):
         for v in s.nodes:
@@ -678,4 +673,4 @@ def _expert_layout(problem: Problem, plan: Plan, target: str, pos: Mapping[int, 
         (a, i), (b, j) = list(seen.items())[:2]
         raise refuse(target, "E9", f"stage {i} runs experts with (e, e_t) = {a}, stage {j} with {b}; the target has "
                      "one expert layout for the model", stage=j)
-    return next(iter(seen), (1, 1))
+    return next(iter(seen), None)

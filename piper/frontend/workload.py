@@ -593,14 +593,24 @@ def build_workload(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup | 
             key = (kind, variant, window, t)
             if key not in cache:
                 cache[key] = model_parallel_node_costs(cfg, hw, setup, kind, t, window, variant)
+            # why records were left out, by the filter that dropped them (the deepest one reached is the
+            # error's reason when none is left)
+            skipped: dict[int, str] = {}
             for c in cache[key]:
                 if recompute is not None and kind == "transformer" and parse_tmpc_id(c.tmpc_id)[0] not in recompute:
+                    skipped.setdefault(1, f"none of the recomputation kinds asked for ({', '.join(recompute)})")
                     continue
                 sp = parse_tmpc_id(c.tmpc_id)[1]
                 if cfg.moe is not None and t_tensor > 1 and not sp:
-                    continue  # Megatron-Core: an MoE model with t_tensor > 1 runs sequence parallelism everywhere
+                    # Megatron-Core: an MoE model with t_tensor > 1 runs sequence parallelism everywhere
+                    skipped.setdefault(2, "sequence parallelism, which an MoE model needs at t > 1, is off")
+                    continue
                 if sp and t_tensor > 1 and not splits:
-                    continue  # sequence parallelism cannot split the tokens evenly: Megatron refuses it
+                    # sequence parallelism cannot split the tokens evenly: Megatron refuses it
+                    skipped.setdefault(3, f"sequence parallelism cannot split the "
+                                          f"{cfg.seq_length // setup.context_parallel} tokens per context-parallel "
+                                          f"rank {t_tensor} ways")
+                    continue
                 extra = c.p2p_bytes - edge_bytes
                 entry: dict[str, Any] = {
                     "id": c.tmpc_id,
@@ -622,14 +632,9 @@ def build_workload(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup | 
                     entry["stepTimeSharded" if setup.distributed_optimizer else "stepTime"] = c.step_s
                 entries.append(entry)
             if not entries:
-                why = ("sequence parallelism, which an MoE model needs at t > 1, is off" if cfg.moe is not None
-                       and t_tensor > 1 and setup.sequence_parallel is False else
-                       f"sequence parallelism cannot split the {cfg.seq_length // setup.context_parallel} tokens "
-                       f"per context-parallel rank {t_tensor} ways" if t_tensor > 1 and not splits else
+                why = (skipped[max(skipped)] if skipped else
                        "no expert layout fits the devices (the flex dispatcher needs e > 1)"
-                       if cfg.moe is not None and setup.token_dispatcher == "flex" else
-                       f"none of the recomputation kinds asked for ({', '.join(recompute)})" if recompute is not None
-                       else "none is offered")
+                       if cfg.moe is not None and setup.token_dispatcher == "flex" else "none is offered")
                 raise FrontendError(f"node {nid} ({kind}{f' layer {layer}' if kind == 'transformer' else ''}) has no TMPC at "
                                     f"degree {t}: {why}")
             if overlap and entries:
