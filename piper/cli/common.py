@@ -417,6 +417,10 @@ def check_writable(path: str, flag: str) -> None:
                          f"{flag} {path}: ends with '/', a directory's name, not a file's")
     if not parent.is_dir():
         raise UsageError(f"{flag} {path}: directory {str(parent)!r} does not exist")
+    if target.exists() and not target.is_file() and not target.is_char_device() and not _held_pipe(target):
+        kind = "a named pipe (FIFO)" if target.is_fifo() else "not a regular file"
+        raise UsageError(f"{flag} {path}: {kind}; piper writes its output to a file "
+                         "(a shell's >(...) or /dev/stdout works)")
     try:
         if target.exists():
             with open(target, "ab"):
@@ -427,6 +431,25 @@ def check_writable(path: str, flag: str) -> None:
             target.unlink()
     except OSError as exc:
         raise UsageError(f"{flag} {path}: not writable ({exc.strerror or exc})") from None
+
+
+def _held_pipe(target: Path) -> bool:
+    """Whether ``target`` is a pipe this process already holds open (``/dev/stdout`` piped on,
+    a shell's ``>(...)``): writing to it cannot wait for a reader that never comes, unlike a
+    named pipe nobody reads (which :func:`check_writable` refuses rather than hang)."""
+    try:
+        wanted = target.stat()
+        held = os.listdir("/proc/self/fd")
+    except OSError:
+        return False
+    for entry in held:
+        try:
+            info = os.stat(f"/proc/self/fd/{entry}")
+        except OSError:
+            continue
+        if (info.st_dev, info.st_ino) == (wanted.st_dev, wanted.st_ino):
+            return True
+    return False
 
 
 def _same_file(a: str, b: str) -> bool:

@@ -40,7 +40,7 @@ from piper.frontend.hardware import (
     hardware,
     hardware_from_file,
 )
-from piper.frontend.presets import PRESETS, load_model
+from piper.frontend.presets import PRESETS, load_model, model_config_path
 from piper.frontend.summary import model_summary, render_summary
 from piper.frontend.workload import TOKEN_DISPATCHERS, TrainingSetup, build_workload
 from piper.io.workload import load_problem
@@ -200,7 +200,7 @@ def model_from_args(args: argparse.Namespace, **setup_fields: Any) -> tuple[Tran
     if not args.model:
         raise UsageError(f"{getattr(args, 'command', None) or 'model'}: give a preset name or a config.json (see --list)")
     spec = str(args.model)
-    if not (spec.lower().endswith(".json") or Path(spec).exists()) and spec.strip().lower() not in PRESETS:
+    if model_config_path(spec) is None and spec.strip().lower() not in PRESETS:
         raise UsageError(f"unknown model preset {spec!r}{did_you_mean(spec, PRESETS)}; known presets: "
                          f"{', '.join(PRESETS)} (or give a Hugging Face config.json)")
     cfg = load_model(spec, seq_length=args.seq)
@@ -254,7 +254,8 @@ def model_from_args(args: argparse.Namespace, **setup_fields: Any) -> tuple[Tran
 def check_model_outputs(args: argparse.Namespace, outputs: list[tuple[str, str | None]]) -> None:
     """The output paths of ``model`` / ``plan``, checked before any work (:func:`check_outputs`):
     never the model's config file or the hardware file."""
-    inputs = [("the model config", args.model if args.model and Path(str(args.model)).is_file() else None),
+    config = model_config_path(str(args.model)) if args.model else None
+    inputs = [("the model config", str(config) if config is not None else None),
               ("--hardware", getattr(args, "hardware", None))]
     check_outputs(outputs, inputs)
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 __all__ = [
     "MAX_COUNT", "MAX_MAGNITUDE", "MIN_POSITIVE", "MAX_NODE_ID", "MAX_SECONDS", "MAX_FILE_BYTES",
-    "MAX_JSON_DEPTH", "MAX_INT_DIGITS", "MAX_MODEL_LAYERS", "MAX_SEED", "MAX_THREADS", "MAX_VIRTUAL_STAGES",
+    "MAX_JSON_DEPTH", "MAX_INT_DIGITS", "FIFO_WAIT_S", "MAX_MODEL_LAYERS", "MAX_SEED", "MAX_THREADS", "MAX_VIRTUAL_STAGES",
     "MIN_FRACTION", "MIN_RATE",
 ]
 
@@ -48,6 +48,9 @@ MAX_FILE_BYTES: dict[str, int] = {
     "model config": 4 * 2**20,
     "hardware": 1 * 2**20,
 }
+#: how long a reader waits for a process to start writing into a named pipe (FIFO) given as an
+#: input file, seconds; then it is refused as one no process writes to, instead of waiting forever
+FIFO_WAIT_S = 10.0
 #: the deepest nesting of arrays and objects any file may have (the formats need at most 8)
 MAX_JSON_DEPTH = 32
 #: the most digits of an integer literal (no field can mean a larger number than 1e30)

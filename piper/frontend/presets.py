@@ -56,7 +56,8 @@ from piper.frontend.config import TransformerConfig
 from piper.frontend.hf import load_hf_config
 from piper.frontend.moe import MLAConfig, MoEConfig
 
-__all__ = ["MEGATRON_TABLE1", "MOE_PUBLISHED", "PRESETS", "load_model", "preset", "preset_names"]
+__all__ = [
+    "MEGATRON_TABLE1", "MOE_PUBLISHED", "PRESETS", "load_model", "model_config_path", "preset", "preset_names"]
 
 #: SC'21 Table 1 rows: name -> (attention heads, hidden size, layers, published parameters in billions)
 MEGATRON_TABLE1: dict[str, tuple[int, int, int, float]] = {
@@ -151,9 +152,25 @@ def preset(name: str) -> TransformerConfig:
     return PRESETS[key]
 
 
-def load_model(spec: str, seq_length: int | None = None) -> TransformerConfig:
-    """A preset name, or a path to a Hugging Face ``config.json``."""
+def model_config_path(spec: str) -> Path | None:
+    """The Hugging Face config file that the model argument ``spec`` names, or None for a preset
+    name: a path ending in ``.json`` or naming an existing file (or a pipe, such as a shell's
+    ``<(...)``), or a model's directory holding a ``config.json`` (as Hugging Face downloads
+    it). A directory without one is a :class:`ModelConfigError`."""
     path = Path(spec)
-    if spec.lower().endswith(".json") or path.is_file():
+    if path.is_dir():
+        if (path / "config.json").is_file():
+            return path / "config.json"
+        raise ModelConfigError(f"{spec}: a directory without a config.json; give a preset name, a config.json or "
+                               "a model's directory holding one")
+    if spec.lower().endswith(".json") or path.exists():
+        return path
+    return None
+
+
+def load_model(spec: str, seq_length: int | None = None) -> TransformerConfig:
+    """A preset name, or a Hugging Face config (:func:`model_config_path` says which)."""
+    path = model_config_path(spec)
+    if path is not None:
         return load_hf_config(path, seq_length=seq_length)
     return preset(spec)

@@ -5,6 +5,8 @@ and :func:`parse_json` parses text already in memory. Either refuses, with one l
 the file and the problem (an exception of the caller's type):
 
 * a file larger than its kind's limit (read no further than that: ``/dev/zero`` is refused too);
+* a named pipe (FIFO) that no process writes into within :data:`~piper.core.limits.FIFO_WAIT_S`
+  (it is not waited for forever; one with a writer, a shell's ``<(...)``, is read as a file);
 * bytes that are not UTF-8 text;
 * JSON that does not parse (with the line and column), including NaN / Infinity, which are not JSON;
 * nesting deeper than :data:`~piper.core.limits.MAX_JSON_DEPTH` arrays and objects;
@@ -20,13 +22,16 @@ What the values mean (ranges per field) is each loader's to check.
 from __future__ import annotations
 
 import json
+import os
 import re
+import select
+import stat
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from piper.core.limits import MAX_FILE_BYTES, MAX_INT_DIGITS, MAX_JSON_DEPTH
+from piper.core.limits import FIFO_WAIT_S, MAX_FILE_BYTES, MAX_INT_DIGITS, MAX_JSON_DEPTH
 
 __all__ = ["read_json", "parse_json", "describe_path", "lone_surrogate", "find_lone_surrogate"]
 
@@ -59,15 +64,41 @@ def read_json(path: str | Path, error: type[Exception], what: str) -> Any:
     if str(path) == "":
         raise error(f"an empty path was given for the {what} file")
     try:
-        with open(path, "rb") as fh:
-            data = fh.read(limit + 1)
+        data, is_fifo = _read_at_most(path, limit + 1)
     except IsADirectoryError:
         raise error(f"cannot read {what} file {str(path)!r}: it is a directory") from None
     except OSError as exc:
         raise error(f"cannot read {what} file {str(path)!r}: {exc.strerror or exc}") from None
+    if is_fifo and not data:
+        raise error(f"cannot read {what} file {str(path)!r}: a named pipe (FIFO) that gave no data "
+                    f"within {FIFO_WAIT_S:g} s (no process writes to it?)")
     if len(data) > limit:
         raise error(f"{path}: larger than {_size_words(limit)}, the most a {what} file may hold (docs/errors.md)")
     return parse_json(data, error, str(path))
+
+
+def _read_at_most(path: Path, size: int) -> tuple[bytes, bool]:
+    """The first ``size`` bytes of the file at ``path`` and whether it is a named pipe (FIFO).
+    The file is opened without blocking, so a FIFO is not waited for at its opening; one that no
+    process starts writing into within :data:`~piper.core.limits.FIFO_WAIT_S` is given up
+    (returned empty). A FIFO with a writer (a shell's ``<(...)``, ``producer > fifo &``) is read
+    to its end as a file is."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            raise IsADirectoryError(path)
+        is_fifo = stat.S_ISFIFO(mode)
+        if is_fifo:
+            waiting = select.poll()
+            waiting.register(fd, select.POLLIN)
+            if not waiting.poll(FIFO_WAIT_S * 1000):
+                return b"", True
+        os.set_blocking(fd, True)
+        with os.fdopen(fd, "rb", closefd=False) as fh:
+            return fh.read(size), is_fifo
+    finally:
+        os.close(fd)
 
 
 def parse_json(data: bytes | str, error: type[Exception], name: str) -> Any:

@@ -408,3 +408,97 @@ def test_plan_json_round_trips_with_record(tmp_path: Path, small: Path) -> None:
     assert rc == 0, err
     assert load_plan(out).stages
     assert copy.deepcopy(json.loads(out.read_text()))["madeFor"]["record"] == 1
+
+
+# ---- named pipes: never waited for --------------------------------------------------------
+
+def _piper_in_a_process(argv: list[str]) -> "subprocess.CompletedProcess[str]":
+    """Run ``python -m piper ARGV`` in its own process (a hang ends the test, not the suite)."""
+    import subprocess
+    import sys
+
+    return subprocess.run([sys.executable, "-m", "piper", *argv], capture_output=True, text=True, timeout=120,
+                          cwd=Path(__file__).resolve().parents[2], stdin=subprocess.DEVNULL)
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no named pipes here")
+def test_a_named_pipe_nobody_writes_is_one_line_not_a_hang(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import threading
+
+    import piper.io.jsonfile
+
+    monkeypatch.setattr(piper.io.jsonfile, "FIFO_WAIT_S", 0.2)
+    fifo = tmp_path / "hw.fifo"
+    os.mkfifo(fifo)
+    raised: list[BaseException] = []
+
+    def read() -> None:
+        try:
+            load_problem(fifo)
+        except BaseException as exc:  # noqa: BLE001 - handed to the test's thread
+            raised.append(exc)
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    reader.join(timeout=60)
+    assert not reader.is_alive(), "the reader waits for a writer that never comes"
+    assert isinstance(raised[0], ProblemError)
+    assert str(raised[0]) == (f"cannot read workload file {str(fifo)!r}: a named pipe (FIFO) that gave no data "
+                              "within 0.2 s (no process writes to it?)")
+    done = _piper_in_a_process(["score", "megatron-1.7b", "--gpu", "a100-80gb", "--nodes", "1", "--tp", "1",
+                                "--pp", "1", "--micro-batch", "1", "--global-batch", "8", "--recompute", "none",
+                                "--out", str(fifo)])
+    assert done.returncode == 2, done
+    assert done.stderr.strip().splitlines() == [
+        f"piper: error: --out {fifo}: a named pipe (FIFO); piper writes its output to a file "
+        "(a shell's >(...) or /dev/stdout works)"]
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no named pipes here")
+def test_a_named_pipe_with_a_late_writer_is_read_as_a_file(tmp_path: Path, small: Path) -> None:
+    import threading
+
+    fifo = tmp_path / "w.fifo"
+    os.mkfifo(fifo)
+    text = small.read_bytes()
+
+    def feed() -> None:
+        time.sleep(0.5)  # the reader is already waiting: it must wait for this writer, not see an empty pipe
+        with open(fifo, "wb") as fh:
+            fh.write(text[:100])
+            fh.flush()
+            time.sleep(0.2)
+            fh.write(text[100:])
+
+    writer = threading.Thread(target=feed, daemon=True)
+    writer.start()
+    loaded = load_problem(fifo)
+    writer.join(timeout=60)
+    assert loaded == load_problem(small)
+
+
+def test_an_output_on_a_pipe_this_process_holds_is_written(tmp_path: Path) -> None:
+    # /dev/stdout is the pipe subprocess.run reads: held by the process, so written, not refused
+    done = _piper_in_a_process(["score", "megatron-1.7b", "--gpu", "a100-80gb", "--nodes", "1", "--tp", "1", "--pp", "1",
+                                "--micro-batch", "1", "--global-batch", "8", "--recompute", "none", "--plan-out",
+                                "/dev/stdout"])
+    assert done.returncode == 0, done.stderr
+    assert '"madeFor"' in done.stdout
+
+
+def test_a_models_directory_is_read_through_its_config_json(tmp_path: Path) -> None:
+    from piper.frontend.presets import load_model
+
+    model_dir = tmp_path / "tiny-llama"
+    model_dir.mkdir()
+    _write(model_dir, "config.json", base_hf())
+    assert load_model(str(model_dir)) == load_model(str(model_dir / "config.json"))
+    rc, out, err, _ = call(piper_main, ["model", str(model_dir), "--gpu", "a100-80gb", "--nodes", "1", "--json"], PROG)
+    assert rc == 0, err
+    assert json.loads(out)["model"] == "tiny-llama"
+    _fails(["model", str(model_dir), "--gpu", "a100-80gb", "--nodes", "1", "--out", str(model_dir / "config.json")],
+           "refusing to overwrite")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    _fails(["model", str(empty), "--gpu", "a100-80gb", "--nodes", "1"],
+           f"{empty}: a directory without a config.json")
