@@ -42,7 +42,8 @@ from piper.frontend.hardware import (
 )
 from piper.frontend.presets import PRESETS, load_model, model_config_path
 from piper.frontend.summary import model_summary, render_summary
-from piper.frontend.workload import TOKEN_DISPATCHERS, TrainingSetup, build_workload
+from piper.frontend.recompute import RECOMPUTE_MODULES, check_recompute_modules
+from piper.frontend.workload import TOKEN_DISPATCHERS, TrainingSetup, build_workload, check_recompute_modules_for
 from piper.io.workload import load_problem
 
 __all__ = ["add_model_parser", "cmd_model", "main"]
@@ -82,6 +83,9 @@ def add_model_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--grad-bytes", type=int, choices=(2, 4), default=4,
                    help="bytes per gradient element (default 4: Megatron-LM reduces BF16 gradients in fp32)")
     g.add_argument("--recompute", choices=RECOMPUTE_KINDS, default="full", help="recomputation for the reported hardware FLOPs (default full)")
+    g.add_argument("--recompute-modules", nargs="+", metavar="MODULE",
+                   help="what selective recomputation recomputes, Megatron-Core's --recompute-modules: "
+                        f"{', '.join(RECOMPUTE_MODULES)} (default core_attn; docs/frontend.md)")
     g.add_argument("--moe-capacity-factor", type=_capacity, metavar="C",
                    help="MoE models: plan for at most C x the balanced tokens per expert (memory and expert "
                         "products; Megatron's --moe-expert-capacity-factor); default: dropless, sized at the average")
@@ -234,6 +238,11 @@ def model_from_args(args: argparse.Namespace, **setup_fields: Any) -> tuple[Tran
         for flag, field in (("--overlap-param-gather", "overlap_param_gather"), ("--shard-gradients", "shard_gradients")):
             if setup_fields.get(field):
                 raise UsageError(f"{flag} needs the distributed optimizer: drop --no-distributed-optimizer or {flag}")
+    modules = getattr(args, "recompute_modules", None)
+    if modules is not None:
+        modules = check_recompute_modules(modules, "--recompute-modules")
+        check_recompute_modules_for(cfg, modules)
+        setup_fields = {"recompute_modules": modules, **setup_fields}
     setup = TrainingSetup(
         nodes=args.nodes,
         global_batch=args.global_batch,

@@ -521,6 +521,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
                "rejected_interleaved": rejected, "caveats": caveats, "megatron": megatron,
                "window_check": None if window is None else window.to_dict(),
                "recompute": None if chosen.recompute is None else list(chosen.recompute),
+               "recompute_modules": list(setup.recompute_modules),
                "recompute_per_layer": per_layer,
                "candidates": [_candidate_summary(c) for c in search.candidates]}
         print(json.dumps(out))
@@ -601,7 +602,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
     print(f"predicted     batch time {m['batch_time_s']:.4g} s{step}, {m['tokens_per_s']:.4g} tokens/s, "
           f"{m['tflops_per_device']:.4g} TFLOP/s per device, MFU {100 * m['mfu']:.1f}%")
     if chosen.recompute is not None:
-        line = (f"{'recompute':<13} {chosen.recompute[0]} on every layer, one setting for the model as the frameworks "
+        modules = f" ({', '.join(setup.recompute_modules)})" if chosen.recompute[0] == "selective" else ""
+        line = (f"{'recompute':<13} {chosen.recompute[0]}{modules} on every layer, one setting for the model as the frameworks "
                 f"have it (searched: {', '.join(k[0] for k in ONE_RECOMPUTE_SETTING)}; --recompute-per-layer lets each layer choose)")
         if per_layer is not None and per_layer["batch_time_s"] is not None:
             gain = per_layer["gain"]

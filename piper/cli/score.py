@@ -1,5 +1,5 @@
 """``python -m piper score MODEL --gpu G --nodes N --tp T [--cp C [--cp-comm-type p2p|a2a|allgather|a2a+p2p [--hierarchical-context-parallel-sizes C1 C2]]] --pp P [--dp D] [--vp V] --micro-batch B
---global-batch GB [--seq S] --recompute none|selective|full [--sequence-parallel]
+--global-batch GB [--seq S] --recompute none|selective|full [--recompute-modules M ...] [--sequence-parallel]
 [--no-distributed-optimizer] [--precision bf16|fp8] [--ep E] [--etp ET] [--account-for-embedding-in-pipeline-split]
 [--account-for-loss-in-pipeline-split] [--json]``: the layout a user runs today (their Megatron-LM command line)
 scored by the one evaluator.
@@ -90,7 +90,8 @@ def _text(m: dict[str, Any]) -> str:
         + (f" v={m['vp']} (interleaved)" if m["vp"] > 1 else " (1F1B)")
         + (f", experts e={m['ep']} e_t={m['etp']}" if m["ep"] > 1 or m["etp"] > 1 else "")
         + f", micro-batch {m['micro_batch']}, global batch {m['global_batch']} x {m['seq_length']} tokens, "
-        f"{m['tmpc']}, {m['precision']}",
+        f"{m['tmpc']}" + (f" ({', '.join(m['recompute_modules'])})" if m["recompute_modules"] else "")
+        + f", {m['precision']}",
     ]
     if m["cp_comm_types"]:
         sizes = m.get("hierarchical_context_parallel_sizes")
@@ -131,6 +132,9 @@ def cmd_score(args: argparse.Namespace) -> int:
     if sizes is not None and sizes[0] * sizes[1] != args.cp:
         raise UsageError(f"--hierarchical-context-parallel-sizes {sizes[0]} {sizes[1]}: their product "
                          f"{sizes[0] * sizes[1]} must be --cp {args.cp}")
+    if args.recompute_modules is not None and args.recompute != "selective":
+        raise UsageError(f"--recompute-modules names what selective recomputation recomputes: it needs --recompute "
+                         f"selective, got --recompute {args.recompute}")
     cfg, hw, setup = model_from_args(
         args, flash_attention=not args.no_flash_attention, tp_comm_overlap=args.tp_comm_overlap,
         overlap_grad_reduce=args.overlap_grad_reduce, overlap_param_gather=args.overlap_param_gather,

@@ -37,6 +37,7 @@ __all__ = [
     "model_info",
     "prepare",
     "refuse",
+    "selective_words",
     "tmpc_meaning",
 ]
 
@@ -128,6 +129,9 @@ class ModelInfo:
     #: the matrix products' precision the costs were priced for (``model.precision``, one of
     #: piper.frontend.config.PRECISIONS; absent: "bf16")
     precision: str = "bf16"
+    #: what the TMPC "selective" recomputes, Megatron-Core's module names (``model.recomputeModules``;
+    #: absent: its default, core_attn; piper/frontend/recompute.py)
+    recompute_modules: tuple[str, ...] = ("core_attn",)
 
     def cp_comm_type_of(self, layer: int) -> str:
         """The context-parallel scheme of the 0-based transformer ``layer``."""
@@ -187,7 +191,7 @@ _MODEL_FIELDS: tuple[tuple[str, str, type], ...] = (
 #: E7), so that nothing the record says is silently ignored
 MODEL_KEYS = frozenset({
     *(key for _, key, _ in _MODEL_FIELDS), "precision", "dropout", "gradBytes", "contextParallel", "cpCommTypes",
-    "cpA2aSize", "attentionHeadDim", "moe", "mla", "tokenDispatcher", "slidingWindow"})
+    "cpA2aSize", "attentionHeadDim", "moe", "mla", "tokenDispatcher", "slidingWindow", "recomputeModules"})
 
 
 def model_info(problem: Problem) -> ModelInfo | None:
@@ -246,7 +250,27 @@ def model_info(problem: Problem) -> ModelInfo | None:
                      mla=_optional_record(raw, "mla", _MLA_FIELDS), attention_head_dim=head_dim,
                      token_dispatcher=dispatcher, sliding_window=window, sliding_window_layers=windowed,
                      cp_comm_types=_cp_comm_types(raw, values["layers"]), cp_a2a_size=_cp_a2a_size(raw, c),
-                     precision=precision)
+                     precision=precision, recompute_modules=_recompute_modules(raw))
+
+
+def selective_words(ep: ExportPlan) -> str:
+    """What the plan's selective recomputation recomputes, in words: "the core attention" (Megatron-Core's
+    default) or the workload's ``recomputeModules``."""
+    modules = ep.model.recompute_modules if ep.model is not None else ("core_attn",)
+    return "the core attention" if modules == ("core_attn",) else "the modules " + ", ".join(modules)
+
+
+def _recompute_modules(raw: Mapping[str, Any]) -> tuple[str, ...]:
+    """``model.recomputeModules`` (a non-empty list of distinct Megatron-Core module names) checked (rule E7)."""
+    from piper.core.errors import FrontendError
+    from piper.frontend.recompute import DEFAULT_RECOMPUTE_MODULES, check_recompute_modules  # the workload's vocabulary
+
+    if "recomputeModules" not in raw:
+        return DEFAULT_RECOMPUTE_MODULES
+    try:
+        return check_recompute_modules(raw["recomputeModules"], "the workload's model.recomputeModules")
+    except FrontendError as exc:
+        raise ExportError(str(exc), rule="E7") from None
 
 
 def _cp_a2a_size(raw: Mapping[str, Any], c: int) -> int | None:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import json
 
-from piper.export.common import Export, ExportPlan, refuse
+from piper.export.common import Export, ExportPlan, refuse, selective_words
 
 __all__ = ["DEEPSPEED_SOURCE", "PIPELINE_SNIPPET", "export_deepspeed", "partition"]
 
@@ -69,7 +69,7 @@ def _interval(ep: ExportPlan) -> int:
     kinds = {r for st in ep.stages for r in st.recompute}
     if "selective" in kinds:
         st = next(s for s in ep.stages if "selective" in s.recompute)
-        raise refuse("deepspeed", "E4", f"stage {st.index} uses selective recomputation (core attention only); "
+        raise refuse("deepspeed", "E4", f"stage {st.index} uses selective recomputation (of {selective_words(ep)} only); "
                      "DeepSpeed's PipelineModule checkpoints whole layers (activation_checkpoint_interval)",
                      recompute=True, stage=st.index)
     if kinds == {"full", "none"}:

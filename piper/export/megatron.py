@@ -18,7 +18,8 @@ Flag names as in NVIDIA/Megatron-LM ``megatron/training/arguments.py`` and Megat
   middle stages are equal, otherwise (or when a stage holds only the embedding or only the
   head) ``--pipeline-model-parallel-layout`` ("E" embedding, "t" transformer layer, "L"
   loss = output layer, "|" between stages);
-* recomputation: none; ``--recompute-granularity selective`` (core attention, [K22]);
+* recomputation: none; ``--recompute-granularity selective`` (core attention, [K22]; with
+  ``--recompute-modules`` the workload's ``recomputeModules`` when they are not that default);
   full on every layer as ``--recompute-granularity full --recompute-method uniform
   --recompute-num-layers 1``; full on some layers as ``--recompute-method block
   --recompute-num-layers n`` (the first n layers of every stage) when every stage
@@ -116,7 +117,12 @@ def recompute_args(ep: ExportPlan, notes: list[str]) -> list[str]:
     if not kinds or kinds == {"none"}:
         return []
     if kinds == {"selective"}:
-        return ["--recompute-granularity", "selective"]
+        from piper.frontend.recompute import DEFAULT_RECOMPUTE_MODULES  # the workload's vocabulary
+
+        modules = ep.model.recompute_modules if ep.model is not None else DEFAULT_RECOMPUTE_MODULES
+        if modules == DEFAULT_RECOMPUTE_MODULES:
+            return ["--recompute-granularity", "selective"]
+        return ["--recompute-granularity", "selective", "--recompute-modules", *modules]
     if kinds == {"full"}:
         return ["--recompute-granularity", "full", "--recompute-method", "uniform", "--recompute-num-layers", "1"]
     if kinds == {"full", "none"}:

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import json
 
-from piper.export.common import Export, ExportPlan, format_counts, refuse
+from piper.export.common import Export, ExportPlan, format_counts, refuse, selective_words
 
 __all__ = ["TORCHTITAN_SOURCE", "export_torchtitan", "module_fqns", "split_points"]
 
@@ -61,7 +61,7 @@ def _activation_checkpoint(ep: ExportPlan, notes: list[str]) -> tuple[str, str |
     kinds = {r for st in ep.stages for r in st.recompute}
     if "selective" in kinds:
         st = next(s for s in ep.stages if "selective" in s.recompute)
-        raise refuse("torchtitan", "E4", f"stage {st.index} uses selective recomputation of the core attention, which "
+        raise refuse("torchtitan", "E4", f"stage {st.index} uses selective recomputation of {selective_words(ep)}, which "
                      "torchtitan's [activation_checkpoint] cannot express (mode 'selective' is every n-th layer or "
                      "per-op saving)", recompute=True, stage=st.index)
     if kinds <= {"none"}:

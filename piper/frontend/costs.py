@@ -29,11 +29,13 @@ References:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from piper.core.errors import ModelConfigError
 from piper.frontend import moe
 from piper.frontend.config import TransformerConfig
+from piper.frontend.recompute import DEFAULT_RECOMPUTE_MODULES, recomputed_parts
 
 __all__ = [
     "OPTIMIZER_STATE_BYTES",
@@ -60,6 +62,7 @@ __all__ = [
     "model_params",
     "moe_layer_forward_flops",
     "moe_layer_params",
+    "recomputed_forward_flops",
     "sc21_flops_per_iteration",
     "sc21_params",
     "stack_train_flops",
@@ -233,16 +236,48 @@ def _check_recompute(recompute: str) -> None:
         raise ModelConfigError(f"recompute must be one of {', '.join(RECOMPUTE_KINDS)}, got {recompute!r}")
 
 
-def layer_train_flops(cfg: TransformerConfig, recompute: str = "none") -> float:
+def recomputed_forward_flops(cfg: TransformerConfig, moe_layer: bool,
+                             modules: Sequence[str] = DEFAULT_RECOMPUTE_MODULES) -> float:
+    """The forward FLOPs per sequence that selective recomputation of ``modules`` runs again in one
+    layer (an MoE layer when ``moe_layer``; piper/frontend/recompute.py): the core attention
+    (``core_attn``, [K22] Section 5), the dense MLP's products (``mlp``), the MoE block's (``moe``:
+    router, k routed experts, shared experts) or the shared experts' (``shared_experts``), MLA's up
+    projections (``mla_up_proj``); ``layernorm`` and ``moe_act`` recompute element-wise work only."""
+    parts = recomputed_parts("selective", modules, moe_layer=moe_layer, mla=cfg.mla is not None,
+                             shared_experts=bool(cfg.moe is not None and cfg.moe.shared_ffn_hidden_size))
+    s, h = cfg.seq_length, cfg.hidden_size
+    flops = attention_core_forward_flops(cfg) if parts.core_attention else 0.0
+    if parts.dense_mlp:
+        flops += 2 * s * layer_params(cfg).mlp_matmul
+    if cfg.moe is not None and moe_layer:
+        shared = 2 * s * cfg.ffn_matrices * h * cfg.moe.shared_ffn_hidden_size
+        if parts.moe_block:
+            experts = 2 * s * cfg.moe.top_k * cfg.ffn_matrices * h * cfg.moe.expert_ffn_hidden_size
+            flops += experts + shared + s * moe.router_forward_flops(cfg.moe, h)
+        elif parts.shared_experts:
+            flops += shared
+    if parts.mla_up_projection and cfg.mla is not None:
+        mla, a = cfg.mla, cfg.attention_heads
+        # the queries' up projection (or, without a query bottleneck, their one projection from h)
+        flops += 2 * s * ((mla.q_lora_rank or h) * a * mla.qk_head_dim
+                          + mla.kv_lora_rank * a * (mla.qk_nope_head_dim + mla.v_head_dim))
+    return flops
+
+
+def layer_train_flops(cfg: TransformerConfig, recompute: str = "none",
+                      modules: Sequence[str] = DEFAULT_RECOMPUTE_MODULES) -> float:
     """Forward + backward (+ recomputation) FLOPs of one layer per sequence.
 
     Backward = 2 x forward ([SC21] Appendix); full recomputation adds one more
-    forward ([SC21]: 4 x forward in equation (3)); selective adds the core
-    attention's forward ([K22] Section 5).
+    forward ([SC21]: 4 x forward in equation (3)); selective adds the forward of what
+    ``modules`` recompute (:func:`recomputed_forward_flops`; by default the core
+    attention, [K22] Section 5).
     """
     _check_recompute(recompute)
     fwd = layer_forward_flops(cfg)
-    extra = {"none": 0.0, "selective": attention_core_forward_flops(cfg), "full": fwd}[recompute]
+    extra = {"none": 0.0, "selective": None, "full": fwd}[recompute]
+    if extra is None:
+        extra = recomputed_forward_flops(cfg, False, modules)
     return 3 * fwd + extra
 
 
@@ -259,25 +294,32 @@ def moe_layer_forward_flops(cfg: TransformerConfig) -> float:
             + cfg.seq_length * moe.router_forward_flops(m, cfg.hidden_size) + attention_core_forward_flops(cfg))
 
 
-def layer_train_flops_at(cfg: TransformerConfig, index: int, recompute: str = "none") -> float:
+def layer_train_flops_at(cfg: TransformerConfig, index: int, recompute: str = "none",
+                         modules: Sequence[str] = DEFAULT_RECOMPUTE_MODULES) -> float:
     """:func:`layer_train_flops` of the 0-based layer ``index`` (an MoE layer with its active
     parameters, :func:`moe_layer_forward_flops`)."""
     if not moe.is_moe_layer(cfg.moe, index):
-        return layer_train_flops(cfg, recompute)
+        return layer_train_flops(cfg, recompute, modules)
+    return _moe_layer_train_flops(cfg, recompute, modules)
+
+
+def _moe_layer_train_flops(cfg: TransformerConfig, recompute: str, modules: Sequence[str]) -> float:
     _check_recompute(recompute)
     fwd = moe_layer_forward_flops(cfg)
-    return 3 * fwd + {"none": 0.0, "selective": attention_core_forward_flops(cfg), "full": fwd}[recompute]
+    extra = {"none": 0.0, "selective": None, "full": fwd}[recompute]
+    if extra is None:
+        extra = recomputed_forward_flops(cfg, True, modules)
+    return 3 * fwd + extra
 
 
-def stack_train_flops(cfg: TransformerConfig, recompute: str = "none") -> float:
+def stack_train_flops(cfg: TransformerConfig, recompute: str = "none",
+                      modules: Sequence[str] = DEFAULT_RECOMPUTE_MODULES) -> float:
     """Forward + backward (+ recomputation) FLOPs of all l layers per sequence (MoE layers with
     their active parameters, :func:`moe_layer_forward_flops`)."""
     n_moe = moe.moe_layer_count(cfg.moe, cfg.layers)
-    total = (cfg.layers - n_moe) * layer_train_flops(cfg, recompute)
+    total = (cfg.layers - n_moe) * layer_train_flops(cfg, recompute, modules)
     if n_moe:
-        fwd = moe_layer_forward_flops(cfg)
-        extra = {"none": 0.0, "selective": attention_core_forward_flops(cfg), "full": fwd}[recompute]
-        total += n_moe * (3 * fwd + extra)
+        total += n_moe * _moe_layer_train_flops(cfg, recompute, modules)
     return total
 
 
@@ -286,10 +328,11 @@ def model_flops_per_iteration(cfg: TransformerConfig, global_batch: int) -> floa
     return global_batch * (stack_train_flops(cfg, "none") + 3 * head_forward_flops(cfg))
 
 
-def hardware_flops_per_iteration(cfg: TransformerConfig, global_batch: int, recompute: str = "full") -> float:
-    """FLOPs the hardware runs in one iteration with ``recompute`` on every layer
-    (the output layer is never recomputed, as in [SC21] equation (3))."""
-    return global_batch * (stack_train_flops(cfg, recompute) + 3 * head_forward_flops(cfg))
+def hardware_flops_per_iteration(cfg: TransformerConfig, global_batch: int, recompute: str = "full",
+                                 modules: Sequence[str] = DEFAULT_RECOMPUTE_MODULES) -> float:
+    """FLOPs the hardware runs in one iteration with ``recompute`` on every layer (``modules``: what
+    selective recomputes; the output layer is never recomputed, as in [SC21] equation (3))."""
+    return global_batch * (stack_train_flops(cfg, recompute, modules) + 3 * head_forward_flops(cfg))
 
 
 def sc21_flops_per_iteration(cfg: TransformerConfig, global_batch: int) -> float:
@@ -338,7 +381,8 @@ def _layer_activation_terms(cfg: TransformerConfig, flash_attention: bool = Fals
 
 
 def layer_activation_bytes(cfg: TransformerConfig, t: int, recompute: str, sequence_parallel: bool,
-                           flash_attention: bool = False) -> float:
+                           flash_attention: bool = False,
+                           modules: Sequence[str] = DEFAULT_RECOMPUTE_MODULES) -> float:
     """Activation bytes one layer keeps per micro-batch in flight, on each of t devices.
 
     [K22] Table 2 (with p = 2, r = 1, f = 4h, dropout, no flash attention):
@@ -353,19 +397,33 @@ def layer_activation_bytes(cfg: TransformerConfig, t: int, recompute: str, seque
 
     adjusted to the model by :func:`_layer_activation_terms` (no masks without dropout, flash
     attention's log-sum-exp instead of the scores, FP8 inputs of the products). Selective
-    recomputation keeps flash attention's log-sum-exp (it recomputes the kernel anyway).
-    Full recomputation's transient (one layer's activations rebuilt during its backward
-    pass) is not counted.
+    recomputation frees what ``modules`` recompute (piper/frontend/recompute.py; this dense
+    layer: the core-attention tensors with ``core_attn``, FC1's input q sbh and the MLP's inner
+    tensors with ``mlp``). Full recomputation's transient (one layer's activations rebuilt during
+    its backward pass) is not counted.
     """
     _check_recompute(recompute)
     sbh = cfg.seq_length * cfg.micro_batch * cfg.hidden_size
     if recompute == "full":
         return cfg.precision_bytes * sbh / (t if sequence_parallel else 1)
     replicated, split, core = _layer_activation_terms(cfg, flash_attention)
-    keep_core = core if recompute == "none" else 0.0
+    parts = recomputed_parts(recompute, modules, moe_layer=False, mla=False)
+    keep_core = 0.0 if parts.core_attention else core
+    if parts.dense_mlp:
+        fc1_input, mlp_inner = _mlp_activation_terms(cfg)
+        replicated -= fc1_input
+        split -= mlp_inner
     if sequence_parallel:
         return sbh * (replicated + split + keep_core) / t
     return sbh * (replicated + (split + keep_core) / t)
+
+
+def _mlp_activation_terms(cfg: TransformerConfig) -> tuple[float, float]:
+    """(FC1's input, in the replicated part; the MLP's inner tensors, in the tensor-parallel part) of
+    :func:`_layer_activation_terms`, in units of s*b*h bytes: what ``mlp`` recomputation frees."""
+    p, h = cfg.precision_bytes, cfg.hidden_size
+    q = 1.0 if cfg.precision == "fp8" else float(p)
+    return q, (2 * p + q if cfg.ffn_kind == "swiglu" else p + q) * cfg.ffn_hidden_size / h
 
 
 def embedding_activation_bytes(cfg: TransformerConfig, t: int, sequence_parallel: bool) -> float:

@@ -64,8 +64,8 @@ def plan_metrics(cfg: Any, hw: Any, setup: TrainingSetup, problem: Any, plan: An
             if node[v].kind == "transformer":
                 recompute, _sequence_parallel = parse_tmpc_id(st.tmpcs[v])
                 layer = node[v].layer_index
-                per_sequence += (layer_train_flops(cfg, recompute) if layer is None
-                                 else layer_train_flops_at(cfg, layer, recompute))
+                per_sequence += (layer_train_flops(cfg, recompute, setup.recompute_modules) if layer is None
+                                 else layer_train_flops_at(cfg, layer, recompute, setup.recompute_modules))
     hw_flops = per_sequence * setup.global_batch
     model_flops = model_flops_per_iteration(cfg, setup.global_batch)
     ok = math.isfinite(batch_time) and batch_time > 0

@@ -79,6 +79,7 @@ keeps only the layer input, as for a dense layer.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -100,10 +101,12 @@ from piper.frontend.operations import (
     ops_time_s,
     optimizer_step_time_s,
 )
+from piper.frontend.recompute import DEFAULT_RECOMPUTE_MODULES, RecomputedParts, recomputed_parts
 from piper.frontend.tmpc import expert_layout, expert_tmpc_id, parse_tmpc_id, tmpc_ids
 
 __all__ = [
     "MAX_EXPERT_PARALLEL",
+    "MLA_UP_PROJECTION_OPS",
     "MLP_OP_PREFIXES",
     "LayerCost",
     "all_to_all_time_s",
@@ -124,6 +127,8 @@ __all__ = [
 MAX_EXPERT_PARALLEL = 64
 #: names of the dense layer's MLP operations (piper/frontend/operations.py) an MoE block replaces
 MLP_OP_PREFIXES = ("fc1", "fc2", "ag.fc1", "rs.fc2", "ar.fc2", "ag.fc2", "rs.fc1", "ar.fc1", "swiglu", "gelu")
+#: MLA's operations ``mla_up_proj`` recomputation runs again (piper/frontend/recompute.py)
+MLA_UP_PROJECTION_OPS = frozenset({"mla.q_up", "mla.q", "mla.kv_up", "mla.rotary"})
 #: names of the dense layer's attention operations MLA replaces (the TP collectives stay)
 ATTENTION_OP_PREFIXES = ("qkv", "rotary", "flash", "qk", "attn_v", "softmax", "attn_dropout", "proj")
 #: bytes per router logit: fp32 logits written and read, scores written and read (4 + 4 + 4 + 4)
@@ -341,30 +346,52 @@ def _drop(ops: list[Op], prefixes: tuple[str, ...]) -> list[Op]:
 
 def special_layer_ops(cfg: TransformerConfig, hw: Hardware, t: int, recompute: str, sp: bool, variant: str,
                       e: int = 1, et: int = 1, kernels: Kernels | None = None, window: int | None = None,
-                      dispatcher: str = "alltoall") -> list[Op]:
+                      dispatcher: str = "alltoall", modules: Sequence[str] = DEFAULT_RECOMPUTE_MODULES) -> list[Op]:
     """The operations of one MoE or MLA layer ("moe" / "mla", :func:`layer_variant`) for one
     micro-batch on one of t devices, expert layout (e, e_t); ``window``: the layer's sliding
-    attention window (tokens; :func:`piper.frontend.operations.layer_ops`)."""
+    attention window (tokens; :func:`piper.frontend.operations.layer_ops`); ``modules``: what
+    ``selective`` recomputes (piper/frontend/recompute.py)."""
     if variant not in ("moe", "mla"):
         raise FrontendError(f"layer variant must be moe or mla, got {variant!r}")
-    ops = layer_ops(cfg, hw, t, recompute, sp, kernels or Kernels(), window)
+    moe_layer = variant == "moe"
+    parts = _parts(cfg, recompute, modules, moe_layer)
+    dense_modules = tuple(m for m in modules if not (moe_layer and m == "mlp"))
+    ops = layer_ops(cfg, hw, t, recompute, sp, kernels or Kernels(), window, dense_modules)
     phases = ["forward", "backward"] + (["recompute"] if recompute == "full" else [])
+    norm_bytes = 2.0 * cfg.precision_bytes * cfg.micro_batch * cfg.seq_length * cfg.hidden_size / (t if sp else 1)
+    again = _Ops(hw, "recompute")
     if cfg.mla is not None:
         ops = _drop(ops, ATTENTION_OP_PREFIXES)
         for ph in phases:
             ops += _mla_ops(cfg, hw, t, ph)
-        if recompute == "selective":
+        if parts.core_attention:
             ops += _mla_ops(cfg, hw, t, "recompute", core_only=True)
-    if variant == "moe":
+        if parts.mla_up_projection:
+            ops += [op for op in _mla_ops(cfg, hw, t, "recompute") if op.name in MLA_UP_PROJECTION_OPS]
+        if parts.input_norm:
+            again.elementwise("norm1", norm_bytes)
+    if moe_layer:
         ops = _drop(ops, MLP_OP_PREFIXES)
         for ph in phases:
             ops += _moe_ops(cfg, hw, t, e, et, ph, dispatcher)
-    return ops
+        if parts.moe_block or parts.expert_activation or parts.shared_experts:
+            block = _moe_ops(cfg, hw, t, e, et, "recompute", dispatcher)
+            ops += [op for op in block if parts.moe_block or (parts.expert_activation and op.name == "experts.act")
+                    or (parts.shared_experts and op.name.startswith("shared."))]
+        if parts.pre_mlp_norm:
+            again.elementwise("norm2", norm_bytes)
+    return ops + again.ops
 
 
-def mla_activation_bytes(cfg: TransformerConfig, t: int) -> float:
+def _parts(cfg: TransformerConfig, recompute: str, modules: Sequence[str], moe_layer: bool) -> RecomputedParts:
+    return recomputed_parts(recompute, modules, moe_layer=moe_layer, mla=cfg.mla is not None,
+                            shared_experts=bool(cfg.moe is not None and cfg.moe.shared_ffn_hidden_size))
+
+
+def mla_activation_bytes(cfg: TransformerConfig, t: int, parts: RecomputedParts = RecomputedParts()) -> float:
     """MLA's tensors kept per micro-batch on each of t devices minus the dense attention's
-    (module docstring); 0 without MLA."""
+    (module docstring); 0 without MLA. ``parts.mla_up_projection`` (``mla_up_proj`` recomputation)
+    frees the per-head Q, K and V the up projections and the rotary embedding write."""
     mla = cfg.mla
     if mla is None:
         return 0.0
@@ -376,11 +403,19 @@ def mla_activation_bytes(cfg: TransformerConfig, t: int) -> float:
     r = cfg.kv_heads / cfg.attention_heads
     qw = cfg.q_dim
     dense_split = p * (qw + 2 * r * qw) + q * qw + 4.0 * a  # Q, K, V, the projection's input, flash's log-sum-exp
+    if parts.mla_up_projection:
+        split -= p * a * (2 * mla.qk_head_dim + mla.v_head_dim)
     return T * (latents + (split - dense_split) / t)
 
 
-def moe_activation_bytes(cfg: TransformerConfig, t: int, e: int, et: int) -> float:
-    """The MoE block's tensors kept per micro-batch on each device minus the dense MLP's (module docstring)."""
+def moe_activation_bytes(cfg: TransformerConfig, t: int, e: int, et: int,
+                         parts: RecomputedParts = RecomputedParts()) -> float:
+    """The MoE block's tensors kept per micro-batch on each device minus the dense MLP's (module
+    docstring). Selective recomputation (``parts``, piper/frontend/recompute.py) frees: with ``moe``
+    every tensor of the block (its input, the pre-MLP norm's output, stays: counted as the dense
+    layer's FC1 input); with ``moe_act`` the experts' FC2 input in BF16 (under FP8, Transformer
+    Engine's FP8 copy of it, which is what is counted, stays); with ``shared_experts`` the shared
+    experts' tensors."""
     m_cfg = cfg.moe
     assert m_cfg is not None
     p, h = float(cfg.precision_bytes), cfg.hidden_size
@@ -395,6 +430,12 @@ def moe_activation_bytes(cfg: TransformerConfig, t: int, e: int, et: int) -> flo
     F = m_cfg.expert_ffn_hidden_size
     routed = 4.0 * td * m_cfg.experts + rows * h * q + rows * inner * F / et + c * td * m_cfg.top_k * h * p
     shared = T * inner * m_cfg.shared_ffn_hidden_size / t + (td * h * q if m_cfg.shared_ffn_hidden_size else 0.0)
+    if parts.moe_block:
+        return -dense_mlp
+    if parts.expert_activation and cfg.precision != "fp8":
+        routed -= rows * q * F / et
+    if parts.shared_experts:
+        shared = 0.0
     return routed + shared - dense_mlp
 
 
@@ -407,7 +448,7 @@ def layer_tmpc_ops(cfg: TransformerConfig, hw: Hardware, setup: Any, t: int, var
     recompute, sp = parse_tmpc_id(tmpc)
     e, et = expert_layout(tmpc)
     return special_layer_ops(cfg, hw, t, recompute, sp, variant, e, et, setup.kernels(), window,
-                             getattr(setup, "token_dispatcher", "alltoall"))
+                             getattr(setup, "token_dispatcher", "alltoall"), setup.recompute_modules)
 
 
 def layer_costs(cfg: TransformerConfig, hw: Hardware, setup: Any, t: int, variant: str,
@@ -440,18 +481,27 @@ def layer_costs(cfg: TransformerConfig, hw: Hardware, setup: Any, t: int, varian
         layouts = [(e, et) for e, et in layouts if e * et > 1]
     whole = p * cfg.micro_batch * cfg.seq_length * cfg.hidden_size
     out = []
+    modules = setup.recompute_modules
+    dense_modules = tuple(m for m in modules if not (moe_layer and m == "mlp"))
+    q = 1.0 if cfg.precision == "fp8" else float(p)
     for tid in ids:
         recompute = tid.split("+")[0]
         sp = tid.endswith("+sp")
+        parts = _parts(cfg, recompute, modules, moe_layer)
         # MLA always runs the fused kernel (module docstring), whatever the setup says
-        act = costs.layer_activation_bytes(cfg, t, recompute, sp, setup.flash_attention or cfg.mla is not None)
+        act = costs.layer_activation_bytes(cfg, t, recompute, sp, setup.flash_attention or cfg.mla is not None,
+                                           dense_modules)
+        # layernorm recomputation frees a separate norm's output: the next product's input (q bytes)
+        norm_output = q * cfg.micro_batch * cfg.seq_length * cfg.hidden_size / (t if sp else 1)
+        act -= norm_output * (int(parts.input_norm) + int(parts.pre_mlp_norm))
         for e, et in layouts:
             experts_here = one_expert * (cfg.moe.experts // e) / et if moe_layer else 0.0  # type: ignore[union-attr]
             ops = special_layer_ops(cfg, hw, t, recompute, sp, variant, e, et, kernels, window,
-                                    getattr(setup, "token_dispatcher", "alltoall"))
+                                    getattr(setup, "token_dispatcher", "alltoall"), modules)
             keep = act
             if recompute != "full":
-                keep += mla_activation_bytes(cfg, t) + (moe_activation_bytes(cfg, t, e, et) if moe_layer else 0.0)
+                keep += mla_activation_bytes(cfg, t, parts) + (moe_activation_bytes(cfg, t, e, et, parts)
+                                                                if moe_layer else 0.0)
             fp8_extra = 0.0
             if cfg.precision == "fp8":
                 fp8_extra = 2.0 * (part.matmul / t + experts_here) + _AMAX_BYTES

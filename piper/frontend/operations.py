@@ -40,7 +40,8 @@ parallelism an all-gather before QKV and before FC1. Backward: each product twic
 gradient, weight gradient), each element-wise op again with its saved inputs, each
 collective mirrored (all-reduce <-> all-reduce; all-gather <-> reduce-scatter).
 Full recomputation runs the forward pass again in the backward pass (its collectives too);
-selective recomputation runs the core attention again (Korthikanti et al. Section 5).
+selective recomputation runs again the modules the setup names (piper/frontend/recompute.py):
+by default the core attention (Korthikanti et al. Section 5), with ``mlp`` the dense MLP too.
 
 With ``tp_comm_overlap`` (Megatron's ``--tp-comm-overlap``, Transformer Engine userbuffers;
 sequence parallelism only) each all-gather / reduce-scatter runs concurrently with the
@@ -51,11 +52,13 @@ Times are seconds for ONE micro-batch (b sequences) on each of the t devices.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from piper.core.errors import FrontendError
 from piper.frontend.config import TransformerConfig
 from piper.frontend.hardware import Hardware
+from piper.frontend.recompute import DEFAULT_RECOMPUTE_MODULES, recomputed_parts
 
 __all__ = [
     "ADAM_STEP_BYTES_PER_PARAM",
@@ -305,8 +308,6 @@ def _layer_forward(b: _Builder, phase: str) -> None:
     fp8 = cfg.precision == "fp8"
     msg = p * T * h  # the full activation tensor, bytes
     qkv_n = (cfg.q_dim + 2 * cfg.kv_dim) / t
-    mlp_n = (2 if cfg.ffn_kind == "swiglu" else 1) * cfg.ffn_hidden_size / t
-    f_local = cfg.ffn_hidden_size / t
     mask = 1.0 if cfg.dropout else 0.0
     b.elementwise("norm1", phase, 2 * p * Tr * h)
     _fp8_cast(b, "qkv", phase, Tr * h)
@@ -320,6 +321,20 @@ def _layer_forward(b: _Builder, phase: str) -> None:
     proj = b.linear("proj", phase, T, h, cfg.q_dim / t, fp8)
     b.comm("rs.proj" if b.sp else "ar.proj", phase, "reduce_scatter" if b.sp else "all_reduce", msg, proj)
     b.elementwise("bias_dropout_add1", phase, (3 * p + mask) * Tr * h)
+    _mlp_forward(b, phase)
+    b.elementwise("bias_dropout_add2", phase, (3 * p + mask) * Tr * h)
+
+
+def _mlp_forward(b: _Builder, phase: str) -> None:
+    """The dense MLP's forward operations: its norm (fused into FC1 by Transformer Engine), FC1
+    (with sequence parallelism's all-gather), the activation, FC2 and its all-reduce (reduce-scatter);
+    phase "recompute": Megatron-Core's ``mlp`` recomputation (piper/frontend/recompute.py)."""
+    cfg, t, p = b.cfg, b.t, b.p
+    h, T, Tr = cfg.hidden_size, b.tokens, b.rep_tokens
+    fp8 = cfg.precision == "fp8"
+    msg = p * T * h
+    mlp_n = (2 if cfg.ffn_kind == "swiglu" else 1) * cfg.ffn_hidden_size / t
+    f_local = cfg.ffn_hidden_size / t
     b.elementwise("norm2", phase, 2 * p * Tr * h)
     _fp8_cast(b, "fc1", phase, Tr * h)
     fc1 = b.linear("fc1", phase, T, mlp_n, h, fp8)
@@ -330,7 +345,6 @@ def _layer_forward(b: _Builder, phase: str) -> None:
     _fp8_cast(b, "fc2", phase, T * f_local)
     fc2 = b.linear("fc2", phase, T, h, f_local, fp8)
     b.comm("rs.fc2" if b.sp else "ar.fc2", phase, "reduce_scatter" if b.sp else "all_reduce", msg, fc2)
-    b.elementwise("bias_dropout_add2", phase, (3 * p + mask) * Tr * h)
 
 
 def _layer_backward(b: _Builder) -> None:
@@ -371,17 +385,23 @@ def _layer_backward(b: _Builder) -> None:
 
 
 def layer_ops(cfg: TransformerConfig, hw: Hardware, t: int, recompute: str, sp: bool,
-              kernels: Kernels = Kernels(), window: int | None = None) -> list[Op]:
+              kernels: Kernels = Kernels(), window: int | None = None,
+              modules: Sequence[str] = DEFAULT_RECOMPUTE_MODULES) -> list[Op]:
     """The operations of one transformer layer for one micro-batch on one of t devices (``window``:
-    the layer's sliding attention window in tokens, :meth:`TransformerConfig.attention_window`)."""
+    the layer's sliding attention window in tokens, :meth:`TransformerConfig.attention_window`;
+    ``modules``: what ``selective`` recomputes, piper/frontend/recompute.py: here the core attention
+    and the dense MLP)."""
     if recompute not in ("none", "selective", "full"):
         raise FrontendError(f"recompute must be one of none, selective, full, got {recompute!r}")
     b = _Builder(cfg, hw, t, sp and t > 1, kernels, window)
     _layer_forward(b, "forward")
     if recompute == "full":
         _layer_forward(b, "recompute")
-    elif recompute == "selective":
+    parts = recomputed_parts(recompute, modules, moe_layer=False, mla=False)
+    if parts.core_attention:
         _core_attention(b, "recompute")
+    if parts.dense_mlp:
+        _mlp_forward(b, "recompute")
     _layer_backward(b)
     return b.ops
 
@@ -435,11 +455,13 @@ def head_ops(cfg: TransformerConfig, hw: Hardware, t: int, sp: bool, kernels: Ke
 
 
 def node_ops(kind: str, cfg: TransformerConfig, hw: Hardware, t: int, recompute: str, sp: bool,
-             kernels: Kernels = Kernels(), window: int | None = None) -> list[Op]:
+             kernels: Kernels = Kernels(), window: int | None = None,
+             modules: Sequence[str] = DEFAULT_RECOMPUTE_MODULES) -> list[Op]:
     """The operations of a node of ``kind`` (embedding, transformer, final_norm, output_head);
-    ``window``: a transformer layer's sliding attention window (tokens)."""
+    ``window``: a transformer layer's sliding attention window (tokens); ``modules``: what a
+    transformer layer's ``selective`` recomputes (:func:`layer_ops`)."""
     if kind == "transformer":
-        return layer_ops(cfg, hw, t, recompute, sp, kernels, window)
+        return layer_ops(cfg, hw, t, recompute, sp, kernels, window, modules)
     if kind == "embedding":
         return embedding_ops(cfg, hw, t, sp, kernels)
     if kind == "final_norm":

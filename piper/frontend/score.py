@@ -318,6 +318,7 @@ def score_layout(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup, lay
         "model": cfg.name, "gpu": hw.name, "gpus": gpus, "tp": layout.tp, "cp": layout.cp, "pp": layout.pp, "dp": layout.dp,
         "vp": layout.vp, "micro_batch": cfg.micro_batch, "global_batch": setup.global_batch,
         "seq_length": cfg.seq_length, "recompute": layout.recompute,
+        "recompute_modules": list(setup.recompute_modules) if layout.recompute == "selective" else None,
         "sequence_parallel": layout.sequence_parallel and layout.tp > 1, "precision": cfg.precision,
         "tmpc": layout.tmpc, "stage_layers": sizes,
         "microbatches_per_replica": setup.global_batch // (cfg.micro_batch * layout.dp),

@@ -27,7 +27,7 @@ def _last_layer_costs(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup
 def model_summary(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup) -> dict[str, Any]:
     """A JSON-ready summary. FLOPs are for the whole global batch; ``layer`` maps
     t -> TMPC id -> one transformer layer's time (seconds) and memory (bytes per device)."""
-    hw_flops = costs.hardware_flops_per_iteration(cfg, setup.global_batch, setup.recompute)
+    hw_flops = costs.hardware_flops_per_iteration(cfg, setup.global_batch, setup.recompute, setup.recompute_modules)
     devices = setup.nodes * hw.devices_per_node
     layer: dict[str, dict[str, dict[str, float]]] = {}
     for t in tensor_parallel_degrees(cfg, hw):
@@ -50,6 +50,8 @@ def model_summary(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup) ->
         "model_flops_per_iteration": costs.model_flops_per_iteration(cfg, setup.global_batch),
         "hardware_flops_per_iteration": hw_flops,
         "hardware_flops_recompute": setup.recompute,
+        # what the TMPC "selective" recomputes (piper/frontend/recompute.py)
+        "recompute_modules": list(setup.recompute_modules),
         "sc21_flops_per_iteration": costs.sc21_flops_per_iteration(cfg, setup.global_batch),
         # the FLOPs at e_max of the peak on every device (no communication, no memory-bound kernels)
         "compute_bound_iteration_s": hw_flops / (devices * hw.peak_flops * (setup.efficiency or hw.gemm_efficiency)),
@@ -78,7 +80,9 @@ def render_summary(s: dict[str, Any]) -> str:
         f"sequence {s['seq_length']}, micro-batch {s['micro_batch']}",
         f"batch         {s['global_batch']} sequences = N {s['microbatches']} micro-batches (one Piper sample = one micro-batch)",
         f"FLOPs/iter    model {s['model_flops_per_iteration']:.4e}, hardware {s['hardware_flops_per_iteration']:.4e} "
-        f"({s['hardware_flops_recompute']} recomputation); SC'21 eq. (3) {s['sc21_flops_per_iteration']:.4e}",
+        f"({s['hardware_flops_recompute']} recomputation"
+        + (f" of {', '.join(s['recompute_modules'])}" if s["hardware_flops_recompute"] == "selective" else "")
+        + f"); SC'21 eq. (3) {s['sc21_flops_per_iteration']:.4e}",
         f"cluster       {s['devices']} x {s['gpu']} ({s['devices_per_node']} per node); compute-bound iteration "
         f"{s['compute_bound_iteration_s']:.4g} s",
         "per transformer layer (the last), per device (time per micro-batch; activations per micro-batch in flight; weights+grads; sharded optimizer):",

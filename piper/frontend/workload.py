@@ -58,6 +58,8 @@ from piper.frontend.operations import (
     ops_time_s,
     optimizer_step_time_s,
 )
+from piper.frontend.moe import moe_layer_count
+from piper.frontend.recompute import DEFAULT_RECOMPUTE_MODULES, check_modules_for_model, check_recompute_modules
 from piper.frontend.tmpc import parse_tmpc_id, tmpc_ids
 
 __all__ = [
@@ -67,6 +69,7 @@ __all__ = [
     "TrainingSetup",
     "all_reduce_factor",
     "build_workload",
+    "check_recompute_modules_for",
     "effective_hardware",
     "model_parallel_node_costs",
     "model_record",
@@ -126,6 +129,9 @@ class TrainingSetup:
     memory_reserve_bytes: float | None = None
     #: recomputation assumed for the reported hardware FLOPs (the workload offers all kinds)
     recompute: str = "full"
+    #: what the TMPC ``selective`` recomputes: Megatron-Core's ``--recompute-modules`` (default
+    #: ``core_attn``; piper/frontend/recompute.py), a tuple of its module names
+    recompute_modules: tuple[str, ...] = DEFAULT_RECOMPUTE_MODULES
     #: fused (flash) attention (Transformer Engine's default in Megatron-Core; SC'21 had none)
     flash_attention: bool = True
     #: ``--tp-comm-overlap``: sequence-parallel collectives overlapped with their products
@@ -204,6 +210,8 @@ class TrainingSetup:
             raise FrontendError("token_dispatcher flex needs expert_tensor_parallel off (e_t = 1)")
         if self.recompute not in costs.RECOMPUTE_KINDS:
             raise FrontendError(f"recompute must be one of {', '.join(costs.RECOMPUTE_KINDS)}, got {self.recompute!r}")
+        # the canonical order, so that equal settings are equal setups
+        object.__setattr__(self, "recompute_modules", check_recompute_modules(self.recompute_modules))
         if self.resync_overlap_window not in RESYNC_OVERLAP_WINDOWS:
             raise FrontendError(f"resync_overlap_window must be one of {', '.join(RESYNC_OVERLAP_WINDOWS)}, "
                                 f"got {self.resync_overlap_window!r}")
@@ -305,9 +313,9 @@ def node_costs(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup, kind:
     out = []
     for tid in ids:
         recompute, sp = parse_tmpc_id(tid)
-        ops = node_ops(kind, cfg, hw, t, recompute, sp, kernels, window)
+        ops = node_ops(kind, cfg, hw, t, recompute, sp, kernels, window, setup.recompute_modules)
         if kind == "transformer":
-            act = costs.layer_activation_bytes(cfg, t, recompute, sp, setup.flash_attention)
+            act = costs.layer_activation_bytes(cfg, t, recompute, sp, setup.flash_attention, setup.recompute_modules)
         elif kind == "embedding":
             act = costs.embedding_activation_bytes(cfg, t, sp)
         elif kind == "final_norm":
@@ -395,7 +403,7 @@ def model_parallel_node_costs(cfg: TransformerConfig, hw: Hardware, setup: Train
         if variant is not None:
             ops = layer_tmpc_ops(local_cfg, hw, setup, tt, variant, lc.tmpc_id, window)
         else:
-            ops = (node_ops(kind, local_cfg, hw_eff, tt, recompute, sp, setup.kernels(), window)
+            ops = (node_ops(kind, local_cfg, hw_eff, tt, recompute, sp, setup.kernels(), window, setup.recompute_modules)
                    if kind == "transformer" else None)
         resync = context.context_resync_s(f, wc.gradient_bytes, c, setup.global_batch // cfg.micro_batch, bandwidth)
         out.append(context.with_context(lc, wc, ops, attention_of, c, resync_s=resync,
@@ -476,7 +484,19 @@ def model_record(cfg: TransformerConfig, setup: TrainingSetup) -> dict[str, Any]
            if cfg.moe is not None and setup.token_dispatcher != "alltoall" else {}),
         **({"slidingWindow": {"tokens": cfg.sliding_window, "layers": list(cfg.sliding_window_layers)}}
            if cfg.sliding_window is not None else {}),
+        # what the TMPC "selective" recomputes, written only when it is not Megatron-Core's default
+        **({"recomputeModules": list(setup.recompute_modules)}
+           if setup.recompute_modules != DEFAULT_RECOMPUTE_MODULES else {}),
     }
+
+
+def check_recompute_modules_for(cfg: TransformerConfig, modules: tuple[str, ...]) -> None:
+    """Refuse a recompute module that recomputes nothing in ``cfg`` (piper/frontend/recompute.py:
+    :func:`~piper.frontend.recompute.check_modules_for_model`), naming it."""
+    n_moe = moe_layer_count(cfg.moe, cfg.layers)
+    check_modules_for_model(modules, name=cfg.name, moe_layers=n_moe, dense_layers=cfg.layers - n_moe,
+                            mla=cfg.mla is not None, fp8=cfg.precision == "fp8",
+                            shared_experts=bool(cfg.moe is not None and cfg.moe.shared_ffn_hidden_size))
 
 
 def _moe_record(cfg: TransformerConfig) -> dict[str, Any]:
@@ -556,6 +576,7 @@ def build_workload(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup | 
     memory = hw.memory_bytes - reserve
     if memory <= 0:
         raise FrontendError(f"memory reserve ({reserve:.6g} bytes) leaves no memory of {hw.memory_bytes:.6g}")
+    check_recompute_modules_for(cfg, setup.recompute_modules)
     c = setup.context_parallel
     context.check_context(cfg, c, flash_attention=setup.flash_attention, comm_type=setup.cp_comm_type,
                           a2a_size=setup.cp_a2a_size)

@@ -35,6 +35,7 @@ from piper.frontend.planner import (
     takes_iteration_keys,
 )
 from piper.frontend.presets import PRESETS, preset
+from piper.frontend.recompute import check_recompute_modules
 from piper.frontend.score import Layout, score_layout
 from piper.frontend.workload import TrainingSetup
 from piper.solvers.registry import get_solver
@@ -395,6 +396,15 @@ SCORED = [
      dict(tp=1, pp=2, dp=8, vp=2, ep=8, recompute="full")),
     ("deepseek-v3-tp2", _cfg("deepseek-v3", layers=4), 2, 32, {},
      dict(tp=2, pp=1, dp=8, ep=16, sequence_parallel=True, recompute="selective")),
+    # --recompute-modules: the Megatron-Bridge recipes' settings (GPT-OSS: layernorm, moe_act; DeepSeek-V3:
+    # mla_up_proj, layernorm) and the dense MLP's
+    ("gpt-oss-modules", _cfg("gpt-oss-120b", **OSS), 1, 32, {"recompute_modules": ("layernorm", "moe_act")},
+     dict(tp=1, pp=2, dp=4, ep=4, recompute="selective")),
+    ("deepseek-v3-modules", _cfg("deepseek-v3", layers=4), 2, 32,
+     {"recompute_modules": ("mla_up_proj", "layernorm", "moe", "mlp")},
+     dict(tp=2, pp=1, dp=8, ep=16, sequence_parallel=True, recompute="selective")),
+    ("llama3-8b-mlp", _cfg("llama3-8b", layers=8), 1, 32, {"recompute_modules": ("core_attn", "mlp")},
+     dict(tp=2, pp=2, dp=2, sequence_parallel=True, recompute="selective")),
 ]
 
 
@@ -404,6 +414,11 @@ def test_scored_layouts_export_what_megatron_accepts(name, cfg, nodes, global_ba
     m = score_layout(cfg, H100, TrainingSetup(nodes=nodes, global_batch=global_batch, **setup), Layout(**layout))
     ex = export_plan(m["problem"], m["plan"], "megatron")
     assert _check(ex) == []
+    modules = setup.get("recompute_modules")
+    if modules is not None:  # the modules the workload was priced with are the ones exported, in Megatron's words
+        assert " ".join(["--recompute-modules", *check_recompute_modules(modules)]) in ex.text
+    elif layout.get("recompute") == "selective":
+        assert "--recompute-modules" not in ex.text  # Megatron-Core's default, core_attn
 
 
 #: layouts Megatron-Core would reject, which the front end refuses before an export: (id, model,
