@@ -30,11 +30,14 @@ RECOMPUTE_ORDER = ("none", "selective", "full")
 
 
 def least_recompute_score(cfg: Any, hw: Any, setup: Any, layout: Any,
-                          kinds: Sequence[str] = RECOMPUTE_ORDER) -> dict[str, Any]:
+                          kinds: Sequence[str] | None = None) -> dict[str, Any]:
     """``python -m piper score``'s record of ``layout`` with the first recomputation kind of ``kinds``
-    whose plan fits; the last kind's record (``batch_time_s`` None) when none fits."""
+    whose plan fits (default: the layout's own recomputation, then the kinds of :data:`RECOMPUTE_ORDER`
+    that recompute more); the last kind's record (``batch_time_s`` None) when none fits."""
     from piper.frontend.score import score_layout
 
+    if kinds is None:
+        kinds = RECOMPUTE_ORDER[RECOMPUTE_ORDER.index(layout.recompute):]
     r: dict[str, Any] = {}
     for rc in kinds:
         r = score_layout(cfg, hw, setup, replace(layout, recompute=rc))

@@ -4,8 +4,9 @@ logic (:func:`piper.frontend.score.score_layout`) from the row's own settings, t
 tokens/s per GPU (the published figure; Megatron-Bridge's TFLOP/s use its own FLOP count).
 
 Settings a row does not state, and what is assumed (:data:`MOE_ASSUMPTIONS`): the presets'
-shapes (their HF configs, sequence 4,096 as in the rows), no recomputation when it fits (else
-selective, else full), the distributed optimizer, bf16 gradient reduction (:data:`GRAD_BYTES`), the gradient reduce and
+shapes (their HF configs, sequence 4,096 as in the rows), the recipe's recomputation
+(:data:`RECIPE_RECOMPUTE_MODULES`: GPT-OSS's selective layernorm and moe_act; none for Qwen3) or
+the next kind that fits, the distributed optimizer, bf16 gradient reduction (:data:`GRAD_BYTES`), the gradient reduce and
 weight gather overlapped, flash attention, balanced routing (the benchmarks force-balance the load),
 dropless (capacity factor: the documented default), FP8 for the FP8 / FP8-CS rows. The 25.09 row
 ("tokendrop", precision not stated) is left out: its capacity factor and precision are unknown.
@@ -34,14 +35,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from experiments.validate.fit import RECOMPUTE_ORDER, least_recompute_score
+from experiments.validate.fit import least_recompute_score
 from experiments.validate.rows import DATA_DIR, Case
 from piper.frontend.hardware import hardware
 from piper.frontend.presets import preset
 from piper.frontend.score import Layout, score_layout
 from piper.frontend.workload import TrainingSetup
 
-__all__ = ["CATALOG_FORM", "GRAD_BYTES", "MOE_ASSUMPTIONS", "RECIPE_READINGS", "MOE_FILE", "MOE_FORMS", "MOE_PARAMS", "MOE_TIMES", "MoEForm", "catalog_params", "dispatcher", "excluded_rows", "fit_cases",
+__all__ = ["CATALOG_FORM", "GRAD_BYTES", "MOE_ASSUMPTIONS", "RECIPE_READINGS", "RECIPE_RECOMPUTE_MODULES", "MOE_FILE", "MOE_FORMS", "MOE_PARAMS", "MOE_TIMES", "MoEForm", "catalog_params", "dispatcher", "excluded_rows", "fit_cases",
            "fit_moe", "latest_cases", "markdown", "moe_cases", "moe_records", "predict_moe_time_s", "recipe_markdown", "recipe_readings", "RecipeReading"]
 
 MOE_FILE = "megatron_bridge_h100_moe.csv"
@@ -98,8 +99,17 @@ FLEX_LAYOUTS = {("qwen3-30b-a3b", 16)}
 #: assumed 4 (Megatron-LM's default for --bf16): no predicted time moved (the reduction hides behind
 #: the backward pass in every row), the memory per GPU drops by 5.2-8.8 GB.
 GRAD_BYTES = 2
+#: preset -> the modules its Megatron-Bridge H100 recipe recomputes selectively:
+#: scripts/performance/configs/gpt_oss/gpt_oss_workload_base_configs.py (GPT_OSS_120B_PRETRAIN_CONFIG_H100_BF16_V1,
+#: GBS 512, and its V2, GBS 1280: ``recompute_modules=["layernorm", "moe_act"]``), which
+#: scripts/performance/utils/overrides.py ``_set_recompute_overrides`` turns into
+#: ``recompute_granularity = "selective"``. Until 2026-12-04 the rows assumed no recomputation (the model had
+#: no module list). Qwen3's recipes recompute nothing (``recompute_granularity = None``, RECIPE_READINGS).
+RECIPE_RECOMPUTE_MODULES = {"gpt-oss-120b": ("layernorm", "moe_act")}
 MOE_ASSUMPTIONS = [
-    ("Megatron-Bridge does not state: recomputation (none when it fits, else selective, else full), the "
+    ("recomputation: the recipe's where it says (GPT-OSS: selective of layernorm and moe_act, "
+     "RECIPE_RECOMPUTE_MODULES), else none; when that does not fit, the next that does (selective, full)"),
+    ("Megatron-Bridge does not state: the "
      "distributed optimizer (on), --overlap-grad-reduce / --overlap-param-gather (on), "
      "flash attention (on); sequence parallelism is moot (t = 1 in every row)"),
     ("bf16 gradient reduction, as Megatron-Bridge's benchmark recipes set it (grad_reduce_in_fp32 = False in "
@@ -131,7 +141,8 @@ RECIPE_READINGS = (
     RecipeReading("gpt-oss-120b 25.11", micro_batch=1, vp=None, recompute=None,
                   source="scripts/performance/configs/gpt_oss/gpt_oss_workload_base_configs.py of the GBS = 512 "
                          "recipes (GPT_OSS_120B_H100_BF16_BASE_CONFIG: micro_batch_size=1 from the base config, "
-                         "PP 4, EP 8, recompute_modules layernorm and moe_act); the table says micro-batch 4"),
+                         "PP 4, EP 8, recompute_modules layernorm and moe_act: selective, as every GPT-OSS row "
+                         "reads it); the table says micro-batch 4"),
     RecipeReading("qwen3-30b-a3b 25.11", micro_batch=None, vp=12, recompute="none",
                   source="scripts/performance/configs/qwen/qwen3_workload_base_configs.py "
                          "(QWEN3_30B_A3B_H100_FP8_CS_BASE_CONFIG: PP 2, VP 12, micro_batch_size=2, EP 8) and "
@@ -163,10 +174,13 @@ def moe_cases() -> list[Case]:
         mb, gb, seq = int(r["micro_batch"]), int(r["global_batch"]), int(r["seq"])
         precision = "fp8" if r["precision"].upper().startswith("FP8") else "bf16"
         cfg = preset(MODELS[model]).with_changes(micro_batch=mb, seq_length=seq, precision=precision)
+        modules = RECIPE_RECOMPUTE_MODULES.get(MODELS[model])
         setup = TrainingSetup(nodes=gpus // hw.devices_per_node, global_batch=gb, distributed_optimizer=True,
                               grad_bytes=GRAD_BYTES, flash_attention=True, overlap_grad_reduce=True, overlap_param_gather=True,
-                              token_dispatcher=dispatcher(MODELS[model], e))
-        layout = Layout(tp=t, pp=p, dp=gpus // (t * p), recompute="none", sequence_parallel=t > 1, vp=vp, ep=e)
+                              token_dispatcher=dispatcher(MODELS[model], e),
+                              **({"recompute_modules": modules} if modules else {}))
+        layout = Layout(tp=t, pp=p, dp=gpus // (t * p), recompute="selective" if modules else "none",
+                        sequence_parallel=t > 1, vp=vp, ep=e)
         tokens_per_gpu = float(r["tokens_per_s_per_gpu"])
         time_s = gb * seq / (tokens_per_gpu * gpus)
         out.append(Case("bridge-moe", f"{MODELS[model]} {r['release']}", cfg, hw, setup, layout, time_s,
@@ -312,8 +326,7 @@ def recipe_readings() -> list[dict[str, Any]]:
         case = cases[r.row]
         cfg = case.cfg if r.micro_batch is None else case.cfg.with_changes(micro_batch=r.micro_batch)
         layout = case.layout if r.vp is None else replace(case.layout, vp=r.vp)
-        m = least_recompute_score(cfg, case.hw, case.setup, layout,
-                                  (r.recompute,) if r.recompute is not None else RECOMPUTE_ORDER)
+        m = least_recompute_score(cfg, case.hw, case.setup, layout, (r.recompute,) if r.recompute is not None else None)
         unbounded = None
         if m["batch_time_s"] is None:
             big = case.hw.with_changes(memory_bytes=10 * case.hw.memory_bytes)

@@ -134,7 +134,7 @@ def test_recipe_readings_change_only_what_the_recipe_says():
     assert set(recs) == {r.row for r in RECIPE_READINGS} == {"gpt-oss-120b 25.11", "qwen3-30b-a3b 25.11"}
     g, q = recs["gpt-oss-120b 25.11"], recs["qwen3-30b-a3b 25.11"]
     assert (g["micro_batch"], g["vp"], g["fits"]) == (1, 1, True)
-    assert g["recompute"] == "none"  # the least recomputation that fits at b = 1
+    assert g["recompute"] == "selective"  # the recipe's (layernorm, moe_act), which fits at b = 1
     assert (q["micro_batch"], q["vp"], q["recompute"], q["fits"]) == (2, 12, "none", False)
     assert q["max_memory_gb"] > 79.1 and q["predicted_tokens_per_s_per_gpu"] > 0
     table = {r["row"]: r for r in moe_records()}
@@ -145,3 +145,19 @@ def test_recipe_readings_change_only_what_the_recipe_says():
             100 * (r["predicted_tokens_per_s_per_gpu"] / r["published_tokens_per_s_per_gpu"] - 1))
     md = recipe_markdown(list(recs.values()))
     assert "no (time as if it fitted)" in md and "set_qwen3_common_configs" in md
+
+
+def test_gpt_oss_rows_recompute_what_their_recipe_names():
+    """Megatron-Bridge's H100 GPT-OSS recipes recompute layernorm and moe_act selectively (RECIPE_RECOMPUTE_MODULES):
+    every GPT-OSS row is scored so, the newest releases fit with it, and the b = 4 row of 25.11 does not."""
+    from experiments.validate.moe_rows import moe_cases, moe_records
+
+    cases = [c for c in moe_cases() if c.cfg.name == "gpt-oss-120b"]
+    assert len(cases) == 5
+    for c in cases:
+        assert (c.layout.recompute, c.setup.recompute_modules) == ("selective", ("layernorm", "moe_act"))
+    qwen = [c for c in moe_cases() if c.cfg.name == "qwen3-30b-a3b"]
+    assert {(c.layout.recompute, c.setup.recompute_modules) for c in qwen} == {("none", ("core_attn",))}
+    recs = {r["row"]: r for r in moe_records()}
+    assert {recs[c.name]["recompute"] for c in cases if c.setup.global_batch == 1280} == {"selective"}
+    assert recs["gpt-oss-120b 25.11"]["recompute"] == "full"
