@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from piper.core import stopping
-from piper.core.errors import USER_ERRORS, UsageError
+from piper.core.errors import USER_ERRORS, PlanFormatError, UsageError
 from piper.core.limits import (
     MAX_COUNT,
     MAX_MAGNITUDE,
@@ -30,6 +30,7 @@ from piper.core.limits import (
 from piper.core.options import NO_AR, OBJECTIVES, SCHEDULE_CHOICES, TPS, Options
 from piper.core.plan import Plan
 from piper.core.problem import ACTIVATION_RECOMP, Problem
+from piper.io.jsonfile import read_json
 from piper.io.plans import load_plan
 from piper.io.provenance import check_plan_record, plan_document
 from piper.io.workload import load_problem
@@ -291,8 +292,9 @@ def load_saved_plan(path: str, problem: Problem, *, strict: bool, prog: str = "p
     ``madeFor`` record and ``problem`` is one warning line on stderr (``strict``: a
     :class:`~piper.core.errors.PlanRecordMismatch` instead; :func:`piper.io.provenance.check_plan_record`),
     after ``flag`` (e.g. ``--warm-start``) when given."""
-    plan = load_plan(path)
-    for line in check_plan_record(path, problem, strict=strict):
+    doc = read_json(path, PlanFormatError, "plan")  # read once: a pipe (<(...)) gives its text once
+    plan = load_plan(doc)
+    for line in check_plan_record(doc, problem, strict=strict, name=str(path)):
         print(f"{prog}: warning: {flag + ' ' if flag else ''}{line}", file=sys.stderr)
     return plan
 
@@ -412,15 +414,22 @@ def check_writable(path: str, flag: str) -> None:
         raise UsageError(f"{flag}: an empty path")
     target = Path(path)
     parent = target.parent if str(target.parent) else Path(".")
-    if target.is_dir() or str(path).endswith(("/", os.sep)):
-        raise UsageError(f"{flag} {path}: is a directory" if target.is_dir() else
-                         f"{flag} {path}: ends with '/', a directory's name, not a file's")
-    if not parent.is_dir():
-        raise UsageError(f"{flag} {path}: directory {str(parent)!r} does not exist")
-    if target.exists() and not target.is_file() and not target.is_char_device() and not _held_pipe(target):
-        kind = "a named pipe (FIFO)" if target.is_fifo() else "not a regular file"
-        raise UsageError(f"{flag} {path}: {kind}; piper writes its output to a file "
-                         "(a shell's >(...) or /dev/stdout works)")
+    try:
+        is_dir = target.is_dir()
+        if is_dir or str(path).endswith(("/", os.sep)):
+            raise UsageError(f"{flag} {path}: is a directory" if is_dir else
+                             f"{flag} {path}: ends with '/', a directory's name, not a file's")
+        if not parent.is_dir():
+            raise UsageError(f"{flag} {path}: directory {str(parent)!r} does not exist")
+        if _is_stdout(target):
+            raise UsageError(f"{flag} {path}: is this command's standard output, where it prints its report "
+                             "(--json: its JSON object); write to a file or a shell's >(...)")
+        if target.exists() and not target.is_file() and not target.is_char_device() and not _held_pipe(target):
+            kind = "a named pipe (FIFO)" if target.is_fifo() else "not a regular file"
+            raise UsageError(f"{flag} {path}: {kind}; piper writes its output to a file "
+                             "(a shell's >(...) works)")
+    except OSError as exc:  # a directory on the way that cannot be searched
+        raise UsageError(f"{flag} {path}: not writable ({exc.strerror or exc})") from None
     try:
         if target.exists():
             with open(target, "ab"):
@@ -433,10 +442,20 @@ def check_writable(path: str, flag: str) -> None:
         raise UsageError(f"{flag} {path}: not writable ({exc.strerror or exc})") from None
 
 
+def _is_stdout(target: Path) -> bool:
+    """Whether ``target`` is the file, pipe or terminal this process prints its report to
+    (``/dev/stdout``, or the file stdout is redirected into)."""
+    try:
+        wanted, out = target.stat(), os.fstat(sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):  # no such path, or stdout replaced (tests capture it)
+        return False
+    return (wanted.st_dev, wanted.st_ino) == (out.st_dev, out.st_ino)
+
+
 def _held_pipe(target: Path) -> bool:
-    """Whether ``target`` is a pipe this process already holds open (``/dev/stdout`` piped on,
-    a shell's ``>(...)``): writing to it cannot wait for a reader that never comes, unlike a
-    named pipe nobody reads (which :func:`check_writable` refuses rather than hang)."""
+    """Whether ``target`` is a pipe this process already holds open (a shell's ``>(...)``):
+    writing to it cannot wait for a reader that never comes, unlike a named pipe nobody reads
+    (which :func:`check_writable` refuses rather than hang)."""
     try:
         wanted = target.stat()
         held = os.listdir("/proc/self/fd")

@@ -74,6 +74,10 @@ def _write(files: dict[str, str]) -> None:
 def cmd_export(args: argparse.Namespace) -> int:
     outputs: list[tuple[str, str | None]] = [("--out", args.out)]
     if args.out and args.to == "deepspeed":  # and FILE's stem + .pipeline.json (output_files)
+        out = Path(args.out)
+        if out.exists() and not out.is_file():
+            raise UsageError(f"--out {args.out}: not a regular file; DeepSpeed's export writes two files, the "
+                             f"config and its stem + .pipeline.json beside it: give a file's path")
         outputs.append(("--out (its pipeline file)", str(Path(args.out).with_name(f"{Path(args.out).stem}.pipeline.json"))))
     check_outputs(outputs, [("the plan", args.plan), ("the workload", args.file)])
     problem = load_workload(args.file, args)

@@ -70,7 +70,16 @@ def _capacity(text: str) -> float:
     return value
 
 
-def add_model_arguments(p: argparse.ArgumentParser) -> None:
+#: ``--recompute``'s help per command (:func:`add_model_arguments`): what the flag means there
+RECOMPUTE_HELP = {
+    "model": "recomputation for the reported hardware FLOPs (default full; the workload offers every kind)",
+    "score": "recomputation of every transformer layer (default none)",
+}
+
+
+def add_model_arguments(p: argparse.ArgumentParser, recompute: str | None = "model") -> None:
+    """The flags ``model``, ``score`` and ``plan`` share; ``recompute``: the command whose ``--recompute``
+    this is (a key of :data:`RECOMPUTE_HELP`), None for none (``plan`` searches the recomputation)."""
     p.add_argument("model", nargs="?", help="a preset name (see --list) or a Hugging Face config.json")
     p.add_argument("--list", action="store_true", help="list the presets and GPUs, then exit")
     g = p.add_argument_group("training")
@@ -82,8 +91,10 @@ def add_model_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--no-distributed-optimizer", action="store_true", help="keep optimizer state unsharded (memoryUsageB)")
     g.add_argument("--grad-bytes", type=int, choices=(2, 4), default=4,
                    help="bytes per gradient element (default 4: Megatron-LM reduces BF16 gradients in fp32)")
-    g.add_argument("--recompute", choices=RECOMPUTE_KINDS, default="full", help="recomputation for the reported hardware FLOPs (default full)")
-    g.add_argument("--recompute-modules", nargs="+", metavar="MODULE",
+    if recompute is not None:
+        g.add_argument("--recompute", choices=RECOMPUTE_KINDS, default="full" if recompute == "model" else "none",
+                       help=RECOMPUTE_HELP[recompute])
+    g.add_argument("--recompute-modules", nargs="+", action="extend", metavar="MODULE",
                    help="what selective recomputation recomputes, Megatron-Core's --recompute-modules: "
                         f"{', '.join(RECOMPUTE_MODULES)} (default core_attn; docs/frontend.md)")
     g.add_argument("--moe-capacity-factor", type=_capacity, metavar="C",
@@ -250,7 +261,7 @@ def model_from_args(args: argparse.Namespace, **setup_fields: Any) -> tuple[Tran
         distributed_optimizer=not args.no_distributed_optimizer,
         grad_bytes=args.grad_bytes,
         memory_reserve_bytes=args.memory_reserve,
-        recompute=args.recompute,
+        recompute=getattr(args, "recompute", "full"),
         **setup_fields,
     )
     hw = _hardware(args)

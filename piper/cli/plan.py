@@ -95,7 +95,9 @@ DEFAULT_MAX_VIRTUAL_STAGES = 8
 
 def add_plan_parser(subparsers: Any) -> argparse.ArgumentParser:
     p = subparsers.add_parser("plan", help="from a model config to the best plan and its predicted throughput")
-    add_model_arguments(p)
+    add_model_arguments(p, recompute=None)  # plan searches the recomputation (none, selective, full)
+    # refused with a line saying why (model's and score's --recompute would be silently moot here)
+    p.add_argument("--recompute", dest="recompute_given", metavar="KIND", help=argparse.SUPPRESS)
     g = p.add_argument_group("planning")
     g.add_argument("--solver", default="dp", help="registered solver (default dp: Piper's DP, exact knapsack)")
     g.add_argument("--uniform", action="store_true",
@@ -327,6 +329,10 @@ def _best_as_scored(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup, 
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
+    if args.recompute_given is not None:
+        raise UsageError(f"--recompute {args.recompute_given}: plan searches the recomputation (none, selective, full, "
+                         "one for the model); --recompute-per-layer lets each layer choose, --recompute-modules says "
+                         "what selective recomputes")
     from piper.solvers.registry import get_solver, solver_names
 
     started = time.perf_counter()  # --time-limit counts from here

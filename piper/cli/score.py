@@ -38,8 +38,7 @@ __all__ = ["add_score_parser", "cmd_score"]
 
 def add_score_parser(subparsers: Any) -> argparse.ArgumentParser:
     p = subparsers.add_parser("score", help="score a Megatron-LM layout (t, p, d, v, recomputation) of a model")
-    add_model_arguments(p)
-    p.set_defaults(recompute="none")
+    add_model_arguments(p, recompute="score")
     g = p.add_argument_group("layout (Megatron-LM's flags)")
     g.add_argument("--tp", type=positive_int, required=False, metavar="T", help="tensor-parallel size")
     g.add_argument("--cp", type=positive_int, default=1, metavar="C",

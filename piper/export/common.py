@@ -35,6 +35,8 @@ __all__ = [
     "format_counts",
     "map_layers",
     "model_info",
+    "moe_flags",
+    "moe_layer_flags",
     "prepare",
     "refuse",
     "selective_words",
@@ -246,11 +248,45 @@ def model_info(problem: Problem) -> ModelInfo | None:
     if moe is not None and moe["topK"] > moe["experts"]:
         raise ExportError(f"the workload's model.moe.topK ({moe['topK']}) must be at most its experts "
                           f"({moe['experts']})", rule="E7")
-    return ModelInfo(**values, context_parallel=c, moe=moe,
+    info = ModelInfo(**values, context_parallel=c, moe=moe,
                      mla=_optional_record(raw, "mla", _MLA_FIELDS), attention_head_dim=head_dim,
                      token_dispatcher=dispatcher, sliding_window=window, sliding_window_layers=windowed,
                      cp_comm_types=_cp_comm_types(raw, values["layers"]), cp_a2a_size=_cp_a2a_size(raw, c),
                      precision=precision, recompute_modules=_recompute_modules(raw))
+    _check_modules_for(info)
+    return info
+
+
+def moe_flags(layers: int, first_dense: int, freq: int, offset: int) -> list[int]:
+    """1 for each MoE layer, 0 for a dense one: layer i is MoE when i >= ``first_dense`` and
+    (i + ``offset``) % ``freq`` == 0 (the model record's ``firstDenseLayers``, ``layerFreq``, ``layerOffset``)."""
+    return [1 if i >= first_dense and (i + offset) % freq == 0 else 0 for i in range(layers)]
+
+
+def moe_layer_flags(info: ModelInfo) -> list[int]:
+    """:func:`moe_flags` of the model record; all 0 without an MoE record."""
+    moe = info.moe
+    if moe is None:
+        return [0] * info.layers
+    return moe_flags(info.layers, moe.get("firstDenseLayers") or 0, moe["layerFreq"], moe.get("layerOffset") or 0)
+
+
+def _check_modules_for(info: ModelInfo) -> None:
+    """The record's ``recomputeModules`` against its model (rule E7): a module that recomputes nothing
+    in it, or one Megatron-Core refuses with its FP8, as the front end refuses them
+    (piper/frontend/recompute.py ``check_modules_for_model``)."""
+    from piper.core.errors import FrontendError
+    from piper.frontend.recompute import check_modules_for_model  # the workload's vocabulary
+
+    moe = info.moe
+    moe_layers = 0 if moe is None else sum(moe_layer_flags(info))
+    try:
+        check_modules_for_model(info.recompute_modules, name=info.name, moe_layers=moe_layers,
+                                dense_layers=info.layers - moe_layers, mla=info.mla is not None,
+                                shared_experts=bool(moe is not None and moe.get("sharedFfnHiddenSize")),
+                                fp8=info.precision == "fp8")
+    except FrontendError as exc:
+        raise ExportError(f"the workload's model.recomputeModules: {exc}", rule="E7") from None
 
 
 def selective_words(ep: ExportPlan) -> str:

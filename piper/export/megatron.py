@@ -49,7 +49,7 @@ from __future__ import annotations
 
 import shlex
 
-from piper.export.common import Export, ExportPlan, StageSpec, format_counts, refuse
+from piper.export.common import Export, ExportPlan, StageSpec, format_counts, moe_flags, refuse
 
 __all__ = ["MEGATRON_SOURCE", "export_megatron", "layer_args", "moe_args", "moe_layer_pattern", "recompute_args",
            "window_args"]
@@ -196,9 +196,9 @@ def _model_args(ep: ExportPlan, notes: list[str]) -> list[str]:
 
 
 def moe_layer_pattern(layers: int, first_dense: int, freq: int, offset: int) -> str:
-    """``--moe-layer-freq``'s value: 1 for an MoE layer, 0 for a dense one (layer i is MoE when
-    i >= first_dense and (i + offset) % freq == 0); a Python expression Megatron evaluates."""
-    flags = [1 if i >= first_dense and (i + offset) % freq == 0 else 0 for i in range(layers)]
+    """``--moe-layer-freq``'s value: 1 for an MoE layer, 0 for a dense one (:func:`~piper.export.common.moe_flags`);
+    a Python expression Megatron evaluates."""
+    flags = moe_flags(layers, first_dense, freq, offset)
     dense_head = next((i for i, f in enumerate(flags) if f), layers)
     if all(flags[dense_head:]):
         return f"([0]*{dense_head}+[1]*{layers - dense_head})" if dense_head else f"([1]*{layers})"

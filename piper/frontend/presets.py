@@ -154,17 +154,37 @@ def preset(name: str) -> TransformerConfig:
 
 def model_config_path(spec: str) -> Path | None:
     """The Hugging Face config file that the model argument ``spec`` names, or None for a preset
-    name: a path ending in ``.json`` or naming an existing file (or a pipe, such as a shell's
-    ``<(...)``), or a model's directory holding a ``config.json`` (as Hugging Face downloads
-    it). A directory without one is a :class:`ModelConfigError`."""
+    name. A preset's name is the preset's (write ``./NAME`` for a file or folder of that name); else
+    ``spec`` names a config: a path ending in ``.json`` or naming an existing file (or a pipe, such as
+    a shell's ``<(...)``), or a model's directory holding a ``config.json`` (as Hugging Face downloads
+    it). A directory without one, a path that does not exist or cannot be looked at, is a
+    :class:`ModelConfigError` naming it; a bare name that is no path is None (then an unknown preset)."""
+    if spec.strip().lower() in PRESETS and not any(sep in spec for sep in "/\\") and not spec.lower().endswith(".json"):
+        return None
     path = Path(spec)
-    if path.is_dir():
-        if (path / "config.json").is_file():
-            return path / "config.json"
-        raise ModelConfigError(f"{spec}: a directory without a config.json; give a preset name, a config.json or "
-                               "a model's directory holding one")
-    if spec.lower().endswith(".json") or path.exists():
-        return path
+    try:
+        if path.is_dir():
+            inner = path / "config.json"
+            if inner.is_dir():
+                raise ModelConfigError(f"{inner}: a directory, not a config file")
+            if inner.exists():
+                return inner
+            if inner.is_symlink():
+                raise ModelConfigError(f"{inner}: a dangling link (its target does not exist)")
+            raise ModelConfigError(f"{spec}: a directory without a config.json; give a preset name, a config.json "
+                                   "or a model's directory holding one")
+        if spec.endswith(("/", "\\")):
+            raise ModelConfigError(f"{spec}: not a directory" if path.exists() else f"{spec}: no such directory")
+        if path.exists():
+            return path
+        if path.is_symlink():
+            raise ModelConfigError(f"{spec}: a dangling link (its target does not exist)")
+    except OSError as exc:
+        raise ModelConfigError(f"cannot read model config {spec!r}: {exc.strerror or exc}") from None
+    if spec.lower().endswith(".json"):
+        return path  # the reader names the missing file
+    if any(sep in spec for sep in "/\\"):
+        raise ModelConfigError(f"{spec}: no such file or directory (not a preset name either)")
     return None
 
 

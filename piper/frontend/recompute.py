@@ -19,17 +19,23 @@ module              recomputed (forward again in the backward pass)     freed, p
                     MLP norm of an MoE layer and the input norm of an    product's input (q T h, / t with
                     MLA layer. A dense layer's norms are fused into      sequence parallelism)
                     the next product (TE's LayerNormLinear): nothing
-``moe_act``         the routed experts' activation                       its output, the experts' FC2 input, in
-                                                                         BF16: p rows F / e_t (nothing under
-                                                                         FP8: TE keeps its own FP8 copy)
+``moe_act``         the routed experts' activation                       its output, the experts' FC2 input:
+                                                                         p rows F / e_t
 ``mlp``             a dense MLP: its norm, all-gather, FC1, activation,  FC1's input and the MLP's inner tensors
                     FC2 and reduce-scatter (not MoE layers)              (the input stays: the checkpoint's)
 ``moe``             the whole MoE block: router, permutation, dispatch,  every tensor of the block but its input
                     experts, combine and shared experts
-``shared_experts``  the shared experts' MLP (implied by ``moe``)         their FC1 input and inner tensors
-``mla_up_proj``     MLA's up projections and rotary embedding            the per-head Q, K, V: p a (2 d_qk +
-                                                                         d_v) T / t
+``shared_experts``  the shared experts' MLP, its all-gather and          their inner tensors (and under FP8
+                    reduce-scatter included                              TE's FP8 copy of their input)
+``mla_up_proj``     MLA's up projections, with the latents' norms TE     the per-head Q, K, V: p a (2 d_qk +
+                    fuses into them, and the rotary embedding            d_v) T / t, and the norms' outputs
+                                                                         q (q_lora + kv_lora) T
 ==================  ==================================================  ========================================
+
+Megatron-Core nests the checkpoints and does not merge them (``moe_layer.py``, ``experts.py``): with
+``moe`` and ``moe_act`` (or ``shared_experts``) the block's replay runs the experts' activation (the
+shared experts) once and their own recomputation once more, three forward runs in all; the memory is
+``moe``'s. The cost model prices that.
 
 A module that applies to no layer of the model is refused (:func:`check_modules_for_model`),
 as Megatron-Core refuses ``mla_up_proj`` without MLA and ``moe_act`` without grouped GEMMs:
@@ -66,18 +72,26 @@ def check_recompute_modules(modules: object, where: str = "recompute_modules") -
     module names."""
     if isinstance(modules, str) or not isinstance(modules, Sequence):
         raise FrontendError(f"{where} must be a list of module names ({', '.join(RECOMPUTE_MODULES)}), "
-                            f"got {modules!r:.80}")
+                            f"got {_short(modules)}")
     if not modules:
         raise FrontendError(f"{where}: give at least one module ({', '.join(RECOMPUTE_MODULES)}); selective "
                             "recomputation of no module recomputes nothing (recompute none says that)")
     seen: set[str] = set()
     for name in modules:
         if not isinstance(name, str) or name not in RECOMPUTE_MODULES:
-            raise FrontendError(f"{where}: unknown module {name!r:.60}; known: {', '.join(RECOMPUTE_MODULES)}")
+            raise FrontendError(f"{where}: unknown module {_short(name)}; known: {', '.join(RECOMPUTE_MODULES)}")
         if name in seen:
             raise FrontendError(f"{where}: module {name!r} given twice")
         seen.add(name)
     return tuple(m for m in RECOMPUTE_MODULES if m in seen)
+
+
+def _short(value: object, limit: int = 60) -> str:
+    """``repr(value)``, cut to ``limit`` characters with "..." after the cut (the quotes stay closed)."""
+    if isinstance(value, str) and len(value) > limit:
+        return repr(value[:limit]) + "..."
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + "..."
 
 
 @dataclass(frozen=True)
@@ -94,9 +108,9 @@ class RecomputedParts:
     dense_mlp: bool = False
     #: an MoE layer's whole block (router, dispatch, experts, combine, shared experts)
     moe_block: bool = False
-    #: the routed experts' activation (output-discarding)
+    #: the routed experts' activation (output-discarding; inside a recomputed block, once more)
     expert_activation: bool = False
-    #: the shared experts' MLP
+    #: the shared experts' MLP (inside a recomputed block, once more)
     shared_experts: bool = False
     #: MLA's up projections and rotary embedding (output-discarding)
     mla_up_projection: bool = False
@@ -110,15 +124,14 @@ def recomputed_parts(recompute: str, modules: Sequence[str], *, moe_layer: bool,
     if recompute != "selective":
         return RecomputedParts()
     m = set(modules)
-    whole_block = "moe" in m and moe_layer
     return RecomputedParts(
         core_attention="core_attn" in m,
         input_norm="layernorm" in m and mla,
         pre_mlp_norm="layernorm" in m and moe_layer,
         dense_mlp="mlp" in m and not moe_layer,
-        moe_block=whole_block,
-        expert_activation="moe_act" in m and moe_layer and not whole_block,
-        shared_experts="shared_experts" in m and moe_layer and shared_experts and not whole_block,
+        moe_block="moe" in m and moe_layer,
+        expert_activation="moe_act" in m and moe_layer,
+        shared_experts="shared_experts" in m and moe_layer and shared_experts,
         mla_up_projection="mla_up_proj" in m and mla,
     )
 

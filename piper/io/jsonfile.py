@@ -64,39 +64,43 @@ def read_json(path: str | Path, error: type[Exception], what: str) -> Any:
     if str(path) == "":
         raise error(f"an empty path was given for the {what} file")
     try:
-        data, is_fifo = _read_at_most(path, limit + 1)
+        data, fifo = _read_at_most(path, limit + 1)
     except IsADirectoryError:
         raise error(f"cannot read {what} file {str(path)!r}: it is a directory") from None
     except OSError as exc:
         raise error(f"cannot read {what} file {str(path)!r}: {exc.strerror or exc}") from None
-    if is_fifo and not data:
+    if fifo == "waited":
         raise error(f"cannot read {what} file {str(path)!r}: a named pipe (FIFO) that gave no data "
                     f"within {FIFO_WAIT_S:g} s (no process writes to it?)")
+    if fifo == "read" and not data:
+        raise error(f"cannot read {what} file {str(path)!r}: a named pipe (FIFO) whose writer closed it "
+                    "without writing anything")
     if len(data) > limit:
         raise error(f"{path}: larger than {_size_words(limit)}, the most a {what} file may hold (docs/errors.md)")
     return parse_json(data, error, str(path))
 
 
-def _read_at_most(path: Path, size: int) -> tuple[bytes, bool]:
-    """The first ``size`` bytes of the file at ``path`` and whether it is a named pipe (FIFO).
-    The file is opened without blocking, so a FIFO is not waited for at its opening; one that no
-    process starts writing into within :data:`~piper.core.limits.FIFO_WAIT_S` is given up
-    (returned empty). A FIFO with a writer (a shell's ``<(...)``, ``producer > fifo &``) is read
-    to its end as a file is."""
+def _read_at_most(path: Path, size: int) -> tuple[bytes, str | None]:
+    """The first ``size`` bytes of the file at ``path``, and for a named pipe (FIFO) "read", or
+    "waited" when no process started writing into it within :data:`~piper.core.limits.FIFO_WAIT_S`
+    (then no bytes); None for any other file. The file is opened without blocking, so a FIFO is not
+    waited for at its opening; one with a writer (a shell's ``<(...)``, ``producer > fifo &``) is
+    read to its end as a file is."""
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     try:
         mode = os.fstat(fd).st_mode
         if stat.S_ISDIR(mode):
             raise IsADirectoryError(path)
-        is_fifo = stat.S_ISFIFO(mode)
-        if is_fifo:
+        fifo = None
+        if stat.S_ISFIFO(mode):
+            fifo = "read"
             waiting = select.poll()
             waiting.register(fd, select.POLLIN)
             if not waiting.poll(FIFO_WAIT_S * 1000):
-                return b"", True
+                return b"", "waited"
         os.set_blocking(fd, True)
         with os.fdopen(fd, "rb", closefd=False) as fh:
-            return fh.read(size), is_fifo
+            return fh.read(size), fifo
     finally:
         os.close(fd)
 

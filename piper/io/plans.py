@@ -14,15 +14,16 @@ from piper.io.provenance import RECORD_KEY, record_shape_error, unknown_document
 __all__ = ["load_plan"]
 
 
-def load_plan(source: str | Path | Mapping[str, Any], *, strict: bool = False) -> Plan:
-    """A plan from a JSON file path or a parsed dict; a :class:`PlanFormatError` names what is wrong.
+def load_plan(source: str | Path | Mapping[str, Any] | list[Any], *, strict: bool = False) -> Plan:
+    """A plan from a JSON file path or a parsed document (a dict, or a bare stage list); a
+    :class:`PlanFormatError` names what is wrong.
 
     Besides :func:`~piper.core.plan.plan_from_dict`'s checks it refuses, in one line naming the
     key: a result (``{"plan": ...}``) without a plan, a ``madeFor`` record that is null, not an object or of another ``record``
     version, and a string that is not Unicode text. Unknown keys around the plan and in
     ``madeFor`` are errors with ``strict=True``; the commands warn about them
     (:func:`piper.io.provenance.check_plan_record`)."""
-    if isinstance(source, Mapping):
+    if isinstance(source, (Mapping, list)):
         raw: Any = source
         where = find_lone_surrogate(raw)  # a file's text is checked by read_json
         if where is not None:

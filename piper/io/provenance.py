@@ -283,7 +283,7 @@ def record_differences(record: Any, problem: Problem) -> list[str]:
 
 
 def check_plan_record(plan_doc_or_path: str | Path | Mapping[str, Any] | list[Any], problem: Problem, *,
-                      strict: bool) -> list[str]:
+                      strict: bool, name: str | None = None) -> list[str]:
     """Warnings, one per unknown key of the document (:func:`unknown_document_keys`), then one
     per difference between the plan's ``madeFor`` record and ``problem`` (its layer graph and
     its effective cluster, after any cluster flags). A plan without a record and without
@@ -292,14 +292,15 @@ def check_plan_record(plan_doc_or_path: str | Path | Mapping[str, Any] | list[An
     :class:`PlanRecordMismatch` whose one-line message lists them all.
 
     ``plan_doc_or_path``: the plan JSON (a mapping, or a bare stage list) or its file path
-    (an unreadable file raises :class:`~piper.core.plan.PlanFormatError`).
+    (an unreadable file raises :class:`~piper.core.plan.PlanFormatError`); ``name``: the file a
+    parsed document was read from, for the messages.
     """
     if isinstance(plan_doc_or_path, (str, Path)):
         doc = read_json(plan_doc_or_path, PlanFormatError, "plan")
         where = f"plan {str(plan_doc_or_path)!r}"
     else:
         doc = plan_doc_or_path
-        where = "the plan"
+        where = "the plan" if name is None else f"plan {name!r}"
     unknown = unknown_document_keys(doc)
     if unknown and strict:
         raise PlanFormatError(f"{where}: {unknown[0]} (strict mode: unknown keys are errors)")

@@ -451,7 +451,7 @@ def test_a_named_pipe_nobody_writes_is_one_line_not_a_hang(tmp_path: Path, monke
     assert done.returncode == 2, done
     assert done.stderr.strip().splitlines() == [
         f"piper: error: --out {fifo}: a named pipe (FIFO); piper writes its output to a file "
-        "(a shell's >(...) or /dev/stdout works)"]
+        "(a shell's >(...) works)"]
 
 
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no named pipes here")
@@ -477,13 +477,105 @@ def test_a_named_pipe_with_a_late_writer_is_read_as_a_file(tmp_path: Path, small
     assert loaded == load_problem(small)
 
 
-def test_an_output_on_a_pipe_this_process_holds_is_written(tmp_path: Path) -> None:
-    # /dev/stdout is the pipe subprocess.run reads: held by the process, so written, not refused
-    done = _piper_in_a_process(["score", "megatron-1.7b", "--gpu", "a100-80gb", "--nodes", "1", "--tp", "1", "--pp", "1",
-                                "--micro-batch", "1", "--global-batch", "8", "--recompute", "none", "--plan-out",
-                                "/dev/stdout"])
+def test_stdout_is_no_output_path_and_a_held_pipe_is(tmp_path: Path) -> None:
+    score = ["score", "megatron-1.7b", "--gpu", "a100-80gb", "--nodes", "1", "--tp", "1", "--pp", "1",
+             "--micro-batch", "1", "--global-batch", "8", "--recompute", "none"]
+    # /dev/stdout is where the report (or --json's one object) goes: refused, not mixed into it
+    done = _piper_in_a_process([*score, "--json", "--plan-out", "/dev/stdout"])
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.strip().splitlines() == [
+        "piper: error: --plan-out /dev/stdout: is this command's standard output, where it prints its report "
+        "(--json: its JSON object); write to a file or a shell's >(...)"]
+    # a pipe the process holds that is not stdout (a shell's >(...)) is written
+    import subprocess
+    import sys
+
+    out = tmp_path / "plan.json"
+    shell = (f"{sys.executable} -m piper {' '.join(score)} --plan-out >(cat > {out}) > /dev/null; "
+             f"wait; sleep 1")
+    done = subprocess.run(["bash", "-c", shell], capture_output=True, text=True, timeout=120,
+                          cwd=Path(__file__).resolve().parents[2])
     assert done.returncode == 0, done.stderr
-    assert '"madeFor"' in done.stdout
+    assert '"madeFor"' in out.read_text()
+
+
+def test_a_plan_from_a_pipe_is_read_once(tmp_path: Path) -> None:
+    w, p = tmp_path / "w.json", tmp_path / "p.json"
+    done = _piper_in_a_process(["score", "megatron-1.7b", "--gpu", "a100-80gb", "--nodes", "1", "--tp", "1",
+                                "--micro-batch", "1", "--global-batch", "8", "--recompute", "none", "--out", str(w),
+                                "--plan-out", str(p)])
+    assert done.returncode == 0, done.stderr
+    import subprocess
+    import sys
+
+    # /dev/stdin is a pipe here: the plan is read once (the madeFor check used to read it again: empty)
+    done = subprocess.run([sys.executable, "-m", "piper", "evaluate", str(w), "/dev/stdin"], input=p.read_text(),
+                          capture_output=True, text=True, timeout=120, cwd=Path(__file__).resolve().parents[2])
+    assert done.returncode == 0, done.stderr
+    assert "stage" in done.stdout
+    done = subprocess.run([sys.executable, "-m", "piper", "info", "/dev/stdin"], input="",
+                          capture_output=True, text=True, timeout=120, cwd=Path(__file__).resolve().parents[2])
+    assert done.returncode == 2
+    assert "a named pipe (FIFO) whose writer closed it without writing anything" in done.stderr
+
+
+def test_paths_that_cannot_be_looked_at_are_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # the session runs as root, which reads any directory: the refusal is simulated
+    real = Path.is_dir
+
+    def no_search(self: Path) -> bool:
+        if "locked" in str(self):
+            raise PermissionError(13, "Permission denied")
+        return real(self)
+
+    monkeypatch.setattr(Path, "is_dir", no_search)
+    _fails(["model", str(tmp_path / "locked"), "--gpu", "a100-80gb"],
+           f"cannot read model config '{tmp_path / 'locked'}': Permission denied")
+    _fails(["model", "megatron-1.7b", "--gpu", "a100-80gb", "--out", str(tmp_path / "locked" / "o.json")],
+           f"--out {tmp_path / 'locked' / 'o.json'}: not writable (Permission denied)")
+
+
+def test_model_arguments_name_presets_paths_and_what_is_wrong(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    own = tmp_path / "megatron-1.7b"
+    own.mkdir()
+    _write(own, "config.json", base_hf())
+    rc, out, err, _ = call(piper_main, ["model", "megatron-1.7b", "--gpu", "a100-80gb", "--json"], PROG)
+    assert rc == 0 and json.loads(out)["params"] > 1e9  # the preset, not the small folder of its name
+    rc, out, err, _ = call(piper_main, ["model", "./megatron-1.7b", "--gpu", "a100-80gb", "--json"], PROG)
+    assert rc == 0 and json.loads(out)["params"] < 1e8  # the folder, named as a path
+    (tmp_path / "dir" / "config.json").mkdir(parents=True)
+    _fails(["model", "dir", "--gpu", "a100-80gb"], "dir/config.json: a directory, not a config file")
+    (tmp_path / "dl").mkdir()
+    (tmp_path / "dl" / "config.json").symlink_to(tmp_path / "missing.json")
+    _fails(["model", "dl", "--gpu", "a100-80gb"], "dl/config.json: a dangling link")
+    _fails(["model", "./nothing-here", "--gpu", "a100-80gb"], "./nothing-here: no such file or directory")
+    _fails(["model", "megatron-1.7b/config.json/", "--gpu", "a100-80gb"], "megatron-1.7b/config.json/: not a directory")
+
+
+def test_recompute_flags_say_what_they_do(tmp_path: Path) -> None:
+    _fails(["plan", "megatron-1.7b", "--recompute", "full"], "--recompute full: plan searches the recomputation")
+    done = _piper_in_a_process(["score", "--help"])
+    assert "recomputation of every transformer layer (default none)" in " ".join(done.stdout.split())
+    base = ["score", "gpt-oss-120b", "--gpu", "h100", "--nodes", "8", "--tp", "1", "--pp", "4", "--ep", "8",
+            "--micro-batch", "1", "--global-batch", "64", "--recompute", "selective", "--json"]
+    rc, out, err, _ = call(piper_main, [*base, "--recompute-modules", "moe_act", "--recompute-modules", "layernorm"],
+                           PROG)
+    assert rc == 0, err
+    assert json.loads(out)["recompute_modules"] == ["layernorm", "moe_act"]  # repeated flags add up
+    line = _fails([*base, "--recompute-modules", "x" * 100], "unknown module")
+    assert "'" + "x" * 60 + "'..." in line  # cut with its quote closed
+    # a workload's recomputeModules the model has no use for is refused by export, as by the front end
+    w, p = tmp_path / "w.json", tmp_path / "p.json"
+    rc, out, err, _ = call(piper_main, [*base[:-1], "--out", str(w), "--plan-out", str(p)], PROG)
+    assert rc == 0, err
+    doc = json.loads(w.read_text())
+    doc["model"]["recomputeModules"] = ["mla_up_proj"]
+    w.write_text(json.dumps(doc))
+    _fails(["export", str(p), str(w), "--to", "megatron"],
+           "the workload's model.recomputeModules: recompute module 'mla_up_proj' recomputes nothing in gpt-oss-120b")
+    _fails(["export", str(p), str(w), "--to", "deepspeed", "--out", "/dev/null"],
+           "--out /dev/null: not a regular file; DeepSpeed's export writes two files")
 
 
 def test_a_models_directory_is_read_through_its_config_json(tmp_path: Path) -> None:
