@@ -254,7 +254,7 @@ def recomputed_forward_flops(cfg: TransformerConfig, moe_layer: bool,
         if parts.moe_block:
             experts = 2 * s * cfg.moe.top_k * cfg.ffn_matrices * h * cfg.moe.expert_ffn_hidden_size
             flops += experts + shared + s * moe.router_forward_flops(cfg.moe, h)
-        elif parts.shared_experts:
+        if parts.shared_experts:  # inside a recomputed block, once more (Megatron-Core nests the checkpoints)
             flops += shared
     if parts.mla_up_projection and cfg.mla is not None:
         mla, a = cfg.mla, cfg.attention_heads
@@ -361,8 +361,10 @@ def _layer_activation_terms(cfg: TransformerConfig, flash_attention: bool = Fals
     * core attention, split by t (as/h per s*b*h): the softmax output p, and with dropout its
       1-byte mask and the dropout output p: (2p + 1) as/h (= 5as/h), p as/h without dropout.
       The same for GQA (every query head has its own scores). With fused (flash) attention no
-      score tensor is kept, only the fp32 log-sum-exp per query and head: 4a/h (the output
-      is the projection's input, counted above).
+      score tensor is kept, only the fp32 log-sum-exp per query and head: 4a/h, and the kernel's
+      output, which its backward pass reads (FlashAttention-2, Algorithm 2): in BF16 the
+      projection's input, counted above; under FP8 the projection keeps its own FP8 copy, so the
+      kernel's BF16 output adds p q_dim/h.
     """
     p, h = cfg.precision_bytes, cfg.hidden_size
     q = 1.0 if cfg.precision == "fp8" else float(p)
@@ -374,7 +376,7 @@ def _layer_activation_terms(cfg: TransformerConfig, flash_attention: bool = Fals
     qw = cfg.q_dim / h  # query (and output-projection input) width in units of h
     split = p * (qw + 2 * r * qw) + q * qw + mlp
     if flash_attention:
-        core = 4.0 * cfg.attention_heads / h
+        core = 4.0 * cfg.attention_heads / h + (p * qw if cfg.precision == "fp8" else 0.0)
     else:
         core = (2 * p + 1 if cfg.dropout else p) * cfg.attention_heads * cfg.seq_length / h
     return replicated, split, core

@@ -48,16 +48,16 @@ Sources (vendor datasheets, by name):
   combine over NVLink, i.e. 0.77 of H800's 200 GB/s each way; internode EP 16 43 GB/s of the
   ~50 GB/s CX7 400 Gb/s link (0.86). The same fractions are assumed on every node type (no
   published nccl-tests alltoall figure for DGX H100 was found); not fitted.
-* MoE block (``expert_gemm_half_dim``, ``moe_token_overhead_s``): FITTED on Megatron-Bridge's
+* MoE block (``expert_gemm_half_dim``, ``moe_layer_overhead_s``): FITTED on Megatron-Bridge's
   H100 MoE rows by ``python -m experiments.validate.moe_rows --fit`` (docs/results/validation.md),
   recorded in :data:`FITTED_MOE` with the rows and their leave-one-out error: the d0 of the
   experts' grouped products (their shapes, m = a few thousand rows, are far from the dense rows
-  d0 is fitted on) and a time per routed token copy, MoE layer and pass (router, top-k,
-  permutation, load balancing: what the operation list does not price, growing with the tokens).
-  The two fixed times, per MoE layer and pass (``moe_layer_overhead_s``) and per local expert and
-  pass (``expert_overhead_s``), are 0: each had worse leave-one-out errors (the fixed time per layer
-  in place of the per-token one, or next to it). Other devices: d0 of the dense products, none of
-  the three times.
+  d0 is fitted on) and a fixed time per MoE layer and pass (router, top-k, permutation, load
+  balancing: what the operation list does not price). The form is the one with the least
+  leave-one-out error (``experiments.validate.moe_rows.MOE_FORMS``): a time per routed token copy
+  (``moe_token_overhead_s``) in its place, or both, fitted worse on the current rows (it was the
+  catalog's form until 2026-12-04); the per-local-expert time (``expert_overhead_s``) is 0. Other
+  devices: d0 of the dense products, none of the three times.
 
 Pass your own numbers with a JSON file (:func:`hardware_from_file`, any field of
 :class:`Hardware`; a bad field is one line naming it) or overrides.
@@ -176,14 +176,14 @@ class FittedMoE:
 
 #: per accelerator: the fitted MoE-block constants, where fitted (module docstring, "MoE block")
 FITTED_MOE: dict[str, FittedMoE] = {
-    # fitted on Megatron-Bridge's H100 MoE rows (10 of 11: 26.02 Qwen3 excluded, superseded by 26.02.01 of the
-    # same layout; docs/results/validation.md), the GPT-OSS rows with their recipe's selective recomputation
-    # of layernorm and moe_act (2026-12-04; before: no recomputation, 695.7 and 4.635e-8, LOO MAE 7.5%, worst
-    # +22.7%), LOO MAE 7.5%, worst +22.4% (gpt-oss-120b 25.11's time). The time per routed token replaced a
-    # fixed time per layer and pass (485.6, 1.787 ms: LOO MAE 7.8%, worst -32.1%); both together: LOO MAE 8.7%
-    # (the fit puts the fixed time at 0)
-    "h100-sxm-80gb": FittedMoE(680.3, 0.0, 0.0, 4.685e-8, "Megatron-Bridge H100 MoE rows (Qwen3 30B-A3B, "
-                               "GPT-OSS 120B), 10 rows", 7.5, 22.4, 4 * 4096),
+    # fitted on Megatron-Bridge's H100 MoE rows (9 of 11: Qwen3 26.02 and 25.11 excluded, superseded by 26.02.01
+    # of the same parallel layout; docs/results/validation.md), with GPT-OSS's recipe recomputation (layernorm,
+    # moe_act) and no expert outputs kept for the combine (Megatron-Core 0.13+): LOO MAE 3.3%, worst +8.6%
+    # (gpt-oss-120b 25.11's time). The form with the least LOO error: a fixed time per MoE layer and pass;
+    # per routed token copy instead (721.7, 38.93 ns): LOO MAE 5.8%, worst +21.1%; both: 4.2% (the fit puts the
+    # per-token time at 0). Until 2026-12-04: the per-token form, 695.7 and 46.35 ns, LOO MAE 7.5% on 10 rows
+    "h100-sxm-80gb": FittedMoE(508.1, 0.0, 1.529e-3, 0.0, "Megatron-Bridge H100 MoE rows (Qwen3 30B-A3B, "
+                               "GPT-OSS 120B), 9 rows", 3.3, 8.6, 4 * 4096),
 }
 
 

@@ -48,7 +48,8 @@ probability 1 - C(E - E / P, k) / C(E, k)).
 in piper/frontend/hardware.py): the experts' grouped products use their own d0 in the shape factor
 (None: the dense products'), and each pass (forward, backward, recomputation) of an MoE layer
 pays a time per routed token copy on the device (T k / t copies), a fixed time, and one per local
-expert (E / e of them); the catalog's H100 fit sets the first, the two fixed times are 0. With e_t > 1 the e members of an expert-parallel
+expert (E / e of them); the catalog's H100 fit sets the fixed time per layer (1.53 ms), the other two
+are 0 (docs/results/validation.md compares the forms). With e_t > 1 the e members of an expert-parallel
 group sit e_t apart (the expert-tensor-parallel group innermost), so the group spans e e_t devices
 and a node holds G / e_t of its members once e e_t > G.
 
@@ -69,8 +70,12 @@ parameter with the distributed optimizer (the evaluator splits it over the r = d
 copies), else in ``memoryUsageB``. Activations: the dense layer's ([K22] Table 2, via
 :func:`~piper.frontend.costs.layer_activation_bytes`) less its MLP tensors, plus the router's
 fp32 probabilities (4 T_d E), the routed rows at the products' inputs (c T_d k e_t h q and
-c T_d k e_t F / e_t q), the gated activation's input (c T_d k e_t (2 or 1) F / e_t p), the
-experts' outputs kept for the combine's gradient (c T_d k h p) and the shared experts' tensors;
+c T_d k e_t F / e_t q), the gated activation's input (c T_d k e_t (2 or 1) F / e_t p), the fp32
+routing probability of each routed row (4 c T_d k e_t: Megatron-Core 0.13 and later multiply the
+probabilities in the experts' activation, ``weighted_bias_swiglu``, which keeps them; the combine's
+unpermutation then keeps no expert output, only its index map: Megatron-Core's CHANGELOG 0.13.0,
+"moving the probs multiplication from unpermutation to activation function of GroupedMLP";
+``token_dispatcher.py`` ``combine_postprocess``) and the shared experts' tensors;
 MLA's latents (p (q_lora + kv_lora + d_rope) + q (q_lora + kv_lora) per token, on every TP device)
 and its split tensors (p a (2 d_qk + d_v) + q a d_v + 4 a per token, / t). Full recomputation
 keeps only the layer input, as for a dense layer.
@@ -108,6 +113,7 @@ __all__ = [
     "MAX_EXPERT_PARALLEL",
     "MLA_UP_PROJECTION_OPS",
     "MLP_OP_PREFIXES",
+    "SHARED_EXPERT_OPS",
     "LayerCost",
     "all_to_all_time_s",
     "expected_destinations",
@@ -127,8 +133,12 @@ __all__ = [
 MAX_EXPERT_PARALLEL = 64
 #: names of the dense layer's MLP operations (piper/frontend/operations.py) an MoE block replaces
 MLP_OP_PREFIXES = ("fc1", "fc2", "ag.fc1", "rs.fc2", "ar.fc2", "ag.fc2", "rs.fc1", "ar.fc1", "swiglu", "gelu")
-#: MLA's operations ``mla_up_proj`` recomputation runs again (piper/frontend/recompute.py)
-MLA_UP_PROJECTION_OPS = frozenset({"mla.q_up", "mla.q", "mla.kv_up", "mla.rotary"})
+#: MLA's operations ``mla_up_proj`` recomputation runs again (piper/frontend/recompute.py): the up
+#: projections with the latents' norms Transformer Engine fuses into them, and the rotary embedding
+MLA_UP_PROJECTION_OPS = frozenset({"mla.q_norm", "mla.q_up", "mla.q", "mla.kv_norm", "mla.kv_up", "mla.rotary"})
+#: the shared experts' forward operations (``shared_experts`` recomputation runs them again, collectives included)
+SHARED_EXPERT_OPS = frozenset({"ag.shared", "shared.fc1.cast", "shared.fc1", "shared.act", "shared.fc2.cast",
+                               "shared.fc2", "rs.shared"})
 #: names of the dense layer's attention operations MLA replaces (the TP collectives stay)
 ATTENTION_OP_PREFIXES = ("qkv", "rotary", "flash", "qk", "attn_v", "softmax", "attn_dropout", "proj")
 #: bytes per router logit: fp32 logits written and read, scores written and read (4 + 4 + 4 + 4)
@@ -376,8 +386,12 @@ def special_layer_ops(cfg: TransformerConfig, hw: Hardware, t: int, recompute: s
             ops += _moe_ops(cfg, hw, t, e, et, ph, dispatcher)
         if parts.moe_block or parts.expert_activation or parts.shared_experts:
             block = _moe_ops(cfg, hw, t, e, et, "recompute", dispatcher)
-            ops += [op for op in block if parts.moe_block or (parts.expert_activation and op.name == "experts.act")
-                    or (parts.shared_experts and op.name.startswith("shared."))]
+            if parts.moe_block:
+                ops += block
+            # moe_act / shared_experts inside a recomputed block: Megatron-Core nests the checkpoints, so the
+            # block's replay runs them once and their own recomputation once more (piper/frontend/recompute.py)
+            ops += [op for op in block if (parts.expert_activation and op.name == "experts.act")
+                    or (parts.shared_experts and op.name in SHARED_EXPERT_OPS)]
         if parts.pre_mlp_norm:
             again.elementwise("norm2", norm_bytes)
     return ops + again.ops
@@ -391,7 +405,8 @@ def _parts(cfg: TransformerConfig, recompute: str, modules: Sequence[str], moe_l
 def mla_activation_bytes(cfg: TransformerConfig, t: int, parts: RecomputedParts = RecomputedParts()) -> float:
     """MLA's tensors kept per micro-batch on each of t devices minus the dense attention's
     (module docstring); 0 without MLA. ``parts.mla_up_projection`` (``mla_up_proj`` recomputation)
-    frees the per-head Q, K and V the up projections and the rotary embedding write."""
+    frees the per-head Q, K and V the up projections and the rotary embedding write, and the outputs
+    of the latents' norms, which Transformer Engine fuses into the up projections."""
     mla = cfg.mla
     if mla is None:
         return 0.0
@@ -404,18 +419,26 @@ def mla_activation_bytes(cfg: TransformerConfig, t: int, parts: RecomputedParts 
     qw = cfg.q_dim
     dense_split = p * (qw + 2 * r * qw) + q * qw + 4.0 * a  # Q, K, V, the projection's input, flash's log-sum-exp
     if parts.mla_up_projection:
+        # the per-head Q, K, V and the latents' norm outputs (the up projections' inputs); the latents
+        # themselves stay, the recomputation's inputs
         split -= p * a * (2 * mla.qk_head_dim + mla.v_head_dim)
+        latents -= q * (mla.q_lora_rank + mla.kv_lora_rank)
+    if cfg.precision == "fp8" and not parts.core_attention:
+        # the fused kernel's BF16 output under FP8 (piper/frontend/costs.py _layer_activation_terms) is
+        # a d_v wide per head here, not the dense layer's query width
+        split += p * (a * mla.v_head_dim - qw)
     return T * (latents + (split - dense_split) / t)
 
 
 def moe_activation_bytes(cfg: TransformerConfig, t: int, e: int, et: int,
                          parts: RecomputedParts = RecomputedParts()) -> float:
     """The MoE block's tensors kept per micro-batch on each device minus the dense MLP's (module
-    docstring). Selective recomputation (``parts``, piper/frontend/recompute.py) frees: with ``moe``
-    every tensor of the block (its input, the pre-MLP norm's output, stays: counted as the dense
-    layer's FC1 input); with ``moe_act`` the experts' FC2 input in BF16 (under FP8, Transformer
-    Engine's FP8 copy of it, which is what is counted, stays); with ``shared_experts`` the shared
-    experts' tensors."""
+    docstring). The shared experts' FC1 input is the pre-MLP norm's output, which the router holds
+    too (counted once, as the dense layer's FC1 input), except under FP8, where Transformer Engine
+    keeps an FP8 copy of its own. Selective recomputation (``parts``, piper/frontend/recompute.py)
+    frees: with ``moe`` every tensor of the block (its input, the norm's output, stays); with
+    ``moe_act`` the experts' FC2 input (refused under FP8: Megatron-Core's delayed scaling); with
+    ``shared_experts`` the shared experts' inner tensors and that FP8 copy."""
     m_cfg = cfg.moe
     assert m_cfg is not None
     p, h = float(cfg.precision_bytes), cfg.hidden_size
@@ -428,11 +451,14 @@ def moe_activation_bytes(cfg: TransformerConfig, t: int, e: int, et: int,
     dense_mlp = T * inner * cfg.ffn_hidden_size / t
     rows = c * td * m_cfg.top_k * et
     F = m_cfg.expert_ffn_hidden_size
-    routed = 4.0 * td * m_cfg.experts + rows * h * q + rows * inner * F / et + c * td * m_cfg.top_k * h * p
-    shared = T * inner * m_cfg.shared_ffn_hidden_size / t + (td * h * q if m_cfg.shared_ffn_hidden_size else 0.0)
+    # router scores, FC1's input, the activation's inputs and FC2's input, each row's fp32 probability
+    # (multiplied in the activation, which keeps it; the unpermutation keeps no expert output)
+    routed = 4.0 * td * m_cfg.experts + rows * h * q + rows * inner * F / et + 4.0 * rows
+    fp8_copy = td * h * q if (m_cfg.shared_ffn_hidden_size and cfg.precision == "fp8") else 0.0
+    shared = T * inner * m_cfg.shared_ffn_hidden_size / t + fp8_copy
     if parts.moe_block:
         return -dense_mlp
-    if parts.expert_activation and cfg.precision != "fp8":
+    if parts.expert_activation:
         routed -= rows * q * F / et
     if parts.shared_experts:
         shared = 0.0
@@ -491,9 +517,14 @@ def layer_costs(cfg: TransformerConfig, hw: Hardware, setup: Any, t: int, varian
         # MLA always runs the fused kernel (module docstring), whatever the setup says
         act = costs.layer_activation_bytes(cfg, t, recompute, sp, setup.flash_attention or cfg.mla is not None,
                                            dense_modules)
-        # layernorm recomputation frees a separate norm's output: the next product's input (q bytes)
-        norm_output = q * cfg.micro_batch * cfg.seq_length * cfg.hidden_size / (t if sp else 1)
-        act -= norm_output * (int(parts.input_norm) + int(parts.pre_mlp_norm))
+        tokens_h = cfg.micro_batch * cfg.seq_length * cfg.hidden_size / (t if sp else 1)
+        if moe_layer and recompute != "full":
+            # the pre-MLP norm's output, counted by the dense terms as FC1's input (q bytes: under FP8 its
+            # FP8 copy), is held by the router in BF16 (p bytes) here
+            act += (p - q) * tokens_h
+        # layernorm recomputation frees a separate norm's output: the MoE block's input (p bytes), an MLA
+        # layer's down projections' input (q bytes, as counted)
+        act -= p * tokens_h * int(parts.pre_mlp_norm) + q * tokens_h * int(parts.input_norm)
         for e, et in layouts:
             experts_here = one_expert * (cfg.moe.experts // e) / et if moe_layer else 0.0  # type: ignore[union-attr]
             ops = special_layer_ops(cfg, hw, t, recompute, sp, variant, e, et, kernels, window,
@@ -537,10 +568,10 @@ def moe_micro_batch_caveat(cfg: TransformerConfig, hw: Hardware, context_paralle
     """One line for a mixture-of-experts model priced with the catalog's fitted MoE-block constants
     (``FITTED_MOE``, the hardware file changed none of them) at a micro-batch of more tokens per
     context-parallel rank (b s / c) than any row they were fitted on (all at c = 1): how the unpriced
-    MoE time grows with the micro-batch is then an extrapolation. A time per routed token (the catalog's form) and a fixed time per layer and pass
-    fit the rows about equally well (leave-one-out mean absolute error 7.5% and 7.8%,
-    docs/results/validation.md) and part ways at larger micro-batches (the fixed time makes them look
-    cheaper per token). None otherwise."""
+    MoE time grows with the micro-batch is then an extrapolation. A fixed time per layer and pass (the
+    catalog's form) and a time per routed token fit the rows (leave-one-out mean absolute error 3.3% and
+    5.8%, docs/results/validation.md) but part ways at larger micro-batches: the fixed time makes them
+    look cheaper per token, and the rows hold one micro-batch of 4 sequences, the rest of 1. None otherwise."""
     fitted = FITTED_MOE.get(hw.name)
     if cfg.moe is None or fitted is None or not fitted.max_micro_batch_tokens:
         return None
@@ -558,14 +589,25 @@ def moe_micro_batch_caveat(cfg: TransformerConfig, hw: Hardware, context_paralle
 def moe_constants_caveat(cfg: TransformerConfig, hw: Hardware) -> str | None:
     """One line for a mixture-of-experts model on hardware without MoE-block constants (all three
     times 0: ``FITTED_MOE`` in piper/frontend/hardware.py holds H100 only, and the hardware file set
-    none): the MoE layers' time per routed token, which the fit on H100 found to be 46 ns per token
-    copy and pass (1.5 ms per layer and pass for Qwen3 30B-A3B at 4,096 tokens, top-8), is then not
-    charged, so the prediction is optimistic. None for a dense model or when any of them is set."""
+    none): the MoE layers' unpriced time, which the fit on H100 found to be 1.5 ms per MoE layer and
+    pass, is then not charged, so the prediction is optimistic. None for a dense model or when any of
+    them is set."""
     if cfg.moe is None or hw.moe_token_overhead_s > 0 or hw.moe_layer_overhead_s > 0 or hw.expert_overhead_s > 0:
         return None
-    fitted = ", ".join(f"{name} ({c.moe_token_overhead_s * 1e9:.3g} ns per routed token copy and pass)"
-                       for name, c in FITTED_MOE.items())
-    return (f"{hw.name} has no fitted MoE-block constants (fitted: {fitted}): the MoE layers' time per "
-            f"routed token is not charged, so this prediction is optimistic; a hardware file can set "
+    fitted = ", ".join(f"{name} ({_fitted_time_words(c)})" for name, c in FITTED_MOE.items())
+    return (f"{hw.name} has no fitted MoE-block constants (fitted: {fitted}): the MoE layers' unpriced "
+            f"time is not charged, so this prediction is optimistic; a hardware file can set "
             f"moe_token_overhead_s, moe_layer_overhead_s and expert_overhead_s (docs/results/validation.md)")
+
+
+def _fitted_time_words(c: Any) -> str:
+    """A :class:`~piper.frontend.hardware.FittedMoE`'s times in words ("1.53 ms per MoE layer and pass")."""
+    parts = []
+    if c.moe_layer_overhead_s:
+        parts.append(f"{c.moe_layer_overhead_s * 1e3:.3g} ms per MoE layer and pass")
+    if c.moe_token_overhead_s:
+        parts.append(f"{c.moe_token_overhead_s * 1e9:.3g} ns per routed token copy and pass")
+    if c.expert_overhead_s:
+        parts.append(f"{c.expert_overhead_s * 1e6:.3g} us per local expert and pass")
+    return ", ".join(parts) or "no time"
 

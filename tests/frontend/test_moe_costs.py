@@ -116,10 +116,12 @@ def test_moe_activation_by_hand():
     T, p = 4, 2
     dense_mlp = T * (2 * p + p) * 16
     rows = T * 2
-    routed = 4 * T * 4 + rows * 8 * p + rows * (2 * p + p) * 8 + T * 2 * 8 * p
+    # router scores (fp32, E wide), FC1's input, SwiGLU's two inputs and FC2's input, each row's fp32
+    # probability (Megatron-Core 0.13+: multiplied in the activation; no expert output kept for the combine)
+    routed = 4 * T * 4 + rows * 8 * p + rows * (2 * p + p) * 8 + rows * 4
     assert moe_activation_bytes(cfg, 1, 2, 1) == routed - dense_mlp
     capped = cfg.with_changes(moe=MoEConfig(experts=4, top_k=2, expert_ffn_hidden_size=8, capacity_factor=2.0))
-    routed2 = 4 * T * 4 + 2 * (rows * 8 * p + rows * (2 * p + p) * 8 + T * 2 * 8 * p)
+    routed2 = 4 * T * 4 + 2 * (rows * 8 * p + rows * (2 * p + p) * 8 + rows * 4)
     assert moe_activation_bytes(capped, 1, 2, 1) == routed2 - dense_mlp
 
 

@@ -102,7 +102,11 @@ def test_catalog_and_hardware_file(tmp_path):
     assert (h100.expert_gemm_half_dim, h100.expert_overhead_s, h100.moe_layer_overhead_s,
             h100.moe_token_overhead_s) == (f.expert_gemm_half_dim, f.expert_overhead_s, f.moe_layer_overhead_s,
                                            f.moe_token_overhead_s)
-    assert f.moe_token_overhead_s > 0
+    # the catalog's form (experiments.validate.moe_rows.CATALOG_FORM) sets exactly its time
+    from experiments.validate.moe_rows import CATALOG_FORM, MOE_FORMS, MOE_TIMES
+
+    for name in MOE_TIMES:
+        assert (getattr(f, name) > 0) == (name in MOE_FORMS[CATALOG_FORM].names), name
     assert f.loo_mae_percent > 0 and "Megatron-Bridge" in f.rows
     # the other devices: the dense d0, no fixed time
     a100 = hardware("a100-80gb")

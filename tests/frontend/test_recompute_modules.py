@@ -9,7 +9,7 @@ from piper.cli.main import main as piper_main
 from piper.core.errors import FrontendError
 from piper.frontend import costs
 from piper.frontend.hardware import hardware
-from piper.frontend.moe_costs import layer_costs, special_layer_ops
+from piper.frontend.moe_costs import layer_costs, moe_activation_bytes, special_layer_ops
 from piper.frontend.operations import Kernels, layer_ops
 from piper.frontend.presets import preset
 from piper.frontend.recompute import RECOMPUTE_MODULES, check_recompute_modules
@@ -122,19 +122,51 @@ def test_moe_recomputes_the_whole_block_and_keeps_only_its_input() -> None:
     assert moe_only < _gpt_oss_costs(("moe_act",))["selective+ep8"].activation_bytes
 
 
-def test_moe_act_frees_nothing_under_fp8() -> None:
-    # Transformer Engine keeps its own FP8 copy of FC2's input, the tensor the model counts
+def test_moe_act_and_layernorm_are_refused_under_fp8_and_the_norm_output_is_kept_in_bf16() -> None:
     cfg = preset("qwen3-30b-a3b").with_changes(precision="fp8", layers=4, seq_length=1024)
+    for modules in (("moe_act",), ("layernorm",)):
+        with pytest.raises(FrontendError, match="Megatron-Core refuses moe_act and layernorm recomputation under FP8"):
+            build_workload(cfg, H100, TrainingSetup(nodes=1, global_batch=8, recompute_modules=modules))
+    # under FP8 the dense terms count FC1's input as its 1-byte FP8 copy; an MoE layer's router holds the
+    # pre-MLP norm's output in BF16: 1 byte more per element, T h = 1024 x 2048
     setup = TrainingSetup(nodes=1, global_batch=8, expert_parallel=8)
-    with pytest.raises(FrontendError, match="Megatron-Core refuses moe_act and layernorm recomputation under FP8"):
-        build_workload(cfg, H100, TrainingSetup(nodes=1, global_batch=8, recompute_modules=("moe_act",)))
-    # the cost function itself: the same memory as no module at all
-    act = {c.tmpc_id: c.activation_bytes for c in layer_costs(
-        cfg, H100, TrainingSetup(nodes=1, global_batch=8, expert_parallel=8, recompute_modules=("moe_act",)), 1,
-        "moe", 8)}
-    none = {c.tmpc_id: c.activation_bytes for c in layer_costs(cfg, H100, setup, 1, "moe", 8)}
-    lse = 4 * 1024 * cfg.attention_heads  # core_attn's fp32 log-sum-exp, freed by the default only
-    assert act["selective+ep8"] == pytest.approx(none["selective+ep8"] + lse)
+    none = {c.tmpc_id: c.activation_bytes for c in layer_costs(cfg, H100, setup, 1, "moe", 8)}["none+ep8"]
+    counted = (costs.layer_activation_bytes(cfg, 1, "none", False, True)
+               + moe_activation_bytes(cfg, 1, 8, 1))
+    assert none - counted == 1024 * 2048
+
+
+def test_shared_experts_recompute_their_collectives_and_free_their_inner_tensors() -> None:
+    cfg = preset("deepseek-v3").with_changes(layers=4)  # shared experts 2048 wide, SwiGLU, BF16, s 4096
+    for t in (1, 8):
+        ops = special_layer_ops(cfg, H100, t, "selective", t > 1, "moe", 16, 1, modules=("shared_experts",))
+        again, forward = _by_phase(ops, "recompute"), _by_phase(ops, "forward")
+        shared = {n for n in forward if n.startswith("shared.") or n in ("ag.shared", "rs.shared")}
+        assert set(again) == shared and ({"ag.shared", "rs.shared"} <= shared) == (t > 1)
+        assert sum(o.time_s for o in again.values()) == pytest.approx(sum(forward[n].time_s for n in shared))
+    base = TrainingSetup(nodes=2, global_batch=32, expert_parallel=16)
+    with_shared = TrainingSetup(nodes=2, global_batch=32, expert_parallel=16,
+                                recompute_modules=("core_attn", "shared_experts"))
+    a = {c.tmpc_id: c.activation_bytes for c in layer_costs(cfg, H100, base, 1, "moe", 16)}["selective+ep16"]
+    b = {c.tmpc_id: c.activation_bytes for c in layer_costs(cfg, H100, with_shared, 1, "moe", 16)}["selective+ep16"]
+    # SwiGLU's two inputs and FC2's input, 2 bytes each, 2048 wide; their input (the norm's output) stays
+    assert a - b == 4096 * (2 + 2 + 2) * 2048 == 50_331_648
+
+
+def test_nested_checkpoints_run_the_inner_modules_a_third_time() -> None:
+    # Megatron-Core nests moe's checkpoint around moe_act's and shared_experts': no saving beyond moe's,
+    # one more forward run of each inner part
+    cfg = preset("deepseek-v3").with_changes(layers=4)
+    ops = special_layer_ops(cfg, H100, 1, "selective", False, "moe", 16, 1, modules=("moe", "moe_act", "shared_experts"))
+    names = [o.name for o in ops if o.phase == "recompute"]
+    assert names.count("experts.act") == 2 and names.count("shared.fc1") == 2 and names.count("a2a.dispatch") == 1
+    def act(modules):
+        setup = TrainingSetup(nodes=2, global_batch=32, expert_parallel=16, recompute_modules=modules)
+        return {c.tmpc_id: c.activation_bytes for c in layer_costs(cfg, H100, setup, 1, "moe", 16)}["selective+ep16"]
+    assert act(("moe",)) == act(("moe", "moe_act", "shared_experts"))
+    shared = 2 * 4096 * 3 * 7168 * 2048
+    assert costs.recomputed_forward_flops(cfg, True, ("moe", "shared_experts")) == pytest.approx(
+        costs.recomputed_forward_flops(cfg, True, ("moe",)) + shared)
 
 
 # ---- MLA: mla_up_proj, layernorm ---------------------------------------------------------------
@@ -149,10 +181,12 @@ def test_mla_up_proj_frees_the_per_head_q_k_v_of_deepseek_v3() -> None:
         more = {c.tmpc_id: c.activation_bytes for c in layer_costs(cfg, H100, up, t, "moe", 16)}
         tid = "selective+sp+ep16" if t > 1 else "selective+ep16"
         qkv = 2 * 128 * (2 * 192 + 128) * 4096 / t  # Q, K, V after the rotary embedding, 2 bytes
+        latent_norms = 2 * (1536 + 512) * 4096  # the latents' norm outputs (held whole on every TP device)
         norms = 2 * (2 * 4096 * 7168) / t  # the MLA input norm's and the MoE pre-MLP norm's outputs
-        assert base[tid] - more[tid] == pytest.approx(qkv + norms)
+        assert base[tid] - more[tid] == pytest.approx(qkv + latent_norms + norms)
     ops = special_layer_ops(cfg, H100, 1, "selective", False, "moe", 16, 1, modules=("mla_up_proj",))
-    assert {o.name for o in ops if o.phase == "recompute"} == {"mla.q_up", "mla.kv_up", "mla.rotary"}
+    assert {o.name for o in ops if o.phase == "recompute"} == {"mla.q_norm", "mla.q_up", "mla.kv_norm", "mla.kv_up",
+                                                               "mla.rotary"}
     flops = costs.recomputed_forward_flops(cfg, True, ("mla_up_proj",))
     assert flops == 2 * 4096 * (1536 * 128 * 192 + 512 * 128 * (128 + 128))
 
@@ -191,3 +225,16 @@ def test_score_refuses_modules_without_selective_recomputation() -> None:
     rc, out, err, _ = call(piper_main, [*base, "--recompute", "selective", "--recompute-modules", "moe_act", "moe_act"],
                            "piper")
     assert rc == 2 and "--recompute-modules: module 'moe_act' given twice" in err
+
+
+def test_fused_attention_keeps_its_bf16_output_under_fp8() -> None:
+    # the kernel's output is read by its backward pass (FlashAttention-2, Algorithm 2); under FP8 the
+    # projection keeps its own FP8 copy, so recomputing the core attention frees the BF16 output too
+    cfg = preset("llama3-8b").with_changes(precision="fp8")  # s 8192, h 4096, 32 heads, q width 4096
+    sbh = 8192 * 4096
+    freed = (costs.layer_activation_bytes(cfg, 1, "none", False, True)
+             - costs.layer_activation_bytes(cfg, 1, "selective", False, True))
+    assert freed == sbh * (4 * 32 / 4096 + 2 * 4096 / 4096)
+    bf16 = preset("llama3-8b")
+    assert (costs.layer_activation_bytes(bf16, 1, "none", False, True)
+            - costs.layer_activation_bytes(bf16, 1, "selective", False, True)) == sbh * 4 * 32 / 4096
