@@ -86,6 +86,9 @@ def _read_at_most(path: Path, size: int) -> tuple[bytes, str | None]:
     (then no bytes); None for any other file. The file is opened without blocking, so a FIFO is not
     waited for at its opening; one with a writer (a shell's ``<(...)``, ``producer > fifo &``) is
     read to its end as a file is."""
+    if not hasattr(os, "O_NONBLOCK") or not hasattr(select, "poll"):  # no named pipes to wait for (Windows)
+        with open(path, "rb") as fh:
+            return fh.read(size), None
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     try:
         mode = os.fstat(fd).st_mode

@@ -9,6 +9,8 @@ import math
 import os
 import re
 import stat
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -414,9 +416,6 @@ def test_plan_json_round_trips_with_record(tmp_path: Path, small: Path) -> None:
 
 def _piper_in_a_process(argv: list[str]) -> "subprocess.CompletedProcess[str]":
     """Run ``python -m piper ARGV`` in its own process (a hang ends the test, not the suite)."""
-    import subprocess
-    import sys
-
     return subprocess.run([sys.executable, "-m", "piper", *argv], capture_output=True, text=True, timeout=120,
                           cwd=Path(__file__).resolve().parents[2], stdin=subprocess.DEVNULL)
 
@@ -487,9 +486,6 @@ def test_stdout_is_no_output_path_and_a_held_pipe_is(tmp_path: Path) -> None:
         "piper: error: --plan-out /dev/stdout: is this command's standard output, where it prints its report "
         "(--json: its JSON object); write to a file or a shell's >(...)"]
     # a pipe the process holds that is not stdout (a shell's >(...)) is written
-    import subprocess
-    import sys
-
     out = tmp_path / "plan.json"
     shell = (f"{sys.executable} -m piper {' '.join(score)} --plan-out >(cat > {out}) > /dev/null; "
              f"wait; sleep 1")
@@ -505,9 +501,6 @@ def test_a_plan_from_a_pipe_is_read_once(tmp_path: Path) -> None:
                                 "--micro-batch", "1", "--global-batch", "8", "--recompute", "none", "--out", str(w),
                                 "--plan-out", str(p)])
     assert done.returncode == 0, done.stderr
-    import subprocess
-    import sys
-
     # /dev/stdin is a pipe here: the plan is read once (the madeFor check used to read it again: empty)
     done = subprocess.run([sys.executable, "-m", "piper", "evaluate", str(w), "/dev/stdin"], input=p.read_text(),
                           capture_output=True, text=True, timeout=120, cwd=Path(__file__).resolve().parents[2])
