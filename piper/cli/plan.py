@@ -69,8 +69,9 @@ from piper.frontend.context import (
     layer_comm_types,
 )
 from piper.frontend.config import TransformerConfig
-from piper.frontend.hardware import Hardware
+from piper.frontend.hardware import FITTED_MOE, Hardware
 from piper.frontend.metrics import memory_breakdown_text, plan_metrics
+from piper.frontend.moe_costs import moe_micro_batch_caveat
 from piper.frontend.planner import (
     ONE_RECOMPUTE_SETTING,
     Candidate,
@@ -78,6 +79,7 @@ from piper.frontend.planner import (
     as_scored,
     context_parallel_choices,
     micro_batch_choices,
+    other_moe_form_s,
     search_plans,
     takes_iteration_keys,
     with_optimizer_step_s,
@@ -491,6 +493,16 @@ def cmd_plan(args: argparse.Namespace) -> int:
     # the iteration as `score` prices this layout: the optimizer step and the overlap window of its own
     # schedule (the search's workloads carry the step and each plan's window when the solver takes the keys)
     with_step = with_optimizer_step_s(cfg, hw, setup, chosen)
+    # beyond the fit rows' micro-batch the MoE form decides the time: the runner-up form's figure beside it
+    form_check = None
+    if moe_micro_batch_caveat(run_cfg, hw, chosen.context_parallel) is not None and math.isfinite(with_step):
+        other_s = other_moe_form_s(cfg, hw, setup, chosen)
+        if other_s is not None:
+            form_check = {"form": FITTED_MOE[hw.name].alternative_words, "batch_time_s": other_s,
+                          "change": other_s / with_step - 1.0 if math.isfinite(other_s) else None}
+            caveats.append(f"under the runner-up MoE form fitted on the same rows ({form_check['form']}) this plan "
+                           + (f"takes {other_s:.4g} s ({form_check['change']:+.1%} against {with_step:.4g} s)"
+                              if math.isfinite(other_s) else "does not fit"))
     # not proven: how far from the best plan it can be (the rejected plans' bound when those decide it)
     bound = rejected["bound"] if rejected is not None else None if exact else _answer_bound(search, chosen, args.free)
     # the window check (above): "optimal" only when no plan the search may overvalue beats the answer
@@ -524,7 +536,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
                 "schedule_check": other_check.to_dict()},
                "search": _search_summary(search),
                "schedule_check": check_schedule(chosen.problem, plan, score).to_dict(),
-               "rejected_interleaved": rejected, "caveats": caveats, "megatron": megatron,
+               "rejected_interleaved": rejected, "caveats": caveats, "moe_form_check": form_check, "megatron": megatron,
                "window_check": None if window is None else window.to_dict(),
                "recompute": None if chosen.recompute is None else list(chosen.recompute),
                "recompute_modules": list(setup.recompute_modules),

@@ -167,11 +167,23 @@ class FittedMoE:
     #: fitted times grow with the micro-batch is an extrapolation (piper/frontend/moe_costs.py
     #: ``moe_micro_batch_caveat``)
     max_micro_batch_tokens: int = 0
+    #: the runner-up form fitted on the same rows, as (Hardware field, value) pairs (the times it does not
+    #: name are 0): ``plan`` re-prices its answer with it when the micro-batch is beyond the rows
+    #: (piper/frontend/planner.py ``other_moe_form_s``)
+    alternative: tuple[tuple[str, float], ...] = ()
+    #: that form in words, with its leave-one-out error
+    alternative_words: str = ""
 
     def hardware_fields(self) -> dict[str, float]:
         """The :class:`Hardware` fields."""
         return {"expert_gemm_half_dim": self.expert_gemm_half_dim, "expert_overhead_s": self.expert_overhead_s,
                 "moe_layer_overhead_s": self.moe_layer_overhead_s, "moe_token_overhead_s": self.moe_token_overhead_s}
+
+    def alternative_fields(self) -> dict[str, float]:
+        """The :class:`Hardware` fields of :attr:`alternative` (its times, the others 0); {} without one."""
+        if not self.alternative:
+            return {}
+        return {**{k: 0.0 for k in self.hardware_fields() if k.endswith("_s")}, **dict(self.alternative)}
 
 
 #: per accelerator: the fitted MoE-block constants, where fitted (module docstring, "MoE block")
@@ -183,7 +195,9 @@ FITTED_MOE: dict[str, FittedMoE] = {
     # per routed token copy instead (721.7, 38.93 ns): LOO MAE 5.8%, worst +21.1%; both: 4.2% (the fit puts the
     # per-token time at 0). Until 2026-12-04: the per-token form, 695.7 and 46.35 ns, LOO MAE 7.5% on 10 rows
     "h100-sxm-80gb": FittedMoE(508.1, 0.0, 1.529e-3, 0.0, "Megatron-Bridge H100 MoE rows (Qwen3 30B-A3B, "
-                               "GPT-OSS 120B), 9 rows", 3.3, 8.6, 4 * 4096),
+                               "GPT-OSS 120B), 9 rows", 3.3, 8.6, 4 * 4096,
+                               (("expert_gemm_half_dim", 721.7), ("moe_token_overhead_s", 3.893e-8)),
+                               "38.93 ns per routed token copy and pass, d0 721.7: LOO MAE 5.8%"),
 }
 
 

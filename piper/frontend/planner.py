@@ -66,7 +66,7 @@ from piper.core.problem import ITERATION_FEATURES, WINDOW_FEATURES, WINDOW_MICRO
 from piper.core.result import Result, Status, make_result
 from piper.frontend import context
 from piper.frontend.config import TransformerConfig
-from piper.frontend.hardware import Hardware
+from piper.frontend.hardware import FITTED_MOE, Hardware
 from piper.frontend.moe_costs import expert_layouts
 from piper.frontend.schedule_check import ScheduleCheck, check_schedule
 from piper.frontend.workload import (
@@ -79,7 +79,7 @@ from piper.io.workload import load_problem
 from piper.solvers.registry import SolverInfo
 
 __all__ = ["MICRO_BATCHES", "ONE_RECOMPUTE_SETTING", "SEARCH_GC_THRESHOLDS", "TIE", "Candidate", "PlanSearch", "context_parallel_choices",
-           "as_scored", "even_split_alternative", "fewer_collections", "micro_batch_choices", "search_plans", "search_setup", "takes_iteration_keys", "time_share_s",
+           "as_scored", "even_split_alternative", "fewer_collections", "micro_batch_choices", "other_moe_form_s", "search_plans", "search_setup", "takes_iteration_keys", "time_share_s",
            "uniform_lower_bound", "with_optimizer_step_s"]
 
 #: the recomputation workloads of a search for plans the frameworks run: none, selective or full
@@ -541,6 +541,19 @@ def with_optimizer_step_s(cfg: TransformerConfig, hw: Hardware, setup: TrainingS
     left out. inf when it does not fit."""
     score = as_scored(cfg, hw, setup, cand)
     return score.batch_time if score is not None else math.inf
+
+
+def other_moe_form_s(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup, cand: Candidate) -> float | None:
+    """:func:`with_optimizer_step_s` of ``cand`` with the runner-up MoE-block form fitted on the same rows
+    (``FittedMoE.alternative``, piper/frontend/hardware.py) in place of the catalog's; None for a dense
+    model, hardware without a fitted runner-up, or constants the user set (they are not the catalog's).
+    How much an MoE plan's predicted time hangs on the form, where the rows cannot decide it."""
+    fitted = FITTED_MOE.get(hw.name)
+    if cfg.moe is None or fitted is None or not fitted.alternative:
+        return None
+    if any(getattr(hw, k) != v for k, v in fitted.hardware_fields().items()):
+        return None
+    return with_optimizer_step_s(cfg, hw.with_changes(**fitted.alternative_fields()), setup, cand)
 
 
 def as_scored(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup, cand: Candidate) -> Score | None:

@@ -39,3 +39,33 @@ def test_the_plans_layout_scores_to_its_predicted_iteration(capsys, overlap) -> 
     b = plan["memory_breakdown"]
     assert b["activations_bytes"] + b["state_bytes"] + b["sharded_state_bytes"] + b["expert_bytes"] == pytest.approx(
         plan["max_memory_per_device_bytes"], rel=1e-12)
+
+
+def test_beyond_the_moe_fit_rows_plan_prices_its_answer_with_the_runner_up_form(capsys, tmp_path) -> None:
+    """At a micro-batch of more tokens than any MoE fit row, `plan` also prices its answer with the
+    runner-up MoE form (FittedMoE.alternative): the same figure `score` gives that layout on a hardware
+    file holding those constants."""
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({
+        "model_type": "qwen3_moe", "num_hidden_layers": 2, "hidden_size": 256, "num_attention_heads": 4,
+        "num_key_value_heads": 4, "head_dim": 64, "intermediate_size": 512, "moe_intermediate_size": 128,
+        "num_experts": 8, "num_experts_per_tok": 2, "vocab_size": 1000, "max_position_embeddings": 4096,
+        "hidden_act": "silu", "tie_word_embeddings": False}))
+    common = [str(config), "--nodes", "1", "--global-batch", "64", "--micro-batch", "8", "--json"]
+    plan = _run(capsys, ["plan", *common, "--gpu", "h100", "--uniform", "--max-virtual-stages", "1"])
+    check = plan["moe_form_check"]
+    assert check is not None and "ns per routed token copy" in check["form"]
+    assert any(line.startswith("under the runner-up MoE form") for line in plan["caveats"])
+    (stage,) = plan["plan"]["stages"]
+    from piper.frontend.hardware import FITTED_MOE
+
+    hw = tmp_path / "alt.json"
+    hw.write_text(json.dumps({"gpu": "h100", **FITTED_MOE["h100-sxm-80gb"].alternative_fields()}))
+    score = _run(capsys, ["score", *common, "--hardware", str(hw), "--tp", str(stage["tensorParallelDegree"]),
+                          "--pp", "1", "--ep", str(plan["expert_parallel"]), "--recompute", plan["recompute"][0]])
+    assert check["batch_time_s"] == pytest.approx(score["batch_time_s"], rel=1e-9)
+    assert check["change"] == pytest.approx(score["batch_time_s"] / plan["batch_time_with_optimizer_step_s"] - 1)
+    # within the fit rows' micro-batches there is no such figure
+    plan = _run(capsys, ["plan", *[a if a != "8" else "2" for a in common], "--gpu", "h100", "--uniform",
+                         "--max-virtual-stages", "1"])
+    assert plan["moe_form_check"] is None

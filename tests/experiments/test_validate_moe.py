@@ -164,3 +164,29 @@ def test_gpt_oss_rows_recompute_what_their_recipe_names():
     recs = {r["row"]: r for r in moe_records()}
     assert {recs[c.name]["recompute"] for c in cases if c.setup.global_batch == 1280} == {"selective"}
     assert recs["gpt-oss-120b 25.11"]["recompute"] == "full"
+
+
+def test_the_catalogs_runner_up_form_is_that_forms_optimum():
+    """FITTED_MOE's alternative (what `plan` re-prices its answer with beyond the fit rows) is the
+    per-token form fitted on the same rows: moving its d0 by 10 or its time by 2% makes that form's loss
+    larger."""
+    from experiments.validate.fit import log_error
+    from experiments.validate.moe_rows import CATALOG_FORM, MOE_FORMS, fit_cases, predict_moe_time_s
+    from piper.frontend.hardware import FITTED_MOE
+
+    alt = dict(FITTED_MOE["h100-sxm-80gb"].alternative)
+    names = MOE_FORMS["token"].names
+    assert CATALOG_FORM != "token" and set(alt) == set(names)
+    rows = fit_cases()
+    at = [alt[n] for n in names]
+
+    def loss(x):
+        return sum(log_error(predict_moe_time_s(c, x, names), c.published_time_s) ** 2 for c in rows) / len(rows)
+
+    base = loss(at)
+    for i, name in enumerate(names):
+        step = 10.0 if name == "expert_gemm_half_dim" else 0.02 * at[i]
+        for sign in (1, -1):
+            x = list(at)
+            x[i] += sign * step
+            assert loss(x) > base, (name, x)
