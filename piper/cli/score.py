@@ -30,7 +30,9 @@ from piper.core.errors import UsageError
 from piper.core.json_values import jsonable
 from piper.frontend.caveats import prediction_caveats
 from piper.frontend.context import describe_comm_types
+from piper.frontend.hardware import FITTED_MOE
 from piper.frontend.metrics import memory_breakdown_text
+from piper.frontend.moe_costs import moe_micro_batch_caveat, runner_up_moe_hardware
 from piper.frontend.score import Layout, megatron_split, score_layout
 
 __all__ = ["add_score_parser", "cmd_score"]
@@ -79,6 +81,22 @@ def _order_note(m: dict[str, Any]) -> str:
 def _breakdown(m: dict[str, Any]) -> str:
     """What fills the fullest stage, on a line of its own."""
     return "\n" + " " * 14 + memory_breakdown_text(m["memory_breakdown"])
+
+
+def _runner_up_form(cfg: Any, hw: Any, setup: Any, layout: Layout, m: dict[str, Any],
+                    caveats: list[str]) -> dict[str, Any] | None:
+    """Beyond the MoE fit rows' micro-batch (:func:`~piper.frontend.moe_costs.moe_micro_batch_caveat`),
+    the layout priced with the runner-up MoE form fitted on the same rows (a caveat line is added); None
+    otherwise."""
+    other = runner_up_moe_hardware(cfg, hw)
+    if other is None or moe_micro_batch_caveat(cfg, hw, layout.cp) is None or m["batch_time_s"] is None:
+        return None
+    t = score_layout(cfg, other, setup, layout)["batch_time_s"]
+    words = FITTED_MOE[hw.name].alternative_words
+    caveats.append(f"under the runner-up MoE form fitted on the same rows ({words}) this layout "
+                   + (f"takes {t:.4g} s ({t / m['batch_time_s'] - 1:+.1%} against {m['batch_time_s']:.4g} s)"
+                      if t is not None else "does not fit"))
+    return {"form": words, "batch_time_s": t, "change": None if t is None else t / m["batch_time_s"] - 1.0}
 
 
 def _text(m: dict[str, Any]) -> str:
@@ -165,6 +183,7 @@ def cmd_score(args: argparse.Namespace) -> int:
     public = {k: v for k, v in m.items() if k not in ("problem", "plan", "score", "workload")}
     public["workload_file"], public["plan_file"] = args.out, args.plan_out
     public["caveats"] = prediction_caveats(cfg, hw, layout.cp, setup.cp_comm_type)
+    public["moe_form_check"] = _runner_up_form(cfg, hw, setup, layout, m, public["caveats"])
     if args.json:
         print(json.dumps(jsonable(public)))
     else:

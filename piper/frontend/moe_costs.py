@@ -126,6 +126,7 @@ __all__ = [
     "moe_activation_bytes",
     "moe_constants_caveat",
     "moe_micro_batch_caveat",
+    "runner_up_moe_hardware",
     "special_layer_ops",
 ]
 
@@ -584,6 +585,19 @@ def moe_micro_batch_caveat(cfg: TransformerConfig, hw: Hardware, context_paralle
     return (f"micro-batch {cfg.micro_batch} x {cfg.seq_length}{where} = {tokens:,} tokens: the MoE-block constants "
             f"were fitted on at most {fitted.max_micro_batch_tokens:,} tokens per micro-batch, so how the MoE "
             f"layers' unpriced time grows with the micro-batch is extrapolated (docs/results/validation.md)")
+
+
+def runner_up_moe_hardware(cfg: TransformerConfig, hw: Hardware) -> Hardware | None:
+    """``hw`` with the runner-up MoE-block form fitted on the same rows (``FittedMoE.alternative``,
+    piper/frontend/hardware.py) in place of the catalog's; None for a dense model, hardware without a
+    fitted runner-up, or MoE constants the user set (they are not the catalog's). ``plan`` and ``score``
+    price an answer with it too where the rows cannot decide the form (:func:`moe_micro_batch_caveat`)."""
+    fitted = FITTED_MOE.get(hw.name)
+    if cfg.moe is None or fitted is None or not fitted.alternative:
+        return None
+    if any(getattr(hw, k) != v for k, v in fitted.hardware_fields().items()):
+        return None
+    return hw.with_changes(**fitted.alternative_fields())
 
 
 def moe_constants_caveat(cfg: TransformerConfig, hw: Hardware) -> str | None:

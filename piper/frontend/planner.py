@@ -66,8 +66,8 @@ from piper.core.problem import ITERATION_FEATURES, WINDOW_FEATURES, WINDOW_MICRO
 from piper.core.result import Result, Status, make_result
 from piper.frontend import context
 from piper.frontend.config import TransformerConfig
-from piper.frontend.hardware import FITTED_MOE, Hardware
-from piper.frontend.moe_costs import expert_layouts
+from piper.frontend.hardware import Hardware
+from piper.frontend.moe_costs import expert_layouts, runner_up_moe_hardware
 from piper.frontend.schedule_check import ScheduleCheck, check_schedule
 from piper.frontend.workload import (
     TrainingSetup,
@@ -548,12 +548,8 @@ def other_moe_form_s(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup,
     (``FittedMoE.alternative``, piper/frontend/hardware.py) in place of the catalog's; None for a dense
     model, hardware without a fitted runner-up, or constants the user set (they are not the catalog's).
     How much an MoE plan's predicted time hangs on the form, where the rows cannot decide it."""
-    fitted = FITTED_MOE.get(hw.name)
-    if cfg.moe is None or fitted is None or not fitted.alternative:
-        return None
-    if any(getattr(hw, k) != v for k, v in fitted.hardware_fields().items()):
-        return None
-    return with_optimizer_step_s(cfg, hw.with_changes(**fitted.alternative_fields()), setup, cand)
+    other = runner_up_moe_hardware(cfg, hw)
+    return None if other is None else with_optimizer_step_s(cfg, other, setup, cand)
 
 
 def as_scored(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup, cand: Candidate) -> Score | None:

@@ -65,6 +65,12 @@ def test_beyond_the_moe_fit_rows_plan_prices_its_answer_with_the_runner_up_form(
                           "--pp", "1", "--ep", str(plan["expert_parallel"]), "--recompute", plan["recompute"][0]])
     assert check["batch_time_s"] == pytest.approx(score["batch_time_s"], rel=1e-9)
     assert check["change"] == pytest.approx(score["batch_time_s"] / plan["batch_time_with_optimizer_step_s"] - 1)
+    assert score["moe_form_check"] is None  # the hardware file's constants are the user's own
+    # score of the catalog's H100 gives the same runner-up figure for the layout
+    own = _run(capsys, ["score", *common, "--gpu", "h100", "--tp", str(stage["tensorParallelDegree"]), "--pp", "1",
+                        "--ep", str(plan["expert_parallel"]), "--recompute", plan["recompute"][0]])
+    assert own["moe_form_check"]["batch_time_s"] == pytest.approx(score["batch_time_s"], rel=1e-9)
+    assert any(line.startswith("under the runner-up MoE form") for line in own["caveats"])
     # within the fit rows' micro-batches there is no such figure
     plan = _run(capsys, ["plan", *[a if a != "8" else "2" for a in common], "--gpu", "h100", "--uniform",
                          "--max-virtual-stages", "1"])
