@@ -60,7 +60,7 @@ from piper.core.options import BATCH_TIME, TPS, Options
 from piper.core.plan import Plan
 from piper.core.problem import Problem
 from piper.core.result import Status
-from piper.frontend.caveats import prediction_caveats
+from piper.frontend.caveats import prediction_caveats, runner_up_form_check
 from piper.frontend.context import (
     ANY_SCHEMES,
     SEARCH_SCHEMES,
@@ -69,7 +69,7 @@ from piper.frontend.context import (
     layer_comm_types,
 )
 from piper.frontend.config import TransformerConfig
-from piper.frontend.hardware import FITTED_MOE, Hardware
+from piper.frontend.hardware import Hardware
 from piper.frontend.metrics import memory_breakdown_text, plan_metrics
 from piper.frontend.moe_costs import moe_micro_batch_caveat
 from piper.frontend.planner import (
@@ -498,11 +498,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
     if moe_micro_batch_caveat(run_cfg, hw, chosen.context_parallel) is not None and math.isfinite(with_step):
         other_s = other_moe_form_s(cfg, hw, setup, chosen)
         if other_s is not None:
-            form_check = {"form": FITTED_MOE[hw.name].alternative_words, "batch_time_s": other_s,
-                          "change": other_s / with_step - 1.0 if math.isfinite(other_s) else None}
-            caveats.append(f"under the runner-up MoE form fitted on the same rows ({form_check['form']}) this plan "
-                           + (f"takes {other_s:.4g} s ({form_check['change']:+.1%} against {with_step:.4g} s)"
-                              if math.isfinite(other_s) else "does not fit"))
+            form_check, line = runner_up_form_check(hw, with_step, other_s, "plan")
+            caveats.append(line)
     # not proven: how far from the best plan it can be (the rejected plans' bound when those decide it)
     bound = rejected["bound"] if rejected is not None else None if exact else _answer_bound(search, chosen, args.free)
     # the window check (above): "optimal" only when no plan the search may overvalue beats the answer

@@ -28,9 +28,8 @@ from piper.cli.model import (
 )
 from piper.core.errors import UsageError
 from piper.core.json_values import jsonable
-from piper.frontend.caveats import prediction_caveats
+from piper.frontend.caveats import prediction_caveats, runner_up_form_check
 from piper.frontend.context import describe_comm_types
-from piper.frontend.hardware import FITTED_MOE
 from piper.frontend.metrics import memory_breakdown_text
 from piper.frontend.moe_costs import moe_micro_batch_caveat, runner_up_moe_hardware
 from piper.frontend.score import Layout, megatron_split, score_layout
@@ -91,12 +90,10 @@ def _runner_up_form(cfg: Any, hw: Any, setup: Any, layout: Layout, m: dict[str, 
     other = runner_up_moe_hardware(cfg, hw)
     if other is None or moe_micro_batch_caveat(cfg, hw, layout.cp) is None or m["batch_time_s"] is None:
         return None
-    t = score_layout(cfg, other, setup, layout)["batch_time_s"]
-    words = FITTED_MOE[hw.name].alternative_words
-    caveats.append(f"under the runner-up MoE form fitted on the same rows ({words}) this layout "
-                   + (f"takes {t:.4g} s ({t / m['batch_time_s'] - 1:+.1%} against {m['batch_time_s']:.4g} s)"
-                      if t is not None else "does not fit"))
-    return {"form": words, "batch_time_s": t, "change": None if t is None else t / m["batch_time_s"] - 1.0}
+    check, line = runner_up_form_check(hw, m["batch_time_s"], score_layout(cfg, other, setup, layout)["batch_time_s"],
+                                       "layout")
+    caveats.append(line)
+    return check
 
 
 def _text(m: dict[str, Any]) -> str:

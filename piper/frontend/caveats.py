@@ -3,12 +3,15 @@
 
 from __future__ import annotations
 
+import math
+from typing import Any
+
 from piper.frontend.config import TransformerConfig
 from piper.frontend.context import layer_comm_types
-from piper.frontend.hardware import Hardware, unfitted_gemm_caveat
+from piper.frontend.hardware import FITTED_MOE, Hardware, unfitted_gemm_caveat
 from piper.frontend.moe_costs import moe_constants_caveat, moe_micro_batch_caveat
 
-__all__ = ["mla_context_caveat", "prediction_caveats"]
+__all__ = ["mla_context_caveat", "prediction_caveats", "runner_up_form_check"]
 
 
 def mla_context_caveat(cfg: TransformerConfig, context_parallel: int, cp_comm_type: str | None) -> str | None:
@@ -37,3 +40,15 @@ def prediction_caveats(cfg: TransformerConfig, hw: Hardware, context_parallel: i
     return [line for line in (unfitted_gemm_caveat(hw), moe_constants_caveat(cfg, hw),
                               moe_micro_batch_caveat(cfg, hw, context_parallel),
                               mla_context_caveat(cfg, context_parallel, cp_comm_type)) if line is not None]
+
+
+def runner_up_form_check(hw: Hardware, own_s: float, other_s: float | None, what: str) -> tuple[dict[str, Any], str]:
+    """``moe_form_check`` (``--json``) and its caveat line for an answer of ``own_s`` seconds that the runner-up
+    MoE form fitted on the same rows (``FittedMoE.alternative`` of ``hw``) prices at ``other_s`` (None or
+    inf: it does not fit); ``what``: "plan" or "layout"."""
+    words = FITTED_MOE[hw.name].alternative_words
+    fits = other_s is not None and math.isfinite(other_s)
+    change = other_s / own_s - 1.0 if fits else None  # type: ignore[operator]
+    line = (f"under the runner-up MoE form fitted on the same rows ({words}) this {what} "
+            + (f"takes {other_s:.4g} s ({change:+.1%} against {own_s:.4g} s)" if fits else "does not fit"))
+    return {"form": words, "batch_time_s": other_s, "change": change}, line

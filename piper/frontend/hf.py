@@ -60,6 +60,7 @@ from typing import Any
 
 from piper.core.errors import ModelConfigError
 from piper.core.limits import MAX_COUNT
+from piper.core.problem import short_repr
 from piper.frontend.config import TransformerConfig
 from piper.frontend.moe import ROUTER_SCORES, MLAConfig, MoEConfig
 from piper.io.jsonfile import read_json
@@ -83,21 +84,16 @@ def _get(raw: Mapping[str, Any], keys: tuple[str, ...], where: str, default: Any
 
 def _int(value: Any, key: str, where: str) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or (isinstance(value, float) and not value.is_integer()):
-        raise ModelConfigError(f"{where}: {key} must be a whole number, got {_short(value)}")
+        raise ModelConfigError(f"{where}: {key} must be a whole number, got {short_repr(value)}")
     if not 1 <= value <= MAX_COUNT:
-        raise ModelConfigError(f"{where}: {key} must be >= 1 and <= {MAX_COUNT}, got {_short(value)}")
+        raise ModelConfigError(f"{where}: {key} must be >= 1 and <= {MAX_COUNT}, got {short_repr(value)}")
     return int(value)
 
 
 def _str(value: Any, key: str, where: str) -> str:
     if not isinstance(value, str):
-        raise ModelConfigError(f"{where}: {key} must be a string, got {_short(value)}")
+        raise ModelConfigError(f"{where}: {key} must be a string, got {short_repr(value)}")
     return value
-
-
-def _short(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
 
 
 #: a key whose name holds one of these words counts experts (any depth: DBRX's
@@ -150,7 +146,7 @@ def _count0(raw: Mapping[str, Any], key: str, where: str, default: int = 0) -> i
     if value is None:
         return default
     if isinstance(value, (float, str)):
-        raise ModelConfigError(f"{where}: {key} must be a whole number (an integer), got {_short(value)}")
+        raise ModelConfigError(f"{where}: {key} must be a whole number (an integer), got {short_repr(value)}")
     if value == 0 and not isinstance(value, bool) and isinstance(value, int):
         return 0
     return _int(value, key, where)
@@ -166,7 +162,7 @@ def _moe_config(raw: Mapping[str, Any], name: str, model_type: str, dense_ffn: i
     if experts <= 1:
         stray = _moe_key({k: raw[k] for k in MOE_KEYS if k in raw and k not in _EXPERT_COUNT_KEYS})
         if stray is not None:
-            raise ModelConfigError(f"{name}: {stray[0]} = {_short(stray[1])}: a mixture-of-experts key without an "
+            raise ModelConfigError(f"{name}: {stray[0]} = {short_repr(stray[1])}: a mixture-of-experts key without an "
                                    f"expert count ({' / '.join(_EXPERT_COUNT_KEYS)})")
         return None
     top_key = next((k for k in _TOP_K_KEYS if raw.get(k) is not None), None)
@@ -193,10 +189,10 @@ def _moe_config(raw: Mapping[str, Any], name: str, model_type: str, dense_ffn: i
         freq, offset = _count0(raw, "decoder_sparse_step", name, 1), 1
     only = raw.get("mlp_only_layers")
     if only is not None and (not isinstance(only, list) or only):
-        raise ModelConfigError(f"{name}: mlp_only_layers = {_short(only)}: only an empty list is supported")
+        raise ModelConfigError(f"{name}: mlp_only_layers = {short_repr(only)}: only an empty list is supported")
     score = _str(raw.get("scoring_func") or "softmax", "scoring_func", name).lower()
     if score not in ROUTER_SCORES:
-        raise ModelConfigError(f"{name}: scoring_func must be one of {', '.join(ROUTER_SCORES)}, got {_short(score)}")
+        raise ModelConfigError(f"{name}: scoring_func must be one of {', '.join(ROUTER_SCORES)}, got {short_repr(score)}")
     gpt_oss = model_type == "gpt_oss"
     try:
         return MoEConfig(experts=experts, top_k=top_k, expert_ffn_hidden_size=width, shared_ffn_hidden_size=shared_width,
@@ -227,10 +223,10 @@ def _window(raw: Mapping[str, Any], name: str, layers: int) -> tuple[int | None,
         return None, ()
     if not isinstance(types, list) or len(types) != layers:
         raise ModelConfigError(f"{name}: layer_types must be a list of {layers} entries (num_hidden_layers), "
-                               f"got {_short(types)}")
+                               f"got {short_repr(types)}")
     bad = next((x for x in types if x not in LAYER_TYPES), None)
     if bad is not None:
-        raise ModelConfigError(f"{name}: layer_types entry {_short(bad)} is not one of {', '.join(LAYER_TYPES)}")
+        raise ModelConfigError(f"{name}: layer_types entry {short_repr(bad)} is not one of {', '.join(LAYER_TYPES)}")
     where = tuple(i for i, x in enumerate(types) if x == "sliding_attention")
     if not where:
         return None, ()
@@ -256,7 +252,7 @@ def config_from_hf(raw: Mapping[str, Any], name: str = "hf-config", seq_length: 
     llama = model_type in _LLAMA_TYPES or (model_type not in _GPT_TYPES and act in _GATED)
     unknown = _moe_key(raw, skip=MOE_KEYS)
     if unknown is not None:
-        raise ModelConfigError(f"{name}: {unknown[0]} = {_short(unknown[1])}: a mixture-of-experts key this reader does "
+        raise ModelConfigError(f"{name}: {unknown[0]} = {short_repr(unknown[1])}: a mixture-of-experts key this reader does "
                                f"not know (it reads {', '.join(MOE_KEYS[:4])}, ... at the top level)")
     moe = _moe_config(raw, name, model_type, raw.get("intermediate_size") and ffn)
     mla = _mla_config(raw, name)
@@ -268,10 +264,10 @@ def config_from_hf(raw: Mapping[str, Any], name: str = "hf-config", seq_length: 
     window, windowed = _window(raw, name, layers)
     tied = raw.get("tie_word_embeddings", not llama)
     if not isinstance(tied, bool):
-        raise ModelConfigError(f"{name}: tie_word_embeddings must be true or false, got {_short(tied)}")
+        raise ModelConfigError(f"{name}: tie_word_embeddings must be true or false, got {short_repr(tied)}")
     for key in ("attention_bias", "mlp_bias"):
         if raw.get(key) is not None and not isinstance(raw[key], bool):
-            raise ModelConfigError(f"{name}: {key} must be true or false, got {_short(raw[key])}")
+            raise ModelConfigError(f"{name}: {key} must be true or false, got {short_repr(raw[key])}")
     bias = bool(raw.get("attention_bias", False) or raw.get("mlp_bias", False)) if llama else True
     # dropout: any positive dropout probability (Llama: attention_dropout 0.0; GPT-2: resid_pdrop 0.1)
     dropout_keys = ("attention_dropout", "hidden_dropout", "resid_pdrop", "attn_pdrop", "embd_pdrop", "dropout")

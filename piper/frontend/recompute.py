@@ -49,6 +49,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from piper.core.errors import FrontendError
+from piper.core.problem import short_repr
 
 __all__ = [
     "DEFAULT_RECOMPUTE_MODULES",
@@ -87,11 +88,11 @@ def check_recompute_modules(modules: object, where: str = "recompute_modules") -
 
 
 def _short(value: object, limit: int = 60) -> str:
-    """``repr(value)``, cut to ``limit`` characters with "..." after the cut (the quotes stay closed)."""
+    """:func:`~piper.core.problem.short_repr`, but a long string is cut inside its quotes, which stay
+    closed (``'aaa...'...``)."""
     if isinstance(value, str) and len(value) > limit:
         return repr(value[:limit]) + "..."
-    text = repr(value)
-    return text if len(text) <= limit else text[:limit] + "..."
+    return short_repr(value)
 
 
 @dataclass(frozen=True)
