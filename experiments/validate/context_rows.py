@@ -7,11 +7,10 @@ The row's batch: DP 8 x 16 sequences per replica = 128 sequences of 131,072 toke
 as Table 4 says). Published iteration time: the row's TFLOP/s converted with Megatron's FLOP count
 (full, non-causal attention), as for the dense rows; the paper does not give its count, and at
 131k tokens attention is most of the FLOPs, so :func:`context_variants` also reports the time with
-the causal half of attention (a 1.4x shorter target). Meta's pipeline schedule is interleaved but
-its v is not stated: the row is scored as the dense rows, with the least predicted time that fits over
-v = 1, 2, 4, 8 (:data:`~experiments.validate.rows.LLAMA3_VIRTUAL_STAGES`: Meta's split with the
-embedding and the loss counted as layers, first and last chunk one layer short), and
-:func:`context_variants` lists every v.
+the causal half of attention (a 1.4x shorter target). Meta's pipeline schedule is interleaved: the
+row is scored as the dense rows, with the layout the paper describes (v = 8, Meta's split with the
+embedding and the loss counted as layers, first and last chunk one layer short), no recomputation
+when it fits, and memory against the whole device; :func:`context_variants` lists every v.
 """
 
 from __future__ import annotations
@@ -21,15 +20,9 @@ from dataclasses import replace
 from typing import Any
 
 from experiments.validate.fit import least_recompute_score
-from experiments.validate.rows import (
-    DATA_DIR,
-    LLAMA3_VIRTUAL_STAGES,
-    Case,
-    llama3_layout,
-    llama3_row,
-)
+from experiments.validate.rows import DATA_DIR, Case, llama3_case, llama3_layout, llama3_row
 from piper.frontend.hardware import hardware
-from piper.frontend.score import Layout, check_layout, model_flops
+from piper.frontend.score import Layout
 
 __all__ = ["CONTEXT_ASSUMPTIONS", "context_variants", "llama3_context_cases"]
 
@@ -37,7 +30,7 @@ __all__ = ["CONTEXT_ASSUMPTIONS", "context_variants", "llama3_context_cases"]
 CONTEXT_ASSUMPTIONS = [
     ("the long-context row (CP 16): the paper's all-gather of K and V (Section 3.3.2; Megatron-Core's "
      "--cp-comm-type allgather, exposed, piper/frontend/context.py), the sequence split in 2c chunks; v as for the "
-     "dense rows"),
+     "dense rows (v = 8)"),
 ]
 
 
@@ -51,18 +44,10 @@ def llama3_context_cases() -> list[Case]:
         c = int(r["context_parallel"])
         if c == 1:
             continue
-        gpus, t, p, d, gb, cfg, setup, tflops, time_s = llama3_row(r, hw)
+        gpus, t, p, d, _gb, cfg, setup, tflops, time_s = llama3_row(r, hw)
         setup = replace(setup, cp_comm_type="allgather")  # [L3] Section 3.3.2's scheme
-        layouts = []
-        for vp in LLAMA3_VIRTUAL_STAGES:
-            layout = Layout(tp=t, cp=c, pp=p, dp=d, recompute="none", sequence_parallel=True, vp=vp,
-                            stage_layers=llama3_layout(cfg.layers, p, vp))
-            check_layout(cfg, hw, setup, layout)
-            layouts.append(layout)
-        causal_s = model_flops(cfg, gb, causal=True) / (tflops * 1e12 * gpus)
-        out.append(Case("llama3", f"llama3-405b-{gpus}-cp{c}", cfg, hw, setup, layouts[0], time_s, tflops,
-                        "h100-sxm-80gb", extra={"causal_time_s": causal_s,
-                                                "variants": tuple((cfg, lay) for lay in layouts)}))
+        lay = Layout(tp=t, cp=c, pp=p, dp=d, recompute="none", sequence_parallel=True)
+        out.append(llama3_case("llama3", f"llama3-405b-{gpus}-cp{c}", cfg, hw, setup, lay, time_s, tflops, gpus))
     return out
 
 

@@ -6,7 +6,8 @@ catalog's constants.
 
 * **The published layout under the model**: the row as ``experiments.validate`` scores it
   (:func:`experiments.validate.fit.score_case`: per variant the least recomputation that fits, the
-  variant with the least batch time; the Llama 3 rows try v = 1, 2, 4, 8 with Meta's split), i.e.
+  variant with the least batch time; the Llama 3 rows are Meta's v = 8 with memory against the whole
+  device, both sides then sharing that limit), i.e.
   ``python -m piper score``'s iteration time with the optimizer step and the resync's overlap.
 * **The planner's plan**: :func:`piper.frontend.planner.search_plans` as ``python -m piper plan
   --uniform`` runs it (batch-time objective, micro-batch sizes dividing the batch, 1F1B or
@@ -165,7 +166,7 @@ def compare_published(case: Case, solver: str = "dp", time_limit_s: float | None
             "planner_d": plan.stages[0].d, "planner_e": best.expert_parallel,
             "planner_v": plan.schedule.virtual_stages, "planner_b": best.micro_batch,
             "planner_recompute": "/".join(best.recompute or ("per layer",)),
-            "planner_devices": sum(st.d * st.t for st in plan.group_stages()) * best.context_parallel,
+            "planner_devices": plan.devices_used,  # a stage's t is the t x c devices of its shard
             "planner_status": best.result.status.value,
         })
     # where the search's pricing differs from score's (a solver without the iteration keys; this table's

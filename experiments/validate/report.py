@@ -56,6 +56,24 @@ def _pct(x: float | None) -> str:
     return "-" if x is None else f"{x:+.1f}%"
 
 
+def _llama3_readings(rows: list[dict[str, Any]]) -> list[str]:
+    """The Llama 3 rows' second readings: the error against the causal FLOP count, and the row as a
+    planner with the default memory reserve sees it (the reserve's limit, whether the row's own layout
+    fits under it, the score's choice of v under it and that choice's error)."""
+    out = ["The same rows against the causal FLOP count, and under the planner's default memory reserve:", "",
+           "| row | vs causal count | own layout's memory GB | default limit GB | fits it | "
+           "score's choice under it (v, TMPC) | predicted s | error |",
+           "|---|---:|---:|---:|---|---|---:|---:|"]
+    for r in rows:
+        if "default_limit_gb" not in r:
+            continue
+        pred = "OOM" if r["default_time_s"] is None else f"{r['default_time_s']:.3f}"
+        out.append(f"| {r['row']} | {_pct(r['causal_error_percent'])} | {r['max_memory_gb']:.2f} | "
+                   f"{r['default_limit_gb']:.2f} | {'yes' if r['fits_default'] else 'no'} | "
+                   f"{r['default_vp']}, {r['default_tmpc']} | {pred} | {_pct(r['default_error_percent'])} |")
+    return out
+
+
 def markdown(res: dict[str, Any]) -> str:
     lines = ["## Iteration time: predicted vs published", ""]
     for gpu, f in res["fitted"].items():
@@ -83,6 +101,8 @@ def markdown(res: dict[str, Any]) -> str:
                      "no in-sample error (out of sample: no constant is fitted on these rows)")
         lines += ["", f"Mean absolute error: LOO **{s['loo_mae_percent']:.1f}%** (worst {s['loo_max_abs_percent']:.1f}%), "
                       f"{in_sample}.", ""]
+        if table == "llama3":
+            lines += _llama3_readings(mine) + [""]
         for a in res["assumptions"].get(table, []):
             lines.append(f"- assumed: {a}")
         lines.append("")

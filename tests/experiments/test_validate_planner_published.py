@@ -60,3 +60,14 @@ def test_the_planner_does_no_worse_than_the_qwen3_bridge_layout() -> None:
     assert r["search_on_that_workload_s"] <= r["published_on_search_s"] * (1 + 1e-9)
     assert r["planner_no_worse"] and r["planner_s"] <= r["published_s"]
     assert r["planner_devices"] == 16
+
+
+def test_the_planner_does_no_worse_than_metas_long_context_layout() -> None:
+    """[L3]'s CP 16 row, both sides against the whole device: the search covers Meta's layout (c = 16,
+    v = 8) and does no worse, on 16,384 devices (a plan's stage width t counts t x c devices)."""
+    case = _case("llama3-405b-16384-cp16")
+    r = compare_published(case, time_limit_s=None)
+    assert (r["published_c"], r["published_v"], r["published_recompute"]) == (16, 8, "none")
+    assert r["search_no_worse"] is True and r["planner_no_worse"]
+    assert r["planner_devices"] == 16384
+    assert r["planner_t"] * r["planner_c"] * r["planner_p"] * r["planner_d"] == 16384
