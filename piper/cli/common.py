@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from piper.core import stopping
-from piper.core.errors import USER_ERRORS, PlanFormatError, UsageError
+from piper.core.errors import USER_ERRORS, PlanFormatError, ProblemError, UsageError
 from piper.core.limits import (
     MAX_COUNT,
     MAX_MAGNITUDE,
@@ -276,14 +276,26 @@ def problem_warnings(problem: Problem) -> list[str]:
     return out
 
 
-def load_workload(path: str, args: argparse.Namespace, prog: str = "piper") -> Problem:
+def load_workload(path: str, args: argparse.Namespace, prog: str = "piper", *, check_model: bool = True) -> Problem:
     """Load a workload file for a command: --strict (if the parser has it) makes unknown keys
     errors, the cluster flags are applied, ``--exclude-tmpc`` ids (if the parser has it) must
-    be TMPC ids of the workload, and each warning is one line on stderr."""
-    problem = apply_cluster_args(load_problem(path, strict=bool(getattr(args, "strict", False))), args)
+    be TMPC ids of the workload, and each warning is one line on stderr. ``check_model``: the
+    workload's ``model`` record (the front end's, which only export reads) is checked as export
+    checks it (:func:`piper.export.common.model_record_error`): a bad one is a warning, with
+    --strict a :class:`ProblemError` (export itself refuses it, and passes False)."""
+    strict = bool(getattr(args, "strict", False))
+    problem = apply_cluster_args(load_problem(path, strict=strict), args)
     check_excluded_tmpcs([problem], getattr(args, "exclude_tmpc", None) or ())
     for line in problem_warnings(problem):
         print(f"{prog}: {line}", file=sys.stderr)
+    if check_model:
+        from piper.export.common import model_record_error
+
+        bad = model_record_error(problem)
+        if bad is not None and strict:
+            raise ProblemError(f"{path}: {bad}")
+        if bad is not None:
+            print(f"{prog}: warning: {bad} (only export reads the record, and refuses it)", file=sys.stderr)
     return problem
 
 

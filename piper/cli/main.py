@@ -8,9 +8,13 @@ status 2 and a one-line message on stderr.
 from __future__ import annotations
 
 import importlib
+import sys
 from collections.abc import Sequence
 
+import argparse
+
 from piper.cli.common import ArgumentParser
+from piper.core.errors import UsageError
 
 __all__ = ["COMMANDS", "main"]
 
@@ -32,6 +36,40 @@ def _parser() -> ArgumentParser:
     return p
 
 
+#: what ``--list`` may come with: it lists, as text or (``--json``) as one object
+LIST_COMPANIONS = frozenset({"command", "list", "json"})
+
+
+def _check_list_alone(parser: ArgumentParser, args: argparse.Namespace, argv: Sequence[str]) -> None:
+    """``--list`` lists the presets and GPUs and exits: any other argument given with it would be
+    ignored, so it is refused, naming the first (:class:`UsageError`), even one given at its default.
+    The subcommand's words are parsed again into a namespace holding a marker for every option, which
+    argparse then leaves in place for each option not given."""
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices[args.command]
+    words = list(argv)[list(argv).index(args.command) + 1:]
+    absent = object()
+    given = argparse.Namespace()
+    for action in sub._actions:
+        if action.dest != argparse.SUPPRESS and action.option_strings:
+            # append / extend copy what is there: they start from None
+            setattr(given, action.dest, None if isinstance(action, (argparse._AppendAction, argparse._ExtendAction))
+                    else absent)
+    sub.parse_args(words, namespace=given)
+    for action in sub._actions:
+        dest = action.dest
+        if dest in LIST_COMPANIONS or dest == argparse.SUPPRESS:
+            continue
+        value = getattr(given, dest, absent)
+        named = action.option_strings and value is not absent and value is not None
+        if named or (not action.option_strings and value != action.default):
+            what = "/".join(action.option_strings) or f"the {action.metavar or dest} argument"
+            raise UsageError(f"--list lists the presets and GPUs and takes no other argument; got {what}")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    words = list(sys.argv[1:] if argv is None else argv)
+    args = parser.parse_args(words)
+    if getattr(args, "list", False):
+        _check_list_alone(parser, args, words)
     return _command(args.command, "cmd")(args)

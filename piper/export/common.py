@@ -35,6 +35,7 @@ __all__ = [
     "format_counts",
     "map_layers",
     "model_info",
+    "model_record_error",
     "moe_flags",
     "moe_layer_flags",
     "prepare",
@@ -255,6 +256,16 @@ def model_info(problem: Problem) -> ModelInfo | None:
                      precision=precision, recompute_modules=_recompute_modules(raw))
     _check_modules_for(info)
     return info
+
+
+def model_record_error(problem: Problem) -> str | None:
+    """What :func:`model_info` refuses in the workload's ``model`` record, in one line naming the
+    field; None when the record is usable or absent."""
+    try:
+        model_info(problem)
+    except ExportError as exc:
+        return str(exc)
+    return None
 
 
 def moe_flags(layers: int, first_dense: int, freq: int, offset: int) -> list[int]:

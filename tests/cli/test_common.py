@@ -110,6 +110,27 @@ def test_unknown_keys_warn_one_line_each_and_strict_makes_them_errors(cli, tmp_p
     assert code == 0 and err == ""
 
 
+@pytest.mark.parametrize("model, words", [
+    ([1, 2], "the workload's 'model' must be an object, got list"),
+    ({"name": "m", "bogusKey": 1}, "the workload's model record has an unknown key 'bogusKey'"),
+    ({"name": "m"}, "the workload's 'model' has no "),
+])
+def test_a_bad_model_record_warns_and_strict_refuses_it(cli, tmp_path, model, words):
+    """The front end's ``model`` record is read by export only; the other commands check it as export
+    would: one warning line, with --strict exit 2 and one line naming the field."""
+    path = write_json(tmp_path, two_layer_workload(model=model))
+    plan = write_json(tmp_path, TWO_STAGE_PLAN, "p.json")
+    for args in (["info", path], ["evaluate", path, plan], ["solve", path, "-q"]):
+        code, out, err = cli("piper", *args)
+        assert code == 0, err
+        lines = err.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith(f"piper: warning: {words}"), err
+        code, out, err = cli("piper", *args, "--strict")
+        assert code == 2 and out == ""
+        lines = err.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith(f"piper: error: {path}: {words}"), err
+
+
 def test_slow_intra_node_bandwidth_warns(cli, tmp_path):
     path = write_json(tmp_path, two_layer_workload(intraNodeBandwidth=1.0))
     code, _, err = cli("piper", "info", path)

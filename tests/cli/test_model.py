@@ -86,6 +86,24 @@ def test_list_json_is_one_object(cli, command):
     assert out["gpus"]["h100-sxm-80gb"]["peak_flops_bf16"] == 989e12 and "h100" in out["gpus"]["h100-sxm-80gb"]["aliases"]
 
 
+@pytest.mark.parametrize("command, extra, named", [
+    ("model", ["--nodes", "1"], "--nodes"),  # at its default value too
+    ("score", ["--tp", "8"], "--tp"),
+    ("plan", ["llama3-8b"], "the model argument"),
+    ("plan", ["--uniform"], "--uniform"),
+    ("score", ["--recompute-modules", "core_attn"], "--recompute-modules"),
+    ("model", ["--gpu=h100"], "--gpu"),
+])
+def test_list_refuses_what_it_would_ignore(cli, command, extra, named):
+    """``--list`` lists and exits: a flag given with it was ignored without a word."""
+    r = cli("piper", command, "--list", *extra)
+    assert r.returncode == 2 and r.stdout == ""
+    assert r.stderr.strip().splitlines() == [
+        f"piper: error: --list lists the presets and GPUs and takes no other argument; got {named}"]
+    ok = cli("piper", command, "--lis", "--js")  # abbreviations of --list and --json are still the listing
+    assert ok.returncode == 0 and "presets" in json.loads(ok.stdout)
+
+
 @pytest.mark.parametrize("extra, named", [(["--gpu", "a100-80gb"], "replaces --gpu:"),
                                           (["--node-type", "dgx-h100"], "replaces --node-type:"),
                                           (["--gpu", "h100", "--node-type", "dgx-h100"], "replaces --gpu and --node-type")])
