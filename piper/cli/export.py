@@ -27,6 +27,7 @@ from typing import Any
 from piper.cli.common import add_cluster_args, add_strict_arg, check_outputs, load_saved_plan, load_workload, positive_int
 from piper.core.errors import UsageError
 from piper.export import TARGET_NAMES, TARGETS, Export, ExportError, export_plan
+from piper.export.common import model_record_error
 
 __all__ = ["add_export_parser", "cmd_export", "output_files"]
 
@@ -80,7 +81,10 @@ def cmd_export(args: argparse.Namespace) -> int:
                              f"config and its stem + .pipeline.json beside it: give a file's path")
         outputs.append(("--out (its pipeline file)", str(Path(args.out).with_name(f"{Path(args.out).stem}.pipeline.json"))))
     check_outputs(outputs, [("the plan", args.plan), ("the workload", args.file)])
-    problem = load_workload(args.file, args, check_model=False)  # export refuses a bad model record itself
+    problem = load_workload(args.file, args, check_model=False)  # export refuses a bad model record itself:
+    bad = model_record_error(problem)  # before the plan, whose madeFor check would warn about the record first
+    if bad is not None:
+        raise UsageError(f"cannot export to {TARGET_NAMES[args.to]}: {bad}")
     plan = load_saved_plan(args.plan, problem, strict=bool(args.strict))
     try:
         export = export_plan(problem, plan, args.to, micro_batch=args.micro_batch, fit_recompute=args.fit_recompute)

@@ -20,7 +20,8 @@ import networkx as nx
 from piper.core.errors import ExportError
 from piper.core.evaluate import check_plan, evaluate
 from piper.core.plan import Plan
-from piper.core.problem import ACTIVATION_RECOMP, VANILLA, Problem
+from piper.core.limits import MAX_COUNT
+from piper.core.problem import ACTIVATION_RECOMP, VANILLA, Problem, short_repr
 
 __all__ = [
     "RULES",
@@ -34,6 +35,7 @@ __all__ = [
     "StageSpec",
     "format_counts",
     "map_layers",
+    "check_record_graph",
     "model_info",
     "model_record_error",
     "moe_flags",
@@ -151,6 +153,27 @@ _MLA_FIELDS: dict[str, tuple[type, bool]] = {
     "qkRopeHeadDim": (int, False), "vHeadDim": (int, False)}
 
 
+def _check_moe_record(moe: Mapping[str, Any], layers: int) -> None:
+    """``model.moe`` beyond its fields' types (rule E7), as piper/frontend/moe.py checks an MoE
+    configuration: topK at most the experts, a router score the front end knows, a capacity factor
+    in [1, 1000], and at least one MoE layer among the ``layers``."""
+    from piper.frontend.moe import ROUTER_SCORES  # the workload's vocabulary
+
+    if moe["topK"] > moe["experts"]:
+        raise ExportError(f"the workload's model.moe.topK ({moe['topK']}) must be at most its experts "
+                          f"({moe['experts']})", rule="E7")
+    if moe["routerScore"] not in ROUTER_SCORES:
+        raise ExportError(f"the workload's model.moe.routerScore must be one of {', '.join(ROUTER_SCORES)}, got "
+                          f"{short_repr(moe['routerScore'])}", rule="E7")
+    c = moe.get("capacityFactor")
+    if c is not None and c > 1e3:
+        raise ExportError(f"the workload's model.moe.capacityFactor must be in [1, 1000] or null (dropless), got {c!r}",
+                          rule="E7")
+    if not any(moe_flags(layers, moe.get("firstDenseLayers") or 0, moe["layerFreq"], moe.get("layerOffset") or 0)):
+        raise ExportError(f"the workload's model.moe makes none of its {layers} layers an MoE layer "
+                          "(firstDenseLayers, layerFreq, layerOffset)", rule="E7")
+
+
 def _optional_record(raw: Mapping[str, Any], key: str, spec: dict[str, tuple[type, bool]]) -> Mapping[str, Any] | None:
     """``model.KEY`` checked field by field (rule E7), or None when absent."""
     rec = raw.get(key)
@@ -215,12 +238,14 @@ def model_info(problem: Problem) -> ModelInfo | None:
             raise ExportError(f"the workload's 'model' has no {key!r}", rule="E7")
         value = raw[key]
         ok = isinstance(value, typ) and (typ is bool or not isinstance(value, bool))
-        if typ is int and ok and value < 1:
+        if typ is int and ok and not 1 <= value <= MAX_COUNT:
             ok = False
         if not ok:
-            raise ExportError(f"the workload's model.{key} must be {'a whole number >= 1' if typ is int else typ.__name__}, "
-                              f"got {value!r}", rule="E7")
+            raise ExportError(f"the workload's model.{key} must be "
+                              f"{f'a whole number in 1..{MAX_COUNT}' if typ is int else typ.__name__}, "
+                              f"got {short_repr(value)}", rule="E7")
         values[attr] = value
+    _check_record_shape(raw, values)
     c = raw.get("contextParallel", 1)
     if isinstance(c, bool) or not isinstance(c, int) or c < 1:
         raise ExportError(f"the workload's model.contextParallel must be a whole number >= 1, got {c!r}", rule="E7")
@@ -246,9 +271,8 @@ def model_info(problem: Problem) -> ModelInfo | None:
                           rule="E7")
     window, windowed = _sliding_window(raw, values["layers"])
     moe = _optional_record(raw, "moe", _MOE_FIELDS)
-    if moe is not None and moe["topK"] > moe["experts"]:
-        raise ExportError(f"the workload's model.moe.topK ({moe['topK']}) must be at most its experts "
-                          f"({moe['experts']})", rule="E7")
+    if moe is not None:
+        _check_moe_record(moe, values["layers"])
     info = ModelInfo(**values, context_parallel=c, moe=moe,
                      mla=_optional_record(raw, "mla", _MLA_FIELDS), attention_head_dim=head_dim,
                      token_dispatcher=dispatcher, sliding_window=window, sliding_window_layers=windowed,
@@ -258,11 +282,51 @@ def model_info(problem: Problem) -> ModelInfo | None:
     return info
 
 
+def _check_record_shape(raw: Mapping[str, Any], values: Mapping[str, Any]) -> None:
+    """The record's fields beyond their types (rule E7), as the front end's configuration checks
+    them (piper/frontend/config.py, workload.py): ``dropout`` true or false, ``gradBytes`` 2 or 4,
+    the heads dividing the width (unless ``attentionHeadDim`` or ``mla`` sets it) and ``kvHeads``
+    dividing the heads."""
+    dropout = raw.get("dropout", False)
+    if not isinstance(dropout, bool):
+        raise ExportError(f"the workload's model.dropout must be true or false, got {short_repr(dropout)}", rule="E7")
+    grad = raw.get("gradBytes", 4)
+    if isinstance(grad, bool) or grad not in (2, 4):
+        raise ExportError(f"the workload's model.gradBytes must be 2 or 4, got {short_repr(grad)}", rule="E7")
+    a, kv, h = values["attention_heads"], values["kv_heads"], values["hidden_size"]
+    if raw.get("attentionHeadDim") is None and raw.get("mla") is None and h % a:
+        raise ExportError(f"the workload's model.attentionHeads ({a}) must divide its hiddenSize ({h})", rule="E7")
+    if a % kv:
+        raise ExportError(f"the workload's model.kvHeads ({kv}) must divide its attentionHeads ({a})", rule="E7")
+
+
+def check_record_graph(problem: Problem, info: ModelInfo) -> None:
+    """The model record against the workload's layer graph (rules E1 and E7): as many transformer
+    nodes as ``layers``, and the layers with expert terms in their TMPCs exactly the MoE layers the
+    ``moe`` record names (none without it)."""
+    lm = map_layers(problem)
+    if info.layers != len(lm.layers):
+        raise ExportError(f"the workload's model record says {info.layers} layers, its graph has "
+                          f"{len(lm.layers)} transformer nodes", rule="E1")
+    flags = moe_layer_flags(info)
+    for i, v in enumerate(lm.layers):
+        nd = problem.node_by_id[v]
+        expert = any(c.has_expert_terms for cs in nd.tmpcs.values() for c in cs)
+        if expert != bool(flags[i]):
+            said = ("has no 'moe': the export would write a dense model" if info.moe is None else
+                    f"makes layer {i} {'an MoE' if flags[i] else 'a dense'} layer (firstDenseLayers, layerFreq, layerOffset)")
+            raise ExportError(f"the workload's transformer node {nd.label} (layer {i}) has "
+                              f"{'expert' if expert else 'no expert'} terms in its TMPCs but the model record {said}",
+                              rule="E7")
+
+
 def model_record_error(problem: Problem) -> str | None:
-    """What :func:`model_info` refuses in the workload's ``model`` record, in one line naming the
-    field; None when the record is usable or absent."""
+    """What :func:`model_info` and :func:`check_record_graph` refuse in the workload's ``model``
+    record, in one line naming the field; None when the record is usable or absent."""
     try:
-        model_info(problem)
+        info = model_info(problem)
+        if info is not None:
+            check_record_graph(problem, info)
     except ExportError as exc:
         return str(exc)
     return None
@@ -354,6 +418,10 @@ def _sliding_window(raw: Mapping[str, Any], layers: int) -> tuple[int | None, tu
         return None, ()
     if not isinstance(rec, Mapping):
         raise ExportError(f"the workload's model.slidingWindow must be an object, got {type(rec).__name__}", rule="E7")
+    unknown = sorted(str(k) for k in rec if k not in ("tokens", "layers"))
+    if unknown:
+        raise ExportError(f"the workload's model.slidingWindow has an unknown key {unknown[0]!r} (known: tokens, "
+                          "layers)", rule="E7")
     w, where = rec.get("tokens"), rec.get("layers")
     if not isinstance(w, int) or isinstance(w, bool) or w < 1:
         raise ExportError(f"the workload's model.slidingWindow.tokens must be a whole number >= 1, got {w!r}", rule="E7")
@@ -633,9 +701,10 @@ def prepare(problem: Problem, plan: Plan, target: str, *, micro_batch: int | Non
         if model.global_batch != problem.microbatches * b:
             out_notes.append(f"global batch {problem.microbatches * b} sequences (N = {problem.microbatches} micro-batches "
                          f"of {b}) differs from the {model.global_batch} the workload was built for (N was overridden)")
-        if model.layers != len(lm.layers):
-            raise refuse(target, "E1", f"the workload's model record says {model.layers} layers, its graph has "
-                         f"{len(lm.layers)} transformer nodes")
+        try:
+            check_record_graph(problem, model)
+        except ExportError as exc:
+            raise refuse(target, exc.rule, str(exc)) from None
     elif micro_batch is not None:
         b = micro_batch
     else:
@@ -718,9 +787,6 @@ def prepare(problem: Problem, plan: Plan, target: str, *, micro_batch: int | Non
     sharded = any(c.memory_sharded > 0 for c in chosen.values()) or any(
         c.memory_sharded_expert > 0 for c in chosen.values())
     expert = _expert_layout(problem, plan, target, pos)
-    if model is not None and model.moe is None and expert is not None:
-        raise refuse(target, "E7", "the plan's layers have experts (TMPCs with expert keys) but the workload's model "
-                     "record has no 'moe': the export would write a dense model")
     score = evaluate(problem, plan)
     if score.oom:
         out_notes.append("the plan does not fit the workload's memory limit (the evaluator scores it out of memory)")

@@ -22,7 +22,7 @@ from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from piper.core.errors import ModelConfigError
-from piper.frontend.moe import MLAConfig, MoEConfig
+from piper.frontend.moe import MLAConfig, MoEConfig, is_moe_layer
 
 __all__ = ["FFN_KINDS", "NORM_KINDS", "PRECISIONS", "TransformerConfig"]
 
@@ -120,6 +120,10 @@ class TransformerConfig:
         self._check_window()
         if self.moe is not None and not isinstance(self.moe, MoEConfig):
             raise ModelConfigError(f"{self.name}: moe must be an MoEConfig or null, got {self.moe!r}")
+        if self.moe is not None and not any(is_moe_layer(self.moe, i) for i in range(self.layers)):
+            raise ModelConfigError(f"{self.name}: moe makes none of its {self.layers} layers an MoE layer (first_dense_layers "
+                                   f"{self.moe.first_dense_layers}, layer_freq {self.moe.layer_freq}, layer_offset "
+                                   f"{self.moe.layer_offset})")
         if self.mla is not None and not isinstance(self.mla, MLAConfig):
             raise ModelConfigError(f"{self.name}: mla must be an MLAConfig or null, got {self.mla!r}")
         if self.attention_head_dim is None and self.mla is None and self.hidden_size % self.attention_heads:

@@ -254,7 +254,7 @@ def record_differences(record: Any, problem: Problem) -> list[str]:
         here = workload_hash(problem)
         if str(recorded_hash).lower() != here:
             out.append(f"plan was made for workload sha256 {str(recorded_hash)[:12]}..., this workload is {here[:12]}... "
-                       "(a different layer graph or costs)")
+                       "(a different layer graph, costs or model record)")
     cluster = record.get("cluster")
     if not isinstance(cluster, Mapping):
         out.append(f"the plan's {RECORD_KEY}.cluster is missing or not an object: the cluster cannot be checked")

@@ -72,3 +72,30 @@ def test_cli_checks_the_plan_record(cli, files):
     assert "warning" in r.stderr and "M=" in r.stderr
     r = cli("piper", "export", str(rec), str(w), "--to", "megatron", "--strict")
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_a_bad_model_record_is_the_one_line_before_the_plans_record(cli, files):
+    """A plan made for the workload before its model record was edited: the record's error, alone
+    (the madeFor check warned first, about "a different layer graph or costs", and then the error
+    came: two lines; with --strict the error named the madeFor mismatch, not the field)."""
+    from piper.io.provenance import plan_document
+    from piper.io.workload import load_problem
+
+    tmp, w, _, _ = files
+    raw = json.loads(w.read_text())
+    doc = plan_document(chain_plan(tiny_problem(), [3, 5], 2, 1, "full"), load_problem(raw))
+    plan = tmp / "recorded.json"
+    plan.write_text(json.dumps(doc))
+    raw["model"]["recomputeModules"] = ["bogus"]
+    edited = tmp / "edited.json"
+    edited.write_text(json.dumps(raw))
+    for extra in ([], ["--strict"], ["--json"]):
+        r = cli("piper", "export", str(plan), str(edited), "--to", "megatron", *extra)
+        assert r.returncode == 2 and r.stdout == ""
+        assert r.stderr.strip().splitlines() == [
+            "piper: error: cannot export to Megatron-LM: the workload's model.recomputeModules: unknown module "
+            "'bogus'; known: core_attn, layernorm, moe_act, mlp, moe, shared_experts, mla_up_proj"]
+    raw["model"]["recomputeModules"] = ["core_attn", "mlp"]  # a valid edit: the madeFor warning names the record
+    edited.write_text(json.dumps(raw))
+    r = cli("piper", "export", str(plan), str(edited), "--to", "megatron")
+    assert r.returncode == 0 and "(a different layer graph, costs or model record)" in r.stderr

@@ -160,6 +160,19 @@ def test_flex_dispatcher_is_exported_or_refused():
     ({"moe": {**PRESETS_MOE, "topK": 1000}}, "moe.topK"),
     ({"moe": {**PRESETS_MOE, "gate": "x"}}, "moe has an unknown key 'gate'"),
     ({"activation": "relu"}, "model record has an unknown key 'activation'"),
+    # the fuzz pass of this stop: exported as given (--moe-router-score-function banana, a capacity factor of
+    # 1e308, --moe-layer-freq '([0]*4+[1]*0)', --num-query-groups 64)
+    ({"gradBytes": "four"}, "gradBytes must be 2 or 4"),
+    ({"gradBytes": 7}, "gradBytes must be 2 or 4"),
+    ({"dropout": "yes"}, "dropout must be true or false"),
+    ({"slidingWindow": {"tokens": 128, "layers": [0], "extra": 1}}, "slidingWindow has an unknown key 'extra'"),
+    ({"moe": {**PRESETS_MOE, "routerScore": "banana"}}, "moe.routerScore must be one of softmax, sigmoid"),
+    ({"moe": {**PRESETS_MOE, "capacityFactor": 1e308}}, "moe.capacityFactor must be in [1, 1000]"),
+    ({"moe": {**PRESETS_MOE, "firstDenseLayers": 4}}, "moe makes none of its 4 layers an MoE layer"),
+    ({"attentionHeads": 7}, "kvHeads (4) must divide its attentionHeads (7)"),  # Qwen3 sets its head width
+    ({"attentionHeads": 48, "attentionHeadDim": None}, "attentionHeads (48) must divide its hiddenSize (2048)"),
+    ({"kvHeads": 64}, "kvHeads (64) must divide its attentionHeads (32)"),
+    ({"precisionBytes": 10**20}, "precisionBytes must be a whole number in 1..2147483647"),
 ])
 def test_bad_model_record_keys_are_refused(record, field):
     """Each bad key is one ExportError (rule E7) naming it."""
@@ -220,3 +233,23 @@ def test_precision_the_frameworks_cannot_take_is_said():
         assert any(n.startswith("fp8:") for n in export_plan(problem, plan, target).notes), target
     bf16 = export_plan(*_plan(cfg, 1, **layout), "torchtitan")
     assert not any(n.startswith("fp8:") for n in bf16.notes)
+
+
+@pytest.mark.parametrize("record, words", [
+    ({"layers": 5}, "the workload's model record says 5 layers, its graph has 4 transformer nodes"),
+    # layerFreq 2 (offset 0) makes layers 1 and 3 dense, whose TMPCs carry expert terms
+    ({"moe": {**PRESETS_MOE, "layerFreq": 2}}, "node 2 (ParallelTransformerLayer) (layer 1) has expert terms in its "
+                                               "TMPCs but the model record makes layer 1 a dense layer"),
+])
+def test_a_model_record_that_contradicts_the_graph_is_refused(record, words):
+    """The record against the layer graph (export.common.check_record_graph): what export refused only for
+    the plan's stages, and wrote as a dense model when firstDenseLayers or layerFreq was edited."""
+    from piper.export.common import model_record_error
+
+    problem, plan = _plan(PRESETS["qwen3-30b-a3b"].with_changes(layers=4, seq_length=1024), 1, tp=1, pp=1, dp=8, ep=4,
+                          recompute="none")
+    assert model_record_error(problem) is None
+    bad = replace(problem, extra={**problem.extra, "model": {**problem.extra["model"], **record}})
+    assert words in model_record_error(bad)
+    with pytest.raises(ExportError, match=re.escape(words)):
+        export_plan(bad, plan, "megatron")
