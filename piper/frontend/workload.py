@@ -190,6 +190,8 @@ class TrainingSetup:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise FrontendError(f"{name} must be a whole number >= 1, got {value!r}")
+        if self.grad_bytes not in (2, 4):
+            raise FrontendError(f"grad_bytes must be 2 (bf16 / fp16 gradients) or 4 (fp32), got {self.grad_bytes!r}")
         if self.efficiency is not None and not MIN_FRACTION <= self.efficiency <= 1:
             raise FrontendError(f"efficiency must be in [{MIN_FRACTION:g}, 1], got {self.efficiency!r}")
         if self.memory_reserve_bytes is not None and self.memory_reserve_bytes < 0:

@@ -126,6 +126,9 @@ def test_memory_reserve_and_batch_errors():
         build_workload(GPT, HW, TrainingSetup(global_batch=5))
     with pytest.raises(FrontendError, match="efficiency"):
         TrainingSetup(efficiency=1.5)
+    for grad in (1, 3, 7):  # the model record's gradBytes too (export refuses the others)
+        with pytest.raises(FrontendError, match=rf"grad_bytes must be 2 .* or 4 .*, got {grad}"):
+            TrainingSetup(grad_bytes=grad)
 
 
 def test_tensor_parallel_degrees():
