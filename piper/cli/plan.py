@@ -358,8 +358,15 @@ def cmd_plan(args: argparse.Namespace) -> int:
         if args.cp_comm_type == SEARCH_SCHEMES:
             raise UsageError("--hierarchical-context-parallel-sizes goes with --cp-comm-type a2a+p2p, not any")
         args.cp = sizes[0] * sizes[1]  # the sizes fix c
-    if args.cp is not None and args.max_cp is not None and args.cp > args.max_cp:
-        raise UsageError(f"--cp {args.cp} is above --max-cp {args.max_cp}: give one of them")
+    if args.cp is not None and args.max_cp is not None:
+        # --cp fixes c; --max-cp bounds a search that --cp switches off: one of them is ignored
+        fixed = (f"--cp {args.cp}" if sizes is None else
+                 f"--hierarchical-context-parallel-sizes {sizes[0]} {sizes[1]} (c = {args.cp})")
+        raise UsageError(f"{fixed} fixes the context-parallel size, --max-cp {args.max_cp} bounds its search: "
+                         "give one of them")
+    if args.schedule == "1f1b" and args.max_virtual_stages is not None and args.max_virtual_stages > 1:
+        raise UsageError(f"--max-virtual-stages {args.max_virtual_stages} bounds interleaved plans, which --schedule "
+                         "1f1b excludes: give one of them")
     if args.cp_comm_type is not None and args.cp == 1:
         raise UsageError(f"--cp-comm-type {args.cp_comm_type} needs context parallelism: drop --cp 1")
     # --cp-comm-type any: the per-layer default (the ring, and the all-to-all on sliding-window layers)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from typing import Any
 
 from piper.cli.common import positive_int, write_plan
@@ -129,6 +130,29 @@ def _text(m: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def no_effect_warnings(args: argparse.Namespace, dp: int, *, moe: bool) -> list[str]:
+    """One line per flag given that changes nothing in this layout (accepted, as Megatron-LM accepts it,
+    but said): sequence parallelism without tensor parallelism (Megatron-LM switches it off), the
+    pipeline-split flags with one stage, and the data-parallel overlap and sharding flags of a dense
+    model with no gradient reduction (d = c = 1)."""
+    out = []
+    if args.sequence_parallel and args.tp == 1:
+        out.append("--sequence-parallel at --tp 1 changes nothing (Megatron-LM switches sequence parallelism off "
+                   "without tensor parallelism)")
+    if args.pp == 1:
+        for flag, given in (("--account-for-embedding-in-pipeline-split", args.account_for_embedding_in_pipeline_split),
+                            ("--account-for-loss-in-pipeline-split", args.account_for_loss_in_pipeline_split)):
+            if given:
+                out.append(f"{flag} at --pp 1 changes nothing (one stage holds every layer)")
+    if dp == 1 and args.cp == 1 and not moe:
+        for flag, given in (("--overlap-grad-reduce", args.overlap_grad_reduce),
+                            ("--overlap-param-gather", args.overlap_param_gather),
+                            ("--shard-gradients", args.shard_gradients)):
+            if given:
+                out.append(f"{flag} at data-parallel size 1 changes nothing (no gradient is reduced, no weight gathered)")
+    return out
+
+
 def cmd_score(args: argparse.Namespace) -> int:
     if args.list:
         from piper.cli.model import cmd_model
@@ -165,6 +189,8 @@ def cmd_score(args: argparse.Namespace) -> int:
             cp = f" x --cp {args.cp}" if args.cp > 1 else ""
             raise UsageError(f"--tp {args.tp}{cp} x --pp {args.pp} does not divide the {gpus} GPUs of --nodes {setup.nodes}")
         dp = gpus // width
+    for line in no_effect_warnings(args, dp, moe=cfg.moe is not None):
+        print(f"piper: warning: {line}", file=sys.stderr)
     split = None
     if args.account_for_embedding_in_pipeline_split or args.account_for_loss_in_pipeline_split:
         split = megatron_split(cfg.layers, args.pp, args.vp, embedding=args.account_for_embedding_in_pipeline_split,

@@ -159,3 +159,26 @@ def test_out_and_plan_out_write_what_was_scored(tmp_path, capsys):
     assert evaluate(problem, plan).batch_time == pytest.approx(m["batch_time_s"], rel=1e-12)
     args = export_plan(problem, plan, "megatron").data["args"]
     assert args[args.index("--tensor-model-parallel-size") + 1] == "2" and "--sequence-parallel" in args
+
+
+@pytest.mark.parametrize("layout, flags, words", [
+    (["--tp", "1"], ["--sequence-parallel"], ["--sequence-parallel at --tp 1 changes nothing"]),
+    (["--tp", "2", "--pp", "1"], ["--account-for-loss-in-pipeline-split", "--account-for-embedding-in-pipeline-split"],
+     ["--account-for-embedding-in-pipeline-split at --pp 1", "--account-for-loss-in-pipeline-split at --pp 1"]),
+    (["--tp", "4", "--pp", "2"], ["--overlap-grad-reduce", "--overlap-param-gather", "--shard-gradients"],
+     ["--overlap-grad-reduce at data-parallel size 1", "--overlap-param-gather at data-parallel size 1",
+      "--shard-gradients at data-parallel size 1"]),
+])
+def test_flags_that_change_nothing_are_said(layout, flags, words, capsys):
+    """Accepted (a Megatron-LM command line may carry them) but one warning line each, and the score is
+    the one without them: they were taken without a word."""
+    base = ["score", "megatron-1.7b", "--gpu", "a100-80gb", "--nodes", "1", "--micro-batch", "1",
+            "--global-batch", "16", "--json", *layout]
+    assert run_main(main, base) == 0
+    without = json.loads(capsys.readouterr().out)
+    assert run_main(main, [*base, *flags]) == 0
+    out, err = capsys.readouterr()
+    assert json.loads(out)["batch_time_s"] == without["batch_time_s"]
+    lines = err.strip().splitlines()
+    assert len(lines) == len(words) and all(line.startswith("piper: warning: ") for line in lines)
+    assert all(w in line for w, line in zip(words, lines))

@@ -82,7 +82,15 @@ def test_plan_cli_records_c(tmp_path, capsys):
     assert "--cp" in err and "\n" not in err
 
 
-def test_cp_above_max_cp_is_one_line(capsys):
-    assert run_main(main, ["plan", "megatron-1.7b", "--cp", "4", "--max-cp", "2"]) == 2
+@pytest.mark.parametrize("flags, first", [
+    (["--cp", "4", "--max-cp", "2"], "--cp 4"),
+    # below it too: --cp fixed c and --max-cp was ignored without a word
+    (["--cp", "2", "--max-cp", "4"], "--cp 2"),
+    (["--hierarchical-context-parallel-sizes", "2", "2", "--max-cp", "8"],
+     "--hierarchical-context-parallel-sizes 2 2 (c = 4)"),
+    (["--schedule", "1f1b", "--max-virtual-stages", "4"], "--max-virtual-stages 4 bounds interleaved plans"),
+])
+def test_a_fixed_value_and_a_bound_of_its_search_are_one_line(flags, first, capsys):
+    assert run_main(main, ["plan", "megatron-1.7b", *flags]) == 2
     err = capsys.readouterr().err.strip()
-    assert "--max-cp 2" in err and "\n" not in err
+    assert err.startswith(f"piper: error: {first}") and "give one of them" in err and "\n" not in err
