@@ -7,11 +7,10 @@ status 2 and a one-line message on stderr.
 
 from __future__ import annotations
 
+import argparse
 import importlib
 import sys
 from collections.abc import Sequence
-
-import argparse
 
 from piper.cli.common import ArgumentParser
 from piper.core.errors import UsageError
