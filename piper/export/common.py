@@ -291,7 +291,7 @@ def _check_record_shape(raw: Mapping[str, Any], values: Mapping[str, Any]) -> No
     if not isinstance(dropout, bool):
         raise ExportError(f"the workload's model.dropout must be true or false, got {short_repr(dropout)}", rule="E7")
     grad = raw.get("gradBytes", 4)
-    if isinstance(grad, bool) or grad not in (2, 4):
+    if isinstance(grad, bool) or not isinstance(grad, int) or grad not in (2, 4):
         raise ExportError(f"the workload's model.gradBytes must be 2 or 4, got {short_repr(grad)}", rule="E7")
     a, kv, h = values["attention_heads"], values["kv_heads"], values["hidden_size"]
     if raw.get("attentionHeadDim") is None and raw.get("mla") is None and h % a:

@@ -164,6 +164,7 @@ def test_flex_dispatcher_is_exported_or_refused():
     # 1e308, --moe-layer-freq '([0]*4+[1]*0)', --num-query-groups 64)
     ({"gradBytes": "four"}, "gradBytes must be 2 or 4"),
     ({"gradBytes": 7}, "gradBytes must be 2 or 4"),
+    ({"gradBytes": 4.0}, "gradBytes must be 2 or 4"),  # a whole number, as TrainingSetup's
     ({"dropout": "yes"}, "dropout must be true or false"),
     ({"slidingWindow": {"tokens": 128, "layers": [0], "extra": 1}}, "slidingWindow has an unknown key 'extra'"),
     ({"moe": {**PRESETS_MOE, "routerScore": "banana"}}, "moe.routerScore must be one of softmax, sigmoid"),
