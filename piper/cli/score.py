@@ -149,7 +149,8 @@ def no_effect_warnings(args: argparse.Namespace, dp: int, *, moe: bool) -> list[
                             ("--overlap-param-gather", args.overlap_param_gather),
                             ("--shard-gradients", args.shard_gradients)):
             if given:
-                out.append(f"{flag} at data-parallel size 1 changes nothing (no gradient is reduced, no weight gathered)")
+                out.append(f"{flag} at data-parallel size 1 changes nothing in this score (no gradient is reduced, no "
+                           "weight gathered); a workload written with --out carries it for plans with d > 1")
     return out
 
 
@@ -189,8 +190,6 @@ def cmd_score(args: argparse.Namespace) -> int:
             cp = f" x --cp {args.cp}" if args.cp > 1 else ""
             raise UsageError(f"--tp {args.tp}{cp} x --pp {args.pp} does not divide the {gpus} GPUs of --nodes {setup.nodes}")
         dp = gpus // width
-    for line in no_effect_warnings(args, dp, moe=cfg.moe is not None):
-        print(f"piper: warning: {line}", file=sys.stderr)
     split = None
     if args.account_for_embedding_in_pipeline_split or args.account_for_loss_in_pipeline_split:
         split = megatron_split(cfg.layers, args.pp, args.vp, embedding=args.account_for_embedding_in_pipeline_split,
@@ -199,6 +198,8 @@ def cmd_score(args: argparse.Namespace) -> int:
                     sequence_parallel=bool(args.sequence_parallel), vp=args.vp, cp=args.cp, ep=args.ep, etp=args.etp,
                     stage_layers=split)
     m = score_layout(cfg, hw, setup, layout)
+    for line in no_effect_warnings(args, dp, moe=cfg.moe is not None):  # after the layout's own checks
+        print(f"piper: warning: {line}", file=sys.stderr)
     if args.out:
         write_workload(args.out, m["workload"])
     if args.plan_out:

@@ -123,7 +123,8 @@ class TransformerConfig:
         if self.moe is not None and not any(is_moe_layer(self.moe, i) for i in range(self.layers)):
             raise ModelConfigError(f"{self.name}: moe makes none of its {self.layers} layers an MoE layer (first_dense_layers "
                                    f"{self.moe.first_dense_layers}, layer_freq {self.moe.layer_freq}, layer_offset "
-                                   f"{self.moe.layer_offset})")
+                                   f"{self.moe.layer_offset}; a Hugging Face config's first_k_dense_replace, "
+                                   "moe_layer_freq or decoder_sparse_step)")
         if self.mla is not None and not isinstance(self.mla, MLAConfig):
             raise ModelConfigError(f"{self.name}: mla must be an MLAConfig or null, got {self.mla!r}")
         if self.attention_head_dim is None and self.mla is None and self.hidden_size % self.attention_heads:
