@@ -300,11 +300,13 @@ def _check_record_shape(raw: Mapping[str, Any], values: Mapping[str, Any]) -> No
         raise ExportError(f"the workload's model.kvHeads ({kv}) must divide its attentionHeads ({a})", rule="E7")
 
 
-def check_record_graph(problem: Problem, info: ModelInfo) -> None:
+def check_record_graph(problem: Problem, info: ModelInfo, lm: LayerMap | None = None) -> None:
     """The model record against the workload's layer graph (rules E1 and E7): as many transformer
     nodes as ``layers``, and the layers with expert terms in their TMPCs exactly the MoE layers the
-    ``moe`` record names (none without it)."""
-    lm = map_layers(problem)
+    ``moe`` record names (none without it). ``lm``: the graph's :func:`map_layers`, when the caller
+    has it."""
+    if lm is None:
+        lm = map_layers(problem)
     if info.layers != len(lm.layers):
         raise ExportError(f"the workload's model record says {info.layers} layers, its graph has "
                           f"{len(lm.layers)} transformer nodes", rule="E1")
@@ -702,7 +704,7 @@ def prepare(problem: Problem, plan: Plan, target: str, *, micro_batch: int | Non
             out_notes.append(f"global batch {problem.microbatches * b} sequences (N = {problem.microbatches} micro-batches "
                          f"of {b}) differs from the {model.global_batch} the workload was built for (N was overridden)")
         try:
-            check_record_graph(problem, model)
+            check_record_graph(problem, model, lm)
         except ExportError as exc:
             raise refuse(target, exc.rule, str(exc)) from None
     elif micro_batch is not None:
