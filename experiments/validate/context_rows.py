@@ -11,6 +11,11 @@ the causal half of attention (a 1.4x shorter target). Meta's pipeline schedule i
 row is scored as the dense rows, with the layout the paper describes (v = 8, Meta's split with the
 embedding and the loss counted as layers, first and last chunk one layer short), no recomputation
 when it fits, and memory against the whole device; :func:`context_variants` lists every v.
+
+Which attention kernel Meta ran is not stated either, and the row depends on it as much as on the
+count: :func:`attention_kernel_readings` scores every Llama 3 row with the catalog's fused-attention
+efficiency and with FlashAttention-2's on H100, and finds the efficiency at which the long-context
+row would meet each published time.
 """
 
 from __future__ import annotations
@@ -19,12 +24,13 @@ import csv
 from dataclasses import replace
 from typing import Any
 
-from experiments.validate.fit import least_recompute_score
+from experiments.validate.fit import least_recompute_score, score_case
 from experiments.validate.rows import DATA_DIR, Case, llama3_case, llama3_layout, llama3_row
 from piper.frontend.hardware import hardware
 from piper.frontend.score import Layout
 
-__all__ = ["CONTEXT_ASSUMPTIONS", "context_variants", "llama3_context_cases"]
+__all__ = ["ATTENTION_KERNELS", "CONTEXT_ASSUMPTIONS", "attention_kernel_readings", "break_even_efficiency",
+           "context_variants", "llama3_context_cases"]
 
 #: added to the Llama 3 table's assumptions for the context-parallel row
 CONTEXT_ASSUMPTIONS = [
@@ -71,3 +77,53 @@ def context_variants(case: Case, params: tuple[float, float], vps: tuple[int, ..
             "bottleneck": m["bottleneck"],
         })
     return rows
+
+
+#: fused-attention efficiencies (fraction of the BF16 peak, forward and backward) the Llama 3 rows are
+#: read with besides the catalog's (piper/frontend/hardware.py): Shah et al., FlashAttention-3 (2024),
+#: abstract: "FlashAttention-2 achieving only 35% utilization on the H100 GPU"
+ATTENTION_KERNELS = {"FlashAttention-2 on H100": 0.35}
+
+
+def _predicted_s(case: Case, params: tuple[float, float], efficiency: float) -> float | None:
+    hw = case.hw.with_changes(flash_attention_efficiency=efficiency)
+    return score_case(replace(case, hw=hw), params)["batch_time_s"]
+
+
+def break_even_efficiency(case: Case, params: tuple[float, float], target_s: float,
+                          lo: float = 0.05, hi: float = 1.0, steps: int = 30) -> float | None:
+    """The fused-attention efficiency at which ``case`` is predicted to take ``target_s`` seconds
+    (bisection: the predicted time falls as the efficiency rises); None when the target lies outside
+    what efficiencies in [lo, hi] give, or a layout does not fit."""
+    t_lo, t_hi = _predicted_s(case, params, lo), _predicted_s(case, params, hi)
+    if t_lo is None or t_hi is None or not t_hi <= target_s <= t_lo:
+        return None
+    for _ in range(steps):
+        mid = 0.5 * (lo + hi)
+        t = _predicted_s(case, params, mid)
+        if t is None:
+            return None
+        lo, hi = (mid, hi) if t > target_s else (lo, mid)
+    return 0.5 * (lo + hi)
+
+
+def attention_kernel_readings(cases: list[Case], params: tuple[float, float]) -> dict[str, Any]:
+    """Every Llama 3 row (``cases``) scored with the catalog's fused-attention efficiency and each of
+    :data:`ATTENTION_KERNELS`: the predicted time and its error against both published times (Megatron's
+    full count and the causal half). For the rows with context parallelism, the efficiency at which the
+    prediction meets each published time and the one at which it is 10% short of the full-count time
+    (:func:`break_even_efficiency`)."""
+    rows = []
+    for case in cases:
+        kernels = {"catalog": case.hw.flash_attention_efficiency, **ATTENTION_KERNELS}
+        for kernel, eff in kernels.items():
+            pred = _predicted_s(case, params, eff)
+            causal = case.extra["causal_time_s"]
+            rows.append({"row": case.name, "kernel": kernel, "flash_attention_efficiency": eff, "predicted_time_s": pred,
+                         "error_percent": None if pred is None else 100 * (pred / case.published_time_s - 1),
+                         "error_causal_percent": None if pred is None else 100 * (pred / causal - 1)})
+    even = [{"row": c.name, "full_count": break_even_efficiency(c, params, c.published_time_s),
+             "full_count_minus_10_percent": break_even_efficiency(c, params, 0.9 * c.published_time_s),
+             "causal_count": break_even_efficiency(c, params, c.extra["causal_time_s"])}
+            for c in cases if c.layout.cp > 1]
+    return {"rows": rows, "break_even": even}

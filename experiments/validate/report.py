@@ -74,6 +74,30 @@ def _llama3_readings(rows: list[dict[str, Any]]) -> list[str]:
     return out
 
 
+def _attention_kernels(res: dict[str, Any]) -> list[str]:
+    """The Llama 3 rows read with another fused-attention efficiency, and the long-context row's
+    break-even efficiencies (experiments/validate/context_rows.py ``attention_kernel_readings``)."""
+    ak = res.get("attention_kernels")
+    if not ak:
+        return []
+    out = ["The same rows with another fused-attention kernel (the paper names neither its kernel nor its FLOP count):", "",
+           "| row | kernel | efficiency | predicted s | vs Megatron's count | vs causal count |",
+           "|---|---|---:|---:|---:|---:|"]
+    for r in ak["rows"]:
+        pred = "OOM" if r["predicted_time_s"] is None else f"{r['predicted_time_s']:.3f}"
+        out.append(f"| {r['row']} | {r['kernel']} | {r['flash_attention_efficiency']:.2f} | {pred} | "
+                   f"{_pct(r['error_percent'])} | {_pct(r['error_causal_percent'])} |")
+
+    def eff(x: float | None) -> str:
+        return "outside 0.05-1" if x is None else f"{x:.3f}"
+
+    for b in ak["break_even"]:
+        out += ["", f"{b['row']}: the prediction meets the full-count time at a fused-attention efficiency of "
+                    f"{eff(b['full_count'])} (10% short of it at {eff(b['full_count_minus_10_percent'])}), "
+                    f"the causal-count time at {eff(b['causal_count'])}."]
+    return out
+
+
 def markdown(res: dict[str, Any]) -> str:
     lines = ["## Iteration time: predicted vs published", ""]
     for gpu, f in res["fitted"].items():
@@ -102,7 +126,8 @@ def markdown(res: dict[str, Any]) -> str:
         lines += ["", f"Mean absolute error: LOO **{s['loo_mae_percent']:.1f}%** (worst {s['loo_max_abs_percent']:.1f}%), "
                       f"{in_sample}.", ""]
         if table == "llama3":
-            lines += _llama3_readings(mine) + [""]
+            kernels = _attention_kernels(res)
+            lines += _llama3_readings(mine) + [""] + (kernels + [""] if kernels else [])
         for a in res["assumptions"].get(table, []):
             lines.append(f"- assumed: {a}")
         lines.append("")
