@@ -60,6 +60,9 @@ def test_the_planner_does_no_worse_than_the_qwen3_bridge_layout() -> None:
     assert r["search_on_that_workload_s"] <= r["published_on_search_s"] * (1 + 1e-9)
     assert r["planner_no_worse"] and r["planner_s"] <= r["published_s"]
     assert r["planner_devices"] == 16
+    # the default reserve, 7.5% of the device, on both sides
+    assert r["memory_reserve"] == "default"
+    assert r["memory_limit_gb"] == pytest.approx(0.925 * case.hw.memory_bytes / 1e9, rel=1e-12)
 
 
 def test_the_planner_does_no_worse_than_metas_long_context_layout() -> None:
@@ -70,4 +73,19 @@ def test_the_planner_does_no_worse_than_metas_long_context_layout() -> None:
     assert (r["published_c"], r["published_v"], r["published_recompute"]) == (16, 8, "none")
     assert r["search_no_worse"] is True and r["planner_no_worse"]
     assert r["planner_devices"] == 16384
+    assert r["memory_reserve"] == "whole device"
+    assert r["memory_limit_gb"] == pytest.approx(case.hw.memory_bytes / 1e9, rel=1e-12)
     assert r["planner_t"] * r["planner_c"] * r["planner_p"] * r["planner_d"] == 16384
+
+
+def test_the_table_states_each_rows_memory_limit() -> None:
+    from experiments.validate.planner_published import published_markdown
+
+    row = {"row": "x", "gpus": 8, "memory_limit_gb": 85.52, "memory_reserve": "whole device", "published_t": 8,
+           "published_c": 1, "published_p": 1, "published_d": 1, "published_e": 1, "published_v": 1, "published_b": 1,
+           "published_recompute": "none", "published_s": 2.0, "planner_s": float("inf"), "search_no_worse": None,
+           "exact": True, "planner_no_worse": False}
+    other = {**row, "row": "y", "memory_limit_gb": 79.11, "memory_reserve": "default"}
+    text = published_markdown([row, other])
+    assert "| x | 8 | 85.52 (whole device) |" in text and "| y | 8 | 79.11 |" in text
+    assert "the Llama 3 rows against the whole device" in text
