@@ -59,6 +59,7 @@ __all__ = [
     "PICTURE_FORMATS",
     "bounded_int",
     "positive_int",
+    "rate_arg",
     "size_arg",
     "seconds_arg",
     "seconds_or_zero_arg",
@@ -94,6 +95,7 @@ def did_you_mean(word: str, choices: Iterable[str]) -> str:
     return f" (did you mean {by_lower[close[0]]!r}?)" if close else ""
 
 
+#: byte units (the prefix in any case; the B itself must be a capital: a lowercase b is bits)
 _UNITS = {
     "": 1,
     "b": 1,
@@ -106,28 +108,41 @@ _UNITS = {
     "gib": 2**30,
     "tib": 2**40,
 }
-_SIZE = re.compile(r"^\s*([-+]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?)\s*([a-zA-Z]*)\s*(?:/\s*s)?\s*$")
+_UNIT_NAMES = "B, KB, MB, GB, TB, KiB, MiB, GiB, TiB"
+_SIZE = re.compile(r"^\s*([-+]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?)\s*([a-zA-Z]*)\s*(/\s*s)?\s*$")
 
 
-def parse_size(text: str, *, zero: bool = False) -> float:
+def parse_size(text: str, *, zero: bool = False, rate: bool | None = None) -> float:
     """Bytes (or bytes/second) from '8GiB', '25 GiB/s', '80e9', '1.5GB', '512MiB', '1024'.
 
-    Decimal units KB/MB/GB/TB are powers of 1000, binary KiB/MiB/GiB/TiB powers of 1024. The
-    result is in [MIN_POSITIVE, MAX_MAGNITUDE] (1e-30 .. 1e30, docs/errors.md); anything else,
-    a negative or zero size included, is a :class:`UsageError` that says why. With ``zero`` a size
-    of 0 in any unit ("0", "0GB", "0.0 GiB"; not "-0") is 0.0.
+    Decimal units KB/MB/GB/TB are powers of 1000, binary KiB/MiB/GiB/TiB powers of 1024; the prefix
+    may be written in either case, the B must be a capital (a lowercase b, as in '200Gb/s', is bits:
+    refused with the bytes it would be). ``rate``: True, a rate (a '/s' after the unit is allowed);
+    False, a size ('/s' refused); None, either. The result is in [MIN_POSITIVE, MAX_MAGNITUDE]
+    (1e-30 .. 1e30, docs/errors.md); anything else, a negative or zero size included, is a
+    :class:`UsageError` that says why. With ``zero`` a size of 0 in any unit ("0", "0GB", "0.0 GiB";
+    not "-0") is 0.0.
     """
     m = _SIZE.match(str(text))
     if not m:
-        raise UsageError(f"bad size {text!r}: expected a number with an optional unit B, KB, MB, GB, KiB, MiB, GiB")
-    value, unit = float(m.group(1)), m.group(2).lower()
-    if unit not in _UNITS:
-        raise UsageError(f"bad size {text!r}: unknown unit {m.group(2)!r} (use B, KB, MB, GB, TB, KiB, MiB, GiB, TiB)")
-    out = value * _UNITS[unit]
-    if zero and out == 0 and not m.group(1).startswith("-"):
+        raise UsageError(f"bad size {text!r}: expected a number with an optional unit {_UNIT_NAMES}")
+    value, unit = float(m.group(1)), m.group(2)
+    if unit.lower() not in _UNITS:
+        raise UsageError(f"bad size {text!r}: unknown unit {unit!r} (use {_UNIT_NAMES})")
+    if unit.endswith("b"):
+        prefix = unit[:-1]
+        as_bytes = f"{value / 8:g}{prefix[:1].upper()}{prefix[1:].lower()}B" + ("/s" if m.group(3) else "")
+        raise UsageError(f"bad size {text!r}: a lowercase b means bits and piper reads bytes (B): "
+                         f"{text.strip()} is {as_bytes}")
+    if m.group(3) and rate is False:
+        raise UsageError(f"bad size {text!r}: a size, not a rate: drop the '/s'")
+    if m.group(1).startswith("-") and value <= 0:
+        raise UsageError(f"bad size {text!r}: a size takes no minus sign")
+    out = value * _UNITS[unit.lower()]
+    if zero and out == 0:
         return 0.0
     if not out > 0:
-        raise UsageError(f"bad size {text!r}: must be {'0 (unsigned) or more' if zero else '> 0'}")
+        raise UsageError(f"bad size {text!r}: must be {'0 or more' if zero else '> 0'}")
     if not MIN_POSITIVE <= out <= MAX_MAGNITUDE:
         raise UsageError(f"bad size {text!r}: must be between {MIN_POSITIVE:g} and {MAX_MAGNITUDE:g} bytes")
     return out
@@ -160,8 +175,17 @@ _positive_int = bounded_int(1, MAX_COUNT)
 
 
 def _size_arg(text: str, *, zero: bool = False) -> float:
+    """An argparse ``type``: bytes, a size (no '/s'; :func:`parse_size`)."""
     try:
-        return parse_size(text, zero=zero)
+        return parse_size(text, zero=zero, rate=False)
+    except UsageError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _rate_arg(text: str) -> float:
+    """An argparse ``type``: bytes per second (an optional '/s'; :func:`parse_size`)."""
+    try:
+        return parse_size(text, rate=True)
     except UsageError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
@@ -188,6 +212,7 @@ def seconds_or_zero_arg(text: str) -> float:
 
 positive_int = _positive_int
 size_arg = _size_arg
+rate_arg = _rate_arg
 seconds_arg = _seconds
 #: --threads: 1..MAX_THREADS
 threads_arg = bounded_int(1, MAX_THREADS, " threads")
@@ -232,11 +257,11 @@ def add_cluster_args(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--devices", "-k", type=_positive_int, metavar="K", help="number of accelerators k")
     g.add_argument("--memory", "-M", type=_size_arg, metavar="SIZE", help="memory per device, e.g. 8GiB or 80e9 (bytes)")
     g.add_argument("--microbatches", "-N", type=_positive_int, metavar="N", help="microbatches per batch")
-    g.add_argument("--bandwidth", "-B", type=_size_arg, metavar="SIZE",
+    g.add_argument("--bandwidth", "-B", type=_rate_arg, metavar="RATE",
                    help="bytes/second per device, e.g. 25GiB (between nodes when --devices-per-node is set)")
     g.add_argument("--devices-per-node", "-G", type=_positive_int, metavar="G",
                    help="devices in one node, G (file key devicesPerNode; default k: one node)")
-    g.add_argument("--intra-node-bandwidth", type=_size_arg, metavar="SIZE",
+    g.add_argument("--intra-node-bandwidth", type=_rate_arg, metavar="RATE",
                    help="bytes/second per device inside a node, e.g. 300GB (file key intraNodeBandwidth; default B)")
     g.add_argument("--allreduce-factor", type=_positive_float, metavar="F",
                    help="bytes moved per weight byte in the data-parallel resync (file key allReduceFactor; default 4)")

@@ -24,6 +24,7 @@ from piper.cli.common import (
     did_you_mean,
     float_arg,
     positive_int,
+    rate_arg,
     run_main,
     size_arg,
 )
@@ -116,8 +117,8 @@ def add_model_arguments(p: argparse.ArgumentParser, recompute: str | None = "mod
                    help="memory kept back per device for the CUDA context, NCCL and fragmentation "
                         "(default 7.5%% of the device's memory)")
     h.add_argument("--devices-per-node", type=positive_int, metavar="G", help="devices per node")
-    h.add_argument("--nvlink-bandwidth", type=size_arg, metavar="SIZE", help="bytes/s per device inside a node, e.g. 300GB")
-    h.add_argument("--network-bandwidth", type=size_arg, metavar="SIZE", help="bytes/s per device between nodes, e.g. 25GB")
+    h.add_argument("--nvlink-bandwidth", type=rate_arg, metavar="RATE", help="bytes/s per device inside a node, e.g. 300GB/s")
+    h.add_argument("--network-bandwidth", type=rate_arg, metavar="RATE", help="bytes/s per device between nodes, e.g. 25GB/s")
     p.add_argument("--max-layers", type=positive_int, default=MAX_MODEL_LAYERS, metavar="L",
                    help=f"refuse models with more transformer layers (default {MAX_MODEL_LAYERS}: the workload and "
                         "its solve grow with the layers, about 5 KB and 2 ms per layer to build)")

@@ -577,7 +577,8 @@ def build_workload(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup | 
     reserve = setup.reserve_bytes(hw)
     memory = hw.memory_bytes - reserve
     if memory <= 0:
-        raise FrontendError(f"memory reserve ({reserve:.6g} bytes) leaves no memory of {hw.memory_bytes:.6g}")
+        raise FrontendError(f"the memory reserve (memory_reserve_bytes, --memory-reserve) of {reserve:.6g} bytes leaves "
+                            f"no memory: the device has {hw.memory_bytes:.6g} bytes")
     check_recompute_modules_for(cfg, setup.recompute_modules)
     c = setup.context_parallel
     context.check_context(cfg, c, flash_attention=setup.flash_attention, comm_type=setup.cp_comm_type,

@@ -18,7 +18,7 @@ BERT = str(ROOT / "experiments" / "workloads" / "bert32a100.json")
 
 @pytest.mark.parametrize("text, value", [
     ("8GiB", 8 * 2**30), ("8 GiB", 8 * 2**30), ("25GiB/s", 25 * 2**30), ("80e9", 80e9), ("1.5GB", 1.5e9),
-    ("512MiB", 512 * 2**20), ("1024", 1024.0), ("2KB", 2000.0), ("3kib", 3072.0),
+    ("512MiB", 512 * 2**20), ("1024", 1024.0), ("2KB", 2000.0), ("2kB", 2000.0), ("3kiB", 3072.0), ("2tB", 2e12),
 ])
 def test_parse_size(text, value):
     assert parse_size(text) == value
@@ -28,6 +28,38 @@ def test_parse_size(text, value):
 def test_parse_size_rejects(text):
     with pytest.raises(UsageError):
         parse_size(text)
+
+
+@pytest.mark.parametrize("text, message", [
+    ("200Gb/s", "'200Gb/s': a lowercase b means bits and piper reads bytes (B): 200Gb/s is 25GB/s"),
+    ("3gb", "3gb is 0.375GB"), ("8 kib", "8 kib is 1KiB"), ("16b", "16b is 2B"),
+])
+def test_a_lowercase_b_is_bits_and_refused(text, message):
+    with pytest.raises(UsageError, match="lowercase b means bits") as err:
+        parse_size(text)
+    assert message in str(err.value)
+
+
+def test_a_size_is_not_a_rate():
+    assert parse_size("25GB/s", rate=True) == parse_size("25GB", rate=True) == parse_size("25GB/s") == 25e9
+    with pytest.raises(UsageError, match="a size, not a rate: drop the '/s'"):
+        parse_size("80GB/s", rate=False)
+    assert parse_size("0GB", zero=True, rate=False) == 0.0
+    for text in ("-0", "-0GB", "-0.0"):
+        with pytest.raises(UsageError, match="a size takes no minus sign"):
+            parse_size(text, zero=True)
+    with pytest.raises(UsageError, match="TB, KiB, MiB, GiB, TiB"):
+        parse_size("fast")
+
+
+@pytest.mark.parametrize("flag, text, fragment", [
+    ("--memory", "80GB/s", "argument --memory: bad size '80GB/s': a size, not a rate"),
+    ("--memory-reserve", "3GB/s", "argument --memory-reserve: bad size '3GB/s': a size, not a rate"),
+    ("--network-bandwidth", "200Gb/s", "200Gb/s is 25GB/s"),
+])
+def test_model_flags_refuse_rates_for_sizes_and_bits(cli, flag, text, fragment):
+    r = cli("piper", "model", "llama3-8b", "--nodes", "2", flag, text)
+    assert r.returncode == 2 and fragment in r.stderr and len(r.stderr.strip().splitlines()) == 1
 
 
 def test_uniform_flag_sets_the_option():
@@ -162,3 +194,9 @@ def test_load_saved_plan_warns_once_per_difference_after_prog_and_flag(tmp_path:
     assert len(lines) == 1 and lines[0].startswith("solve: warning: --warm-start plan was made for k=8")
     with pytest.raises(PlanRecordMismatch, match="k=16"):
         load_saved_plan(path, other, strict=True)
+
+
+def test_a_reserve_above_the_memory_names_the_flag(cli):
+    r = cli("piper", "model", "llama3-8b", "--gpu", "h100", "--memory-reserve", "100GB")
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1
+    assert "--memory-reserve) of 1e+11 bytes leaves no memory: the device has 8.55" in r.stderr
