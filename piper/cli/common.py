@@ -136,7 +136,7 @@ def parse_size(text: str, *, zero: bool = False, rate: bool | None = None) -> fl
                          f"{text.strip()} is {as_bytes}")
     if m.group(3) and rate is False:
         raise UsageError(f"bad size {text!r}: a size, not a rate: drop the '/s'")
-    if m.group(1).startswith("-") and value <= 0:
+    if m.group(1).startswith("-") and value == 0:
         raise UsageError(f"bad size {text!r}: a size takes no minus sign")
     out = value * _UNITS[unit.lower()]
     if zero and out == 0:

@@ -219,7 +219,7 @@ def model_from_args(args: argparse.Namespace, **setup_fields: Any) -> tuple[Tran
     if model_config_path(spec) is None and spec.strip().lower() not in PRESETS:
         raise UsageError(f"unknown model preset {spec!r}{did_you_mean(spec, PRESETS)}; known presets: "
                          f"{', '.join(PRESETS)} (or give a Hugging Face config.json)")
-    cfg = load_model(spec, seq_length=args.seq)
+    cfg = load_model(spec, seq_length=args.seq, warn=lambda line: print(f"piper: warning: {line}", file=sys.stderr))
     limit = getattr(args, "max_layers", MAX_MODEL_LAYERS)
     if cfg.layers > limit:
         raise UsageError(f"{cfg.name}: {cfg.layers} transformer layers, over the cap of {limit}: its workload would "

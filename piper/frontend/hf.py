@@ -43,6 +43,18 @@ training length: full causal attention).
 GPT-2 style: ``n_layer``, ``n_embd``, ``n_head``, ``n_inner`` (default 4h),
 ``n_positions`` (or ``n_ctx``), ``activation_function``.
 
+What else is refused, with the key named: two spellings of one quantity that disagree
+(``num_local_experts`` 8 beside ``num_experts`` 16, ``n_layer`` beside ``num_hidden_layers``; see
+:data:`ALIASES`), ``decoder_sparse_step`` beside ``moe_layer_freq`` and ``n_shared_experts`` beside
+``shared_expert_intermediate_size`` (each pair says the same thing two ways); a dropout key that is not
+a probability in [0, 1); an activation outside :data:`ACTIVATIONS`; ``use_sliding_window`` true (Qwen2's
+windows from ``max_window_layers`` on: give ``layer_types``); a language model nested in ``text_config``
+(or ``language_config``, ``llm_config``: pass that object as its own file). Every other key is either
+read, or one of :data:`IGNORED_KEYS` (token ids, initialisation, norm epsilons, rotary frequencies,
+auxiliary-loss and routing coefficients, the checkpoint's storage dtype and quantization: none
+changes a layer's time or memory in this model), or named in a warning (``warn``), as is a
+``model_type`` this reader does not know (its family is then guessed from the activation).
+
 Family rules (documented choices, not read from the file):
 
 * a gated activation (``silu``, ``swish``, ``swiglu``) means a SwiGLU MLP
@@ -54,7 +66,8 @@ Family rules (documented choices, not read from the file):
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import warnings
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -65,9 +78,11 @@ from piper.frontend.config import TransformerConfig
 from piper.frontend.moe import ROUTER_SCORES, MLAConfig, MoEConfig
 from piper.io.jsonfile import read_json
 
-__all__ = ["config_from_hf", "load_hf_config"]
+__all__ = ["ACTIVATIONS", "ALIASES", "IGNORED_KEYS", "config_from_hf", "load_hf_config", "unread_keys"]
 
 _GATED = ("silu", "swish", "swiglu")
+#: the activations read: the gated ones (the Llama family) and GPT-2's
+ACTIVATIONS = _GATED + ("gelu", "gelu_new", "gelu_fast", "gelu_pytorch_tanh", "gelu_python", "quick_gelu", "relu")
 _LLAMA_TYPES = ("llama", "mistral", "qwen2", "qwen3", "mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v2",
                 "deepseek_v3", "gpt_oss")
 _GPT_TYPES = ("gpt2", "gpt_bigcode")
@@ -83,8 +98,8 @@ def _get(raw: Mapping[str, Any], keys: tuple[str, ...], where: str, default: Any
 
 
 def _int(value: Any, key: str, where: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or (isinstance(value, float) and not value.is_integer()):
-        raise ModelConfigError(f"{where}: {key} must be a whole number, got {short_repr(value)}")
+    if isinstance(value, bool) or not isinstance(value, int):  # 4096.0 too: a count is written as an integer
+        raise ModelConfigError(f"{where}: {key} must be a whole number (an integer), got {short_repr(value)}")
     if not 1 <= value <= MAX_COUNT:
         raise ModelConfigError(f"{where}: {key} must be >= 1 and <= {MAX_COUNT}, got {short_repr(value)}")
     return int(value)
@@ -108,6 +123,47 @@ MOE_KEYS = ("num_local_experts", "num_experts", "n_routed_experts", "moe_num_exp
             "scoring_func")
 _EXPERT_COUNT_KEYS = ("num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts")
 _TOP_K_KEYS = ("num_experts_per_tok", "moe_top_k", "experts_per_token")
+
+
+#: spellings of one quantity: when more than one is given they must agree
+ALIASES = (("num_hidden_layers", "n_layer"), ("hidden_size", "n_embd"), ("num_attention_heads", "n_head"),
+           ("intermediate_size", "n_inner"), ("max_position_embeddings", "n_positions", "n_ctx"),
+           ("hidden_act", "activation_function"), _EXPERT_COUNT_KEYS, _TOP_K_KEYS)
+#: pairs that say one thing two ways (refused together)
+_EXCLUSIVE = (("decoder_sparse_step", "moe_layer_freq"), ("n_shared_experts", "shared_expert_intermediate_size"))
+_DROPOUT_KEYS = ("attention_dropout", "hidden_dropout", "resid_pdrop", "attn_pdrop", "embd_pdrop", "dropout")
+#: where wrapper configs nest their language model
+_NESTED = ("text_config", "language_config", "llm_config")
+_MLA_KEYS = ("kv_lora_rank", "q_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")
+#: every top-level key the reader reads
+READ_KEYS = frozenset(
+    [k for group in ALIASES for k in group] + list(MOE_KEYS) + list(_MLA_KEYS) + list(_DROPOUT_KEYS)
+    + ["num_key_value_heads", "vocab_size", "model_type", "head_dim", "layer_types", "sliding_window",
+       "use_sliding_window", "tie_word_embeddings", "attention_bias", "mlp_bias"])
+#: keys that change neither a layer's time nor its memory in this model (read by nothing, warned of by
+#: nothing): metadata, token ids, initialisation, norm epsilons, rotary frequencies and scaling, the
+#: auxiliary losses' and the router's coefficients (DeepSeek's group-limited routing included: the
+#: dispatch is priced as all-to-all over the expert group either way), inference-only switches, the
+#: checkpoint's storage dtype and quantization (the training precision is ``--precision``), DeepSeek-V3's
+#: multi-token-prediction module (``num_nextn_predict_layers``: not modelled, the 671B count excludes it)
+IGNORED_KEYS = frozenset((
+    "architectures", "auto_map", "transformers_version", "_name_or_path", "torch_dtype", "dtype", "use_cache",
+    "bos_token_id", "eos_token_id", "pad_token_id", "sep_token_id", "decoder_start_token_id", "tokenizer_class",
+    "initializer_range", "initializer_factor", "rms_norm_eps", "layer_norm_eps", "layer_norm_epsilon",
+    "rope_theta", "rope_scaling", "rope_parameters", "partial_rotary_factor", "max_window_layers",
+    "output_router_logits", "router_aux_loss_coef", "router_z_loss_coef", "router_jitter_noise", "aux_loss_alpha",
+    "seq_aux", "norm_topk_prob", "routed_scaling_factor", "topk_method", "n_group", "topk_group", "ep_size",
+    "num_nextn_predict_layers", "pretraining_tp", "quantization_config", "swiglu_limit", "initial_context_length",
+    "return_dict", "output_hidden_states", "output_attentions", "torchscript", "id2label", "label2id",
+    "problem_type", "finetuning_task", "task_specific_params", "summary_type", "summary_use_proj",
+    "summary_activation", "summary_proj_to_labels", "summary_first_dropout", "scale_attn_weights",
+    "scale_attn_by_inverse_layer_idx", "reorder_and_upcast_attn", "attn_implementation", "_attn_implementation",
+))
+
+
+def unread_keys(raw: Mapping[str, Any]) -> list[str]:
+    """The top-level keys of ``raw`` that the reader neither reads nor lists in :data:`IGNORED_KEYS`."""
+    return sorted(str(k) for k in raw if k not in READ_KEYS and k not in IGNORED_KEYS)
 
 
 def _moe_key(raw: Any, path: str = "", skip: tuple[str, ...] = ()) -> tuple[str, Any] | None:
@@ -149,6 +205,8 @@ def _count0(raw: Mapping[str, Any], key: str, where: str, default: int = 0) -> i
         raise ModelConfigError(f"{where}: {key} must be a whole number (an integer), got {short_repr(value)}")
     if value == 0 and not isinstance(value, bool) and isinstance(value, int):
         return 0
+    if isinstance(value, int) and not isinstance(value, bool) and value < 0:
+        raise ModelConfigError(f"{where}: {key} must be >= 0 and <= {MAX_COUNT}, got {short_repr(value)}")
     return _int(value, key, where)
 
 
@@ -190,7 +248,7 @@ def _moe_config(raw: Mapping[str, Any], name: str, model_type: str, dense_ffn: i
     only = raw.get("mlp_only_layers")
     if only is not None and (not isinstance(only, list) or only):
         raise ModelConfigError(f"{name}: mlp_only_layers = {short_repr(only)}: only an empty list is supported")
-    score = _str(raw.get("scoring_func") or "softmax", "scoring_func", name).lower()
+    score = "softmax" if raw.get("scoring_func") is None else _str(raw["scoring_func"], "scoring_func", name).lower()
     if score not in ROUTER_SCORES:
         raise ModelConfigError(f"{name}: scoring_func must be one of {', '.join(ROUTER_SCORES)}, got {short_repr(score)}")
     gpt_oss = model_type == "gpt_oss"
@@ -224,9 +282,10 @@ def _window(raw: Mapping[str, Any], name: str, layers: int) -> tuple[int | None,
     if not isinstance(types, list) or len(types) != layers:
         raise ModelConfigError(f"{name}: layer_types must be a list of {layers} entries (num_hidden_layers), "
                                f"got {short_repr(types)}")
-    bad = next((x for x in types if x not in LAYER_TYPES), None)
+    bad = next((i for i, x in enumerate(types) if x not in LAYER_TYPES), None)
     if bad is not None:
-        raise ModelConfigError(f"{name}: layer_types entry {short_repr(bad)} is not one of {', '.join(LAYER_TYPES)}")
+        raise ModelConfigError(f"{name}: layer_types[{bad}] {short_repr(types[bad])} is not one of "
+                               f"{', '.join(LAYER_TYPES)}")
     where = tuple(i for i, x in enumerate(types) if x == "sliding_attention")
     if not where:
         return None, ()
@@ -235,10 +294,47 @@ def _window(raw: Mapping[str, Any], name: str, layers: int) -> tuple[int | None,
     return _int(raw["sliding_window"], "sliding_window", name), where
 
 
-def config_from_hf(raw: Mapping[str, Any], name: str = "hf-config", seq_length: int | None = None) -> TransformerConfig:
-    """A :class:`TransformerConfig` from the parsed contents of a Hugging Face ``config.json``."""
+def _check_spellings(raw: Mapping[str, Any], name: str) -> None:
+    """Refuse aliases that disagree, pairs that say one thing twice, a nested language model, dropout
+    that is no probability and ``use_sliding_window`` true (module docstring)."""
+    nested = next((k for k in _NESTED if isinstance(raw.get(k), Mapping)), None)
+    if nested is not None:
+        unknown = _moe_key(raw, skip=MOE_KEYS)  # the expert key, when there is one, is the clearer message
+        if unknown is not None:
+            raise ModelConfigError(f"{name}: {unknown[0]} = {short_repr(unknown[1])}: a mixture-of-experts key this "
+                                   f"reader does not know (it reads {', '.join(MOE_KEYS[:4])}, ... at the top level)")
+        raise ModelConfigError(f"{name}: {nested} holds a nested model (a multimodal or wrapper config): this reader "
+                               f"reads a decoder-only language model's keys at the top level; give the {nested} "
+                               "object as its own config.json")
+    for group in ALIASES:
+        given = [(k, raw[k]) for k in group if raw.get(k) is not None]
+        first = given[0][1] if given else None
+        if any(v != first or isinstance(v, bool) != isinstance(first, bool) for _, v in given[1:]):
+            raise ModelConfigError(f"{name}: {' and '.join(f'{k} = {short_repr(v)}' for k, v in given)} disagree: "
+                                   "they spell the same quantity; give one")
+    for a, b in _EXCLUSIVE:
+        if raw.get(a) is not None and raw.get(b) is not None:
+            raise ModelConfigError(f"{name}: {a} = {short_repr(raw[a])} and {b} = {short_repr(raw[b])}: both say "
+                                   "which layers or shared experts there are, in two conventions; give one")
+    for key in _DROPOUT_KEYS:
+        value = raw.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
+                                  or not 0 <= value < 1):
+            raise ModelConfigError(f"{name}: {key} must be a dropout probability in [0, 1), got {short_repr(value)}")
+    if raw.get("use_sliding_window") not in (None, False):
+        raise ModelConfigError(f"{name}: use_sliding_window = {short_repr(raw['use_sliding_window'])}: Qwen2-style "
+                               "windows (the layers from max_window_layers on) are not read; give layer_types "
+                               "(one sliding_attention / full_attention entry a layer) and sliding_window")
+
+
+def config_from_hf(raw: Mapping[str, Any], name: str = "hf-config", seq_length: int | None = None,
+                   warn: Callable[[str], None] | None = None) -> TransformerConfig:
+    """A :class:`TransformerConfig` from the parsed contents of a Hugging Face ``config.json``.
+    ``warn``: called with each warning (keys neither read nor ignored, an unknown ``model_type``);
+    default :func:`warnings.warn`."""
     if not isinstance(raw, Mapping):
         raise ModelConfigError(f"{name}: a config.json must hold a JSON object")
+    _check_spellings(raw, name)
     layers = _int(_get(raw, ("num_hidden_layers", "n_layer"), name), "num_hidden_layers", name)
     hidden = _int(_get(raw, ("hidden_size", "n_embd"), name), "hidden_size", name)
     heads = _int(_get(raw, ("num_attention_heads", "n_head"), name), "num_attention_heads", name)
@@ -248,8 +344,19 @@ def config_from_hf(raw: Mapping[str, Any], name: str = "hf-config", seq_length: 
     if seq_length is None:
         seq_length = _int(_get(raw, ("max_position_embeddings", "n_positions", "n_ctx"), name), "max_position_embeddings", name)
     act = _str(_get(raw, ("hidden_act", "activation_function"), name, "gelu"), "hidden_act", name).lower()
+    if act not in ACTIVATIONS:
+        raise ModelConfigError(f"{name}: hidden_act {short_repr(act)} is not one this reader knows "
+                               f"({', '.join(ACTIVATIONS)})")
     model_type = _str("" if raw.get("model_type") is None else raw["model_type"], "model_type", name).lower()
     llama = model_type in _LLAMA_TYPES or (model_type not in _GPT_TYPES and act in _GATED)
+    say = warn if warn is not None else (lambda line: warnings.warn(line, stacklevel=3))
+    if model_type and model_type not in _LLAMA_TYPES + _GPT_TYPES:
+        say(f"{name}: model_type {model_type!r} is not one this reader knows ({', '.join(_LLAMA_TYPES + _GPT_TYPES)}): "
+            f"read as the {'Llama' if llama else 'GPT-2'} family from hidden_act {act!r}")
+    unread = unread_keys(raw)
+    if unread:
+        shown = ", ".join(unread[:8]) + (f" and {len(unread) - 8} more" if len(unread) > 8 else "")
+        say(f"{name}: keys this reader neither reads nor knows to be without effect, not modelled: {shown}")
     unknown = _moe_key(raw, skip=MOE_KEYS)
     if unknown is not None:
         raise ModelConfigError(f"{name}: {unknown[0]} = {short_repr(unknown[1])}: a mixture-of-experts key this reader does "
@@ -270,9 +377,7 @@ def config_from_hf(raw: Mapping[str, Any], name: str = "hf-config", seq_length: 
             raise ModelConfigError(f"{name}: {key} must be true or false, got {short_repr(raw[key])}")
     bias = bool(raw.get("attention_bias", False) or raw.get("mlp_bias", False)) if llama else True
     # dropout: any positive dropout probability (Llama: attention_dropout 0.0; GPT-2: resid_pdrop 0.1)
-    dropout_keys = ("attention_dropout", "hidden_dropout", "resid_pdrop", "attn_pdrop", "embd_pdrop", "dropout")
-    dropout = any(isinstance(raw.get(k), (int, float)) and not isinstance(raw.get(k), bool) and raw[k] > 0
-                  for k in dropout_keys)
+    dropout = any(raw.get(k) is not None and raw[k] > 0 for k in _DROPOUT_KEYS)  # checked: _check_spellings
     return TransformerConfig(
         name=name, layers=layers, hidden_size=hidden, attention_heads=heads, kv_heads=kv,
         ffn_hidden_size=ffn, vocab_size=vocab, seq_length=seq_length,
@@ -282,9 +387,11 @@ def config_from_hf(raw: Mapping[str, Any], name: str = "hf-config", seq_length: 
     )
 
 
-def load_hf_config(path: str | Path, seq_length: int | None = None) -> TransformerConfig:
-    """Read a ``config.json`` file; the model is named after the file's folder (or the file)."""
+def load_hf_config(path: str | Path, seq_length: int | None = None,
+                   warn: Callable[[str], None] | None = None) -> TransformerConfig:
+    """Read a ``config.json`` file; the model is named after the file's folder (or the file).
+    ``warn``: as :func:`config_from_hf`'s."""
     p = Path(path)
     raw = read_json(p, ModelConfigError, "model config")
     name = p.parent.name if p.name == "config.json" and p.parent.name else p.stem
-    return config_from_hf(raw, name=name or "hf-config", seq_length=seq_length)
+    return config_from_hf(raw, name=name or "hf-config", seq_length=seq_length, warn=warn)

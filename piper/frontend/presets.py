@@ -49,6 +49,7 @@ Every preset trains with micro-batch 1 in bf16 (2 bytes); change them with
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from piper.core.errors import ModelConfigError
@@ -188,9 +189,10 @@ def model_config_path(spec: str) -> Path | None:
     return None
 
 
-def load_model(spec: str, seq_length: int | None = None) -> TransformerConfig:
-    """A preset name, or a Hugging Face config (:func:`model_config_path` says which)."""
+def load_model(spec: str, seq_length: int | None = None, warn: Callable[[str], None] | None = None) -> TransformerConfig:
+    """A preset name, or a Hugging Face config (:func:`model_config_path` says which; ``warn``: the
+    reader's warnings, :func:`piper.frontend.hf.config_from_hf`)."""
     path = model_config_path(spec)
     if path is not None:
-        return load_hf_config(path, seq_length=seq_length)
+        return load_hf_config(path, seq_length=seq_length, warn=warn)
     return preset(spec)

@@ -144,3 +144,67 @@ def test_hardware_file(tmp_path):
     f.write_text(json.dumps({"peak_flops": 1e15}))
     with pytest.raises(HardwareError, match="memory_bytes"):
         hardware_from_file(f)
+
+
+@pytest.mark.parametrize("change, message", [
+    # two spellings of one quantity that disagree
+    ({"n_layer": 3}, "num_hidden_layers = 2 and n_layer = 3 disagree"),
+    ({"num_local_experts": 8, "num_experts": 16, "num_experts_per_tok": 2}, "num_local_experts = 8 and num_experts = 16"),
+    ({"num_local_experts": 8, "num_experts_per_tok": 2, "moe_top_k": 4}, "num_experts_per_tok = 2 and moe_top_k = 4"),
+    ({"activation_function": "gelu"}, "hidden_act = 'silu' and activation_function = 'gelu' disagree"),
+    # one thing said two ways
+    ({"num_experts": 8, "num_experts_per_tok": 2, "decoder_sparse_step": 1, "moe_layer_freq": 2},
+     "decoder_sparse_step = 1 and moe_layer_freq = 2: both say"),
+    ({"num_experts": 8, "num_experts_per_tok": 2, "n_shared_experts": 2, "shared_expert_intermediate_size": 12},
+     "n_shared_experts = 2 and shared_expert_intermediate_size = 12"),
+    # values read loosely before
+    ({"attention_dropout": "0.1"}, "attention_dropout must be a dropout probability in \\[0, 1\\), got '0.1'"),
+    ({"attention_dropout": True}, "attention_dropout must be a dropout probability"),
+    ({"resid_pdrop": 5}, "resid_pdrop must be a dropout probability"),
+    ({"hidden_dropout": -0.1}, "hidden_dropout must be a dropout probability"),
+    ({"hidden_act": "banana"}, "hidden_act 'banana' is not one this reader knows"),
+    ({"num_experts": 8, "num_experts_per_tok": 2, "scoring_func": False}, "scoring_func must be a string, got False"),
+    ({"use_sliding_window": True, "sliding_window": 4}, "use_sliding_window = True: Qwen2-style windows"),
+    ({"hidden_size": 8.0}, "hidden_size must be a whole number \\(an integer\\), got 8.0"),
+    ({"num_experts": 8, "num_experts_per_tok": 2, "first_k_dense_replace": -1},
+     "first_k_dense_replace must be >= 0 and <= 2147483647, got -1"),
+    ({"layer_types": ["full_attention", None], "sliding_window": 2}, "layer_types\\[1\\] None is not one of"),
+    ({"text_config": {"num_hidden_layers": 4}}, "text_config holds a nested model .* give the text_config object"),
+])
+def test_hf_refuses_what_it_would_read_wrongly(change, message):
+    """Each of these was read as another model before, without a word (issue 31's hostile-input pass)."""
+    with pytest.raises(ModelConfigError, match=message):
+        config_from_hf({**LLAMA_CONFIG, **change})
+
+
+def test_hf_agreeing_spellings_and_dense_values_are_fine():
+    cfg = config_from_hf({**LLAMA_CONFIG, "n_layer": 2, "activation_function": "silu", "attention_dropout": 0.0,
+                          "use_sliding_window": False, "scoring_func": None}, warn=lambda line: None)
+    assert cfg.layers == 2 and not cfg.dropout and cfg.moe is None
+
+
+def test_hf_names_the_keys_it_does_not_read():
+    said = []
+    cfg = config_from_hf({**LLAMA_CONFIG, "rope_theta": 5e5, "multi_query": True, "parallel_attn": True},
+                         warn=said.append)
+    assert cfg.layers == 2
+    assert said == ["hf-config: keys this reader neither reads nor knows to be without effect, not modelled: "
+                    "multi_query, parallel_attn"]
+    said.clear()
+    config_from_hf({**LLAMA_CONFIG, "model_type": "falcon", "hidden_act": "gelu"}, warn=said.append)
+    assert said == ["hf-config: model_type 'falcon' is not one this reader knows (llama, mistral, qwen2, qwen3, mixtral, "
+                    "qwen2_moe, qwen3_moe, deepseek_v2, deepseek_v3, gpt_oss, gpt2, gpt_bigcode): read as the GPT-2 "
+                    "family from hidden_act 'gelu'"]
+    said.clear()
+    config_from_hf(LLAMA_CONFIG, warn=said.append)  # every key read or known to be without effect
+    assert said == []
+    with pytest.warns(UserWarning, match="not modelled: bias"):  # the API's default
+        config_from_hf({**LLAMA_CONFIG, "bias": False})
+
+
+def test_hf_warnings_reach_stderr_and_keep_json_clean(cli, tmp_path):
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({**LLAMA_CONFIG, "multi_query": True}))
+    r = cli("piper", "model", str(path), "--json")
+    assert r.returncode == 0 and json.loads(r.stdout)
+    assert "piper: warning: " in r.stderr and "not modelled: multi_query" in r.stderr
