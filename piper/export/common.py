@@ -192,12 +192,13 @@ def _optional_record(raw: Mapping[str, Any], key: str, spec: dict[str, tuple[typ
         if typ is float:
             ok = isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 1
         elif typ is int:
-            ok = isinstance(value, int) and not isinstance(value, bool) and value >= (0 if zero_ok else 1)
+            ok = (isinstance(value, int) and not isinstance(value, bool)
+                  and (0 if zero_ok else 1) <= value <= MAX_COUNT)
         else:
             ok = isinstance(value, typ)
         if not ok:
             raise ExportError(f"the workload's model.{key}.{name} must be "
-                              f"{'a whole number' if typ is int else 'a number >= 1' if typ is float else typ.__name__}"
+                              f"{f'a whole number <= {MAX_COUNT}' if typ is int else 'a number >= 1' if typ is float else typ.__name__}"
                               f", got {value!r}", rule="E7")
     return rec
 
@@ -247,11 +248,14 @@ def model_info(problem: Problem) -> ModelInfo | None:
         values[attr] = value
     _check_record_shape(raw, values)
     c = raw.get("contextParallel", 1)
-    if isinstance(c, bool) or not isinstance(c, int) or c < 1:
-        raise ExportError(f"the workload's model.contextParallel must be a whole number >= 1, got {c!r}", rule="E7")
+    if isinstance(c, bool) or not isinstance(c, int) or not 1 <= c <= MAX_COUNT:
+        raise ExportError(f"the workload's model.contextParallel must be a whole number in 1..{MAX_COUNT}, got "
+                          f"{short_repr(c)}", rule="E7")
     head_dim = raw.get("attentionHeadDim")
-    if head_dim is not None and (not isinstance(head_dim, int) or isinstance(head_dim, bool) or head_dim < 1):
-        raise ExportError(f"the workload's model.attentionHeadDim must be a whole number >= 1, got {head_dim!r}", rule="E7")
+    if head_dim is not None and (not isinstance(head_dim, int) or isinstance(head_dim, bool)
+                                 or not 1 <= head_dim <= MAX_COUNT):
+        raise ExportError(f"the workload's model.attentionHeadDim must be a whole number in 1..{MAX_COUNT}, got "
+                          f"{short_repr(head_dim)}", rule="E7")
     from piper.frontend.workload import TOKEN_DISPATCHERS  # the workload's vocabulary
 
     dispatcher = raw.get("tokenDispatcher", "alltoall")
@@ -279,7 +283,34 @@ def model_info(problem: Problem) -> ModelInfo | None:
                      cp_comm_types=_cp_comm_types(raw, values["layers"]), cp_a2a_size=_cp_a2a_size(raw, c),
                      precision=precision, recompute_modules=_recompute_modules(raw))
     _check_modules_for(info)
+    _check_record_combinations(info, raw)
     return info
+
+
+def _check_record_combinations(info: ModelInfo, raw: Mapping[str, Any]) -> None:
+    """Combinations the front end never writes, because it refuses them (rule E7): an empty name, a
+    sliding window with MLA (piper/frontend/config.py), a token dispatcher other than the default
+    without MoE, per-layer context-parallel schemes at c = 1 (piper/frontend/workload.py writes them
+    only at c > 1), and a windowed layer on a ring scheme at c > 1 (Transformer Engine's ring refuses a
+    window: piper/frontend/context.py)."""
+    if not info.name:
+        raise ExportError("the workload's model.name must be a non-empty string", rule="E7")
+    if info.sliding_window is not None and info.mla is not None:
+        raise ExportError("the workload's model has both slidingWindow and mla: a sliding window with MLA is not "
+                          "modelled (the front end refuses it)", rule="E7")
+    if "tokenDispatcher" in raw and info.moe is None:
+        raise ExportError(f"the workload's model.tokenDispatcher ({info.token_dispatcher!r}) needs a model.moe: "
+                          "a dense model dispatches no tokens", rule="E7")
+    if "cpCommTypes" in raw and info.context_parallel == 1:
+        raise ExportError("the workload's model.cpCommTypes is given at contextParallel 1, where no "
+                          "context-parallel scheme runs", rule="E7")
+    if info.context_parallel > 1:
+        for i in info.sliding_window_layers:
+            kind = info.cp_comm_type_of(i)
+            if kind in ("p2p", "a2a+p2p"):
+                raise ExportError(f"the workload's layer {i} (0-based) attends within a sliding window but runs the "
+                                  f"{kind} context-parallel scheme (model.cpCommTypes; absent: p2p), which Transformer "
+                                  "Engine's ring refuses", rule="E7")
 
 
 def _check_record_shape(raw: Mapping[str, Any], values: Mapping[str, Any]) -> None:
@@ -425,8 +456,9 @@ def _sliding_window(raw: Mapping[str, Any], layers: int) -> tuple[int | None, tu
         raise ExportError(f"the workload's model.slidingWindow has an unknown key {unknown[0]!r} (known: tokens, "
                           "layers)", rule="E7")
     w, where = rec.get("tokens"), rec.get("layers")
-    if not isinstance(w, int) or isinstance(w, bool) or w < 1:
-        raise ExportError(f"the workload's model.slidingWindow.tokens must be a whole number >= 1, got {w!r}", rule="E7")
+    if not isinstance(w, int) or isinstance(w, bool) or not 1 <= w <= MAX_COUNT:
+        raise ExportError(f"the workload's model.slidingWindow.tokens must be a whole number in 1..{MAX_COUNT}, got "
+                          f"{short_repr(w)}", rule="E7")
     if (not isinstance(where, list) or not where
             or not all(isinstance(i, int) and not isinstance(i, bool) and 0 <= i < layers for i in where)
             or any(a >= b for a, b in zip(where, where[1:]))):

@@ -174,6 +174,24 @@ def test_flex_dispatcher_is_exported_or_refused():
     ({"attentionHeads": 48, "attentionHeadDim": None}, "attentionHeads (48) must divide its hiddenSize (2048)"),
     ({"kvHeads": 64}, "kvHeads (64) must divide its attentionHeads (32)"),
     ({"precisionBytes": 10**20}, "precisionBytes must be a whole number in 1..2147483647"),
+    # the hostile-input pass of 2026-12-05: exported as given (--num-experts 1e20, --kv-channels 1e20,
+    # --window-size 1e20,0, --multi-latent-attention with --window-size, a flex dispatcher on a dense model)
+    ({"moe": {**PRESETS_MOE, "experts": 10**20}}, "moe.experts must be a whole number <= 2147483647"),
+    ({"moe": {**PRESETS_MOE, "topK": 10**20}}, "moe.topK must be a whole number <= 2147483647"),
+    ({"mla": {"qLoraRank": 0, "kvLoraRank": 10**20, "qkNopeHeadDim": 128, "qkRopeHeadDim": 64, "vHeadDim": 128}},
+     "mla.kvLoraRank must be a whole number <= 2147483647"),
+    ({"contextParallel": 10**20}, "contextParallel must be a whole number in 1..2147483647"),
+    ({"attentionHeadDim": 10**20}, "attentionHeadDim must be a whole number in 1..2147483647"),
+    ({"slidingWindow": {"tokens": 10**20, "layers": [0]}}, "slidingWindow.tokens must be a whole number in 1..2147483647"),
+    ({"name": ""}, "name must be a non-empty string"),
+    ({"slidingWindow": {"tokens": 128, "layers": [0]},
+      "mla": {"qLoraRank": 0, "kvLoraRank": 512, "qkNopeHeadDim": 128, "qkRopeHeadDim": 64, "vHeadDim": 128}},
+     "has both slidingWindow and mla"),
+    ({"cpCommTypes": ["a2a"] * 4}, "cpCommTypes is given at contextParallel 1"),
+    ({"contextParallel": 2, "slidingWindow": {"tokens": 128, "layers": [1]}},
+     "layer 1 (0-based) attends within a sliding window but runs the p2p context-parallel scheme"),
+    ({"contextParallel": 2, "slidingWindow": {"tokens": 128, "layers": [1]}, "cpCommTypes": ["a2a"] * 4},
+     None),  # the all-to-all on the windowed layer: accepted
 ])
 def test_bad_model_record_keys_are_refused(record, field):
     """Each bad key is one ExportError (rule E7) naming it."""
@@ -182,7 +200,21 @@ def test_bad_model_record_keys_are_refused(record, field):
     problem, _ = _plan(PRESETS["qwen3-30b-a3b"].with_changes(layers=4, seq_length=1024), 1, tp=1, pp=1, dp=8, ep=4,
                        recompute="none")
     bad = replace(problem, extra={**problem.extra, "model": {**problem.extra["model"], **record}})
+    if field is None:
+        assert model_info(bad) is not None
+        return
     with pytest.raises(ExportError, match=re.escape(field if " " in field else f"model.{field}")):
+        model_info(bad)
+
+
+def test_a_flex_dispatcher_on_a_dense_record_is_refused():
+    from piper.export.common import model_info
+
+    cfg = PRESETS["llama3-8b"].with_changes(layers=2, seq_length=512)
+    m = score_layout(cfg, H100, TrainingSetup(nodes=1, global_batch=8), Layout(tp=1, pp=1, dp=8, recompute="none"))
+    problem = m["problem"]
+    bad = replace(problem, extra={**problem.extra, "model": {**problem.extra["model"], "tokenDispatcher": "flex"}})
+    with pytest.raises(ExportError, match="tokenDispatcher \\('flex'\\) needs a model.moe"):
         model_info(bad)
 
 
