@@ -189,6 +189,8 @@ def _optional_record(raw: Mapping[str, Any], key: str, spec: dict[str, tuple[typ
         value = rec.get(name)
         if value is None and zero_ok:
             continue
+        if name not in rec:
+            raise ExportError(f"the workload's model.{key} has no {name!r}", rule="E7")
         if typ is float:
             ok = isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 1
         elif typ is int:
@@ -506,8 +508,14 @@ def map_layers(problem: Problem) -> LayerMap:
         by_index = sorted(kinds, key=lambda nd: (nd.layer_index, nd.id))
         indices = [nd.layer_index for nd in by_index]
         if indices != list(range(len(by_index))):
+            from piper.frontend.operations import NODE_KINDS  # the workload's vocabulary
+
+            odd = next((nd for nd in problem.nodes if nd.kind is not None and nd.kind not in NODE_KINDS), None)
+            hint = ("" if odd is None else
+                    f" (node {odd.id} has kind {short_repr(odd.kind)}, not one of {', '.join(NODE_KINDS)})")
             raise ExportError(f"cannot map layers: the transformer nodes' layerIndex values are {indices[:8]}"
-                              f"{'...' if len(indices) > 8 else ''}, not 0..{len(by_index) - 1} once each", rule="E1")
+                              f"{'...' if len(indices) > 8 else ''}, not 0..{len(by_index) - 1} once each{hint}",
+                              rule="E1")
         layers = tuple(nd.id for nd in by_index)
     else:
         named = {nd.id for nd in problem.nodes if nd.name == TRANSFORMER_NAME}

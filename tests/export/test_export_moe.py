@@ -286,3 +286,18 @@ def test_a_model_record_that_contradicts_the_graph_is_refused(record, words):
     assert words in model_record_error(bad)
     with pytest.raises(ExportError, match=re.escape(words)):
         export_plan(bad, plan, "megatron")
+
+
+def test_record_and_graph_messages_name_what_is_missing_or_odd():
+    from piper.export.common import map_layers, model_info
+
+    problem, _ = _plan(PRESETS["qwen3-30b-a3b"].with_changes(layers=4, seq_length=1024), 1, tp=1, pp=1, dp=8, ep=4,
+                       recompute="none")
+    moe = {k: v for k, v in problem.extra["model"]["moe"].items() if k != "topK"}
+    bad = replace(problem, extra={**problem.extra, "model": {**problem.extra["model"], "moe": moe}})
+    with pytest.raises(ExportError, match="model.moe has no 'topK'"):
+        model_info(bad)
+    layer = next(nd for nd in problem.nodes if nd.kind == "transformer" and nd.layer_index == 1)
+    odd = replace(problem, nodes=tuple(replace(nd, kind="banana") if nd.id == layer.id else nd for nd in problem.nodes))
+    with pytest.raises(ExportError, match=f"node {layer.id} has kind 'banana', not one of embedding, transformer"):
+        map_layers(odd)
