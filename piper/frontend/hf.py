@@ -349,14 +349,6 @@ def config_from_hf(raw: Mapping[str, Any], name: str = "hf-config", seq_length: 
                                f"({', '.join(ACTIVATIONS)})")
     model_type = _str("" if raw.get("model_type") is None else raw["model_type"], "model_type", name).lower()
     llama = model_type in _LLAMA_TYPES or (model_type not in _GPT_TYPES and act in _GATED)
-    say = warn if warn is not None else (lambda line: warnings.warn(line, stacklevel=3))
-    if model_type and model_type not in _LLAMA_TYPES + _GPT_TYPES:
-        say(f"{name}: model_type {model_type!r} is not one this reader knows ({', '.join(_LLAMA_TYPES + _GPT_TYPES)}): "
-            f"read as the {'Llama' if llama else 'GPT-2'} family from hidden_act {act!r}")
-    unread = unread_keys(raw)
-    if unread:
-        shown = ", ".join(unread[:8]) + (f" and {len(unread) - 8} more" if len(unread) > 8 else "")
-        say(f"{name}: keys this reader neither reads nor knows to be without effect, not modelled: {shown}")
     unknown = _moe_key(raw, skip=MOE_KEYS)
     if unknown is not None:
         raise ModelConfigError(f"{name}: {unknown[0]} = {short_repr(unknown[1])}: a mixture-of-experts key this reader does "
@@ -378,13 +370,24 @@ def config_from_hf(raw: Mapping[str, Any], name: str = "hf-config", seq_length: 
     bias = bool(raw.get("attention_bias", False) or raw.get("mlp_bias", False)) if llama else True
     # dropout: any positive dropout probability (Llama: attention_dropout 0.0; GPT-2: resid_pdrop 0.1)
     dropout = any(raw.get(k) is not None and raw[k] > 0 for k in _DROPOUT_KEYS)  # checked: _check_spellings
-    return TransformerConfig(
+    cfg = TransformerConfig(
         name=name, layers=layers, hidden_size=hidden, attention_heads=heads, kv_heads=kv,
         ffn_hidden_size=ffn, vocab_size=vocab, seq_length=seq_length,
         ffn_kind="swiglu" if llama else "gelu", norm="rmsnorm" if llama else "layernorm",
         linear_bias=bias, learned_positions=not llama, tied_embeddings=tied, dropout=dropout,
         attention_head_dim=head_dim, moe=moe, mla=mla, sliding_window=window, sliding_window_layers=windowed,
     )
+    # the warnings once the config is known to be valid (a refused one is one error, not warnings and an error)
+    say = warn if warn is not None else (lambda line: warnings.warn(line, stacklevel=3))
+    if model_type and model_type not in _LLAMA_TYPES + _GPT_TYPES:
+        say(f"{name}: model_type {model_type!r} is not one this reader knows ({', '.join(_LLAMA_TYPES + _GPT_TYPES)}): "
+            f"read as the {'Llama' if llama else 'GPT-2'} family from hidden_act {act!r}")
+    unread = unread_keys(raw)
+    if unread:
+        shown = (", ".join(k if k.isprintable() else repr(k) for k in unread[:8])
+                 + (f" and {len(unread) - 8} more" if len(unread) > 8 else ""))
+        say(f"{name}: keys this reader neither reads nor knows to be without effect, not modelled: {shown}")
+    return cfg
 
 
 def load_hf_config(path: str | Path, seq_length: int | None = None,

@@ -208,3 +208,13 @@ def test_hf_warnings_reach_stderr_and_keep_json_clean(cli, tmp_path):
     r = cli("piper", "model", str(path), "--json")
     assert r.returncode == 0 and json.loads(r.stdout)
     assert "piper: warning: " in r.stderr and "not modelled: multi_query" in r.stderr
+
+
+def test_hf_warnings_are_one_line_and_come_only_for_a_valid_config():
+    said = []
+    config_from_hf({**LLAMA_CONFIG, "bad\nkey": 1}, warn=said.append)
+    assert said == ["hf-config: keys this reader neither reads nor knows to be without effect, not modelled: 'bad\\nkey'"]
+    said.clear()
+    with pytest.raises(ModelConfigError, match="hidden_act"):
+        config_from_hf({**LLAMA_CONFIG, "hidden_act": "banana", "multi_query": True}, warn=said.append)
+    assert said == []  # the error alone

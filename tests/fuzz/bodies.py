@@ -111,11 +111,13 @@ def plan_input(raw: Any, data: bytes) -> None:
 
 
 def hf_config(raw: Any, data: bytes) -> None:
-    for make in (lambda: config_from_hf(raw), lambda: load_hf_config(_file(data))):
+    said: list[str] = []  # the reader's warnings: each one line, as its errors
+    for make in (lambda: config_from_hf(raw, warn=said.append), lambda: load_hf_config(_file(data), warn=said.append)):
         try:
             make()
         except ModelConfigError as exc:
             assert "\n" not in str(exc)
+    assert all("\n" not in line for line in said)
 
 
 def hardware_file(data: bytes) -> None:
