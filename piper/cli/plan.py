@@ -84,9 +84,10 @@ from piper.frontend.planner import (
     takes_iteration_keys,
     with_optimizer_step_s,
 )
+from piper.frontend.recompute import check_recompute_modules
 from piper.frontend.schedule_check import ScheduleCheck, check_schedule
 from piper.frontend.window_check import needs_window_check, window_check
-from piper.frontend.workload import TrainingSetup, workload_nodes
+from piper.frontend.workload import TrainingSetup, check_recompute_modules_for, workload_nodes
 from piper.render.table import render_plan
 
 __all__ = ["add_plan_parser", "cmd_plan"]
@@ -118,6 +119,11 @@ def add_plan_parser(subparsers: Any) -> argparse.ArgumentParser:
                    help="let each transformer layer choose its recomputation (Piper's workload; the frameworks "
                         "have one setting for the model, which is what plan searches by default: none, selective "
                         "or full on every layer)")
+    g.add_argument("--search-recompute-modules", nargs="+", metavar="LIST",
+                   help="search what selective recomputation recomputes: each LIST is a comma-separated list of "
+                        "Megatron-Core modules (e.g. core_attn core_attn,mlp core_attn,layernorm,mlp), each "
+                        "searched as its own workloads; the answer is the best over them all (default: the one "
+                        "list of --recompute-modules, core_attn)")
     g.add_argument("--overlap-grad-reduce", action="store_true",
                    help="the layout runs Megatron-LM's --overlap-grad-reduce: the search prices the gradient reduce "
                         "hidden behind the last micro-batch's backward pass (docs/problem.md §10)")
@@ -152,6 +158,7 @@ def _candidate_summary(c: Candidate) -> dict[str, Any]:
             "status": c.result.status.value,
             "value": c.value if c.result.plan is not None else None, "time_s": c.result.time_s,
             "recompute": None if c.recompute is None else list(c.recompute),
+            "recompute_modules": None if c.recompute_modules is None else list(c.recompute_modules),
             "degrees": None if c.degrees is None else list(c.degrees),
             "cutoff": c.cutoff, "pruned": c.pruned, "message": c.result.message}
 
@@ -159,7 +166,7 @@ def _candidate_summary(c: Candidate) -> dict[str, Any]:
 def _search_summary(search: PlanSearch) -> dict[str, Any]:
     """How the search went: solves made, solves cut off by a bound and why (docs/frontend.md)."""
     return {"workloads": len({(c.context_parallel, c.cp_comm_type, c.cp_a2a_size, c.expert_parallel, c.micro_batch,
-                               c.recompute, c.degrees)
+                               c.recompute, c.degrees, c.recompute_modules)
                               for c in search.candidates}),
             "solves": search.solves, "cut_solves": search.cut_solves,
             "pruned_by_bound": search.pruned,
@@ -210,11 +217,12 @@ def _as_megatron_runs(problem: Problem, plan: Plan, batch_time_s: float) -> dict
 
 def _per_layer_optimum(cfg: Any, hw: Any, setup: Any, info: Any, options: Options, chosen: Candidate, check: bool,
                        started: float, micro_batches: tuple[int, ...], cps: tuple[int, ...],
-                       schemes: tuple[str | None, ...] | None = None) -> dict[str, Any]:
+                       schemes: tuple[str | None, ...] | None = None,
+                       module_sets: tuple[tuple[str, ...], ...] | None = None) -> dict[str, Any]:
     """The best runnable plan with each layer choosing its recomputation (Piper's workload, which no
-    framework runs), over the same c, e, micro-batch sizes and degrees as the answer's search: how
-    much the one-setting rule costs. Solved in the time the command has left; ``batch_time_s`` None
-    when that ran out."""
+    framework runs), over the same c, e, micro-batch sizes, degrees and recompute-module lists as the
+    answer's search: how much the one-setting rule costs. Solved in the time the command has left;
+    ``batch_time_s`` None when that ran out."""
     left = None
     if options.time_limit_s is not None:
         left = options.time_limit_s - (time.perf_counter() - started)
@@ -223,7 +231,8 @@ def _per_layer_optimum(cfg: Any, hw: Any, setup: Any, info: Any, options: Option
                     "message": "no time left"}
     search = search_plans(cfg, hw, setup, info, replace(options, time_limit_s=left), micro_batches=micro_batches,
                           free=False, context_parallels=cps, prune=True, check_schedules=check, per_degree=True,
-                          iteration_keys=takes_iteration_keys(info, setup), cp_comm_types=schemes)
+                          iteration_keys=takes_iteration_keys(info, setup), cp_comm_types=schemes,
+                          module_sets=module_sets)
     best = search.runnable
     if best is None:
         return {"batch_time_s": None, "status": "/".join(sorted({c.result.status.value for c in search.candidates})),
@@ -237,6 +246,30 @@ def _per_layer_optimum(cfg: Any, hw: Any, setup: Any, info: Any, options: Option
     return {"batch_time_s": best.result.score.batch_time, "status": "optimal" if proven else "feasible",
             "gain": chosen.result.score.batch_time / best.result.score.batch_time - 1.0, "recompute": kinds,
             "message": ""}
+
+
+def _module_sets(args: argparse.Namespace, cfg: TransformerConfig) -> tuple[tuple[str, ...], ...] | None:
+    """--search-recompute-modules: the lists, each checked as --recompute-modules is (known modules,
+    each recomputing something in ``cfg``), in Megatron-Core's order; None without the flag. Refused:
+    with --recompute-modules (one list or a search), an empty list, a list given twice."""
+    given = args.search_recompute_modules
+    if given is None:
+        return None
+    if args.recompute_modules is not None:
+        raise UsageError("--recompute-modules fixes what selective recomputation recomputes, "
+                         "--search-recompute-modules searches it: give one of them")
+    out: list[tuple[str, ...]] = []
+    for i, text in enumerate(given, start=1):
+        where = f"--search-recompute-modules list {i} ({text!r})"
+        names = [x.strip() for x in str(text).split(",")]
+        if not all(names):
+            raise UsageError(f"{where}: an empty module name (lists are comma-separated, e.g. core_attn,mlp)")
+        modules = check_recompute_modules(names, where)
+        check_recompute_modules_for(cfg, modules)
+        if modules in out:
+            raise UsageError(f"{where} is list {out.index(modules) + 1} again (the order of a list does not matter)")
+        out.append(modules)
+    return tuple(out)
 
 
 def why_no_plan(messages: list[str]) -> str:
@@ -385,6 +418,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         raise UsageError(f"--sequence-parallel off: {cfg.name}'s MoE layers need sequence parallelism at t > 1 "
                          "(Megatron-Core's rule); use on (the default) or per-layer")
     setup = replace(setup, sequence_parallel=SEQUENCE_PARALLEL_MODES[args.sequence_parallel])
+    module_sets = _module_sets(args, cfg)
     layers = len(workload_nodes(cfg))
     if args.max_virtual_stages is None:
         args.max_virtual_stages = min(DEFAULT_MAX_VIRTUAL_STAGES, layers)
@@ -422,7 +456,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     search = search_plans(cfg, hw, setup, info, options, micro_batches=micro_batch_choices(
         setup.global_batch, args.micro_batch), free=not args.uniform, progress=say, context_parallels=cps,
         prune=True, check_schedules=check, started=started, recomputes=recomputes, per_degree=True,
-        iteration_keys=takes_iteration_keys(info, setup), cp_comm_types=schemes)
+        iteration_keys=takes_iteration_keys(info, setup), cp_comm_types=schemes, module_sets=module_sets)
     chosen = search.free if args.free else search.runnable
     kept_failing = False
     if chosen is None:
@@ -442,7 +476,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         left = None if options.time_limit_s is None else max(0.0, options.time_limit_s - (time.perf_counter() - started))
         def resolve(c: Candidate) -> Candidate | None:
             # the search's own solve of c's workload, without a cutoff (its schedule-check fallbacks too)
-            own = replace(setup, cp_comm_type=c.cp_comm_type, cp_a2a_size=c.cp_a2a_size)
+            own = replace(c.setup_for(setup), cp_comm_type=c.cp_comm_type, cp_a2a_size=c.cp_a2a_size)
             one = search_plans(cfg, hw, replace(own, expert_parallel=c.expert_parallel) if cfg.moe is not None
                                else own, info, options, micro_batches=(c.micro_batch,), free=args.free,
                                context_parallels=(c.context_parallel,), degrees=c.degrees, check_schedules=check,
@@ -471,10 +505,12 @@ def cmd_plan(args: argparse.Namespace) -> int:
         write_plan(args.plan_out, chosen.result.plan, chosen.problem, "--plan-out")
     plan, score = chosen.result.plan, chosen.result.score
     run_cfg = cfg.with_changes(micro_batch=chosen.micro_batch)
-    metrics = plan_metrics(run_cfg, hw, setup, chosen.problem, plan, score)
+    chosen_setup = chosen.setup_for(setup)  # its recompute modules, when the search tried several lists
+    metrics = plan_metrics(run_cfg, hw, chosen_setup, chosen.problem, plan, score)
     other = search.runnable if args.free else search.free
-    other_metrics = None if other is None else plan_metrics(cfg.with_changes(micro_batch=other.micro_batch), hw, setup,
-                                                             other.problem, other.result.plan, other.result.score)
+    other_metrics = None if other is None else plan_metrics(cfg.with_changes(micro_batch=other.micro_batch), hw,
+                                                             other.setup_for(setup), other.problem, other.result.plan,
+                                                             other.result.score)
     other_check = None if other is None else check_schedule(other.problem, other.result.plan, other.result.score)
     other_status = None if other is None else _side_status(setup, options, search, other, other_check)
     # "optimal" only when every solve of the answer's kind was proven (the winner is then the best over
@@ -491,7 +527,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
     per_layer = None  # the per-layer search over the same workloads: what the one-setting rule costs
     if chosen.recompute is not None and not args.free:
         per_layer = _per_layer_optimum(cfg, hw, setup, info, options, chosen, check, started,
-                                       micro_batch_choices(setup.global_batch, args.micro_batch), cps, schemes)
+                                       micro_batch_choices(setup.global_batch, args.micro_batch), cps, schemes,
+                                       module_sets)
     # the free plan is Piper's (no framework runs one (d, t) per stage): only the runnable plan is asked
     megatron = None if args.free else _as_megatron_runs(chosen.problem, plan, score.batch_time)
     status = chosen.result.status.value
@@ -543,7 +580,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
                "rejected_interleaved": rejected, "caveats": caveats, "moe_form_check": form_check, "megatron": megatron,
                "window_check": None if window is None else window.to_dict(),
                "recompute": None if chosen.recompute is None else list(chosen.recompute),
-               "recompute_modules": list(setup.recompute_modules),
+               "recompute_modules": list(chosen_setup.recompute_modules),
+               "recompute_modules_searched": None if module_sets is None else [list(m) for m in module_sets],
                "recompute_per_layer": per_layer,
                "candidates": [_candidate_summary(c) for c in search.candidates]}
         print(json.dumps(out))
@@ -624,7 +662,10 @@ def cmd_plan(args: argparse.Namespace) -> int:
     print(f"predicted     batch time {m['batch_time_s']:.4g} s{step}, {m['tokens_per_s']:.4g} tokens/s, "
           f"{m['tflops_per_device']:.4g} TFLOP/s per device, MFU {100 * m['mfu']:.1f}%")
     if chosen.recompute is not None:
-        modules = f" ({', '.join(setup.recompute_modules)})" if chosen.recompute[0] == "selective" else ""
+        modules = (f" ({', '.join(chosen_setup.recompute_modules)}"
+                   + ("" if module_sets is None else
+                      f"; lists searched: {'; '.join(','.join(m) for m in module_sets)}") + ")"
+                   if chosen.recompute[0] == "selective" else "")
         line = (f"{'recompute':<13} {chosen.recompute[0]}{modules} on every layer, one setting for the model as the frameworks "
                 f"have it (searched: {', '.join(k[0] for k in ONE_RECOMPUTE_SETTING)}; --recompute-per-layer lets each layer choose)")
         if per_layer is not None and per_layer["batch_time_s"] is not None:

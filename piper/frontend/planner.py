@@ -123,6 +123,14 @@ class Candidate:
     cp_comm_type: str | None = None
     #: the workload's ``TrainingSetup.cp_a2a_size`` (the all-to-all groups' size C1 of "a2a+p2p"; else None)
     cp_a2a_size: int | None = None
+    #: what the workload's selective recomputation recomputes (``TrainingSetup.recompute_modules``), when
+    #: the search tried several lists (``search_plans(module_sets=...)``); None: the setup's own
+    recompute_modules: tuple[str, ...] | None = None
+
+    def setup_for(self, setup: TrainingSetup) -> TrainingSetup:
+        """``setup`` with this candidate's recompute modules (the setup's own when it has none): what
+        its workload was built from, for pricing its plan again."""
+        return setup if self.recompute_modules is None else replace(setup, recompute_modules=self.recompute_modules)
 
     @property
     def pruned(self) -> bool:
@@ -296,7 +304,8 @@ def search_plans(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup, inf
                  context_parallels: tuple[int, ...] = (1,), degrees: tuple[int, ...] | None = None,
                  prune: bool = False, check_schedules: bool = False, started: float | None = None,
                  recomputes: tuple[tuple[str, ...] | None, ...] = (None,), per_degree: bool = False,
-                 iteration_keys: bool = False, cp_comm_types: tuple[str | None, ...] | None = None) -> PlanSearch:
+                 iteration_keys: bool = False, cp_comm_types: tuple[str | None, ...] | None = None,
+                 module_sets: tuple[tuple[str, ...], ...] | None = None) -> PlanSearch:
     """Solve the model's workload for every context-parallel size c and micro-batch size b, uniform
     and (``free``) free; the time limit of ``options`` is for the whole search, shared out as it goes.
 
@@ -343,7 +352,13 @@ def search_plans(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup, inf
     (``TrainingSetup.cp_comm_type`` values; None in it: the per-layer default; "a2a+p2p": one workload
     per all-to-all size C1 of :func:`~piper.frontend.context.hierarchical_a2a_sizes`); a scheme that
     leaves no degree at some c (the all-to-all's heads) is skipped there. Default: the setup's alone
-    (its ``cp_comm_type`` and ``cp_a2a_size``)."""
+    (its ``cp_comm_type`` and ``cp_a2a_size``).
+
+    ``module_sets``: the lists of Megatron-Core modules selective recomputation may recompute
+    (``TrainingSetup.recompute_modules`` values, checked by the caller): every workload whose
+    recomputation offers "selective" (an entry of ``recomputes`` holding it, or None) is built once per
+    list (:attr:`Candidate.recompute_modules`); the others once. The winner is then the best over every
+    list, exact when every solve is proven, as over the other dimensions. Default: the setup's list."""
     start = time.perf_counter() if started is None else started
     if iteration_keys and not takes_iteration_keys(info, setup):
         raise ValueError(f"solver {info.name!r} with this setup does not take the iteration keys (docs/problem.md §10)")
@@ -380,10 +395,14 @@ def search_plans(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup, inf
         offered = degrees or tuple(offered_degrees(cfg, hw, scheme_setup(c, k)))
         return [(t,) for t in offered]
 
-    keys = [(c, k, e, b, r, dg) for c in context_parallels for k in schemes(c) for e in experts for b in micro_batches
-            for r in recomputes for dg in degree_sets(c, k)]
-    free_keys = [(c, k, e, b, r, degrees) for c in context_parallels for k in schemes(c) for e in experts
-                 for b in micro_batches for r in recomputes] if free else []
+    def lists(r: tuple[str, ...] | None) -> tuple[tuple[str, ...] | None, ...]:
+        """The recompute-module lists a workload offering the kinds ``r`` is built with (None: the setup's)."""
+        return module_sets if module_sets and (r is None or "selective" in r) else (None,)
+
+    keys = [(c, k, e, b, r, dg, ms) for c in context_parallels for k in schemes(c) for e in experts for b in micro_batches
+            for r in recomputes for dg in degree_sets(c, k) for ms in lists(r)]
+    free_keys = [(c, k, e, b, r, degrees, ms) for c in context_parallels for k in schemes(c) for e in experts
+                 for b in micro_batches for r in recomputes for ms in lists(r)] if free else []
     total = len(keys) + len(free_keys)
     # a key's problem and workload; (None, None) when the time limit was spent before it was built
     problems: dict[tuple, tuple[Problem | None, dict | None]] = {}
@@ -415,7 +434,7 @@ def search_plans(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup, inf
         else:
             res = info(problem, replace(options, uniform=uniform, time_limit_s=left, params=params))
         solves += 1
-        c, k, e, b, r, dg = key
+        c, k, e, b, r, dg, ms = key
         rejected, rejected_check = None, None
         while check_schedules and res.plan is not None and res.plan.schedule.interleaved and res.score is not None:
             check = check_schedule(problem, res.plan, res.score)
@@ -441,10 +460,11 @@ def search_plans(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup, inf
                                           f"{alt[0].groups}, v = {alt[0].schedule.virtual_stages}), better than the "
                                           f"schedule check's "
                                           f"descent ({res.value:.6g})")
-        cand = Candidate(b, uniform, problem, workload, res, c, e, r, cutoff, rejected, rejected_check, dg, k[0], k[1])
+        cand = Candidate(b, uniform, problem, workload, res, c, e, r, cutoff, rejected, rejected_check, dg, k[0], k[1], ms)
         if progress is not None:
             what = (("uniform" if uniform else "free") + (f", experts e={e}" if cfg.moe is not None else "")
                     + ("" if r is None else f", recompute {'/'.join(r)}")
+                    + ("" if ms is None else f" of {','.join(ms)}")
                     + (f", degree {dg[0]}" if per_degree and dg is not None and len(dg) == 1 else ""))
             value = f"{res.value:.6g}" if math.isfinite(res.value) else f"no plan ({res.status.value})"
             scheme = (k[0] or "default") + (f" {k[1]} x {c // k[1]}" if k[1] else "")
@@ -468,12 +488,15 @@ def search_plans(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup, inf
             # GPT-OSS's 2,625 ran 20 s past a 1 s limit); its solve is "unknown" (run)
             problems[key] = (None, None)
             return
-        c, k, e, b, r, dg = key
+        c, k, e, b, r, dg, ms = key
         run_setup = replace(keyed, context_parallel=c, cp_comm_type=k[0], cp_a2a_size=k[1])
         if cfg.moe is not None:
             run_setup = replace(run_setup, expert_parallel=e)
-        # the layers' costs depend on (c, scheme, e, b), not on the degrees kept or the recomputation
-        shared = node_costs.setdefault((c, k, e, b), {})
+        if ms is not None:
+            run_setup = replace(run_setup, recompute_modules=ms)
+        # the layers' costs depend on (c, scheme, e, b, the recompute modules), not on the degrees kept or
+        # the recomputation kinds offered
+        shared = node_costs.setdefault((c, k, e, b, ms), {})
         workload = build_workload(cfg.with_changes(micro_batch=b), hw, run_setup, degrees=dg, recompute=r,
                                   node_costs=shared)
         problems[key] = (load_problem(workload, strict=True), workload)
@@ -488,9 +511,10 @@ def search_plans(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup, inf
     if free:
         uniform_value: dict[tuple, float] = {}
         for x in candidates:
-            k = (x.context_parallel, (x.cp_comm_type, x.cp_a2a_size), x.expert_parallel, x.micro_batch, x.recompute)
+            k = (x.context_parallel, (x.cp_comm_type, x.cp_a2a_size), x.expert_parallel, x.micro_batch, x.recompute,
+                 x.recompute_modules)
             uniform_value[k] = min(uniform_value.get(k, math.inf), x.value)
-        order = sorted(free_keys, key=lambda key: uniform_value.get(key[:5], math.inf))
+        order = sorted(free_keys, key=lambda key: uniform_value.get(key[:5] + key[6:], math.inf))
         incumbent = math.inf
         for key in order:
             build(key)
@@ -560,7 +584,7 @@ def as_scored(cfg: TransformerConfig, hw: Hardware, setup: TrainingSetup, cand: 
     plan = cand.result.plan
     d = plan.stages[0].d
     m = max(1, setup.global_batch // (cand.micro_batch * d))
-    run = replace(setup, optimizer_step=True, context_parallel=cand.context_parallel, cp_comm_type=cand.cp_comm_type,
+    run = replace(cand.setup_for(setup), optimizer_step=True, context_parallel=cand.context_parallel, cp_comm_type=cand.cp_comm_type,
                   cp_a2a_size=cand.cp_a2a_size,
                   resync_overlap_microbatches=overlap_microbatches(plan.groups, plan.schedule.virtual_stages, m),
                   resync_overlap_window=WINDOW_MICROBATCH)

@@ -238,3 +238,68 @@ def test_fused_attention_keeps_its_bf16_output_under_fp8() -> None:
     bf16 = preset("llama3-8b")
     assert (costs.layer_activation_bytes(bf16, 1, "none", False, True)
             - costs.layer_activation_bytes(bf16, 1, "selective", False, True)) == sbh * 4 * 32 / 4096
+
+
+# ---- plan --search-recompute-modules ----------------------------------------------------------
+
+def _search(setup, module_sets=None):
+    from piper.core.options import BATCH_TIME, Options
+    from piper.frontend.planner import ONE_RECOMPUTE_SETTING, search_plans
+    from piper.solvers.registry import get_solver
+
+    cfg = preset("llama3-8b").with_changes(seq_length=4096)
+    hw = H100.with_changes(memory_bytes=24e9)  # tight: selective recomputation decides the answer
+    options = Options(objective=BATCH_TIME, schedule="any", max_virtual_stages=4)
+    return search_plans(cfg, hw, setup, get_solver("dp"), options, micro_batches=(1, 2), free=False, prune=True,
+                        recomputes=ONE_RECOMPUTE_SETTING, per_degree=True, module_sets=module_sets)
+
+
+def test_searching_module_lists_finds_the_best_of_the_searches_of_each_list() -> None:
+    """Llama 3 8B on 8 H100 held to 24 GB: the search over three lists answers the best of the three
+    searches made apart (each with its list as the setup's), exactly, with that list; the workloads
+    without selective recomputation are built once, those with it once per list."""
+    lists = (("core_attn",), ("core_attn", "mlp"), ("mlp",))
+    setup = TrainingSetup(nodes=1, global_batch=64)
+    both = _search(setup, lists)
+    apart = {ms: _search(TrainingSetup(nodes=1, global_batch=64, recompute_modules=ms)) for ms in lists}
+    values = {ms: s.runnable.value for ms, s in apart.items()}
+    best = min(values, key=values.get)
+    assert both.exact_over(True) and all(s.exact_over(True) for s in apart.values())
+    assert both.runnable.value == pytest.approx(values[best], rel=1e-12)
+    assert len(set(values.values())) > 1  # the list matters here (else the test proves nothing)
+    assert both.runnable.recompute == ("selective",) and both.runnable.recompute_modules == best
+    assert both.runnable.workload["model"].get("recomputeModules", ["core_attn"]) == list(best)
+    sel = [c for c in both.candidates if c.recompute == ("selective",)]
+    other = [c for c in both.candidates if c.recompute != ("selective",)]
+    assert {c.recompute_modules for c in sel} == set(lists) and {c.recompute_modules for c in other} == {None}
+    assert len(sel) == 3 * len([c for c in apart[lists[0]].candidates if c.recompute == ("selective",)])
+    # the answer priced again as `score` prices it uses its own list (a candidate's setup_for)
+    assert both.runnable.setup_for(setup).recompute_modules == best
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["--search-recompute-modules", "core_attn", "core_attn"], "list 2 ('core_attn') is list 1 again"),
+    (["--search-recompute-modules", "mlp,core_attn", "core_attn,mlp"], "list 2 ('core_attn,mlp') is list 1 again"),
+    (["--search-recompute-modules", "core_attn,"], "list 1 ('core_attn,'): an empty module name"),
+    (["--search-recompute-modules", "banana"], "list 1 ('banana'): unknown module 'banana'"),
+    (["--search-recompute-modules", "layernorm"], "recompute module 'layernorm' recomputes nothing in llama3-8b"),
+    (["--search-recompute-modules", "core_attn", "--recompute-modules", "mlp"], "give one of them"),
+])
+def test_plan_refuses_bad_module_lists(argv, words) -> None:
+    rc, out, err, _ = call(piper_main, ["plan", "llama3-8b", "--nodes", "1", *argv], "piper")
+    assert_contract(rc, out, err, "piper")
+    assert rc == 2 and words in err
+
+
+def test_plan_json_reports_the_lists_and_the_answers_list() -> None:
+    import json
+
+    argv = ["plan", "llama3-8b", "--gpu", "h100", "--nodes", "1", "--global-batch", "64", "--seq", "4096",
+            "--memory", "24GB", "--uniform", "--json", "--search-recompute-modules", "core_attn", "mlp"]
+    rc, out, err, _ = call(piper_main, argv, "piper")
+    assert_contract(rc, out, err, "piper", json_out=True)
+    d = json.loads(out)
+    assert d["recompute_modules_searched"] == [["core_attn"], ["mlp"]]
+    assert d["status"] == "optimal" and d["recompute"] == ["selective"] and d["recompute_modules"] == ["mlp"]
+    picked = [c for c in d["candidates"] if c["recompute"] == ["selective"]]
+    assert {tuple(c["recompute_modules"]) for c in picked} == {("core_attn",), ("mlp",)}
