@@ -37,9 +37,11 @@ duplicate keys).
 Sliding-window attention (GPT-OSS, Gemma 3 style): ``layer_types``, one entry a layer,
 "sliding_attention" (the layer attends to the ``sliding_window`` latest tokens, a whole number
 >= 1) or "full_attention"; another entry, a list of the wrong length, or a sliding layer without
-``sliding_window`` is refused with the key named. Without ``layer_types`` ``sliding_window`` is
-not read (Qwen2/3 write it with ``use_sliding_window`` false; Mistral 7B v0.1's 4,096 is its
-training length: full causal attention).
+``sliding_window`` is refused with the key named. Without ``layer_types``, Qwen2's rule when
+``use_sliding_window`` is true (transformers' ``Qwen2Attention``): layer i attends within
+``sliding_window`` when i >= ``max_window_layers`` (which must then be given); otherwise
+``sliding_window`` is not read (Qwen2/3 write it with ``use_sliding_window`` false; Mistral 7B v0.1's
+4,096 is its training length: full causal attention).
 GPT-2 style: ``n_layer``, ``n_embd``, ``n_head``, ``n_inner`` (default 4h),
 ``n_positions`` (or ``n_ctx``), ``activation_function``.
 
@@ -47,8 +49,7 @@ What else is refused, with the key named: two spellings of one quantity that dis
 (``num_local_experts`` 8 beside ``num_experts`` 16, ``n_layer`` beside ``num_hidden_layers``; see
 :data:`ALIASES`), ``decoder_sparse_step`` beside ``moe_layer_freq`` and ``n_shared_experts`` beside
 ``shared_expert_intermediate_size`` (each pair says the same thing two ways); a dropout key that is not
-a probability in [0, 1); an activation outside :data:`ACTIVATIONS`; ``use_sliding_window`` true (Qwen2's
-windows from ``max_window_layers`` on: give ``layer_types``); a language model nested in ``text_config``
+a probability in [0, 1); an activation outside :data:`ACTIVATIONS`; a language model nested in ``text_config``
 (or ``language_config``, ``llm_config``: pass that object as its own file). Every other key is either
 read, or one of :data:`IGNORED_KEYS` (token ids, initialisation, norm epsilons, rotary frequencies,
 auxiliary-loss and routing coefficients, the checkpoint's storage dtype and quantization: none
@@ -139,7 +140,7 @@ _MLA_KEYS = ("kv_lora_rank", "q_lora_rank", "qk_nope_head_dim", "qk_rope_head_di
 READ_KEYS = frozenset(
     [k for group in ALIASES for k in group] + list(MOE_KEYS) + list(_MLA_KEYS) + list(_DROPOUT_KEYS)
     + ["num_key_value_heads", "vocab_size", "model_type", "head_dim", "layer_types", "sliding_window",
-       "use_sliding_window", "tie_word_embeddings", "attention_bias", "mlp_bias"])
+       "use_sliding_window", "max_window_layers", "tie_word_embeddings", "attention_bias", "mlp_bias"])
 #: keys that change neither a layer's time nor its memory in this model (read by nothing, warned of by
 #: nothing): metadata, token ids, initialisation, norm epsilons, rotary frequencies and scaling, the
 #: auxiliary losses' and the router's coefficients (DeepSeek's group-limited routing included: the
@@ -150,7 +151,7 @@ IGNORED_KEYS = frozenset((
     "architectures", "auto_map", "transformers_version", "_name_or_path", "torch_dtype", "dtype", "use_cache",
     "bos_token_id", "eos_token_id", "pad_token_id", "sep_token_id", "decoder_start_token_id", "tokenizer_class",
     "initializer_range", "initializer_factor", "rms_norm_eps", "layer_norm_eps", "layer_norm_epsilon",
-    "rope_theta", "rope_scaling", "rope_parameters", "partial_rotary_factor", "max_window_layers",
+    "rope_theta", "rope_scaling", "rope_parameters", "partial_rotary_factor",
     "output_router_logits", "router_aux_loss_coef", "router_z_loss_coef", "router_jitter_noise", "aux_loss_alpha",
     "seq_aux", "norm_topk_prob", "routed_scaling_factor", "topk_method", "n_group", "topk_group", "ep_size",
     "num_nextn_predict_layers", "pretraining_tp", "quantization_config", "swiglu_limit", "initial_context_length",
@@ -277,6 +278,15 @@ LAYER_TYPES = ("sliding_attention", "full_attention")
 def _window(raw: Mapping[str, Any], name: str, layers: int) -> tuple[int | None, tuple[int, ...]]:
     """(sliding_window, the windowed layers) from ``layer_types`` (module docstring)."""
     types = raw.get("layer_types")
+    if types is None and raw.get("use_sliding_window") and raw.get("sliding_window") is not None:
+        # Qwen2 / Qwen3 without layer_types (transformers' Qwen2Attention): layer i attends within the
+        # window when i >= max_window_layers
+        if raw.get("max_window_layers") is None:
+            raise ModelConfigError(f"{name}: use_sliding_window is true but max_window_layers (the first windowed "
+                                   "layer) is not given")
+        first = _count0(raw, "max_window_layers", name)
+        where = tuple(range(first, layers))
+        return (_int(raw["sliding_window"], "sliding_window", name), where) if where else (None, ())
     if types is None:
         return None, ()
     if not isinstance(types, list) or len(types) != layers:
@@ -321,10 +331,9 @@ def _check_spellings(raw: Mapping[str, Any], name: str) -> None:
         if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
                                   or not 0 <= value < 1):
             raise ModelConfigError(f"{name}: {key} must be a dropout probability in [0, 1), got {short_repr(value)}")
-    if raw.get("use_sliding_window") not in (None, False):
-        raise ModelConfigError(f"{name}: use_sliding_window = {short_repr(raw['use_sliding_window'])}: Qwen2-style "
-                               "windows (the layers from max_window_layers on) are not read; give layer_types "
-                               "(one sliding_attention / full_attention entry a layer) and sliding_window")
+    use = raw.get("use_sliding_window")
+    if use is not None and not isinstance(use, bool):
+        raise ModelConfigError(f"{name}: use_sliding_window must be true or false, got {short_repr(use)}")
 
 
 def config_from_hf(raw: Mapping[str, Any], name: str = "hf-config", seq_length: int | None = None,

@@ -164,7 +164,8 @@ def test_hardware_file(tmp_path):
     ({"hidden_dropout": -0.1}, "hidden_dropout must be a dropout probability"),
     ({"hidden_act": "banana"}, "hidden_act 'banana' is not one this reader knows"),
     ({"num_experts": 8, "num_experts_per_tok": 2, "scoring_func": False}, "scoring_func must be a string, got False"),
-    ({"use_sliding_window": True, "sliding_window": 4}, "use_sliding_window = True: Qwen2-style windows"),
+    ({"use_sliding_window": True, "sliding_window": 4}, "use_sliding_window is true but max_window_layers"),
+    ({"use_sliding_window": "yes", "sliding_window": 4}, "use_sliding_window must be true or false"),
     ({"hidden_size": 8.0}, "hidden_size must be a whole number \\(an integer\\), got 8.0"),
     ({"num_experts": 8, "num_experts_per_tok": 2, "first_k_dense_replace": -1},
      "first_k_dense_replace must be >= 0 and <= 2147483647, got -1"),
@@ -218,3 +219,17 @@ def test_hf_warnings_are_one_line_and_come_only_for_a_valid_config():
     with pytest.raises(ModelConfigError, match="hidden_act"):
         config_from_hf({**LLAMA_CONFIG, "hidden_act": "banana", "multi_query": True}, warn=said.append)
     assert said == []  # the error alone
+
+
+def test_hf_qwen2_windows_from_max_window_layers():
+    """transformers' Qwen2Attention without layer_types: layer i is windowed when use_sliding_window
+    is true and i >= max_window_layers; false, or a first windowed layer past the last, is full attention."""
+    qwen = {**LLAMA_CONFIG, "model_type": "qwen2", "num_hidden_layers": 4, "sliding_window": 2}
+    cfg = config_from_hf({**qwen, "use_sliding_window": True, "max_window_layers": 1})
+    assert (cfg.sliding_window, cfg.sliding_window_layers) == (2, (1, 2, 3))
+    for off in ({"use_sliding_window": False, "max_window_layers": 1}, {"use_sliding_window": True, "max_window_layers": 4}):
+        assert config_from_hf({**qwen, **off}).sliding_window is None
+    # layer_types, when given, decides
+    cfg = config_from_hf({**qwen, "use_sliding_window": True, "max_window_layers": 1,
+                          "layer_types": ["sliding_attention"] + ["full_attention"] * 3})
+    assert cfg.sliding_window_layers == (0,)
