@@ -476,12 +476,14 @@ def cmd_plan(args: argparse.Namespace) -> int:
         left = None if options.time_limit_s is None else max(0.0, options.time_limit_s - (time.perf_counter() - started))
         def resolve(c: Candidate) -> Candidate | None:
             # the search's own solve of c's workload, without a cutoff (its schedule-check fallbacks too)
-            own = replace(c.setup_for(setup), cp_comm_type=c.cp_comm_type, cp_a2a_size=c.cp_a2a_size)
+            # (its recompute modules as a one-list search, so that the answer carries them)
+            own = replace(setup, cp_comm_type=c.cp_comm_type, cp_a2a_size=c.cp_a2a_size)
             one = search_plans(cfg, hw, replace(own, expert_parallel=c.expert_parallel) if cfg.moe is not None
                                else own, info, options, micro_batches=(c.micro_batch,), free=args.free,
                                context_parallels=(c.context_parallel,), degrees=c.degrees, check_schedules=check,
                                recomputes=(c.recompute,), per_degree=c.uniform, iteration_keys=search.iteration_keys,
-                               started=started)
+                               started=started,
+                               module_sets=None if c.recompute_modules is None else (c.recompute_modules,))
             return one.free if args.free else one.runnable
 
         window = window_check(search, _scored_value(cfg, hw, setup, chosen, args.objective), info, options,

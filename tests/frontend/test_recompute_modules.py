@@ -303,3 +303,19 @@ def test_plan_json_reports_the_lists_and_the_answers_list() -> None:
     assert d["status"] == "optimal" and d["recompute"] == ["selective"] and d["recompute_modules"] == ["mlp"]
     picked = [c for c in d["candidates"] if c["recompute"] == ["selective"]]
     assert {tuple(c["recompute_modules"]) for c in picked} == {("core_attn",), ("mlp",)}
+
+
+def test_the_answers_list_is_its_workloads_with_the_window_check(tmp_path) -> None:
+    """Per-layer recomputation with the resync overlapped: plan's window check may answer with a
+    candidate solved again (its resolve); the answer's list is the one its --out workload records."""
+    import json
+
+    out = tmp_path / "w.json"
+    argv = ["plan", "llama3-8b", "--gpu", "h100", "--nodes", "1", "--global-batch", "64", "--seq", "4096",
+            "--memory", "24GB", "--uniform", "--recompute-per-layer", "--overlap-grad-reduce", "--overlap-param-gather",
+            "--json", "--out", str(out), "--search-recompute-modules", "core_attn", "mlp"]
+    rc, stdout, err, _ = call(piper_main, argv, "piper")
+    assert_contract(rc, stdout, err, "piper", json_out=True)
+    d = json.loads(stdout)
+    assert d["window_check"] is not None and d["recompute_modules"] == ["mlp"]
+    assert json.loads(out.read_text())["model"]["recomputeModules"] == d["recompute_modules"]
