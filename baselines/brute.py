@@ -99,7 +99,7 @@ def solve_brute(problem: Problem, options: Options | None = None) -> Result:
     for e in problem.edges:
         succ_mask[pos[e.u]] |= 1 << pos[e.v]
     k, n_mb, bw = problem.devices, problem.microbatches, problem.bandwidth
-    memory_limit = problem.memory_per_device
+    memory_limit = problem.memory_cap  # docs/problem.md §3.3
     # version 2: G devices per node (default k), B_in inside a node (default B), f (default 4)
     node_g = k if problem.devices_per_node is None else problem.devices_per_node
     bw_in = bw if problem.intra_node_bandwidth is None else problem.intra_node_bandwidth

@@ -221,7 +221,7 @@ def choices(problem: Problem, cand: Candidates, space: Space, v: int,
     + s/d fits in M (y >= 1)."""
     n_mb, f, g = problem.microbatches, problem.resync_factor, problem.node_size
     iteration = problem.has_iteration_keys
-    limit = Fraction(problem.memory_per_device)
+    limit = Fraction(problem.memory_cap)
     v_fw, v_bw = sync_nodes or (v, v)
     out = []
     for oi, (t, d) in enumerate(space.options):

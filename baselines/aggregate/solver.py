@@ -109,11 +109,12 @@ def _warm_value(problem: Problem, options: Options, cand: Candidates, plan: Plan
 
 
 def _model_limit(problem: Problem, chain: Chain) -> float:
-    """M plus a power of two above the floating-point error of the evaluator's memory sum
+    """The memory cap M (1 + MEMORY_RTOL) (docs/problem.md §3.3) plus a power of two above the
+    floating-point error of the evaluator's memory sum
     (about (2 n + 8) 2^-53 M): the models are then a relaxation of the evaluator's memory test,
     so their bounds hold; a plan one accepts that the evaluator calls out of memory is dropped
     (and its part is not proven)."""
-    m = problem.memory_per_device
+    m = problem.memory_cap
     slack = m * (2 * chain.n + 8) * 2.0**-53
     return m + 2.0 ** math.ceil(math.log2(slack)) if slack > 0 else m
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import replace
+from fractions import Fraction
 from functools import reduce
 from typing import Any
 
@@ -28,17 +29,22 @@ from piper.core.stopping import checkpoint
 def memory_scaling(values: list[float], limit: float) -> tuple[list[int], int, bool]:
     """Integers for memory coefficients ``values`` and the limit (see module docstring).
 
+    Exact when some power of ten 10^j (j <= 6) makes every value a whole number, tested in exact
+    rational arithmetic (``Fraction``: a float is a binary fraction, so 0.25 is exact at j = 2 and 0.1
+    never); the limit is then floored (Σ of whole numbers <= L exactly when <= floor(L)) and all are
+    divided by the values' gcd. A tolerance there would round a value of 1e9 - 0.4 bytes to 1e9 and
+    call the rounding exact: CP-SAT then proved "infeasible" where a plan fit (the certificate pass of
+    2026-12-05). Otherwise the values are rounded up and the limit down (a restriction, exact False).
+
     Returns (scaled values, scaled limit, exact?).
     """
-    allv = values + [limit]
     for j in range(7):
         f = 10**j
-        scaled = [v * f for v in allv]
-        if all(abs(s - round(s)) <= 1e-9 * max(1.0, abs(s)) for s in scaled):
-            ints = [int(round(s)) for s in scaled]
-            g = reduce(math.gcd, ints) or 1
-            ints = [i // g for i in ints]
-            return ints[:-1], ints[-1], True
+        scaled = [Fraction(v) * f for v in values]
+        if all(x.denominator == 1 for x in scaled):
+            ints = [int(x) for x in scaled]
+            g = reduce(math.gcd, ints, 0) or 1
+            return [i // g for i in ints], math.floor(Fraction(limit) * f) // g, True
     unit = limit / 2**30
     return [math.ceil(v / unit - 1e-12) for v in values], 2**30, False
 
@@ -117,7 +123,7 @@ class CpsatModel:
 
         # memory integers
         allc = [c for v in nodes for c in d.choices[v]]
-        limit = d.problem.memory_per_device * (d.memory_factor)
+        limit = d.problem.memory_cap * (d.memory_factor)
         # expert parallelism (docs/problem.md §11): r = t d / (e e_t) copies hold s_x / r each
         copies = {id(c): c.tmpc.expert_copies(opts[c.opt].d, opts[c.opt].t) or 1
                   for c in allc if c.tmpc.memory_sharded_expert}

@@ -571,7 +571,7 @@ def build_model_data(problem: Problem, options: Options, *, memory_factor: float
         k, min_devices, bw_edge = min(problem.devices, node_g), 0, bw_in
     else:
         k, min_devices, bw_edge = problem.devices, node_g + 1, bw
-    mem = problem.memory_per_device * memory_factor
+    mem = problem.memory_cap * memory_factor
     s_max = min(n_mb, k)
     n = problem.n
     slots = max(1, min(k, n_mb, n))

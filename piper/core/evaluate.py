@@ -408,7 +408,7 @@ def evaluate(problem: Problem, plan: Plan) -> Score:
                 resync=resync_t,
                 memory=memory,
                 y=y,
-                oom=memory > problem.memory_per_device,
+                oom=memory > problem.memory_cap,
                 d=d,
                 t=s.t,
                 edge_bandwidth=bw_edge,
@@ -481,7 +481,7 @@ def _evaluate_interleaved(problem: Problem, plan: Plan, chosen: dict[int, TMPC])
             resync_t, step_t = iteration_terms(resync_t, hide * window, step, n_mb)
         stages.append(StageScore(
             tps=edge_bytes_t + compute_t + resync_t + step_t, compute=compute_t, edge=edge_bytes_t, resync=resync_t,
-            memory=memory, y=y, oom=memory > problem.memory_per_device, d=d, t=t, edge_bandwidth=bw_edge,
+            memory=memory, y=y, oom=memory > problem.memory_cap, d=d, t=t, edge_bandwidth=bw_edge,
             resync_bandwidth=bw_resync, fits_in_node=group_fits, tau=tau, chunks=chunks, step=step_t,
         ))
     oom = any(st.oom for st in stages)

@@ -25,8 +25,15 @@ from __future__ import annotations
 __all__ = [
     "MAX_COUNT", "MAX_MAGNITUDE", "MIN_POSITIVE", "MAX_NODE_ID", "MAX_SECONDS", "MAX_FILE_BYTES",
     "MAX_JSON_DEPTH", "MAX_INT_DIGITS", "FIFO_WAIT_S", "MAX_MODEL_LAYERS", "MAX_SEED", "MAX_THREADS", "MAX_VIRTUAL_STAGES",
-    "MIN_FRACTION", "MIN_RATE",
+    "MIN_FRACTION", "MIN_RATE", "MEMORY_RTOL",
 ]
+
+#: the memory test's relative tolerance (docs/problem.md §3.3): a stage fits when its memory is at most
+#: M (1 + MEMORY_RTOL). The evaluator and every solver test against that one cap, so that a plan whose
+#: memory is M to the last bit in one summation order and an ulp above it in another is judged alike
+#: (a sum of n terms differs by about n 2^-53 relative between orders; 1e-12 leaves room for 10^3-term
+#: sums and is under a byte below 10^12 bytes)
+MEMORY_RTOL = 1e-12
 
 #: the largest count: devices k, microbatches N, devices per node G, degrees t and d, virtual
 #: stages, layer indices, threads, --max-ideals, sequence lengths, batch sizes (2^31 - 1)

@@ -164,7 +164,7 @@ def candidates(problem: Problem, options: Options | None = None) -> Candidates:
             # y >= 1 in every stage, and a stage's memory is a sum of non-negative terms:
             # a layer whose every allowed TMPC has a + b > M fits in no plan at all
             least = min(c.memory_a + c.memory_b for lst in allowed.values() for _, c in lst)
-            if least > problem.memory_per_device:
+            if least > problem.memory_cap:
                 reason = (f"layer {nd.label} does not fit in memory with any allowed TMPC: its least a + b (one "
                           f"microbatch in flight) is {least:.6g} bytes > M = {problem.memory_per_device:.6g} bytes")
     ts = tuple(sorted({t for a in per_node.values() for t in a}))

@@ -30,7 +30,7 @@ from functools import cached_property
 from typing import Any
 
 from piper.core.errors import ProblemError
-from piper.core.limits import MAX_COUNT, MAX_MAGNITUDE, MIN_POSITIVE
+from piper.core.limits import MAX_COUNT, MAX_MAGNITUDE, MEMORY_RTOL, MIN_POSITIVE
 
 __all__ = [
     "ProblemError",
@@ -273,6 +273,12 @@ class Problem:
     @property
     def n(self) -> int:
         return len(self.nodes)
+
+    @property
+    def memory_cap(self) -> float:
+        """M (1 + MEMORY_RTOL), bytes: the most memory a stage may use (docs/problem.md §3.3), the
+        evaluator's and every solver's memory test."""
+        return self.memory_per_device * (1.0 + MEMORY_RTOL)
 
     @property
     def node_size(self) -> int:

@@ -131,7 +131,7 @@ def absent_array() -> np.ndarray:
 
 def limits_of(problem: Problem) -> Limits:
     """k, S = min(N, k) and M of ``problem``."""
-    return Limits(problem.devices, min(problem.microbatches, problem.devices), float(problem.memory_per_device))
+    return Limits(problem.devices, min(problem.microbatches, problem.devices), float(problem.memory_cap))
 
 
 def run_arrays(problem: Problem, cand: Candidates, bw_edge: float | None = None) -> RunArrays:
@@ -203,7 +203,7 @@ def run_arrays(problem: Problem, cand: Candidates, bw_edge: float | None = None)
         if c is None:
             continue
         for di, d in enumerate(ds):
-            resync_x, memory_x = expert_terms_or_ban(c, d, tt[q], f, n_mb, problem.memory_per_device)
+            resync_x, memory_x = expert_terms_or_ban(c, d, tt[q], f, n_mb, problem.memory_cap)
             rq[q, di] += resync_x
             sq[di, q] += memory_x
     ir, io, ih = absent_array(), absent_array(), np.zeros(0, dtype=np.float64)

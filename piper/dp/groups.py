@@ -394,7 +394,7 @@ def _options(problem: Problem, chain: IdenticalChain, cand: Candidates, lay: Lay
             edge += 2.0 * (in_edge.communication_cost + heads[idx][1].sync_fw[in_edge.u])
         if out_edge is not None:
             edge += 2.0 * (out_edge.communication_cost + tails[idx][1].sync_bw[out_edge.v])
-        resync, memory = option_resync_memory(c, d, t, f, n_mb, y, problem.memory_per_device)
+        resync, memory = option_resync_memory(c, d, t, f, n_mb, y, problem.memory_cap)
         if iteration:  # docs/problem.md §10: the group adds its exposed resync and step (group_points)
             cost = edge / (d * lay.bw_edge) + c.time_per_sample / d
         else:
@@ -453,7 +453,7 @@ def _option_parts(problem: Problem, chain: IdenticalChain, cand: Candidates, lay
                for c in opts):
         return None
     rows = _options(problem, chain, cand, lay, 1.0, pos, cut_in, cut_out)
-    f, n_mb, memory = problem.resync_factor, problem.microbatches, problem.memory_per_device
+    f, n_mb, memory = problem.resync_factor, problem.microbatches, problem.memory_cap
     x = [expert_terms_or_ban(c, d, t, f, n_mb, memory)[1] if c.has_expert_terms else 0.0 for c in opts]
     return _OptionParts(rows, np.array([c.memory_a for c in opts], dtype=np.float64),
                         np.array([c.memory_b for c in opts], dtype=np.float64),
@@ -582,7 +582,7 @@ def _group_curves(problem: Problem, chain: IdenticalChain, cand: Candidates, lay
     e_it, k_it = _iteration_sums(problem, chain, cand, lay, y, shape, memo)
     c, k, tau, low, singles, shared = group_points(e_off, e_cost, e_tau, e_mem, e_shared, k_cost, k_tau, k_mem,
                                                    k_shared, io, n_o, n_i, n_none, room, chain.sync_free,
-                                                   problem.memory_per_device, t_max, mode, e_it, k_it,
+                                                   problem.memory_cap, t_max, mode, e_it, k_it,
                                                    float(problem.microbatches))
     pts = _Points(c, k, tau, low, singles)
     shared = bool(shared)
@@ -617,7 +617,7 @@ def _room(problem: Problem, chain: IdenticalChain, cand: Candidates, lay: Layout
     """A count of identical layers no plan of the layout can exceed on this group (every layer at
     its least memory, with one layer's margin for rounding); -1 when its end layers alone do not fit.
     ``memo`` keeps each layer's least memory (per y, d and t)."""
-    d, t, memory = lay.d, lay.t, problem.memory_per_device
+    d, t, memory = lay.d, lay.t, problem.memory_cap
     memo = {} if memo is None else memo
 
     def least(p: int) -> float:
@@ -794,7 +794,7 @@ def build_plan(problem: Problem, chain: IdenticalChain, cand: Candidates, lay: L
                 spare = 0
         mids = c - sh.least(singles) + sh.patterns[3]
         items = _Items(problem, chain, cand, lay, ys[g], sh, singles, mids, memo)
-        choice = group_choice(items.off, items.cost, items.mem, items.n_fixed, mids, problem.memory_per_device, mode)
+        choice = group_choice(items.off, items.cost, items.mem, items.n_fixed, mids, problem.memory_cap, mode)
         roles: dict[int, list[int]] = {1: [], 2: [], 3: [], 4: []}
         for item, ((pos, role), opt) in enumerate(zip(items.rows, choice)):
             idx = int(opt) - int(items.off[item])

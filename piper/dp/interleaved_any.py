@@ -86,14 +86,14 @@ def _plan_of(problem: Problem, cand: Candidates, order: list[int], lay: Layout, 
             for u in chunk:
                 for _, c in cand.tmpcs[u][t]:
                     edge = add_cut_bytes(0.0, problem, u, c, members)
-                    resync, memory = option_resync_memory(c, d, t, f, n_mb, y, problem.memory_per_device)
+                    resync, memory = option_resync_memory(c, d, t, f, n_mb, y, problem.memory_cap)
                     cost.append(edge / (d * lay.bw_edge) + resync / lay.bw_resync + c.time_per_sample / d)
                     mem.append(memory)
                     labels.append((u, c.id))
                 off.append(len(cost))
         choice = np.empty(len(off) - 1, dtype=np.int64)
         val = knapsack(mode, np.array(off, dtype=np.int64), np.array(cost), np.array(mem),
-                       problem.memory_per_device, choice)
+                       problem.memory_cap, choice)
         if math.isinf(val):
             return None
         for q in choice:

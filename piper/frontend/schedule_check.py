@@ -79,7 +79,7 @@ def check_schedule(problem: Problem, plan: Plan, score: Score) -> ScheduleCheck:
 
     order_memory = max(schedule_order_memory(problem, plan, score))
     # the simulation plays every replica's passes: skipped when the memory has already failed
-    timed = plan.schedule.interleaved and not score.oom and order_memory <= problem.memory_per_device
+    timed = plan.schedule.interleaved and not score.oom and order_memory <= problem.memory_cap
     timeline = simulate_schedule(problem, plan, score) if timed else None
     return ScheduleCheck(
         formula_batch_time=score.batch_time,

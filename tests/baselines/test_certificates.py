@@ -126,18 +126,52 @@ def test_optimal_needs_the_plan_within_tolerance_of_the_bound() -> None:
 
 
 def test_cpsat_inexact_memory_scaling_proves_nothing() -> None:
-    """Memory numbers that no power of ten makes whole (small-integer instance, limit
-    times 1 + pi*1e-9): CP-SAT rounds them conservatively, a restriction of the problem,
-    so its search proves nothing about the problem's optimum."""
+    """Memory numbers that no power of ten makes whole (a small-integer instance's memory times
+    1 + pi*1e-9): CP-SAT rounds them conservatively, a restriction of the problem, so its search
+    proves nothing about the problem's optimum. A limit alone that is not whole is floored, exactly."""
+    from piper import problem_from_dict
+    from piper.core.problem import problem_to_dict
+
     problem = random_problem(3)
     best = solve_brute(problem, Options())
     assert best.status == Status.OPTIMAL
-    odd = problem.with_cluster(memory=problem.memory_per_device * (1 + math.pi * 1e-9))
+    factor = 1 + math.pi * 1e-9
+    raw = problem_to_dict(problem)
+    raw["maxMemoryPerDevice"] *= factor
+    for node in raw["nodes"]:
+        for entries in node["TMPCs"].values():
+            for entry in entries:
+                entry["memoryUsageA"] *= factor
+                entry["memoryUsageB"] *= factor
+    odd = problem_from_dict(raw)
+    assert solve_brute(odd, Options()).value == pytest.approx(best.value, rel=1e-12)
     res = solve(odd, Options(), solver="cpsat")
     assert res.status == Status.FEASIBLE
     assert "restriction" in res.message
-    assert res.bound <= best.tps
+    assert res.bound <= best.value
     assert solve(problem, Options(), solver="cpsat").status == Status.OPTIMAL
+    limit_only = problem.with_cluster(memory=problem.memory_per_device * factor)  # the limit floored: exact
+    res = solve(limit_only, Options(), solver="cpsat")
+    assert res.status == Status.OPTIMAL and res.value == pytest.approx(solve_brute(limit_only, Options()).value, rel=1e-9)
+
+
+def test_a_value_near_a_whole_byte_count_is_not_rounded_to_it() -> None:
+    """The certificate pass of 2026-12-05: 1e9 - 0.4 bytes was rounded to 1e9 and called exact, and
+    CP-SAT proved "infeasible" where two stages of d = 1 fit (2e9 - 0.8 bytes <= M = 2e9 - 0.6)."""
+    from piper import problem_from_dict
+
+    def node(i: int, a: float, b: float) -> dict:
+        return {"id": i, "TMPCs": {"1": [{"id": "v", "timePerSample": 10.0, "parameterSize": 0.0, "memoryUsageA": a,
+                                          "memoryUsageB": b, "syncTimeFw": {str(i - 1): 0.0} if i else {},
+                                          "syncTimeBw": {str(i + 1): 0.0} if i < 1 else {}}]}}
+
+    problem = problem_from_dict({"maxDevices": 2, "mbsInBatch": 2, "bandwidth": 1.0, "maxMemoryPerDevice": 2e9 - 0.6,
+                                 "nodes": [node(0, 1e9 - 0.4, 0.0), node(1, 0.0, 1.5e9)],
+                                 "edges": [{"sourceId": 0, "destId": 1, "communicationCost": 0.0}]})
+    best = solve_brute(problem, Options())
+    assert best.status == Status.OPTIMAL and best.value == 10.0
+    res = solve(problem, Options(), solver="cpsat")
+    assert res.status != Status.INFEASIBLE and res.value == 10.0 and res.bound <= best.value
 
 
 @pytest.mark.slow  # 10 s; the tolerance check of every result runs in CI in tests/solvers/test_conformance.py

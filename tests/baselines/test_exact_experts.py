@@ -32,7 +32,9 @@ def test_model_data_choices_and_coefficients():
     # k = 4, N = 4, f = 4, B = 1: options d in {1, 2, 4}; ep2 has no choice at d = 1 (rule 6);
     # at d = 2 kappa = 4 / 2 (r = 1), memory 16; at d = 4 kappa = 1 + 4 (2 - 1) 8 / (2 4) = 5, memory 8
     data = build_model_data(one_layer(4), Options())
-    got = {(data.opts[c.opt].d, c.tmpc.id): (c.kappa * data.tau, c.mem_b * data.problem.memory_per_device)
+    # memory in units of the memory test's cap, M (1 + MEMORY_RTOL) (docs/problem.md §3.3)
+    got = {(data.opts[c.opt].d, c.tmpc.id): (c.kappa * data.tau, pytest.approx(c.mem_b * data.problem.memory_cap,
+                                                                                rel=1e-15))
            for c in data.choices[0]}
     assert got == {(1, "dense"): (8.0, 0.0), (2, "dense"): (4.0, 0.0), (4, "dense"): (2.0, 0.0),
                    (2, "ep2"): (2.0, 16.0), (4, "ep2"): (5.0, 8.0)}
