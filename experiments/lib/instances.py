@@ -12,7 +12,7 @@ import math
 import random
 from typing import Any
 
-from piper.core.evaluate import evaluate
+from piper.core.evaluate import PlanError, evaluate
 from piper.core.plan import Plan, Stage
 from piper.core.problem import ACTIVATION_RECOMP, ITERATION_FEATURES, VANILLA, Problem, problem_to_dict
 from piper.io.workload import problem_from_dict
@@ -356,7 +356,10 @@ def witness_memory(problem: Problem, seed: int, slack: tuple[float, float] = (1.
         for g, d, t in zip(groups, ds, ts):
             tm = {v: min(nodes[v].tmpcs[t], key=lambda c: (c.memory_a, c.memory_b)).id for v in g}
             stages.append(Stage(tuple(g), d, t, tm))
-        score = evaluate(problem, Plan(tuple(stages)))
+        try:
+            score = evaluate(problem, Plan(tuple(stages)))
+        except PlanError:  # rule 6: an MoE layer's e e_t does not divide the draw's d t; draw again
+            continue
         peak = max(st.memory for st in score.stages)
         memory = max(1.0, peak * rng.uniform(*slack))
         return problem.with_cluster(memory=float(math.ceil(memory)))

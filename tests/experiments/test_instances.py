@@ -41,3 +41,17 @@ def test_bench_instances_are_feasible() -> None:
         p = bench_instance(n, shape, k)
         assert p.devices == k and p.microbatches == 2 * k and p.n == n
         assert solve_dp(p, Options()).status == Status.OPTIMAL, (n, shape, k)
+
+
+def test_witness_memory_on_moe_instances_draws_again_past_rule_6() -> None:
+    """An MoE layer's witness stage whose d t its e e_t does not divide broke rule 6 and raised
+    (the certificate pass of 2026-12-05); the draw is now made again, and the witness fits."""
+    from experiments.lib.instances import random_moe_problem
+
+    found = 0
+    for seed in range(40):
+        fixed = witness_memory(random_moe_problem(8000 + seed), seed)
+        if fixed is not None:
+            found += 1
+            assert solve_brute(fixed, Options()).plan is not None, seed
+    assert found >= 30
