@@ -306,7 +306,7 @@ def _window(raw: Mapping[str, Any], name: str, layers: int) -> tuple[int | None,
 
 def _check_spellings(raw: Mapping[str, Any], name: str) -> None:
     """Refuse aliases that disagree, pairs that say one thing twice, a nested language model, dropout
-    that is no probability and ``use_sliding_window`` true (module docstring)."""
+    that is no probability and a ``use_sliding_window`` that is not a boolean (module docstring)."""
     nested = next((k for k in _NESTED if isinstance(raw.get(k), Mapping)), None)
     if nested is not None:
         unknown = _moe_key(raw, skip=MOE_KEYS)  # the expert key, when there is one, is the clearer message
