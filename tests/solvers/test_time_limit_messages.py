@@ -23,9 +23,18 @@ def test_a_search_ended_by_the_time_limit_says_so(solver: str) -> None:
     a search that does not finish in the time left."""
     problem = load_problem(RESNET).with_cluster(devices=8, memory=16 * 2**30, microbatches=7680)
     get_solver(solver).load()  # imported before the clock starts
-    res = get_solver(solver)(problem, Options(time_limit_s=3.0, threads=2, progress=False))
-    assert res.status.value in ("unknown", "feasible"), res.status
-    assert "time limit (3 s) reached during the search" in res.message, (res.message, res.stats.get("stopped"))
+    # On a loaded machine the build alone can take the 3 s (it said "while building", rightly);
+    # the limit then grows until the search is reached, so the test checks the search's message,
+    # not the machine's speed.
+    for limit_s in (3, 10, 30):
+        res = get_solver(solver)(problem, Options(time_limit_s=float(limit_s), threads=2, progress=False))
+        assert res.status.value in ("unknown", "feasible"), res.status
+        if "while building" not in res.message:
+            break
+    assert f"time limit ({limit_s} s) reached during the search" in res.message, (
+        res.message,
+        res.stats.get("stopped"),
+    )
 
 
 @pytest.mark.parametrize("solver", ["milp-highs", "cpsat"])
