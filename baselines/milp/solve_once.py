@@ -221,6 +221,14 @@ def solve_once(
     objective = None
     solution = PULP_STATUS.get(sol_status, Status.UNKNOWN)
     if status_code == pulp.LpStatusInfeasible or solution == Status.INFEASIBLE:
+        if backend.name == "highs" and not presolve_off and not stopping.expired(deadline):
+            # HiGHS 1.16's presolve can call a feasible model infeasible (a batch-time model with
+            # bytes to 1.4e15, tests/data/milp_guards/highs_presolve_infeasible.json): an infeasibility is only
+            # taken from a solve without presolve
+            again = solve_once(data, options, backend, warm, deadline, cutoff, presolve_off=True, model=model)
+            again.stats.setdefault("guards", []).append(
+                "HiGHS with presolve said infeasible; re-solved with presolve off")
+            return again
         return Answer.infeasible(stats)
     if solution in (Status.OPTIMAL, Status.FEASIBLE):
         plan = model.read_plan()

@@ -133,8 +133,14 @@ class MilpSolver:
             with quiet_pulp():
                 again = solve_once(data, options, self.backend, None, search.deadline)
             again.stats["guards"] = stats["guards"] + again.stats.get("guards", [])
-            status, plan, objective, stats = again.status, again.plan, again.objective, again.stats
+            # a proof on the restriction proves nothing here (a plan between M·(1 - 1e-6) and
+            # the cap may fit): its INFEASIBLE is UNKNOWN, its OPTIMAL only FEASIBLE
+            status = {Status.INFEASIBLE: Status.UNKNOWN, Status.OPTIMAL: Status.FEASIBLE}.get(again.status, again.status)
+            plan, objective, stats = again.plan, again.objective, again.stats
             bound = max(0.0, first_bound - tol)
+            if again.status in (Status.INFEASIBLE, Status.OPTIMAL):
+                stats["guards"].append(f"the re-solve's '{again.status.value}' holds for the restricted model only: "
+                                       f"reported as '{status.value}'")
         elif status == Status.OPTIMAL:
             bound = max(0.0, bound - tol)  # a proof holds within the solver's tolerances
         settled = Answer(status, plan, objective, bound, stats=stats)
