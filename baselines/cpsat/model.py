@@ -26,6 +26,12 @@ from piper.core.plan import Plan
 from piper.core.stopping import checkpoint
 
 
+#: the largest scaled memory value or limit taken as exact: a row sums at most a few thousand of
+#: them, times small counts, within CP-SAT's 64-bit integers (bytes of 9e18 and more raised a
+#: TypeError in OR-Tools; the second certificate pass of 2026-12-05)
+EXACT_MEMORY_MAX = 2**48
+
+
 def memory_scaling(values: list[float], limit: float) -> tuple[list[int], int, bool]:
     """Integers for memory coefficients ``values`` and the limit (see module docstring).
 
@@ -34,7 +40,8 @@ def memory_scaling(values: list[float], limit: float) -> tuple[list[int], int, b
     never); the limit is then floored (Σ of whole numbers <= L exactly when <= floor(L)) and all are
     divided by the values' gcd. A tolerance there would round a value of 1e9 - 0.4 bytes to 1e9 and
     call the rounding exact: CP-SAT then proved "infeasible" where a plan fit (the certificate pass of
-    2026-12-05). Otherwise the values are rounded up and the limit down (a restriction, exact False).
+    2026-12-05). Otherwise, or when a scaled value or the limit exceeds :data:`EXACT_MEMORY_MAX`, the
+    values are rounded up and the limit down (a restriction, exact False).
 
     Returns (scaled values, scaled limit, exact?).
     """
@@ -44,9 +51,14 @@ def memory_scaling(values: list[float], limit: float) -> tuple[list[int], int, b
         if all(x.denominator == 1 for x in scaled):
             ints = [int(x) for x in scaled]
             g = reduce(math.gcd, ints, 0) or 1
-            return [i // g for i in ints], math.floor(Fraction(limit) * f) // g, True
+            scaled_limit = math.floor(Fraction(limit) * f) // g
+            if max([scaled_limit, *ints]) > EXACT_MEMORY_MAX:
+                break  # beyond CP-SAT's 64-bit integers in a row's sum: the rounded scaling below
+            return [i // g for i in ints], scaled_limit, True
     unit = limit / 2**30
-    return [math.ceil(v / unit - 1e-12) for v in values], 2**30, False
+    # a value above the limit fits in no row either way (the terms are not negative): capped at
+    # 2^31 units so that 1e20 bytes against a 1e9 limit stays a 64-bit integer
+    return [min(math.ceil(v / unit - 1e-12), 2**31) for v in values], 2**30, False
 
 
 class CpsatModel:
