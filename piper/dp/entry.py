@@ -95,10 +95,10 @@ def _solve_edges(problem: Problem, options: Options, pair: tuple[int, int] | Non
         return make_result(problem, name, res.status, res.plan, time_s=solve_clock() - start,
                            objective=res.objective, bound=res.bound if res.status != Status.OPTIMAL else None,
                            stats=res.stats, message=res.message)
-    return _combine_edges(problem, options, name, results, start)
+    return combine_edges(problem, options, name, results, start)
 
 
-def _combine_edges(problem: Problem, options: Options, name: str, results: list[tuple[Result, Problem, float]],
+def combine_edges(problem: Problem, options: Options, name: str, results: list[tuple[Result, Problem, float]],
                    start: float) -> Result:
     """The better of the run inside one node (k = G, edges at B_in) and the run over all
     plans (edges at B); see :func:`solve_dp`.  With B_in < B (allowed, if odd) the second
@@ -129,7 +129,9 @@ def _combine_edges(problem: Problem, options: Options, name: str, results: list[
         res = best[0]
         objective = res.objective
         if odd and r2.plan is not None and r2.plan.devices_used <= g:
-            lower = r2.objective
+            # a lower bound on every plan: run 2's optimum, or its bound when run 2 stopped early
+            # (a stopped run's objective is an incumbent, no bound)
+            lower = r2.objective if r2.status == Status.OPTIMAL else (r2.bound or 0.0)
             if r1.plan is not None and r1.status == Status.OPTIMAL and r1.objective <= lower:
                 res, objective = r1, r1.objective
             else:

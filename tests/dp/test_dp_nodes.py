@@ -193,3 +193,25 @@ def test_dp_equals_brute_force_on_more_cluster_instances():
         assert solve(p, solver="dp-greedy").tps >= brute.tps * (1 - 1e-9) or math.isinf(brute.tps)
         uni = Options(uniform=True)
         assert same_tps(solve(p, uni, solver="dp").tps, solve(p, uni, solver="brute").tps), i
+
+
+def test_a_stopped_second_run_gives_its_bound_not_its_incumbent():
+    """B_in < B and run 2 (all plans, edges at B) stopped by the time limit with a plan inside one
+    node: its objective is an incumbent, so the lower bound is its bound, not that objective (a
+    code-reading finding of the certificate pass of 2026-12-05; no timed run reproduced it, so the
+    combination is fed a stopped run directly)."""
+    from piper.core.result import Status, make_result
+    from piper.dp.entry import combine_edges
+
+    for p in random_cluster_cases(40, seed=29, slower_inside=True):
+        brute = solve(p, solver="brute")
+        if brute.plan is None or brute.plan.devices_used > p.node_size:
+            continue
+        stopped = make_result(p, "dp", Status.FEASIBLE, brute.plan, time_s=1.0, objective=2.0 * brute.tps,
+                              bound=0.5 * brute.tps, message="time limit (1 s) reached during the search")
+        none = make_result(p, "dp", Status.UNKNOWN, None, time_s=1.0, message="time limit (1 s) reached")
+        res = combine_edges(p, Options(), "dp", [(none, p, p.bandwidth_intra), (stopped, p, p.bandwidth)], 0.0)
+        assert res.status == Status.FEASIBLE and res.bound is not None
+        assert res.bound <= brute.tps * (1 + 1e-12), (res.bound, brute.tps)
+        return
+    pytest.fail("no case with the best plan inside one node")
