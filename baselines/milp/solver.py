@@ -135,7 +135,8 @@ class MilpSolver:
             again.stats["guards"] = stats["guards"] + again.stats.get("guards", [])
             # a proof on the restriction proves nothing here (a plan between M·(1 - 1e-6) and
             # the cap may fit): its INFEASIBLE is UNKNOWN, its OPTIMAL only FEASIBLE
-            status = {Status.INFEASIBLE: Status.UNKNOWN, Status.OPTIMAL: Status.FEASIBLE}.get(again.status, again.status)
+            restricted = {Status.INFEASIBLE: Status.UNKNOWN, Status.OPTIMAL: Status.FEASIBLE}
+            status = restricted.get(again.status, again.status)
             plan, objective, stats = again.plan, again.objective, again.stats
             bound = max(0.0, first_bound - tol)
             if again.status in (Status.INFEASIBLE, Status.OPTIMAL):

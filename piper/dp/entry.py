@@ -99,7 +99,7 @@ def _solve_edges(problem: Problem, options: Options, pair: tuple[int, int] | Non
 
 
 def combine_edges(problem: Problem, options: Options, name: str, results: list[tuple[Result, Problem, float]],
-                   start: float) -> Result:
+                  start: float) -> Result:
     """The better of the run inside one node (k = G, edges at B_in) and the run over all
     plans (edges at B); see :func:`solve_dp`.  With B_in < B (allowed, if odd) the second
     run scores a plan inside one node optimistically: when its best plan is one, its value
